@@ -1,0 +1,102 @@
+#pragma once
+// The backend op table: the small set of operations the Qwen3 forward pass needs. The model code
+// (src/model) is written only against this interface, so a CUDA backend can be added without
+// touching it. Every buffer is row-major; shapes are given in brackets next to each pointer.
+//
+// Numerics contract (DESIGN.md "Numerics"): activations and accumulation are f32; weights stay in
+// the checkpoint dtype (bf16/f16/f32) or a packed layout of it; the KV cache is bf16 or f32.
+// Batch invariance: every op computes a row's result with the same instruction sequence and
+// reduction order whatever the number of rows (M) in the call, so a token's output does not depend
+// on what else is in the batch or how its prompt was chunked.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace pypto {
+
+// A linear layer's weight as staged: logically W[n_out, k_in] (PyTorch nn.Linear layout,
+// y = x · Wᵀ). `data` points at pack_weight()'s output for this backend.
+struct LinearWeight {
+  const void* data = nullptr;
+  DType dtype = DType::BF16;
+  int64_t n_out = 0;
+  int64_t k_in = 0;
+};
+
+// One layer's paged KV cache: k and v are [num_blocks, block_size, n_kv_heads, head_dim] in
+// `dtype`. A token at slot s lives at block s / block_size, offset s % block_size.
+struct KvCacheLayer {
+  void* k = nullptr;
+  void* v = nullptr;
+  DType dtype = DType::BF16;
+  int64_t num_blocks = 0;
+  int32_t block_size = 16;
+  int32_t n_kv_heads = 0;
+  int32_t head_dim = 0;
+};
+
+// Attention metadata for one forward call holding several sequences' new tokens, packed:
+// sequence i owns query rows [query_start[i], query_start[i+1]) (cu_seqlens_q in vLLM terms);
+// those rows are its tokens at positions context_len[i] - n_new .. context_len[i] - 1, and its
+// keys/values for positions 0 .. context_len[i]-1 are in the cache already (kv_store runs first).
+struct AttentionBatch {
+  int32_t num_seqs = 0;
+  const int32_t* query_start = nullptr;   // [num_seqs + 1]
+  const int32_t* context_len = nullptr;   // [num_seqs] tokens in cache incl. the new ones
+  const int32_t* block_tables = nullptr;  // [num_seqs, max_blocks_per_seq] physical block ids
+  int32_t max_blocks_per_seq = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;  // e.g. "cpu-avx512", "cpu-scalar"
+
+  // --- weights -------------------------------------------------------------------------------
+  // Bytes pack_weight() writes for a [n_out, k_in] weight of `dtype` (64-byte multiple).
+  virtual size_t packed_weight_bytes(DType dtype, int64_t n_out, int64_t k_in) const = 0;
+  // Converts a plain row-major W[n_out, k_in] into this backend's run-time layout at dst
+  // (64-byte aligned). The default layout is a plain copy.
+  virtual void pack_weight(const void* src, DType dtype, int64_t n_out, int64_t k_in, void* dst) const = 0;
+  // True when pack_weight is a plain copy for `dtype`: then a tied lm_head can share the
+  // embedding table's memory instead of holding a second copy.
+  virtual bool weight_layout_is_plain(DType dtype) const = 0;
+
+  // --- ops -----------------------------------------------------------------------------------
+  // y[m, n_out] = x[m, k_in] · Wᵀ (+ bias[n_out] when bias != nullptr)
+  virtual void linear(const float* x, int64_t m, const LinearWeight& w, const float* bias, float* y) = 0;
+  // y[m, d] = x / sqrt(mean(x²) + eps) * gamma[d]   (y may alias x)
+  virtual void rms_norm(const float* x, const float* gamma, int64_t m, int64_t d, float eps, float* y) = 0;
+  // In place on x[m, n_heads, head_dim]: rotate-half RoPE with theta for each row's position.
+  virtual void rope(float* x, const int32_t* positions, int64_t m, int32_t n_heads, int32_t head_dim,
+                    float theta) = 0;
+  // out[m, inter] = silu(gate_up[m, 0:inter]) * gate_up[m, inter:2*inter]
+  virtual void silu_mul(const float* gate_up, int64_t m, int64_t inter, float* out) = 0;
+  // out[m, d] = table[ids[m], :] converted to f32; table is [vocab, d] in `dtype`.
+  virtual void embedding(const int32_t* ids, int64_t m, const void* table, DType dtype, int64_t d, float* out) = 0;
+  // y[i] += x[i] for i < n (residual connections)
+  virtual void add_inplace(float* y, const float* x, int64_t n) = 0;
+  // Writes k[t], v[t] ([m, n_kv_heads, head_dim] f32) into cache slots slot_mapping[t].
+  virtual void kv_store(const float* k, const float* v, const int64_t* slot_mapping, int64_t m,
+                        const KvCacheLayer& cache) = 0;
+  // Causal attention over the paged cache. q is [m, n_heads, head_dim] (RoPE applied);
+  // out is [m, n_heads, head_dim]. Query head h reads KV head h / (n_heads / n_kv_heads).
+  // Scale is 1/sqrt(head_dim). Must not materialise a [T, T] matrix (online softmax).
+  virtual void paged_attention(const float* q, int64_t m, int32_t n_heads, const KvCacheLayer& cache,
+                               const AttentionBatch& batch, float* out) = 0;
+
+  // (optional) wait for queued work; CPU backends are synchronous.
+  virtual void synchronize() {}
+};
+
+// The CPU backend for the best ISA of this CPU (cpu_isa(), capped by $PYPTO_ISA), running its
+// ops on `num_threads` threads pinned to `cores` (empty = no pinning).
+std::unique_ptr<Backend> make_cpu_backend(int num_threads, const std::vector<int>& cores = {});
+// The scalar reference backend (single thread): the definition every optimised kernel is tested
+// against.
+std::unique_ptr<Backend> make_reference_backend();
+
+}  // namespace pypto

@@ -1,0 +1,42 @@
+#pragma once
+// Run-time (staged) Qwen3 weights: every tensor in its kernel-ready layout inside one aligned slab
+// owned by this object (or a mapped compile-cache file). Built by stage_qwen3_weights().
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "io/model_config.h"
+#include "kernels/backend.h"
+
+namespace pypto {
+
+struct Qwen3LayerWeights {
+  const float* input_norm = nullptr;  // [hidden] f32
+  // Fused q, k, v projection of this rank's heads: rows [q (nq_r*hd) | k (nkv_r*hd) | v (nkv_r*hd)],
+  // logically [(nq_r + 2*nkv_r) * hd, hidden].
+  LinearWeight qkv;
+  const float* qkv_bias = nullptr;  // [(nq_r + 2*nkv_r) * hd] f32, or nullptr without biases
+  const float* q_norm = nullptr;    // [head_dim] f32 (ones when the checkpoint has none)
+  const float* k_norm = nullptr;    // [head_dim] f32
+  LinearWeight o_proj;              // [hidden, nq_r * hd]
+  const float* post_norm = nullptr; // [hidden] f32
+  // Fused gate and up projections of this rank's columns: rows [gate (inter_r) | up (inter_r)].
+  LinearWeight gate_up;             // [2 * inter_r, hidden]
+  LinearWeight down;                // [hidden, inter_r]
+};
+
+struct Qwen3Weights {
+  ModelConfig config;
+  int tp_rank = 0, tp_size = 1;
+  int32_t n_heads = 0, n_kv_heads = 0;  // this rank's query / KV heads
+  int64_t inter = 0;                    // this rank's intermediate columns
+  const void* embed = nullptr;          // [vocab, hidden] plain, in embed_dtype
+  DType embed_dtype = DType::BF16;
+  const float* final_norm = nullptr;    // [hidden] f32
+  LinearWeight lm_head;                 // [vocab, hidden] (shares embed's memory when tied and plain)
+  std::vector<Qwen3LayerWeights> layers;
+  size_t resident_bytes = 0;            // size of the slab holding all of the above
+  std::shared_ptr<void> storage;        // keeps the slab (or mapping) alive
+};
+
+}  // namespace pypto
