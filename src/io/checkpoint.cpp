@@ -1,0 +1,100 @@
+#include "io/checkpoint.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "core/error.h"
+#include "io/json_fields.h"
+
+namespace pypto {
+
+static bool file_exists(const std::string& p) {
+  struct stat st;
+  return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+bool Checkpoint::has_file(const std::string& file) const { return file_exists(path(file)); }
+
+std::unique_ptr<Checkpoint> Checkpoint::open(const std::string& dir_in) {
+  std::string dir = dir_in;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) fail(dir, ": not a checkpoint directory (does not exist)");
+  auto ck = std::unique_ptr<Checkpoint>(new Checkpoint());
+  ck->dir_ = dir;
+
+  std::string cfg_path = dir + "/config.json";
+  if (!file_exists(cfg_path)) fail(cfg_path, ": missing (a checkpoint directory needs config.json)");
+  ck->config_ = parse_model_config(read_text_file(cfg_path), cfg_path);
+  std::string gen_path = dir + "/generation_config.json";
+  if (file_exists(gen_path)) merge_generation_config(ck->config_, read_text_file(gen_path), gen_path);
+
+  // Weights: the index (shards) wins over a single file.
+  std::string index_path = dir + "/model.safetensors.index.json";
+  std::map<std::string, std::vector<std::string>> names_by_file;  // from the index
+  std::vector<std::string> shard_files;
+  if (file_exists(index_path)) {
+    nlohmann::json idx = parse_json_object(read_text_file(index_path), index_path);
+    if (!idx.contains("weight_map") || !idx["weight_map"].is_object())
+      fail(index_path, ": missing object field 'weight_map'");
+    for (auto it = idx["weight_map"].begin(); it != idx["weight_map"].end(); ++it) {
+      if (!it->is_string()) fail(index_path, ": weight_map entry '", it.key(), "' must be a file name string");
+      std::string f = it->get<std::string>();
+      if (f.find('/') != std::string::npos || f == ".." || f.empty())
+        fail(index_path, ": weight_map entry '", it.key(), "' names '", f, "', which is not a file in the directory");
+      names_by_file[f].push_back(it.key());
+    }
+    for (auto& [f, _] : names_by_file) shard_files.push_back(f);
+  } else if (file_exists(dir + "/model.safetensors")) {
+    shard_files.push_back("model.safetensors");
+  } else {
+    fail(dir, ": no weights (expected model.safetensors or model.safetensors.index.json)");
+  }
+
+  for (const std::string& f : shard_files) {
+    std::string p = dir + "/" + f;
+    if (!file_exists(p)) fail(index_path, ": shard '", f, "' listed in weight_map does not exist");
+    ck->files_.push_back(SafetensorsFile::open(p));
+    const SafetensorsFile* sf = ck->files_.back().get();
+    if (!names_by_file.empty()) {
+      // Only the tensors the index assigns to this shard; each must be present.
+      for (const std::string& name : names_by_file[f]) {
+        const SafetensorInfo* info = sf->find(name);
+        if (!info) fail(p, ": tensor '", name, "' is listed for this shard in model.safetensors.index.json but absent");
+        ck->tensors_[name] = TensorRef{sf, info};
+      }
+    } else {
+      for (const auto& info : sf->tensors()) ck->tensors_[info.name] = TensorRef{sf, &info};
+    }
+  }
+  return ck;
+}
+
+const TensorRef* Checkpoint::find(const std::string& name) const {
+  auto it = tensors_.find(name);
+  return it == tensors_.end() ? nullptr : &it->second;
+}
+
+const TensorRef& Checkpoint::get(const std::string& name) const {
+  const TensorRef* r = find(name);
+  if (!r) fail(dir_, ": tensor '", name, "' not found in the checkpoint");
+  return *r;
+}
+
+std::vector<std::string> Checkpoint::tensor_names() const {
+  std::vector<std::string> v;
+  for (const auto& [k, _] : tensors_) v.push_back(k);
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+size_t Checkpoint::total_tensor_bytes() const {
+  size_t n = 0;
+  for (const auto& [_, r] : tensors_) n += r.info->end - r.info->begin;
+  return n;
+}
+
+}  // namespace pypto

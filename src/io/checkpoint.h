@@ -1,0 +1,46 @@
+#pragma once
+// A Hugging Face checkpoint directory: config.json (+ generation_config.json), tokenizer files,
+// and weights as one model.safetensors or shards listed in model.safetensors.index.json.
+// Opening validates every shard's header; tensor data is read lazily through mmap.
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "io/model_config.h"
+#include "io/safetensors.h"
+
+namespace pypto {
+
+struct TensorRef {
+  const SafetensorsFile* file = nullptr;
+  const SafetensorInfo* info = nullptr;
+  const uint8_t* data() const { return file->data(*info); }
+};
+
+class Checkpoint {
+ public:
+  // Throws Error naming the missing/invalid file, field or tensor.
+  static std::unique_ptr<Checkpoint> open(const std::string& dir);
+
+  const std::string& dir() const { return dir_; }
+  const ModelConfig& config() const { return config_; }
+  std::string path(const std::string& file) const { return dir_ + "/" + file; }
+  bool has_file(const std::string& file) const;
+
+  // The tensor named `name`, or nullptr.
+  const TensorRef* find(const std::string& name) const;
+  // The tensor or an Error "<dir>: tensor '<name>' not found in <files>".
+  const TensorRef& get(const std::string& name) const;
+  const std::vector<std::unique_ptr<SafetensorsFile>>& files() const { return files_; }
+  std::vector<std::string> tensor_names() const;  // sorted
+  size_t total_tensor_bytes() const;
+
+ private:
+  std::string dir_;
+  ModelConfig config_;
+  std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  std::unordered_map<std::string, TensorRef> tensors_;
+};
+
+}  // namespace pypto

@@ -1,0 +1,121 @@
+#include "io/model_config.h"
+
+#include "core/error.h"
+#include "io/json_fields.h"
+
+namespace pypto {
+
+// eos_token_id / bos_token_id may be an integer or a list of integers (generation_config.json).
+static std::vector<int32_t> read_id_list(const JsonFields& f, const char* key) {
+  std::vector<int32_t> ids;
+  if (!f.has(key)) return ids;
+  const auto& v = f.at(key);
+  if (v.is_number_integer()) {
+    ids.push_back(v.get<int32_t>());
+  } else if (v.is_array()) {
+    for (const auto& e : v) {
+      if (!e.is_number_integer()) f.bad(key, "an integer or a list of integers");
+      ids.push_back(e.get<int32_t>());
+    }
+  } else {
+    f.bad(key, "an integer or a list of integers");
+  }
+  return ids;
+}
+
+static int32_t positive_int(const JsonFields& f, const char* key, int64_t v) {
+  if (v <= 0 || v > (int64_t(1) << 31) - 1)
+    fail(f.path(), ": field '", key, "' must be a positive integer, got ", v);
+  return static_cast<int32_t>(v);
+}
+
+ModelConfig parse_model_config(const std::string& json_text, const std::string& path) {
+  nlohmann::json j = parse_json_object(json_text, path);
+  JsonFields f(j, path);
+  ModelConfig c;
+
+  // architectures: ["Qwen3ForCausalLM"] (Qwen2ForCausalLM differs by q/k/v biases and no QK norm)
+  if (!j.contains("architectures")) f.bad("architectures", "a list with one architecture name");
+  const auto& archs = j.at("architectures");
+  if (!archs.is_array() || archs.size() != 1 || !archs[0].is_string())
+    f.bad("architectures", "a list with one architecture name");
+  c.architecture = archs[0].get<std::string>();
+  if (c.architecture == "Qwen3ForCausalLM") {
+    c.arch = ModelArch::Qwen3;
+  } else if (c.architecture == "Qwen2ForCausalLM") {
+    c.arch = ModelArch::Qwen2;
+  } else {
+    fail(path, ": architecture '", c.architecture,
+         "' is not supported (supported: Qwen3ForCausalLM, Qwen2ForCausalLM)");
+  }
+
+  c.vocab_size = positive_int(f, "vocab_size", f.req_int("vocab_size"));
+  c.hidden_size = positive_int(f, "hidden_size", f.req_int("hidden_size"));
+  c.intermediate_size = positive_int(f, "intermediate_size", f.req_int("intermediate_size"));
+  c.num_hidden_layers = positive_int(f, "num_hidden_layers", f.req_int("num_hidden_layers"));
+  c.num_attention_heads = positive_int(f, "num_attention_heads", f.req_int("num_attention_heads"));
+  c.num_key_value_heads = c.num_attention_heads;
+  if (auto v = f.opt_int("num_key_value_heads")) c.num_key_value_heads = positive_int(f, "num_key_value_heads", *v);
+  if (c.num_attention_heads % c.num_key_value_heads != 0)
+    fail(path, ": num_attention_heads (", c.num_attention_heads, ") must be a multiple of num_key_value_heads (",
+         c.num_key_value_heads, ")");
+  if (auto v = f.opt_int("head_dim")) {
+    c.head_dim = positive_int(f, "head_dim", *v);
+  } else {
+    if (c.hidden_size % c.num_attention_heads != 0)
+      fail(path, ": no head_dim and hidden_size (", c.hidden_size, ") is not a multiple of num_attention_heads (",
+           c.num_attention_heads, ")");
+    c.head_dim = static_cast<int32_t>(c.hidden_size / c.num_attention_heads);
+  }
+  if (c.head_dim % 2 != 0) fail(path, ": head_dim must be even for rotary embeddings, got ", c.head_dim);
+
+  c.rms_norm_eps = f.req_number("rms_norm_eps");
+  if (!(c.rms_norm_eps > 0)) fail(path, ": field 'rms_norm_eps' must be > 0, got ", c.rms_norm_eps);
+  c.rope_theta = f.opt_number("rope_theta").value_or(10000.0);
+  if (!(c.rope_theta > 0)) fail(path, ": field 'rope_theta' must be > 0, got ", c.rope_theta);
+  c.max_position_embeddings = positive_int(f, "max_position_embeddings", f.req_int("max_position_embeddings"));
+  c.tie_word_embeddings = f.opt_bool("tie_word_embeddings").value_or(false);
+
+  // rope_scaling: null (plain RoPE) is all we implement; name anything else.
+  if (f.has("rope_scaling")) {
+    const auto& rs = j.at("rope_scaling");
+    if (!rs.is_object()) f.bad("rope_scaling", "null or an object");
+    std::string type = rs.value("rope_type", rs.value("type", std::string("?")));
+    if (type != "default")
+      fail(path, ": rope_scaling type '", type, "' is not supported (supported: none, \"default\")");
+  }
+
+  // Qwen3 has no q/k/v biases unless attention_bias says so; Qwen2 always has them.
+  if (c.arch == ModelArch::Qwen2) {
+    c.attention_bias = true;
+    c.qk_norm = false;
+  } else {
+    c.attention_bias = f.opt_bool("attention_bias").value_or(false);
+    c.qk_norm = true;
+  }
+
+  if (auto s = f.opt_string("torch_dtype")) {
+    if (!dtype_parse(*s, &c.torch_dtype) || (c.torch_dtype != DType::BF16 && c.torch_dtype != DType::F16 &&
+                                             c.torch_dtype != DType::F32))
+      fail(path, ": field 'torch_dtype' is '", *s, "' (allowed: bfloat16, float16, float32)");
+  }
+  c.bos_token_ids = read_id_list(f, "bos_token_id");
+  c.eos_token_ids = read_id_list(f, "eos_token_id");
+  for (int32_t id : c.eos_token_ids)
+    if (id < 0 || id >= c.vocab_size) fail(path, ": eos_token_id ", id, " is outside the vocabulary [0, ", c.vocab_size, ")");
+  return c;
+}
+
+void merge_generation_config(ModelConfig& cfg, const std::string& json_text, const std::string& path) {
+  nlohmann::json j = parse_json_object(json_text, path);
+  JsonFields f(j, path);
+  for (int32_t id : read_id_list(f, "eos_token_id")) {
+    if (id < 0 || id >= cfg.vocab_size)
+      fail(path, ": eos_token_id ", id, " is outside the vocabulary [0, ", cfg.vocab_size, ")");
+    bool seen = false;
+    for (int32_t e : cfg.eos_token_ids) seen |= e == id;
+    if (!seen) cfg.eos_token_ids.push_back(id);
+  }
+}
+
+}  // namespace pypto
