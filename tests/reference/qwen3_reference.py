@@ -1,0 +1,215 @@
+#!/usr/bin/env python3
+"""A plain PyTorch implementation of Hugging Face's Qwen3ForCausalLM (and Qwen2ForCausalLM), in
+fp32 throughout, used as the independent reference for the engine's logits.
+
+Written from the semantics of transformers' modeling_qwen3.py / modeling_qwen2.py:
+  - RMSNorm in fp32: x * rsqrt(mean(x^2) + eps), then multiplied by the weight.
+  - Qwen3: per-head RMSNorm on q and k (q_norm / k_norm over head_dim) before RoPE; a checkpoint
+    without those tensors gets ones. Qwen2: no QK norm, q/k/v projections carry biases.
+  - RoPE, rotate-half convention: inv_freq = 1 / theta^(arange(0, hd, 2) / hd), angles =
+    position * inv_freq (fp32), cos/sin of cat(angles, angles); x*cos + rotate_half(x)*sin with
+    rotate_half(x) = cat(-x[hd/2:], x[:hd/2]).
+  - Grouped-query attention: query head h reads KV head h // (n_heads / n_kv_heads) (repeat_kv),
+    scores scaled by 1/sqrt(head_dim), causal mask, softmax in fp32.
+  - MLP: down(silu(gate(x)) * up(x)); residual connections around attention and MLP.
+  - lm_head is the embedding table when tie_word_embeddings is set.
+
+Usage:
+  qwen3_reference.py --model DIR --token-ids 1,2,3 --out logits.npy [--greedy N --greedy-out F]
+  qwen3_reference.py --model DIR --prompts FILE --out-dir DIR [--greedy N]
+     FILE holds one prompt per line (comma-separated token ids); writes logits_<i>.npy [T, vocab]
+     float32 and, with --greedy, greedy_<i>.txt (N comma-separated greedy next tokens).
+"""
+import argparse
+import math
+import os
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checkpoint_reader import read_checkpoint  # noqa: E402
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    variance = x.pow(2).mean(-1, keepdim=True)
+    return weight * (x * torch.rsqrt(variance + eps))
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+class Qwen3Reference:
+    def __init__(self, model_dir: str):
+        cfg, w = read_checkpoint(model_dir)
+        arch = (cfg.get("architectures") or ["Qwen3ForCausalLM"])[0]
+        self.qwen2 = arch.startswith("Qwen2")
+        self.hidden = cfg["hidden_size"]
+        self.n_heads = cfg["num_attention_heads"]
+        self.n_kv = cfg.get("num_key_value_heads", self.n_heads)
+        self.head_dim = cfg.get("head_dim") or self.hidden // self.n_heads
+        self.eps = float(cfg.get("rms_norm_eps", 1e-6))
+        self.theta = float(cfg.get("rope_theta", 10000.0))
+        self.n_layers = cfg["num_hidden_layers"]
+        self.vocab = cfg["vocab_size"]
+        # Qwen2 always has q/k/v biases; Qwen3 has q/k/v/o biases only with attention_bias.
+        self.qkv_bias = True if self.qwen2 else bool(cfg.get("attention_bias", False))
+        self.o_bias = False if self.qwen2 else bool(cfg.get("attention_bias", False))
+
+        self.embed = w["model.embed_tokens.weight"]  # [vocab, hidden]
+        if cfg.get("tie_word_embeddings", False):
+            self.lm_head = self.embed
+        else:
+            self.lm_head = w["lm_head.weight"]
+        self.final_norm = w["model.norm.weight"]
+        ones = torch.ones(self.head_dim)
+        self.layers = []
+        for i in range(self.n_layers):
+            p = f"model.layers.{i}."
+            layer = {
+                "input_norm": w[p + "input_layernorm.weight"],
+                "post_norm": w[p + "post_attention_layernorm.weight"],
+                "q": w[p + "self_attn.q_proj.weight"],
+                "k": w[p + "self_attn.k_proj.weight"],
+                "v": w[p + "self_attn.v_proj.weight"],
+                "o": w[p + "self_attn.o_proj.weight"],
+                "gate": w[p + "mlp.gate_proj.weight"],
+                "up": w[p + "mlp.up_proj.weight"],
+                "down": w[p + "mlp.down_proj.weight"],
+            }
+            if self.qkv_bias:
+                for n in ("q", "k", "v"):
+                    layer[n + "_bias"] = w[p + f"self_attn.{n}_proj.bias"]
+            if self.o_bias:
+                layer["o_bias"] = w[p + "self_attn.o_proj.bias"]
+            if not self.qwen2:
+                layer["q_norm"] = w.get(p + "self_attn.q_norm.weight", ones)
+                layer["k_norm"] = w.get(p + "self_attn.k_norm.weight", ones)
+            self.layers.append(layer)
+        hd = self.head_dim
+        self.inv_freq = 1.0 / (self.theta ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd))
+
+    def _rope(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        # x: [heads, T, hd]; positions: [T]
+        angles = positions.float()[:, None] * self.inv_freq[None, :]  # [T, hd/2]
+        emb = torch.cat((angles, angles), dim=-1)
+        return x * emb.cos() + rotate_half(x) * emb.sin()
+
+    def _attention(self, layer, x, positions, cache):
+        T = x.shape[0]
+        hd = self.head_dim
+        q = x @ layer["q"].T
+        k = x @ layer["k"].T
+        v = x @ layer["v"].T
+        if self.qkv_bias:
+            q, k, v = q + layer["q_bias"], k + layer["k_bias"], v + layer["v_bias"]
+        q = q.view(T, self.n_heads, hd)
+        k = k.view(T, self.n_kv, hd)
+        v = v.view(T, self.n_kv, hd)
+        if not self.qwen2:
+            q = rms_norm(q, layer["q_norm"], self.eps)
+            k = rms_norm(k, layer["k_norm"], self.eps)
+        q = self._rope(q.transpose(0, 1), positions)  # [nq, T, hd]
+        k = self._rope(k.transpose(0, 1), positions)  # [nkv, T, hd]
+        v = v.transpose(0, 1)
+        if cache is not None:  # contiguous per-layer cache of earlier positions
+            if "k" in cache:
+                k = torch.cat((cache["k"], k), dim=1)
+                v = torch.cat((cache["v"], v), dim=1)
+            cache["k"], cache["v"] = k, v
+        S = k.shape[1]
+        rep = self.n_heads // self.n_kv
+        k = k.repeat_interleave(rep, dim=0)  # head h -> kv head h // rep
+        v = v.repeat_interleave(rep, dim=0)
+        scores = (q @ k.transpose(1, 2)) / math.sqrt(hd)  # [nq, T, S]
+        # Query i sits at absolute position S - T + i and sees keys 0 .. S - T + i.
+        qpos = torch.arange(S - T, S)[:, None]
+        kpos = torch.arange(S)[None, :]
+        scores = scores.masked_fill(kpos > qpos, float("-inf"))
+        probs = torch.softmax(scores, dim=-1)
+        out = (probs @ v).transpose(0, 1).reshape(T, self.n_heads * hd)
+        out = out @ layer["o"].T
+        if self.o_bias:
+            out = out + layer["o_bias"]
+        return out
+
+    @torch.no_grad()
+    def forward(self, ids, caches=None, start=0) -> torch.Tensor:
+        """Logits [T, vocab] for tokens `ids` at positions start.. (caches: per-layer dicts)."""
+        ids = torch.tensor(ids, dtype=torch.int64)
+        positions = torch.arange(start, start + ids.shape[0])
+        x = self.embed[ids]
+        for i, layer in enumerate(self.layers):
+            h = rms_norm(x, layer["input_norm"], self.eps)
+            x = x + self._attention(layer, h, positions, None if caches is None else caches[i])
+            h = rms_norm(x, layer["post_norm"], self.eps)
+            gate = h @ layer["gate"].T
+            up = h @ layer["up"].T
+            x = x + (torch.nn.functional.silu(gate) * up) @ layer["down"].T
+        x = rms_norm(x, self.final_norm, self.eps)
+        return x @ self.lm_head.T
+
+    def logits(self, ids) -> np.ndarray:
+        return self.forward(list(ids)).numpy().astype(np.float32)
+
+    def greedy(self, ids, n: int):
+        """n greedy next tokens after prompt `ids` (argmax, ties to the lowest id)."""
+        caches = [dict() for _ in self.layers]
+        logits = self.forward(list(ids), caches, 0)
+        pos = len(ids)
+        out = []
+        for _ in range(n):
+            tok = int(torch.argmax(logits[-1]).item())
+            out.append(tok)
+            logits = self.forward([tok], caches, pos)
+            pos += 1
+        return out
+
+
+def parse_ids(text: str):
+    return [int(t) for t in text.replace(" ", "").split(",") if t]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--token-ids")
+    ap.add_argument("--out")
+    ap.add_argument("--prompts")
+    ap.add_argument("--out-dir")
+    ap.add_argument("--greedy", type=int, default=0)
+    ap.add_argument("--greedy-out")
+    ap.add_argument("--threads", type=int, default=0)
+    args = ap.parse_args()
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    model = Qwen3Reference(args.model)
+    if args.token_ids is not None:
+        ids = parse_ids(args.token_ids)
+        if args.out:
+            np.save(args.out, model.logits(ids))
+        if args.greedy:
+            toks = ",".join(map(str, model.greedy(ids, args.greedy)))
+            if args.greedy_out:
+                with open(args.greedy_out, "w") as f:
+                    f.write(toks + "\n")
+            else:
+                print(toks)
+    elif args.prompts is not None:
+        os.makedirs(args.out_dir, exist_ok=True)
+        with open(args.prompts) as f:
+            prompts = [parse_ids(line) for line in f if line.strip()]
+        for i, ids in enumerate(prompts):
+            np.save(os.path.join(args.out_dir, f"logits_{i}.npy"), model.logits(ids))
+            if args.greedy:
+                with open(os.path.join(args.out_dir, f"greedy_{i}.txt"), "w") as f:
+                    f.write(",".join(map(str, model.greedy(ids, args.greedy))) + "\n")
+    else:
+        ap.error("give --token-ids or --prompts")
+
+
+if __name__ == "__main__":
+    main()
