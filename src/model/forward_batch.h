@@ -1,0 +1,66 @@
+#pragma once
+// The per-step input of one forward call (vLLM's names): the new tokens of several sequences,
+// packed back to back, plus where each token sits (position), where its K/V goes in the paged
+// cache (slot_mapping) and which rows need logits. A plain struct with no globals: the engine's
+// ModelRunner fills one per step, clear() keeps the vectors' capacity, so a steady state
+// allocates nothing.
+#include <cstdint>
+#include <vector>
+
+#include "kernels/backend.h"
+
+namespace pypto {
+
+struct ForwardBatch {
+  // Per token, T = num_tokens() rows:
+  std::vector<int32_t> token_ids;     // [T]
+  std::vector<int32_t> positions;     // [T] absolute position within its sequence
+  std::vector<int64_t> slot_mapping;  // [T] cache slot = block_id * block_size + offset
+  // Per sequence (AttentionBatch): sequence i owns rows [query_start[i], query_start[i+1]).
+  std::vector<int32_t> query_start;   // [num_seqs + 1], query_start[0] == 0
+  std::vector<int32_t> context_len;   // [num_seqs] cached tokens including this step's
+  std::vector<int32_t> block_tables;  // [num_seqs, max_blocks_per_seq] physical block ids
+  int32_t max_blocks_per_seq = 0;
+  // Rows whose logits are computed, in output order: logits_out row r is token row
+  // logits_indices[r] (usually each sequence's last row; every row for the `logits` tool).
+  std::vector<int32_t> logits_indices;
+
+  int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }
+  int32_t num_seqs() const { return query_start.empty() ? 0 : static_cast<int32_t>(query_start.size()) - 1; }
+  int64_t num_logits() const { return static_cast<int64_t>(logits_indices.size()); }
+
+  void clear() {
+    token_ids.clear();
+    positions.clear();
+    slot_mapping.clear();
+    query_start.clear();
+    context_len.clear();
+    block_tables.clear();
+    logits_indices.clear();
+    max_blocks_per_seq = 0;
+  }
+
+  // Appends one sequence's new tokens `ids[0..n)` at positions start..start+n-1 over a cached
+  // prefix of `start` tokens, whose blocks are `blocks[0..n_blocks)` (covering start + n tokens).
+  // `max_blocks_per_seq` must be set before the first call; `want_logits` selects the rows whose
+  // logits are wanted: none, the last, or all.
+  enum class Logits { None, Last, All };
+  void add_sequence(const int32_t* ids, int32_t n, int32_t start, const int32_t* blocks, int32_t n_blocks,
+                    int32_t block_size, Logits want_logits);
+
+  AttentionBatch attention() const {
+    AttentionBatch a;
+    a.num_seqs = num_seqs();
+    a.query_start = query_start.data();
+    a.context_len = context_len.data();
+    a.block_tables = block_tables.data();
+    a.max_blocks_per_seq = max_blocks_per_seq;
+    return a;
+  }
+
+  // Checks the invariants the kernels rely on (sizes agree, rows ordered, slots inside the cache,
+  // positions consistent with context_len); aborts with a message on violation.
+  void validate(int64_t num_cache_blocks, int32_t block_size) const;
+};
+
+}  // namespace pypto

@@ -1,0 +1,47 @@
+#pragma once
+// Storage of the paged KV cache: for every layer a K and a V pool of
+// [num_blocks, block_size, n_kv_heads, head_dim] elements in bf16 or f32 (this rank's KV heads).
+// Which blocks belong to which sequence is the engine's business (BlockPool / KVCacheManager);
+// this class only owns the memory and hands out the per-layer views the kernels read.
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "core/memory.h"
+#include "kernels/backend.h"
+
+namespace pypto {
+
+struct KvCacheSpec {
+  int32_t num_layers = 0;
+  int64_t num_blocks = 0;
+  int32_t block_size = 16;
+  int32_t n_kv_heads = 0;
+  int32_t head_dim = 0;
+  DType dtype = DType::BF16;  // BF16 or F32
+
+  // Bytes one block costs across all layers, K and V together.
+  size_t bytes_per_block() const;
+};
+
+class KvCache {
+ public:
+  KvCache() = default;
+  // Allocates (zeroed, 64-byte aligned) all layers' pools; throws Error for an unsupported dtype
+  // or a zero size.
+  explicit KvCache(const KvCacheSpec& spec);
+
+  const KvCacheSpec& spec() const { return spec_; }
+  const KvCacheLayer& layer(int i) const { return layers_[i]; }
+  int32_t num_layers() const { return spec_.num_layers; }
+  int64_t num_blocks() const { return spec_.num_blocks; }
+  int32_t block_size() const { return spec_.block_size; }
+  size_t bytes() const { return storage_.size(); }
+
+ private:
+  KvCacheSpec spec_;
+  AlignedBuffer storage_;
+  std::vector<KvCacheLayer> layers_;
+};
+
+}  // namespace pypto

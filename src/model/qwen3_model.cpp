@@ -1,0 +1,134 @@
+#include "model/qwen3_model.h"
+
+#include <cstring>
+
+#include "core/error.h"
+
+namespace pypto {
+
+Qwen3Model::Qwen3Model(const Qwen3Weights& weights, Backend& backend, Communicator* comm)
+    : w_(weights), backend_(backend), comm_(comm) {
+  const ModelConfig& c = w_.config;
+  PYPTO_ASSERT(int(w_.layers.size()) == c.num_hidden_layers, "staged ", w_.layers.size(), " layers, config has ",
+               c.num_hidden_layers);
+  PYPTO_ASSERT(w_.n_heads > 0 && w_.n_kv_heads > 0 && w_.n_heads % w_.n_kv_heads == 0, "heads ", w_.n_heads, "/",
+               w_.n_kv_heads);
+  if (w_.tp_size > 1 && comm_ == nullptr)
+    fail("tensor parallel rank ", w_.tp_rank, "/", w_.tp_size, " needs a communicator");
+  hidden_ = c.hidden_size;
+  q_dim_ = int64_t(w_.n_heads) * c.head_dim;
+  kv_dim_ = int64_t(w_.n_kv_heads) * c.head_dim;
+  qkv_dim_ = q_dim_ + 2 * kv_dim_;
+  inter_ = w_.inter;
+  for (const Qwen3LayerWeights& l : w_.layers) {
+    PYPTO_ASSERT(l.qkv.n_out == qkv_dim_ && l.qkv.k_in == hidden_, "qkv shape");
+    PYPTO_ASSERT(l.o_proj.n_out == hidden_ && l.o_proj.k_in == q_dim_, "o_proj shape");
+    PYPTO_ASSERT(l.gate_up.n_out == 2 * inter_ && l.gate_up.k_in == hidden_, "gate_up shape");
+    PYPTO_ASSERT(l.down.n_out == hidden_ && l.down.k_in == inter_, "down shape");
+    PYPTO_ASSERT(!c.attention_bias || l.qkv_bias != nullptr, "attention_bias without staged biases");
+  }
+  PYPTO_ASSERT(w_.lm_head.n_out == c.vocab_size && w_.lm_head.k_in == hidden_, "lm_head shape");
+}
+
+KvCacheSpec Qwen3Model::kv_cache_spec(int64_t num_blocks, int32_t block_size, DType dtype) const {
+  KvCacheSpec s;
+  s.num_layers = w_.config.num_hidden_layers;
+  s.num_blocks = num_blocks;
+  s.block_size = block_size;
+  s.n_kv_heads = w_.n_kv_heads;
+  s.head_dim = w_.config.head_dim;
+  s.dtype = dtype;
+  return s;
+}
+
+void Qwen3Model::ensure_scratch(int64_t rows) {
+  if (rows <= scratch_rows_) return;
+  // Round each buffer up to 16 floats so every one starts 64-byte aligned.
+  auto up = [](int64_t n) { return (n + 15) / 16 * 16; };
+  const int64_t sizes[] = {hidden_, hidden_, hidden_, qkv_dim_, q_dim_, kv_dim_, kv_dim_, q_dim_, 2 * inter_, inter_};
+  int64_t total = 0;
+  for (int64_t s : sizes) total += up(s * rows);
+  scratch_ = AlignedBuffer(size_t(total) * sizeof(float));
+  float* p = reinterpret_cast<float*>(scratch_.data());
+  float** bufs[] = {&x_, &h_, &tmp_, &qkv_, &q_, &k_, &v_, &attn_, &gate_up_, &act_};
+  for (int i = 0; i < 10; ++i) {
+    *bufs[i] = p;
+    p += up(sizes[i] * rows);
+  }
+  scratch_rows_ = rows;
+}
+
+void Qwen3Model::all_reduce(float* x, int64_t n) {
+  if (comm_ == nullptr) return;
+  // TP HOOK: the parallel layer sums x over the ranks here (in-process shared memory / NCCL).
+  fail("tensor-parallel all-reduce is not implemented yet (", n, " floats at ", static_cast<void*>(x), ")");
+}
+
+void Qwen3Model::forward(const ForwardBatch& batch, KvCache& cache, float* logits_out) {
+  const ModelConfig& c = w_.config;
+  const int64_t T = batch.num_tokens();
+  if (T == 0) return;
+  PYPTO_ASSERT(cache.num_layers() == c.num_hidden_layers && cache.spec().n_kv_heads == w_.n_kv_heads &&
+                   cache.spec().head_dim == c.head_dim,
+               "KV cache shape does not match the model");
+  batch.validate(cache.num_blocks(), cache.block_size());
+  for (int64_t t = 0; t < T; ++t) {
+    const int32_t id = batch.token_ids[t];
+    if (id < 0 || id >= c.vocab_size) fail("token id ", id, " is outside the vocabulary [0, ", c.vocab_size, ")");
+  }
+  ensure_scratch(T);
+  Backend& be = backend_;
+  const int32_t hd = c.head_dim;
+  const float eps = float(c.rms_norm_eps);
+  const float theta = float(c.rope_theta);
+  const AttentionBatch attn_batch = batch.attention();
+
+  // x [T, hidden]: the residual stream.
+  be.embedding(batch.token_ids.data(), T, w_.embed, w_.embed_dtype, hidden_, x_);
+
+  for (int32_t li = 0; li < c.num_hidden_layers; ++li) {
+    const Qwen3LayerWeights& L = w_.layers[li];
+    // --- attention block ---
+    be.rms_norm(x_, L.input_norm, T, hidden_, eps, h_);        // h [T, hidden]
+    be.linear(h_, T, L.qkv, L.qkv_bias, qkv_);                 // qkv [T, q_dim | kv_dim | kv_dim]
+    // Split the fused rows into contiguous q [T, nq, hd], k, v [T, nkv, hd]: the per-head ops
+    // below take dense [rows, heads, head_dim] arrays.
+    for (int64_t t = 0; t < T; ++t) {
+      const float* row = qkv_ + t * qkv_dim_;
+      std::memcpy(q_ + t * q_dim_, row, sizeof(float) * q_dim_);
+      std::memcpy(k_ + t * kv_dim_, row + q_dim_, sizeof(float) * kv_dim_);
+      std::memcpy(v_ + t * kv_dim_, row + q_dim_ + kv_dim_, sizeof(float) * kv_dim_);
+    }
+    if (c.qk_norm) {  // Qwen3: RMSNorm over each head's head_dim values, before RoPE
+      be.rms_norm(q_, L.q_norm, T * w_.n_heads, hd, eps, q_);
+      be.rms_norm(k_, L.k_norm, T * w_.n_kv_heads, hd, eps, k_);
+    }
+    be.rope(q_, batch.positions.data(), T, w_.n_heads, hd, theta);
+    be.rope(k_, batch.positions.data(), T, w_.n_kv_heads, hd, theta);
+    const KvCacheLayer& kv = cache.layer(li);
+    be.kv_store(k_, v_, batch.slot_mapping.data(), T, kv);
+    be.paged_attention(q_, T, w_.n_heads, kv, attn_batch, attn_);  // attn [T, nq, hd]
+    be.linear(attn_, T, L.o_proj, nullptr, tmp_);                  // tmp [T, hidden] (partial under TP)
+    all_reduce(tmp_, T * hidden_);
+    be.add_inplace(x_, tmp_, T * hidden_);
+    // --- MLP block ---
+    be.rms_norm(x_, L.post_norm, T, hidden_, eps, h_);
+    be.linear(h_, T, L.gate_up, nullptr, gate_up_);  // gate_up [T, gate (inter) | up (inter)]
+    be.silu_mul(gate_up_, T, inter_, act_);          // act [T, inter]
+    be.linear(act_, T, L.down, nullptr, tmp_);       // tmp [T, hidden] (partial under TP)
+    all_reduce(tmp_, T * hidden_);
+    be.add_inplace(x_, tmp_, T * hidden_);
+  }
+
+  // Final norm and lm_head only for the rows that need logits: gather them into h [n, hidden].
+  const int64_t n = batch.num_logits();
+  if (n == 0) return;
+  PYPTO_ASSERT(logits_out != nullptr, "logits requested without an output buffer");
+  for (int64_t r = 0; r < n; ++r)
+    std::memcpy(h_ + r * hidden_, x_ + int64_t(batch.logits_indices[r]) * hidden_, sizeof(float) * hidden_);
+  be.rms_norm(h_, w_.final_norm, n, hidden_, eps, h_);
+  be.linear(h_, n, w_.lm_head, nullptr, logits_out);  // logits [n, vocab]
+  be.synchronize();
+}
+
+}  // namespace pypto

@@ -1,0 +1,59 @@
+#pragma once
+// The Qwen3 (and Qwen2) forward pass, written only against the backend op table so another
+// backend can run it unchanged. One call runs all new tokens of a ForwardBatch (prefill chunks and
+// decodes mixed) through every layer, writing K/V into the paged cache and logits for the rows
+// the batch asks for.
+#include <cstdint>
+
+#include "core/memory.h"
+#include "kernels/backend.h"
+#include "model/forward_batch.h"
+#include "model/kv_cache.h"
+#include "model/qwen3_weights.h"
+
+namespace pypto {
+
+// Tensor-parallel communicator, defined by the parallel layer (src/parallel). The model only
+// holds a pointer: null means a single rank.
+class Communicator;
+
+class Qwen3Model {
+ public:
+  // `weights` and `backend` must outlive the model. With weights.tp_size > 1 a communicator is
+  // required (each rank computes its own heads / MLP columns, partial sums are all-reduced).
+  Qwen3Model(const Qwen3Weights& weights, Backend& backend, Communicator* comm = nullptr);
+
+  const ModelConfig& config() const { return w_.config; }
+  int64_t vocab_size() const { return w_.config.vocab_size; }
+  Backend& backend() const { return backend_; }
+
+  // The KV cache shape this model (this rank) reads and writes.
+  KvCacheSpec kv_cache_spec(int64_t num_blocks, int32_t block_size, DType dtype) const;
+
+  // Runs batch.num_tokens() tokens through the model. Writes their K/V into `cache` at
+  // batch.slot_mapping and logits_out[r, :] (f32, [batch.num_logits(), vocab]) for token row
+  // batch.logits_indices[r]. Throws Error for a token id outside the vocabulary.
+  void forward(const ForwardBatch& batch, KvCache& cache, float* logits_out);
+
+ private:
+  void ensure_scratch(int64_t rows);
+  // Tensor-parallel hook: sums x[n] over the ranks after o_proj and down_proj. No-op on one rank.
+  void all_reduce(float* x, int64_t n);
+
+  const Qwen3Weights& w_;
+  Backend& backend_;
+  Communicator* comm_;
+
+  // Sizes of this rank's slices.
+  int64_t hidden_, q_dim_, kv_dim_, qkv_dim_, inter_;
+
+  // Per-step activations, f32, grown only when a larger batch arrives (no allocation per step).
+  // Per token row: x, h, tmp [hidden]; qkv [qkv_dim]; q, attn [q_dim]; k, v [kv_dim];
+  // gate_up [2*inter]; act [inter].
+  AlignedBuffer scratch_;
+  int64_t scratch_rows_ = 0;
+  float *x_ = nullptr, *h_ = nullptr, *tmp_ = nullptr, *qkv_ = nullptr, *q_ = nullptr, *k_ = nullptr,
+        *v_ = nullptr, *attn_ = nullptr, *gate_up_ = nullptr, *act_ = nullptr;
+};
+
+}  // namespace pypto
