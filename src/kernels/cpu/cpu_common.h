@@ -1,0 +1,34 @@
+#pragma once
+// Small helpers shared by the reference and optimised CPU backends (ISA-neutral code only: this
+// header must not be included from the *_avx512.cpp / *_avx2.cpp files, whose inline functions
+// would otherwise be compiled with vector flags and could be picked by the linker for everyone).
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "core/error.h"
+
+namespace pypto {
+
+// Bytes of a plain row-major [n_out, k_in] weight, rounded up to a 64-byte multiple.
+inline size_t plain_weight_bytes(DType dtype, int64_t n_out, int64_t k_in) {
+  size_t b = static_cast<size_t>(n_out) * static_cast<size_t>(k_in) * dtype_size(dtype);
+  return (b + 63) / 64 * 64;
+}
+
+inline void check_weight_dtype(DType t) {
+  if (t != DType::BF16 && t != DType::F16 && t != DType::F32)
+    fail("linear/embedding weights must be bf16, f16 or f32, got ", dtype_name(t));
+}
+inline void check_kv_dtype(DType t) {
+  if (t != DType::BF16 && t != DType::F32) fail("KV cache dtype must be bf16 or f32, got ", dtype_name(t));
+}
+
+// RoPE angle of pair j (0 <= j < head_dim/2) at position pos: pos · theta^(-2j/head_dim), in double.
+inline double rope_angle(int32_t pos, int32_t j, int32_t head_dim, float theta) {
+  double inv_freq = std::pow(static_cast<double>(theta), -2.0 * j / static_cast<double>(head_dim));
+  return static_cast<double>(pos) * inv_freq;
+}
+
+}  // namespace pypto
