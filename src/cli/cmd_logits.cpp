@@ -1,0 +1,122 @@
+// `pypto-serving logits`: float32 logits for every position of a prompt, written as a numpy .npy
+// array [positions, vocab], so users and tests can compare the engine with other implementations
+// (tests/reference/qwen3_reference.py).
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "io/checkpoint.h"
+#include "kernels/backend.h"
+#include "model/prompt_logits.h"
+#include "model/qwen3_model.h"
+#include "model/weight_staging.h"
+
+namespace pypto::cli {
+
+namespace {
+
+std::vector<int32_t> parse_token_ids(const std::string& text) {
+  std::vector<int32_t> ids;
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t j = text.find(',', i);
+    if (j == std::string::npos) j = text.size();
+    std::string item = text.substr(i, j - i);
+    while (!item.empty() && item.front() == ' ') item.erase(item.begin());
+    while (!item.empty() && item.back() == ' ') item.pop_back();
+    if (!item.empty()) {
+      size_t used = 0;
+      long long v = -1;
+      try {
+        v = std::stoll(item, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != item.size() || v < 0 || v > INT32_MAX) fail("--token-ids: '", item, "' is not a token id");
+      ids.push_back(static_cast<int32_t>(v));
+    }
+    i = j + 1;
+  }
+  if (ids.empty()) fail("--token-ids: no token ids given");
+  return ids;
+}
+
+// numpy .npy version 1.0: magic, header length (u16 LE), a Python dict literal padded with
+// spaces to a 64-byte boundary and ended by '\n', then the raw little-endian f32 data.
+void write_npy_f32(const std::string& path, const float* data, int64_t rows, int64_t cols) {
+  std::string dict = str_cat("{'descr': '<f4', 'fortran_order': False, 'shape': (", rows, ", ", cols, "), }");
+  const size_t prefix = 10;  // magic(6) + version(2) + header length(2)
+  size_t total = prefix + dict.size() + 1;
+  dict.append((64 - total % 64) % 64, ' ');
+  dict.push_back('\n');
+  std::ofstream f(path, std::ios::binary);
+  if (!f) fail("--out: cannot create '", path, "'");
+  const uint16_t hlen = static_cast<uint16_t>(dict.size());
+  const char magic[8] = {'\x93', 'N', 'U', 'M', 'P', 'Y', 1, 0};
+  f.write(magic, 8);
+  const char len_le[2] = {char(hlen & 0xff), char(hlen >> 8)};
+  f.write(len_le, 2);
+  f.write(dict.data(), std::streamsize(dict.size()));
+  f.write(reinterpret_cast<const char*>(data), std::streamsize(sizeof(float) * rows * cols));
+  if (!f) fail("--out: writing '", path, "' failed");
+}
+
+}  // namespace
+
+int cmd_logits(int argc, char** argv) {
+  CLI::App app{"Write float32 logits for every position of a prompt as a numpy .npy [positions, vocab]",
+               "pypto-serving logits"};
+  std::string model_dir, token_ids, prompt, out, kv_dtype = "bf16";
+  int threads = 0, chunk = 0;
+  bool scalar = false;
+  app.add_option("--model", model_dir, "checkpoint directory (config.json, *.safetensors)")->required();
+  auto* ids_opt = app.add_option("--token-ids", token_ids, "comma-separated token ids, e.g. 1,2,3");
+  auto* prompt_opt = app.add_option("--prompt", prompt, "text, tokenized with the checkpoint's tokenizer");
+  ids_opt->excludes(prompt_opt);
+  app.add_option("--out", out, "output .npy file")->required();
+  app.add_option("--kv-cache-dtype", kv_dtype, "KV cache element type")
+      ->check(CLI::IsMember({"bf16", "fp32"}))
+      ->capture_default_str();
+  app.add_option("--threads", threads, "kernel threads (0 = all cores)")->check(CLI::NonNegativeNumber);
+  app.add_option("--chunk", chunk, "prompt tokens per forward call (0 = all at once)")->check(CLI::NonNegativeNumber);
+  app.add_flag("--scalar-kernels", scalar, "use the scalar reference kernels (slow; for checking)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  try {
+    if (ids_opt->count() == 0 && prompt_opt->count() == 0) fail("give --token-ids or --prompt");
+    if (prompt_opt->count() > 0)
+      fail("--prompt needs the tokenizer, which this build does not have yet; use --token-ids");
+    const std::vector<int32_t> ids = parse_token_ids(token_ids);
+
+    auto ck = Checkpoint::open(model_dir);
+    const int nthreads = threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency()));
+    std::unique_ptr<Backend> backend = scalar ? make_reference_backend() : make_cpu_backend(nthreads);
+    StagingOptions sopt;
+    Qwen3Weights weights = stage_qwen3_weights(*ck, *backend, sopt);
+    Qwen3Model model(weights, *backend);
+
+    PromptLogitsOptions popt;
+    popt.kv_dtype = kv_dtype == "fp32" ? DType::F32 : DType::BF16;
+    popt.chunk = chunk;
+    const std::vector<float> logits = prompt_logits(model, ids, popt);
+    write_npy_f32(out, logits.data(), int64_t(ids.size()), model.vocab_size());
+    log_info("logits: wrote [", ids.size(), ", ", model.vocab_size(), "] to ", out, " (backend ", backend->name(),
+             ", kv ", kv_dtype, ")");
+    return 0;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "pypto-serving logits: %s\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace pypto::cli

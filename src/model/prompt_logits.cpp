@@ -1,0 +1,36 @@
+#include "model/prompt_logits.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "core/error.h"
+
+namespace pypto {
+
+std::vector<float> prompt_logits(Qwen3Model& model, const std::vector<int32_t>& ids, const PromptLogitsOptions& opt) {
+  if (ids.empty()) fail("the prompt has no tokens");
+  if (opt.chunk < 0) fail("--chunk must be >= 0, got ", opt.chunk);
+  const int32_t T = static_cast<int32_t>(ids.size());
+  const int32_t bs = opt.block_size;
+  const int32_t n_blocks = (T + bs - 1) / bs;
+  KvCache cache(model.kv_cache_spec(n_blocks, bs, opt.kv_dtype));
+  // The sequence owns blocks in reverse order, so a wrong block-table lookup cannot pass by luck.
+  std::vector<int32_t> blocks(n_blocks);
+  std::iota(blocks.rbegin(), blocks.rend(), 0);
+
+  const int64_t V = model.vocab_size();
+  std::vector<float> logits(size_t(T) * V);
+  const int32_t chunk = opt.chunk == 0 ? T : opt.chunk;
+  ForwardBatch batch;
+  for (int32_t start = 0; start < T; start += chunk) {
+    const int32_t n = std::min(chunk, T - start);
+    batch.clear();
+    batch.max_blocks_per_seq = n_blocks;
+    batch.add_sequence(ids.data() + start, n, start, blocks.data(), (start + n + bs - 1) / bs, bs,
+                       ForwardBatch::Logits::All);
+    model.forward(batch, cache, logits.data() + size_t(start) * V);
+  }
+  return logits;
+}
+
+}  // namespace pypto
