@@ -1,0 +1,57 @@
+#pragma once
+// The batched sampler: logits [rows, vocab] (f32, row-major) plus each row's parameters and
+// state -> one token per row, with logprobs when asked.
+//
+// Every row is processed on its own (penalties, bias, temperature, top-k, top-p, min-p, its own
+// seeded draw), so a row with an unusual option never pushes the batch onto a slower path, and a
+// row's token never depends on the other rows. Order of operations per row:
+//   nan -> -inf, logit_bias, penalties, min_tokens mask, then greedy argmax (ties -> lowest id)
+//   or: temperature, top-k, top-p (keeps the token that crosses p), min-p, one inverse-CDF draw
+//   u = philox_uniform(seed, number of output tokens so far) over the kept tokens in
+//   (logit desc, id asc) order — or id order when no truncation is requested.
+// Logprobs are those of the model's raw distribution (log_softmax of the logits as given), as
+// vLLM reports them by default.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "sampling/sampling_params.h"
+
+namespace pypto {
+
+struct TokenLogprob {
+  int32_t token_id = 0;
+  float logprob = 0.0f;
+};
+
+struct SampledToken {
+  int32_t token_id = 0;
+  float logprob = 0.0f;                     // filled only when params.logprobs is set
+  std::vector<TokenLogprob> top_logprobs;   // params.logprobs entries, most likely first
+};
+
+// One row's inputs. Spans must stay valid during the call.
+struct SamplerRow {
+  const SamplingParams* params = nullptr;
+  std::span<const int32_t> prompt_token_ids;  // for repetition_penalty
+  std::span<const int32_t> output_token_ids;  // penalties, min_tokens, and the draw counter
+  std::span<const int32_t> eos_token_ids;     // masked (with stop_token_ids) before min_tokens
+  uint64_t seed = 0;                          // the request's resolved seed
+};
+
+// Samples one row; `logits` is modified in place (it holds the processed logits afterwards).
+SampledToken sample_row(std::span<float> logits, const SamplerRow& row);
+
+// Samples every row of logits [rows.size(), vocab_size] (modified in place). Rows run in
+// parallel when there are several; results are in row order.
+std::vector<SampledToken> sample_batch(std::span<float> logits, int64_t vocab_size,
+                                       std::span<const SamplerRow> rows);
+
+// Building blocks, exposed for tests.
+// argmax with ties broken towards the lowest id.
+int32_t argmax_lowest_id(std::span<const float> logits);
+// The k most likely tokens as (id, logprob) under log_softmax(logits), most likely first,
+// ties by lowest id. Uses a partial selection, not a full sort.
+std::vector<TokenLogprob> top_logprobs(std::span<const float> logits, int32_t k);
+
+}  // namespace pypto

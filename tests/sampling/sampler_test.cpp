@@ -1,0 +1,213 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "sampling/logits_processors.h"
+#include "sampling/philox.h"
+#include "sampling/sampler.h"
+
+namespace pypto {
+namespace {
+
+std::vector<float> log_probs(std::vector<double> p) {
+  std::vector<float> out;
+  for (double v : p) out.push_back(float(std::log(v)));
+  return out;
+}
+
+SampledToken sample(std::vector<float> logits, const SamplingParams& p, uint64_t seed = 0,
+                    std::vector<int32_t> output = {}, std::vector<int32_t> prompt = {},
+                    std::vector<int32_t> eos = {}) {
+  SamplerRow row{&p, prompt, output, eos, seed};
+  return sample_row(logits, row);
+}
+
+// Finds a seed whose first draw lands in [lo, hi).
+uint64_t seed_with_draw_in(double lo, double hi, uint64_t draw = 0) {
+  for (uint64_t s = 0;; ++s) {
+    const double u = philox_uniform(s, draw);
+    if (u >= lo && u < hi) return s;
+  }
+}
+
+TEST(Sampler, GreedyTiesGoToLowestId) {
+  SamplingParams p;
+  p.temperature = 0.0f;
+  EXPECT_EQ(sample({1.0f, 3.0f, 3.0f, 2.0f}, p).token_id, 1);
+  EXPECT_EQ(argmax_lowest_id(std::vector<float>{5.0f, 5.0f}), 0);
+}
+
+TEST(Sampler, NanNeverWins) {
+  SamplingParams p;
+  p.temperature = 0.0f;
+  EXPECT_EQ(sample({std::nanf(""), 0.5f, 0.25f}, p).token_id, 1);
+}
+
+TEST(Sampler, InverseCdfInIdOrderWithoutTruncation) {
+  SamplingParams p;  // temperature 1, no truncation: draw over ids 0,1,2 with p = .5,.3,.2
+  const auto logits = log_probs({0.5, 0.3, 0.2});
+  EXPECT_EQ(sample(logits, p, seed_with_draw_in(0.0, 0.49)).token_id, 0);
+  EXPECT_EQ(sample(logits, p, seed_with_draw_in(0.51, 0.79)).token_id, 1);
+  EXPECT_EQ(sample(logits, p, seed_with_draw_in(0.81, 1.0)).token_id, 2);
+}
+
+TEST(Sampler, DrawCounterIsTheOutputLength) {
+  SamplingParams p;
+  const auto logits = log_probs({0.5, 0.5});
+  const uint64_t seed = 99;
+  for (uint64_t n = 0; n < 20; ++n) {
+    const std::vector<int32_t> out(n, 0);  // token 0 repeated: no penalties configured
+    const int32_t expect = philox_uniform(seed, n) < 0.5 ? 0 : 1;
+    EXPECT_EQ(sample(logits, p, seed, out).token_id, expect) << "draw " << n;
+  }
+}
+
+TEST(Sampler, TopPKeepsTheTokenThatCrossesP) {
+  SamplingParams p;
+  p.top_p = 0.6f;  // sorted mass: 0.5 (id 2), 0.8 (id 0) crosses 0.6 -> keep {2, 0}
+  const auto logits = log_probs({0.3, 0.2, 0.5});
+  // Kept weights renormalised: id 2 -> 0.5/0.8 = 0.625, id 0 -> 0.375, in (prob desc) order.
+  EXPECT_EQ(sample(logits, p, seed_with_draw_in(0.0, 0.62)).token_id, 2);
+  EXPECT_EQ(sample(logits, p, seed_with_draw_in(0.63, 1.0)).token_id, 0);
+  std::set<int32_t> seen;
+  for (uint64_t s = 0; s < 200; ++s) seen.insert(sample(logits, p, s).token_id);
+  EXPECT_EQ(seen, (std::set<int32_t>{0, 2}));
+}
+
+TEST(Sampler, TopPWithLargeVocabUsesPartialSelection) {
+  // 1000 tokens: token 500 has 60% of the mass, the rest share 40%. top_p 0.5 -> only 500.
+  std::vector<double> probs(1000, 0.4 / 999);
+  probs[500] = 0.6;
+  SamplingParams p;
+  p.top_p = 0.5f;
+  for (uint64_t s = 0; s < 50; ++s) EXPECT_EQ(sample(log_probs(probs), p, s).token_id, 500);
+  // top_p 0.6002 needs token 500 plus one more; ties among the rest go to the lowest id (0),
+  // which keeps weight 0.0004 / 0.6004: a draw above 0.99934 picks it, any draw below picks 500.
+  p.top_p = 0.6002f;
+  EXPECT_EQ(sample(log_probs(probs), p, seed_with_draw_in(0.9995, 1.0)).token_id, 0);
+  EXPECT_EQ(sample(log_probs(probs), p, seed_with_draw_in(0.99, 0.9993)).token_id, 500);
+}
+
+TEST(Sampler, TopKOneIsGreedy) {
+  SamplingParams p;
+  p.top_k = 1;
+  for (uint64_t s = 0; s < 50; ++s) EXPECT_EQ(sample({0.1f, 2.0f, 1.9f, 2.0f}, p, s).token_id, 1);
+}
+
+TEST(Sampler, TopKRestrictsToKMostLikely) {
+  SamplingParams p;
+  p.top_k = 2;
+  std::set<int32_t> seen;
+  for (uint64_t s = 0; s < 300; ++s) seen.insert(sample(log_probs({0.1, 0.4, 0.2, 0.3}), p, s).token_id);
+  EXPECT_EQ(seen, (std::set<int32_t>{1, 3}));
+}
+
+TEST(Sampler, MinPDropsUnlikelyTokens) {
+  SamplingParams p;
+  p.min_p = 0.45f;  // p_max 0.4: keep tokens with p >= 0.18 -> ids 1 (0.4), 2 (0.35), 3 (0.2)
+  std::set<int32_t> seen;
+  for (uint64_t s = 0; s < 400; ++s) seen.insert(sample(log_probs({0.05, 0.4, 0.35, 0.2}), p, s).token_id);
+  EXPECT_EQ(seen, (std::set<int32_t>{1, 2, 3}));
+  p.min_p = 0.6f;  // threshold 0.24: ids 1, 2
+  seen.clear();
+  for (uint64_t s = 0; s < 400; ++s) seen.insert(sample(log_probs({0.05, 0.4, 0.35, 0.2}), p, s).token_id);
+  EXPECT_EQ(seen, (std::set<int32_t>{1, 2}));
+}
+
+TEST(Sampler, TemperatureSharpens) {
+  // At T = 0.5 the weights square: .6^2 = .36 vs .4^2 = .16 -> p(0) = 0.36/0.52 = 0.6923.
+  SamplingParams p;
+  p.temperature = 0.5f;
+  const auto logits = log_probs({0.6, 0.4});
+  EXPECT_EQ(sample(logits, p, seed_with_draw_in(0.66, 0.69)).token_id, 0);
+  EXPECT_EQ(sample(logits, p, seed_with_draw_in(0.70, 0.72)).token_id, 1);
+}
+
+TEST(Sampler, SeedReproducesAndDiffers) {
+  SamplingParams p;
+  std::vector<double> probs(50, 1.0 / 50);
+  std::vector<int32_t> a, b, c;
+  for (int i = 0; i < 30; ++i) {
+    a.push_back(sample(log_probs(probs), p, 7, a).token_id);
+    b.push_back(sample(log_probs(probs), p, 7, b).token_id);
+    c.push_back(sample(log_probs(probs), p, 8, c).token_id);
+  }
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+}
+
+TEST(Sampler, LogitBiasAndPenalties) {
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.logit_bias = {{0, 5.0f}};
+  EXPECT_EQ(sample({1.0f, 3.0f}, p).token_id, 0);
+
+  std::vector<float> x = {2.0f, -2.0f, 1.0f, 1.0f};
+  apply_penalties(x, std::vector<int32_t>{0, 0}, std::vector<int32_t>{1}, 2.0f, 0.0f, 0.0f);
+  EXPECT_EQ(x, (std::vector<float>{1.0f, -4.0f, 1.0f, 1.0f}));
+  x = {2.0f, 2.0f, 2.0f};
+  apply_penalties(x, std::vector<int32_t>{0}, std::vector<int32_t>{1, 2, 2}, 1.0f, 0.5f, 0.25f);
+  EXPECT_EQ(x, (std::vector<float>{2.0f, 1.25f, 1.0f}));
+}
+
+TEST(Sampler, MinTokensMasksEosAndStopTokens) {
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.min_tokens = 2;
+  p.stop_token_ids = {1};
+  const std::vector<float> logits = {0.0f, 9.0f, 8.0f, 1.0f};
+  EXPECT_EQ(sample(logits, p, 0, {}, {}, {2}).token_id, 3);
+  EXPECT_EQ(sample(logits, p, 0, {5}, {}, {2}).token_id, 3);
+  EXPECT_EQ(sample(logits, p, 0, {5, 5}, {}, {2}).token_id, 1);
+}
+
+TEST(Sampler, LogprobsAreRawLogSoftmax) {
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.logprobs = 2;
+  p.logit_bias = {{2, 10.0f}};  // changes the choice, not the reported distribution
+  const SampledToken t = sample(log_probs({0.5, 0.3, 0.2}), p);
+  EXPECT_EQ(t.token_id, 2);
+  EXPECT_NEAR(t.logprob, std::log(0.2), 1e-6);
+  ASSERT_EQ(t.top_logprobs.size(), 2u);
+  EXPECT_EQ(t.top_logprobs[0].token_id, 0);
+  EXPECT_NEAR(t.top_logprobs[0].logprob, std::log(0.5), 1e-6);
+  EXPECT_EQ(t.top_logprobs[1].token_id, 1);
+  EXPECT_NEAR(t.top_logprobs[1].logprob, std::log(0.3), 1e-6);
+}
+
+TEST(Sampler, BatchRowsAreIndependent) {
+  // A row's token must not depend on its neighbours' options.
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  SamplingParams fancy;
+  fancy.top_p = 0.9f;
+  fancy.top_k = 3;
+  fancy.repetition_penalty = 1.3f;
+  SamplingParams plain;
+  const int64_t vocab = 64;
+  std::vector<float> base(vocab);
+  for (int64_t i = 0; i < vocab; ++i) base[i] = float(std::sin(double(i) * 1.7));
+  std::vector<int32_t> prompt = {1, 2, 3};
+  std::vector<int32_t> out = {4};
+
+  std::vector<int32_t> alone;
+  for (const SamplingParams* p : {&greedy, &fancy, &plain}) {
+    std::vector<float> row = base;
+    SamplerRow r{p, prompt, out, {}, 1234};
+    alone.push_back(sample_row(row, r).token_id);
+  }
+  std::vector<float> batch;
+  for (int i = 0; i < 3; ++i) batch.insert(batch.end(), base.begin(), base.end());
+  std::vector<SamplerRow> rows = {{&greedy, prompt, out, {}, 1234},
+                                  {&fancy, prompt, out, {}, 1234},
+                                  {&plain, prompt, out, {}, 1234}};
+  const auto got = sample_batch(batch, vocab, rows);
+  ASSERT_EQ(got.size(), 3u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(got[i].token_id, alone[i]) << "row " << i;
+}
+
+}  // namespace
+}  // namespace pypto
