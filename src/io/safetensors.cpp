@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/memory.h"
 
 namespace pypto {
 
@@ -157,10 +158,13 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorWrit
   bool ok = std::fwrite(len, 1, 8, f) == 8 && std::fwrite(hs.data(), 1, hs.size(), f) == hs.size();
   size_t pos = 0;
   static const char zeros[64] = {};
+  AlignedBuffer buf;
   for (size_t i = 0; ok && i < tensors.size(); i++) {
     if (offs[i] > pos) ok = std::fwrite(zeros, 1, offs[i] - pos, f) == offs[i] - pos;
     size_t bytes = static_cast<size_t>(shape_numel(tensors[i].shape)) * dtype_size(tensors[i].dtype);
-    ok = ok && std::fwrite(tensors[i].data, 1, bytes, f) == bytes;
+    if (buf.size() < bytes) buf = AlignedBuffer(bytes);
+    tensors[i].fill(buf.data());
+    ok = ok && std::fwrite(buf.data(), 1, bytes, f) == bytes;
     pos = offs[i] + bytes;
   }
   ok = (std::fclose(f) == 0) && ok;

@@ -4,6 +4,7 @@
 // then the data area; offsets are relative to the start of the data area.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -55,13 +56,14 @@ class SafetensorsFile {
   std::unordered_map<std::string, size_t> index_;
 };
 
-// Writes tensors to a .safetensors file (used by make-test-model). `data` of each entry must hold
-// exactly dtype size × numel bytes. Tensors are laid out in the given order, 64-byte aligned.
+// Writes tensors to a .safetensors file (used by make-test-model), one at a time so memory stays
+// at one tensor: `fill` writes exactly dtype size × numel bytes into the buffer it is given.
+// Tensors are laid out in the given order, 64-byte aligned; the file appears atomically.
 struct SafetensorWrite {
   std::string name;
   DType dtype;
   Shape shape;
-  const void* data;
+  std::function<void(uint8_t* dst)> fill;
 };
 void write_safetensors(const std::string& path, const std::vector<SafetensorWrite>& tensors);
 

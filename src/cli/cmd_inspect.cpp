@@ -1,0 +1,75 @@
+// pypto-serving inspect: what a checkpoint directory holds and what serving it will need.
+#include <CLI/CLI.hpp>
+#include <map>
+
+#include "cli/commands.h"
+#include "core/memory.h"
+#include "io/checkpoint.h"
+#include "model/weight_staging.h"
+
+namespace pypto::cli {
+
+int cmd_inspect(int argc, char** argv) {
+  CLI::App app{"Print a checkpoint's config summary, tensor count, sizes, dtypes and the memory needed."};
+  std::string model;
+  app.add_option("--model", model, "checkpoint directory")->required();
+  CLI11_PARSE(app, argc, argv);
+
+  auto ck = Checkpoint::open(model);
+  const ModelConfig& c = ck->config();
+  char b1[32], b2[32], b3[32], b4[32];
+  std::printf("model:            %s\n", ck->dir().c_str());
+  std::printf("architecture:     %s\n", c.architecture.c_str());
+  std::printf("layers:           %d\n", c.num_hidden_layers);
+  std::printf("hidden_size:      %lld\n", static_cast<long long>(c.hidden_size));
+  std::printf("intermediate:     %lld\n", static_cast<long long>(c.intermediate_size));
+  std::printf("heads:            %d query, %d key/value, head_dim %d\n", c.num_attention_heads, c.num_key_value_heads,
+              c.head_dim);
+  std::printf("vocab_size:       %lld\n", static_cast<long long>(c.vocab_size));
+  std::printf("rope_theta:       %g\n", c.rope_theta);
+  std::printf("rms_norm_eps:     %g\n", c.rms_norm_eps);
+  std::printf("max_positions:    %lld\n", static_cast<long long>(c.max_position_embeddings));
+  std::printf("tied embeddings:  %s\n", c.tie_word_embeddings ? "yes" : "no");
+  std::printf("q/k/v bias:       %s\n", c.attention_bias ? "yes" : "no");
+  std::printf("torch_dtype:      %s\n", dtype_name(c.torch_dtype));
+  std::string eos;
+  for (int32_t e : c.eos_token_ids) eos += (eos.empty() ? "" : ", ") + std::to_string(e);
+  std::printf("eos ids:          %s\n", eos.empty() ? "(none)" : eos.c_str());
+
+  // Tensors by dtype, then a check that they match the config (same check as loading).
+  std::map<std::string, std::pair<size_t, size_t>> by_dtype;  // dtype -> (count, bytes)
+  size_t n_tensors = 0;
+  for (const auto& name : ck->tensor_names()) {
+    const TensorRef& r = ck->get(name);
+    auto& e = by_dtype[dtype_name(r.info->dtype)];
+    e.first++;
+    e.second += r.info->end - r.info->begin;
+    n_tensors++;
+  }
+  std::printf("files:            %zu safetensors file%s\n", ck->files().size(), ck->files().size() == 1 ? "" : "s");
+  std::printf("tensors:          %zu, %s\n", n_tensors, format_bytes(ck->total_tensor_bytes(), b1, sizeof b1));
+  for (const auto& [dt, e] : by_dtype)
+    std::printf("  %-5s           %zu tensors, %s\n", dt.c_str(), e.first, format_bytes(e.second, b1, sizeof b1));
+  bool has_qk = ck->find("model.layers.0.self_attn.q_norm.weight") != nullptr;
+  if (c.qk_norm && !has_qk) std::printf("q_norm/k_norm:    absent (loaded as ones)\n");
+  validate_qwen3_checkpoint(*ck);
+  std::printf("config match:     ok (every tensor present with the expected shape and dtype)\n");
+
+  // Memory: weights as staged (f32 norms, fused projections; a tied head shares the embedding),
+  // and KV cache per token for both cache dtypes.
+  const DType wdt = ck->get("model.embed_tokens.weight").info->dtype;
+  const size_t esz = dtype_size(wdt);
+  const int64_t H = c.hidden_size, L = c.num_hidden_layers;
+  size_t per_layer = (c.q_size() + 2 * c.kv_size()) * H * esz + H * c.q_size() * esz + 3 * c.intermediate_size * H * esz +
+                     (2 * H + 2 * c.head_dim) * 4;
+  size_t weights = L * per_layer + c.vocab_size * H * esz * (c.tie_word_embeddings ? 1 : 2) + H * 4;
+  size_t kv_tok_bf16 = 2 * L * c.kv_size() * 2, kv_tok_f32 = 2 * L * c.kv_size() * 4;
+  std::printf("memory needed:    weights %s (largest layer %s); KV cache %s/token bf16, %s/token fp32\n",
+              format_bytes(weights, b1, sizeof b1), format_bytes(per_layer, b2, sizeof b2),
+              format_bytes(kv_tok_bf16, b3, sizeof b3), format_bytes(kv_tok_f32, b4, sizeof b4));
+  std::printf("                  at max_positions, one sequence's KV: %s (bf16)\n",
+              format_bytes(kv_tok_bf16 * c.max_position_embeddings, b1, sizeof b1));
+  return 0;
+}
+
+}  // namespace pypto::cli

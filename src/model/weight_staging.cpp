@@ -1,0 +1,295 @@
+#include "model/weight_staging.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "core/memory.h"
+#include "core/progress.h"
+
+namespace pypto {
+namespace {
+
+std::string layer_name(int i, const char* suffix) { return str_cat("model.layers.", i, ".", suffix); }
+
+// The tensors one layer must hold, with expected shapes; `optional` ones may be absent.
+struct ExpectedTensor {
+  std::string name;
+  Shape shape;
+  bool matrix;    // a projection: must have the checkpoint's weight dtype
+  bool optional;  // q_norm / k_norm
+};
+
+std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
+  std::vector<ExpectedTensor> v;
+  const int64_t H = c.hidden_size, I = c.intermediate_size, hd = c.head_dim;
+  v.push_back({"model.embed_tokens.weight", {c.vocab_size, H}, true, false});
+  v.push_back({"model.norm.weight", {H}, false, false});
+  if (!c.tie_word_embeddings) v.push_back({"lm_head.weight", {c.vocab_size, H}, true, false});
+  for (int i = 0; i < c.num_hidden_layers; i++) {
+    v.push_back({layer_name(i, "input_layernorm.weight"), {H}, false, false});
+    v.push_back({layer_name(i, "self_attn.q_proj.weight"), {c.q_size(), H}, true, false});
+    v.push_back({layer_name(i, "self_attn.k_proj.weight"), {c.kv_size(), H}, true, false});
+    v.push_back({layer_name(i, "self_attn.v_proj.weight"), {c.kv_size(), H}, true, false});
+    if (c.attention_bias) {
+      v.push_back({layer_name(i, "self_attn.q_proj.bias"), {c.q_size()}, false, false});
+      v.push_back({layer_name(i, "self_attn.k_proj.bias"), {c.kv_size()}, false, false});
+      v.push_back({layer_name(i, "self_attn.v_proj.bias"), {c.kv_size()}, false, false});
+    }
+    if (c.qk_norm) {
+      v.push_back({layer_name(i, "self_attn.q_norm.weight"), {hd}, false, true});
+      v.push_back({layer_name(i, "self_attn.k_norm.weight"), {hd}, false, true});
+    }
+    v.push_back({layer_name(i, "self_attn.o_proj.weight"), {H, c.q_size()}, true, false});
+    v.push_back({layer_name(i, "post_attention_layernorm.weight"), {H}, false, false});
+    v.push_back({layer_name(i, "mlp.gate_proj.weight"), {I, H}, true, false});
+    v.push_back({layer_name(i, "mlp.up_proj.weight"), {I, H}, true, false});
+    v.push_back({layer_name(i, "mlp.down_proj.weight"), {H, I}, true, false});
+  }
+  return v;
+}
+
+// ---- slab layout ------------------------------------------------------------------------------
+
+constexpr size_t kAlign = 64;
+size_t align_up(size_t n) { return (n + kAlign - 1) & ~(kAlign - 1); }
+
+// Bump layout over the slab: first pass measures, second pass hands out pointers.
+struct SlabCursor {
+  uint8_t* base = nullptr;  // null while measuring
+  size_t offset = 0;
+  uint8_t* take(size_t bytes) {
+    uint8_t* p = base ? base + offset : nullptr;
+    offset += align_up(bytes);
+    return p;
+  }
+};
+
+// ---- conversions ------------------------------------------------------------------------------
+
+void to_f32(const uint8_t* src, DType dt, int64_t n, float* dst) {
+  for (int64_t i = 0; i < n; i++) dst[i] = load_as_f32(src, dt, static_cast<size_t>(i));
+}
+
+// Copies rows [r0, r1) × columns [c0, c1) of a row-major [rows, cols] matrix into dst
+// (row-major [r1-r0, c1-c0]). Reads only the slice's bytes from the mapped file.
+void copy_block(const uint8_t* src, size_t esz, int64_t cols, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                uint8_t* dst) {
+  const size_t row_bytes = static_cast<size_t>(c1 - c0) * esz;
+  for (int64_t r = r0; r < r1; r++)
+    std::memcpy(dst + static_cast<size_t>(r - r0) * row_bytes, src + (static_cast<size_t>(r) * cols + c0) * esz,
+                row_bytes);
+}
+
+// Drops the resident pages of [p, p+n) of a read-only file mapping (whole pages inside only).
+void release_range(const uint8_t* p, size_t n) {
+  static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  uintptr_t b = reinterpret_cast<uintptr_t>(p), e = b + n;
+  uintptr_t pb = (b + page - 1) & ~(page - 1), pe = e & ~(page - 1);
+  if (pe > pb) madvise(reinterpret_cast<void*>(pb), pe - pb, MADV_DONTNEED);
+}
+
+}  // namespace
+
+void validate_qwen3_checkpoint(const Checkpoint& ck) {
+  const ModelConfig& c = ck.config();
+  const TensorRef* embed = ck.find("model.embed_tokens.weight");
+  DType wdt = embed ? embed->info->dtype : c.torch_dtype;
+  std::vector<std::string> problems;
+  for (const auto& e : expected_tensors(c)) {
+    const TensorRef* r = ck.find(e.name);
+    if (!r) {
+      if (!e.optional) problems.push_back(str_cat(e.name, ": missing (expected ", shape_str(e.shape), ")"));
+      continue;
+    }
+    if (r->info->shape != e.shape)
+      problems.push_back(str_cat(e.name, ": shape ", shape_str(r->info->shape), ", expected ", shape_str(e.shape)));
+    if (e.matrix && r->info->dtype != wdt)
+      problems.push_back(str_cat(e.name, ": dtype ", dtype_name(r->info->dtype), ", expected ", dtype_name(wdt),
+                                 " like model.embed_tokens.weight"));
+  }
+  if (!problems.empty()) {
+    std::string msg = str_cat(ck.dir(), ": checkpoint does not match config.json (", problems.size(), " tensor",
+                              problems.size() == 1 ? "" : "s", "):");
+    for (const auto& p : problems) msg += "\n  " + p;
+    throw Error(msg);
+  }
+}
+
+Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, const StagingOptions& opt) {
+  validate_qwen3_checkpoint(ck);
+  const ModelConfig& c = ck.config();
+  const int tp = opt.tp_size, rank = opt.tp_rank;
+  PYPTO_ASSERT(tp >= 1 && rank >= 0 && rank < tp);
+  if (c.num_attention_heads % tp) fail("--tp ", tp, ": num_attention_heads (", c.num_attention_heads, ") is not divisible by it");
+  if (c.num_key_value_heads % tp)
+    fail("--tp ", tp, ": num_key_value_heads (", c.num_key_value_heads, ") is not divisible by it");
+  if (c.intermediate_size % tp)
+    fail("--tp ", tp, ": intermediate_size (", c.intermediate_size, ") is not divisible by it");
+
+  Qwen3Weights w;
+  w.config = c;
+  w.tp_rank = rank;
+  w.tp_size = tp;
+  w.n_heads = c.num_attention_heads / tp;
+  w.n_kv_heads = c.num_key_value_heads / tp;
+  w.inter = c.intermediate_size / tp;
+  const int64_t H = c.hidden_size, hd = c.head_dim, V = c.vocab_size;
+  const int64_t q_rows = int64_t(w.n_heads) * hd, kv_rows = int64_t(w.n_kv_heads) * hd;
+  const int64_t qkv_rows = q_rows + 2 * kv_rows;
+  const DType wdt = ck.get("model.embed_tokens.weight").info->dtype;
+  const size_t esz = dtype_size(wdt);
+  w.embed_dtype = wdt;
+  const bool share_lm_head = c.tie_word_embeddings && backend.weight_layout_is_plain(wdt);
+
+  // Pass 1 measures the slab, pass 2 assigns pointers; both walk the same order.
+  struct LayerSlots {
+    uint8_t *input_norm, *qkv, *qkv_bias, *q_norm, *k_norm, *o_proj, *post_norm, *gate_up, *down;
+  };
+  auto plan = [&](SlabCursor& s, std::vector<LayerSlots>& layers, uint8_t*& embed, uint8_t*& norm, uint8_t*& lm) {
+    embed = s.take(static_cast<size_t>(V * H) * esz);
+    norm = s.take(H * 4);
+    lm = share_lm_head ? embed : s.take(backend.packed_weight_bytes(wdt, V, H));
+    layers.resize(c.num_hidden_layers);
+    for (auto& l : layers) {
+      l.input_norm = s.take(H * 4);
+      l.qkv = s.take(backend.packed_weight_bytes(wdt, qkv_rows, H));
+      l.qkv_bias = c.attention_bias ? s.take(qkv_rows * 4) : nullptr;
+      l.q_norm = s.take(hd * 4);
+      l.k_norm = s.take(hd * 4);
+      l.o_proj = s.take(backend.packed_weight_bytes(wdt, H, q_rows));
+      l.post_norm = s.take(H * 4);
+      l.gate_up = s.take(backend.packed_weight_bytes(wdt, 2 * w.inter, H));
+      l.down = s.take(backend.packed_weight_bytes(wdt, H, w.inter));
+    }
+  };
+  SlabCursor measure;
+  std::vector<LayerSlots> slots;
+  uint8_t *embed_p, *norm_p, *lm_p;
+  plan(measure, slots, embed_p, norm_p, lm_p);
+  auto slab = std::make_shared<AlignedBuffer>(measure.offset);
+  SlabCursor cur{slab->data(), 0};
+  plan(cur, slots, embed_p, norm_p, lm_p);
+  PYPTO_ASSERT(cur.offset == measure.offset);
+
+  // One scratch buffer for the largest per-rank fused matrix before packing.
+  size_t scratch_bytes = std::max({static_cast<size_t>(qkv_rows * H), static_cast<size_t>(H * q_rows),
+                                   static_cast<size_t>(2 * w.inter * H), static_cast<size_t>(H * w.inter)}) * esz;
+  AlignedBuffer scratch(scratch_bytes);
+
+  size_t total_bytes = ck.total_tensor_bytes();
+  Progress progress(str_cat("staging ", ck.dir()), c.num_hidden_layers + 2, opt.show_progress ? total_bytes : 0);
+  if (!opt.show_progress) progress.finish();
+
+  auto src = [&](const std::string& name) -> const TensorRef& { return ck.get(name); };
+  auto release = [&](const TensorRef& r) { r.file->release(*r.info); };
+  auto norm_to_f32 = [&](const std::string& name, int64_t n, uint8_t* dst, bool optional_ones) {
+    const TensorRef* r = ck.find(name);
+    float* out = reinterpret_cast<float*>(dst);
+    if (!r) {
+      PYPTO_ASSERT(optional_ones, name);
+      std::fill(out, out + n, 1.0f);  // QK-norm absent → identity gammas
+      return;
+    }
+    to_f32(r->data(), r->info->dtype, n, out);
+    release(*r);
+  };
+
+  // Embedding: plain rows in the checkpoint dtype, copied in chunks whose source pages are
+  // released as we go (it is the largest tensor: 311 MB for qwen3-0.6b).
+  {
+    const TensorRef& e = src("model.embed_tokens.weight");
+    const size_t bytes = static_cast<size_t>(V * H) * esz, chunk = 16u << 20;
+    for (size_t off = 0; off < bytes; off += chunk) {
+      size_t n = std::min(chunk, bytes - off);
+      std::memcpy(embed_p + off, e.data() + off, n);
+      release_range(e.data() + off, n);
+    }
+    norm_to_f32("model.norm.weight", H, norm_p, false);
+    if (!share_lm_head) {
+      const uint8_t* lm_src = c.tie_word_embeddings ? embed_p : src("lm_head.weight").data();
+      backend.pack_weight(lm_src, wdt, V, H, lm_p);
+      if (!c.tie_word_embeddings) release(src("lm_head.weight"));
+    }
+    progress.advance(2, bytes * (c.tie_word_embeddings ? 1 : 2));
+  }
+
+  for (int i = 0; i < c.num_hidden_layers; i++) {
+    const LayerSlots& s = slots[i];
+    Qwen3LayerWeights& L = w.layers.emplace_back();
+    size_t layer_bytes = 0;
+    auto note = [&](const TensorRef& r) { layer_bytes += r.info->end - r.info->begin; };
+
+    norm_to_f32(layer_name(i, "input_layernorm.weight"), H, s.input_norm, false);
+    norm_to_f32(layer_name(i, "post_attention_layernorm.weight"), H, s.post_norm, false);
+    norm_to_f32(layer_name(i, "self_attn.q_norm.weight"), hd, s.q_norm, true);
+    norm_to_f32(layer_name(i, "self_attn.k_norm.weight"), hd, s.k_norm, true);
+
+    // qkv: this rank's head rows of q, k and v stacked → [qkv_rows, H]
+    const TensorRef& q = src(layer_name(i, "self_attn.q_proj.weight"));
+    const TensorRef& k = src(layer_name(i, "self_attn.k_proj.weight"));
+    const TensorRef& v = src(layer_name(i, "self_attn.v_proj.weight"));
+    uint8_t* t = scratch.data();
+    copy_block(q.data(), esz, H, rank * q_rows, (rank + 1) * q_rows, 0, H, t);
+    copy_block(k.data(), esz, H, rank * kv_rows, (rank + 1) * kv_rows, 0, H, t + q_rows * H * esz);
+    copy_block(v.data(), esz, H, rank * kv_rows, (rank + 1) * kv_rows, 0, H, t + (q_rows + kv_rows) * H * esz);
+    backend.pack_weight(t, wdt, qkv_rows, H, s.qkv);
+    for (const TensorRef* r : {&q, &k, &v}) note(*r), release(*r);
+    if (c.attention_bias) {
+      float* b = reinterpret_cast<float*>(s.qkv_bias);
+      const TensorRef& qb = src(layer_name(i, "self_attn.q_proj.bias"));
+      const TensorRef& kb = src(layer_name(i, "self_attn.k_proj.bias"));
+      const TensorRef& vb = src(layer_name(i, "self_attn.v_proj.bias"));
+      const size_t qesz = dtype_size(qb.info->dtype), kesz = dtype_size(kb.info->dtype), vesz = dtype_size(vb.info->dtype);
+      to_f32(qb.data() + rank * q_rows * qesz, qb.info->dtype, q_rows, b);
+      to_f32(kb.data() + rank * kv_rows * kesz, kb.info->dtype, kv_rows, b + q_rows);
+      to_f32(vb.data() + rank * kv_rows * vesz, vb.info->dtype, kv_rows, b + q_rows + kv_rows);
+    }
+
+    // o_proj is row-parallel: this rank's input columns [H, q_rows].
+    const TensorRef& o = src(layer_name(i, "self_attn.o_proj.weight"));
+    copy_block(o.data(), esz, c.q_size(), 0, H, rank * q_rows, (rank + 1) * q_rows, t);
+    backend.pack_weight(t, wdt, H, q_rows, s.o_proj);
+    note(o), release(o);
+
+    // gate_up: this rank's intermediate rows of gate then up → [2*inter_r, H]
+    const TensorRef& g = src(layer_name(i, "mlp.gate_proj.weight"));
+    const TensorRef& u = src(layer_name(i, "mlp.up_proj.weight"));
+    copy_block(g.data(), esz, H, rank * w.inter, (rank + 1) * w.inter, 0, H, t);
+    copy_block(u.data(), esz, H, rank * w.inter, (rank + 1) * w.inter, 0, H, t + w.inter * H * esz);
+    backend.pack_weight(t, wdt, 2 * w.inter, H, s.gate_up);
+    note(g), release(g), note(u), release(u);
+
+    // down is row-parallel: this rank's input columns [H, inter_r].
+    const TensorRef& d = src(layer_name(i, "mlp.down_proj.weight"));
+    copy_block(d.data(), esz, c.intermediate_size, 0, H, rank * w.inter, (rank + 1) * w.inter, t);
+    backend.pack_weight(t, wdt, H, w.inter, s.down);
+    note(d), release(d);
+
+    L.input_norm = reinterpret_cast<const float*>(s.input_norm);
+    L.qkv = LinearWeight{s.qkv, wdt, qkv_rows, H};
+    L.qkv_bias = c.attention_bias ? reinterpret_cast<const float*>(s.qkv_bias) : nullptr;
+    L.q_norm = reinterpret_cast<const float*>(s.q_norm);
+    L.k_norm = reinterpret_cast<const float*>(s.k_norm);
+    L.o_proj = LinearWeight{s.o_proj, wdt, H, q_rows};
+    L.post_norm = reinterpret_cast<const float*>(s.post_norm);
+    L.gate_up = LinearWeight{s.gate_up, wdt, 2 * w.inter, H};
+    L.down = LinearWeight{s.down, wdt, H, w.inter};
+    progress.advance(1, layer_bytes);
+  }
+  progress.finish();
+
+  w.embed = embed_p;
+  w.final_norm = reinterpret_cast<const float*>(norm_p);
+  w.lm_head = LinearWeight{lm_p, wdt, V, H};
+  w.resident_bytes = slab->size();
+  w.storage = slab;
+  return w;
+}
+
+}  // namespace pypto

@@ -1,0 +1,30 @@
+#pragma once
+// Layer-by-layer weight staging: checkpoint tensors (mmap) → one aligned slab in the backend's
+// run-time layout, for one tensor-parallel rank. Each layer is read, sliced for the rank,
+// converted/packed into its slot of the preallocated slab, and its source pages are released
+// before the next layer, so peak memory stays close to the final resident size.
+#include <functional>
+
+#include "io/checkpoint.h"
+#include "kernels/backend.h"
+#include "model/qwen3_weights.h"
+
+namespace pypto {
+
+// Checks every tensor the config implies — presence, shape and dtype — before anything is
+// staged, and throws one Error listing all offending tensors. q_norm/k_norm may be absent
+// (staged as ones).
+void validate_qwen3_checkpoint(const Checkpoint& ck);
+
+struct StagingOptions {
+  int tp_rank = 0;
+  int tp_size = 1;
+  bool show_progress = true;  // a progress line on a terminal (quiet otherwise)
+};
+
+// Stages the weights of rank tp_rank of tp_size: query/KV heads, intermediate columns and the
+// matching o_proj/down_proj input columns are this rank's share (Megatron-style); embeddings,
+// norms and lm_head are replicated.
+Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, const StagingOptions& opt);
+
+}  // namespace pypto
