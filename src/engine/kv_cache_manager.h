@@ -1,0 +1,89 @@
+#pragma once
+// KVCacheManager: each request's block table (append-only) and the prefix cache on top of the
+// BlockPool. The scheduler asks it for computed (cached) blocks of a new request, for slots for
+// the tokens it schedules, to publish blocks once their KV is computed, and to free a request.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/block_hash.h"
+#include "engine/block_pool.h"
+#include "engine/request.h"
+
+namespace pypto {
+
+// Blocks found in the prefix cache for a request that holds none yet (not yet referenced).
+struct ComputedBlocks {
+  std::vector<KVCacheBlock*> blocks;
+  int64_t num_computed_tokens = 0;  // blocks.size() * block_size
+};
+
+struct PrefixCacheStats {
+  int64_t requests = 0;        // lookups made when a request was admitted
+  int64_t queried_tokens = 0;  // tokens of those requests
+  int64_t hit_tokens = 0;      // tokens served from the cache
+};
+
+class KVCacheManager {
+ public:
+  KVCacheManager(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching,
+                 BlockHasher hasher = sha256_block_hash);
+
+  int32_t block_size() const { return block_size_; }
+  bool prefix_caching() const { return enable_prefix_caching_; }
+  BlockPool& block_pool() { return pool_; }
+  const BlockPool& block_pool() const { return pool_; }
+  int64_t blocks_for_tokens(int64_t num_tokens) const { return (num_tokens + block_size_ - 1) / block_size_; }
+
+  // Longest verified chain of cached full blocks for `req` (which holds no blocks). It never
+  // covers the last token: on a full-prompt hit the last prompt token is still computed, so
+  // the first sampled token comes from the same kernel path as a cold run.
+  ComputedBlocks get_computed_blocks(Request& req);
+
+  // Reserves KV slots for `num_new_tokens` more tokens of `req`, after its computed tokens and
+  // any prefix-cache hit `new_computed` (from get_computed_blocks, admitted now):
+  //
+  //   | < computed > | < new computed > |    < new >    |
+  //   |                  < required >                   |
+  //   | < held blocks > | < hit blocks > | < new blocks > |
+  //
+  // Returns the ids of the newly allocated blocks (hit blocks excluded), or nullopt without
+  // changing anything when the pool cannot supply them.
+  std::optional<std::vector<int32_t>> allocate_slots(Request& req, int64_t num_new_tokens,
+                                                     const ComputedBlocks* new_computed = nullptr);
+
+  // Publishes the request's full blocks covered by its num_computed_tokens (their KV is now
+  // computed), so later requests can hit them.
+  void cache_blocks(Request& req);
+
+  // Releases the request's blocks, tail first (so its last blocks are evicted first). Cached
+  // blocks stay reusable until evicted.
+  void free(Request& req);
+
+  void record_prefix_cache_query(int64_t num_tokens, int64_t num_hit_tokens);
+  const PrefixCacheStats& prefix_cache_stats() const { return stats_; }
+
+  // The request's block table (empty when it holds none).
+  std::vector<int32_t> block_ids(const std::string& req_id) const;
+  size_t num_requests() const { return req_blocks_.size(); }
+
+  // Extends req.block_hashes to cover every full block of req.all_token_ids.
+  void update_block_hashes(Request& req) const;
+
+ private:
+  struct RequestBlocks {
+    std::vector<KVCacheBlock*> blocks;
+    size_t num_cached_blocks = 0;  // leading blocks already in the prefix cache
+  };
+
+  int32_t block_size_;
+  bool enable_prefix_caching_;
+  BlockHasher hasher_;
+  BlockPool pool_;
+  std::unordered_map<std::string, RequestBlocks> req_blocks_;
+  PrefixCacheStats stats_;
+};
+
+}  // namespace pypto

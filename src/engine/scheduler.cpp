@@ -1,0 +1,203 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace pypto {
+
+Scheduler::Scheduler(const SchedulerConfig& config, const CacheConfig& cache, BlockHasher hasher)
+    : config_(config), kv_(cache.num_blocks, cache.block_size, cache.enable_prefix_caching, std::move(hasher)) {
+  config_.validate();
+  cache.validate();
+}
+
+void Scheduler::add_request(std::unique_ptr<Request> req) {
+  PYPTO_ASSERT(req != nullptr);
+  const std::string& id = req->request_id;
+  const int64_t prompt = req->num_prompt_tokens();
+  const int64_t max_tokens = req->sampling_params.max_tokens;
+  if (prompt == 0) fail("request ", id, ": the prompt is empty");
+  if (requests_.contains(id)) fail("request ", id, ": a request with this id is already running");
+  if (prompt + max_tokens > config_.max_model_len)
+    fail("request ", id, ": prompt of ", prompt, " tokens + max_tokens ", max_tokens, " = ", prompt + max_tokens,
+         " tokens exceeds --max-model-len ", config_.max_model_len);
+  // The last sampled token is never fed back, so at most prompt + max_tokens - 1 positions need KV.
+  const int64_t blocks = kv_.blocks_for_tokens(prompt + max_tokens - 1);
+  const int64_t pool = kv_.block_pool().num_blocks();
+  if (blocks > pool)
+    fail("request ", id, ": prompt of ", prompt, " tokens + max_tokens ", max_tokens, " needs ", blocks,
+         " KV blocks of ", kv_.block_size(), " tokens, but the KV cache has only ", pool, " blocks (",
+         pool * kv_.block_size(), " tokens)");
+  req->status = RequestStatus::Waiting;
+  Request* raw = req.get();
+  requests_.emplace(id, std::move(req));
+  waiting_.push_back(raw);
+}
+
+int64_t Scheduler::cap_new_tokens(int64_t gap, int64_t budget) const {
+  int64_t n = gap;
+  if (config_.enable_chunked_prefill) n = std::min(n, config_.long_prefill_token_threshold);
+  return std::min(n, budget);
+}
+
+void Scheduler::preempt(Request* req, SchedulerOutput& out) {
+  // Recompute-style: the KV is dropped (its full blocks stay in the prefix cache until evicted,
+  // so the recompute often starts from a hit) and the request restarts from its tokens so far.
+  kv_.free(*req);
+  req->status = RequestStatus::Preempted;
+  req->num_computed_tokens = 0;
+  ++req->num_preemptions;
+  ++num_preemptions_;
+  waiting_.push_front(req);
+  out.preempted_req_ids.push_back(req->request_id);
+}
+
+SchedulerOutput Scheduler::schedule() {
+  SchedulerOutput out;
+  out.finished_req_ids = std::move(finished_since_last_step_);
+  finished_since_last_step_.clear();
+  int64_t budget = config_.max_num_batched_tokens;
+
+  auto emit = [&](Request* req, int64_t n, bool is_new, std::vector<int32_t> block_ids) {
+    ScheduledRequest s;
+    s.req_id = req->request_id;
+    s.num_computed_tokens = req->num_computed_tokens;
+    s.num_scheduled_tokens = n;
+    s.token_ids.assign(req->all_token_ids.begin() + req->num_computed_tokens,
+                       req->all_token_ids.begin() + req->num_computed_tokens + n);
+    s.is_new = is_new;
+    s.block_ids = std::move(block_ids);
+    s.samples = req->num_computed_tokens + n == req->num_tokens();
+    out.total_num_scheduled_tokens += n;
+    budget -= n;
+    out.scheduled.push_back(std::move(s));
+  };
+
+  // 1. Running requests, oldest first.
+  for (size_t i = 0; i < running_.size() && budget > 0;) {
+    Request* req = running_[i];
+    const int64_t n = cap_new_tokens(req->num_tokens() - req->num_computed_tokens, budget);
+    if (n <= 0) {
+      ++i;
+      continue;
+    }
+    std::optional<std::vector<int32_t>> new_blocks;
+    bool preempted_self = false;
+    while (!(new_blocks = kv_.allocate_slots(*req, n))) {
+      // Out of blocks: the newest running request gives its blocks back. It comes after `req`
+      // in running_, so it has not been scheduled this step.
+      Request* victim = running_.back();
+      running_.pop_back();
+      preempt(victim, out);
+      if (victim == req) {
+        preempted_self = true;
+        break;
+      }
+    }
+    if (preempted_self) break;
+    emit(req, n, false, std::move(*new_blocks));
+    ++i;
+  }
+
+  // 2. Waiting requests, FIFO. Not after a preemption: the pool is full, admitting more would
+  // only preempt again next step.
+  while (out.preempted_req_ids.empty() && !waiting_.empty() && budget > 0 &&
+         running_.size() < size_t(config_.max_num_seqs)) {
+    Request* req = waiting_.front();
+    ComputedBlocks hit = kv_.get_computed_blocks(*req);
+    const int64_t gap = req->num_tokens() - hit.num_computed_tokens;
+    // Without chunking a request is admitted only when its whole remainder fits this step.
+    if (!config_.enable_chunked_prefill && gap > budget) break;
+    const int64_t n = cap_new_tokens(gap, budget);
+    std::optional<std::vector<int32_t>> new_blocks = kv_.allocate_slots(*req, n, &hit);
+    // No room now: running requests will free blocks as they finish (every request fits the
+    // pool on its own, see add_request), so waiting here cannot stall forever.
+    if (!new_blocks) break;
+    waiting_.pop_front();
+    if (!req->num_cached_tokens) {
+      req->num_cached_tokens = hit.num_computed_tokens;
+      kv_.record_prefix_cache_query(req->num_tokens(), hit.num_computed_tokens);
+    }
+    req->num_computed_tokens = hit.num_computed_tokens;
+    req->status = RequestStatus::Running;
+    running_.push_back(req);
+    emit(req, n, true, kv_.block_ids(req->request_id));
+  }
+  return out;
+}
+
+std::optional<RequestStatus> Scheduler::check_stop(const Request& req) const {
+  const SamplingParams& p = req.sampling_params;
+  const int32_t last = req.output_token_ids.back();
+  if (req.num_output_tokens() >= p.min_tokens) {
+    if (std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), last) != p.stop_token_ids.end())
+      return RequestStatus::FinishedStopped;
+    if (!p.ignore_eos && std::find(req.eos_token_ids.begin(), req.eos_token_ids.end(), last) != req.eos_token_ids.end())
+      return RequestStatus::FinishedStopped;
+  }
+  if (req.num_output_tokens() >= p.max_tokens || req.num_tokens() >= config_.max_model_len)
+    return RequestStatus::FinishedLength;
+  return std::nullopt;
+}
+
+std::vector<EngineCoreOutput> Scheduler::update_from_output(const SchedulerOutput& output,
+                                                            std::span<const SampledToken> sampled) {
+  PYPTO_ASSERT(sampled.size() == output.scheduled.size(), "sampled ", sampled.size(), " rows for ",
+               output.scheduled.size(), " scheduled requests");
+  std::vector<EngineCoreOutput> outs;
+  for (size_t i = 0; i < output.scheduled.size(); ++i) {
+    const ScheduledRequest& s = output.scheduled[i];
+    auto it = requests_.find(s.req_id);
+    if (it == requests_.end()) continue;  // finished (aborted) since it was scheduled
+    Request* req = it->second.get();
+    if (req->status != RequestStatus::Running) continue;  // preempted later in the same step
+    req->num_computed_tokens += s.num_scheduled_tokens;
+    kv_.cache_blocks(*req);
+    if (!s.samples) continue;
+
+    const SampledToken& tok = sampled[i];
+    req->append_output_token(tok.token_id);
+    if (req->sampling_params.logprobs) req->output_logprobs.push_back(tok);
+    EngineCoreOutput o;
+    o.req_id = req->request_id;
+    o.new_token_ids.push_back(tok.token_id);
+    if (req->sampling_params.logprobs) o.new_logprobs.push_back(tok);
+    o.num_prompt_tokens = req->num_prompt_tokens();
+    o.num_cached_tokens = req->num_cached_tokens.value_or(0);
+    if (std::optional<RequestStatus> st = check_stop(*req)) {
+      if (*st == RequestStatus::FinishedStopped) o.stop_token_id = tok.token_id;
+      o.finish_reason = finish_reason(*st);
+      retire(req, *st);
+    }
+    outs.push_back(std::move(o));
+  }
+  return outs;
+}
+
+void Scheduler::retire(Request* req, RequestStatus status) {
+  kv_.free(*req);
+  auto r = std::find(running_.begin(), running_.end(), req);
+  if (r != running_.end()) running_.erase(r);
+  auto w = std::find(waiting_.begin(), waiting_.end(), req);
+  if (w != waiting_.end()) waiting_.erase(w);
+  const std::string id = req->request_id;  // a copy: erasing destroys req
+  finished_since_last_step_.push_back(id);
+  req->status = status;
+  requests_.erase(id);
+}
+
+void Scheduler::finish_requests(std::span<const std::string> req_ids, RequestStatus status) {
+  PYPTO_ASSERT(is_finished(status), "finish_requests with status ", request_status_name(status));
+  for (const std::string& id : req_ids) {
+    auto it = requests_.find(id);
+    if (it != requests_.end()) retire(it->second.get(), status);
+  }
+}
+
+const Request* Scheduler::get_request(const std::string& req_id) const {
+  auto it = requests_.find(req_id);
+  return it == requests_.end() ? nullptr : it->second.get();
+}
+
+}  // namespace pypto

@@ -1,0 +1,88 @@
+#pragma once
+// The scheduler: which requests compute how many tokens this step.
+//
+// There are no prefill and decode phases. Each step has one token budget
+// (max_num_batched_tokens). Running requests are served first, in order, each getting
+// min(its gap num_tokens - num_computed_tokens, long_prefill_token_threshold when chunking,
+// remaining budget); then waiting requests are admitted FIFO while budget and max_num_seqs
+// allow, starting from their prefix-cache hit. When a running request needs a block and the pool
+// has none, the newest running request is preempted (recompute: its blocks are freed and it goes
+// back to the front of the waiting queue), repeating until the allocation fits or the request
+// itself was the newest. The oldest running request can therefore always advance, so the engine
+// never deadlocks; requests that could never fit are rejected by add_request.
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/engine_config.h"
+#include "engine/kv_cache_manager.h"
+#include "engine/request.h"
+#include "engine/scheduler_output.h"
+#include "sampling/sampler.h"
+
+namespace pypto {
+
+// What one step produced for one request (vLLM's EngineCoreOutput).
+struct EngineCoreOutput {
+  std::string req_id;
+  std::vector<int32_t> new_token_ids;
+  std::vector<SampledToken> new_logprobs;  // parallel to new_token_ids when logprobs were asked
+  std::optional<FinishReason> finish_reason;
+  std::optional<int32_t> stop_token_id;  // the eos / stop token that finished it
+  int64_t num_prompt_tokens = 0;
+  int64_t num_cached_tokens = 0;  // prompt tokens served from the prefix cache
+};
+
+class Scheduler {
+ public:
+  Scheduler(const SchedulerConfig& config, const CacheConfig& cache, BlockHasher hasher = sha256_block_hash);
+
+  // Queues a request. Throws Error, without queueing it, when it could never run: empty prompt,
+  // duplicate id, prompt + max_tokens > max_model_len, or more KV blocks than the pool has.
+  void add_request(std::unique_ptr<Request> req);
+
+  SchedulerOutput schedule();
+
+  // Applies a step: advances num_computed_tokens, publishes computed blocks, appends the sampled
+  // tokens (`sampled` is parallel to output.scheduled; rows with samples == false are ignored),
+  // and finishes requests on eos, stop tokens, max_tokens or max_model_len (freeing their blocks).
+  std::vector<EngineCoreOutput> update_from_output(const SchedulerOutput& output,
+                                                   std::span<const SampledToken> sampled);
+
+  // Finishes requests for a reason outside the model (abort, stop string, error): their blocks
+  // are freed now. Unknown or already finished ids are ignored.
+  void finish_requests(std::span<const std::string> req_ids, RequestStatus status);
+
+  const Request* get_request(const std::string& req_id) const;
+  size_t num_waiting() const { return waiting_.size(); }
+  size_t num_running() const { return running_.size(); }
+  bool has_unfinished_requests() const { return !waiting_.empty() || !running_.empty(); }
+  bool has_requests() const { return !requests_.empty(); }
+
+  const SchedulerConfig& config() const { return config_; }
+  KVCacheManager& kv_cache_manager() { return kv_; }
+  const KVCacheManager& kv_cache_manager() const { return kv_; }
+  int64_t num_preemptions() const { return num_preemptions_; }
+
+ private:
+  int64_t cap_new_tokens(int64_t gap, int64_t budget) const;
+  void preempt(Request* req, SchedulerOutput& out);
+  // Removes a finished request: frees its blocks and forgets it.
+  void retire(Request* req, RequestStatus status);
+  std::optional<RequestStatus> check_stop(const Request& req) const;
+
+  SchedulerConfig config_;
+  KVCacheManager kv_;
+  std::unordered_map<std::string, std::unique_ptr<Request>> requests_;
+  std::deque<Request*> waiting_;
+  std::vector<Request*> running_;  // admission order: the back is the newest
+  std::vector<std::string> finished_since_last_step_;
+  int64_t num_preemptions_ = 0;
+};
+
+}  // namespace pypto
