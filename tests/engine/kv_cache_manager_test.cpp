@@ -97,7 +97,7 @@ TEST(KVCacheManager, EvictionDropsTheHashAndLaterLookupsMiss) {
   // 12 unrelated tokens take blocks 3, 2, 1: block 1 (r1's second block) is evicted.
   auto r2 = make_request("r2", range(100, 112));
   EXPECT_EQ(admit_and_compute(kv, *r2), (Ids{3, 2, 1}));
-  X
+  EXPECT_EQ(kv.block_pool().num_cached_blocks(), 1u + 3u);  // r1's block 0, r2's three
   auto r3 = make_request("r3", range(0, 9));
   ComputedBlocks hit = kv.get_computed_blocks(*r3);
   EXPECT_EQ(hit.num_computed_tokens, 4);  // block 0 only
