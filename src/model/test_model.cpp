@@ -69,16 +69,21 @@ uint64_t name_seed(uint64_t seed, const std::string& name) {
   return h;
 }
 
-// Fills n values uniform in [center - a, center + a] in `dt`.
+// Fills n values uniform in [center - a, center + a] in `dt`. Chunks of 2^20 values each have
+// their own stream, so the result is the same whatever the thread count.
 void fill_uniform(uint8_t* dst, DType dt, int64_t n, uint64_t seed, float center, float a) {
-  SplitMix64 rng{seed};
-  for (int64_t i = 0; i < n; i++) {
+  constexpr int64_t kChunk = 1 << 20;
+#pragma omp parallel for schedule(dynamic)
+  for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
+    SplitMix64 rng{seed ^ (static_cast<uint64_t>(c0 / kChunk) * 0xd1b54a32d192ed03ull)};
+    for (int64_t i = c0; i < std::min(n, c0 + kChunk); i++) {
     float v = center + a * (2.0f * rng.uniform() - 1.0f);
     switch (dt) {
       case DType::F32: reinterpret_cast<float*>(dst)[i] = v; break;
       case DType::F16: reinterpret_cast<uint16_t*>(dst)[i] = f32_to_f16(v); break;
       case DType::BF16: reinterpret_cast<uint16_t*>(dst)[i] = f32_to_bf16(v); break;
       default: PYPTO_ASSERT(false, "weight dtype");
+    }
     }
   }
 }
@@ -187,18 +192,13 @@ void make_test_model(const TestModelOptions& opt) {
   add("model.norm.weight", {H}, 1.0f, gamma_a);
   if (!c.tie_word_embeddings) add("lm_head.weight", {V, H}, 0.0f, 2.0f / std::sqrt(static_cast<float>(H)));
 
-  // Split into shards of roughly equal bytes, in order.
+  // Split into shards of roughly equal tensor counts, in order (every shard holds tensors).
   size_t total = 0;
   for (const auto& t : tensors) total += static_cast<size_t>(shape_numel(t.shape)) * dtype_size(t.dtype);
   const int K = opt.shards;
+  if (static_cast<size_t>(K) > tensors.size()) fail("--shards ", K, " is more than the ", tensors.size(), " tensors");
   std::vector<std::vector<SafetensorWrite>> shards(K);
-  size_t acc = 0;
-  for (auto& t : tensors) {
-    size_t b = static_cast<size_t>(shape_numel(t.shape)) * dtype_size(t.dtype);
-    int s = std::min<int>(K - 1, static_cast<int>(acc * K / std::max<size_t>(total, 1)));
-    acc += b;
-    shards[s].push_back(std::move(t));
-  }
+  for (size_t i = 0; i < tensors.size(); i++) shards[i * K / tensors.size()].push_back(std::move(tensors[i]));
   Progress progress(str_cat("make-test-model ", opt.preset), K, opt.show_progress ? total : 0);
   nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
   for (int s = 0; s < K; s++) {

@@ -1,0 +1,80 @@
+// Peak vs final resident memory of layer-by-layer weight staging.
+//
+//   bench_staging --model DIR [--tp N --rank R]
+//
+// Loads DIR (make it with `pypto-serving make-test-model --preset qwen3-0.6b --out DIR`), stages
+// its weights for the CPU backend, and reports the process's RSS before, its high-water mark
+// during staging and its RSS after, against the bound peak ≤ final + 2 × largest layer. Runs in a
+// fresh process so VmHWM measures staging alone. Prints one JSON line at the end for scripts.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "core/error.h"
+#include "core/memory.h"
+#include "io/checkpoint.h"
+#include "kernels/backend.h"
+#include "model/weight_staging.h"
+
+using namespace pypto;
+
+int main(int argc, char** argv) {
+  std::string model;
+  int tp = 1, rank = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!std::strcmp(argv[i], "--model") && i + 1 < argc) model = argv[++i];
+    else if (!std::strcmp(argv[i], "--tp") && i + 1 < argc) tp = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--rank") && i + 1 < argc) rank = std::atoi(argv[++i]);
+    else {
+      std::fprintf(stderr, "usage: bench_staging --model DIR [--tp N --rank R]\n");
+      return 2;
+    }
+  }
+  if (model.empty()) {
+    std::fprintf(stderr, "usage: bench_staging --model DIR [--tp N --rank R]\n");
+    return 2;
+  }
+  try {
+    auto backend = make_cpu_backend(1);
+    const size_t rss0 = rss_bytes();
+    auto t0 = std::chrono::steady_clock::now();
+    auto ck = Checkpoint::open(model);
+    const ModelConfig& c = ck->config();
+    // Largest layer as it sits in the checkpoint (the unit staging reads at a time).
+    size_t largest_layer = 0;
+    for (int l = 0; l < c.num_hidden_layers; l++) {
+      size_t bytes = 0;
+      std::string prefix = "model.layers." + std::to_string(l) + ".";
+      for (const auto& name : ck->tensor_names())
+        if (name.rfind(prefix, 0) == 0) bytes += ck->get(name).info->end - ck->get(name).info->begin;
+      largest_layer = std::max(largest_layer, bytes);
+    }
+    StagingOptions opt;
+    opt.tp_rank = rank;
+    opt.tp_size = tp;
+    Qwen3Weights w = stage_qwen3_weights(*ck, *backend, opt);
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const size_t peak = peak_rss_bytes(), final_rss = rss_bytes();
+    const size_t bound = final_rss + 2 * largest_layer;
+    char a[32], b[32], cbuf[32], d[32], e[32];
+    std::printf("model            %s (%d layers, tp %d rank %d)\n", model.c_str(), c.num_hidden_layers, tp, rank);
+    std::printf("staged slab      %s in %.2f s (%.2f GB/s)\n", format_bytes(w.resident_bytes, a, sizeof a), secs,
+                ck->total_tensor_bytes() / secs / 1e9);
+    std::printf("rss before       %s\n", format_bytes(rss0, b, sizeof b));
+    std::printf("peak rss         %s\n", format_bytes(peak, cbuf, sizeof cbuf));
+    std::printf("final rss        %s\n", format_bytes(final_rss, d, sizeof d));
+    std::printf("largest layer    %s\n", format_bytes(largest_layer, e, sizeof e));
+    std::printf("bound            peak <= final + 2 x largest layer = %s: %s (peak - final = %.1f MiB)\n",
+                format_bytes(bound, a, sizeof a), peak <= bound ? "OK" : "EXCEEDED",
+                (static_cast<double>(peak) - static_cast<double>(final_rss)) / (1 << 20));
+    std::printf("{\"peak_rss\": %zu, \"final_rss\": %zu, \"largest_layer\": %zu, \"slab\": %zu, \"seconds\": %.3f, "
+                "\"within_bound\": %s}\n",
+                peak, final_rss, largest_layer, w.resident_bytes, secs, peak <= bound ? "true" : "false");
+    return peak <= bound ? 0 : 1;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "bench_staging: error: %s\n", e.what());
+    return 1;
+  }
+}
