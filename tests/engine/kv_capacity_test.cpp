@@ -1,0 +1,62 @@
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "engine/kv_capacity.h"
+
+namespace pypto {
+namespace {
+
+TEST(KvCapacity, BytesPerBlockQwen3) {
+  // Qwen3-0.6B: 28 layers, 8 KV heads, head_dim 128; bf16, block 16: 28*2*16*8*128*2 = 1.75 MiB.
+  EXPECT_EQ(kv_bytes_per_block(28, 16, 8, 128, DType::BF16), 1835008);
+  EXPECT_EQ(kv_bytes_per_block(28, 16, 8, 128, DType::F32), 3670016);
+  // Qwen3-14B as in the seed: 40 layers, page 128 -> 20 MiB.
+  EXPECT_EQ(kv_bytes_per_block(40, 128, 8, 128, DType::BF16), 20971520);
+}
+
+TEST(KvCapacity, FromExplicitMemory) {
+  KvCapacityRequest r;
+  r.bytes_per_block = 1835008;
+  r.block_size = 16;
+  r.max_model_len = 4096;
+  r.kv_cache_memory = int64_t(4) << 30;  // 4 GiB
+  const KvCapacity c = plan_kv_capacity(r);
+  EXPECT_EQ(c.num_blocks, 2340);  // floor(4 GiB / 1.75 MiB)
+  EXPECT_EQ(c.token_capacity, 37440);
+  EXPECT_DOUBLE_EQ(c.max_concurrency, 2340.0 / 256.0);
+  EXPECT_EQ(c.summary(), "KV cache: 4.00 GiB, 2340 blocks, 37440 tokens; max concurrency at max-model-len: 9.14x");
+}
+
+TEST(KvCapacity, FromUtilizationOfAvailableMemory) {
+  KvCapacityRequest r;
+  r.bytes_per_block = 1000;
+  r.block_size = 16;
+  r.max_model_len = 160;
+  r.available_bytes = 100000;
+  const KvCapacity c = plan_kv_capacity(r);  // 0.9 * 100000 = 90000 -> 90 blocks
+  EXPECT_EQ(c.kv_bytes, 90000);
+  EXPECT_EQ(c.num_blocks, 90);
+  EXPECT_DOUBLE_EQ(c.max_concurrency, 9.0);
+}
+
+TEST(KvCapacity, TooSmallNamesTheFlags) {
+  KvCapacityRequest r;
+  r.bytes_per_block = 1024;
+  r.block_size = 16;
+  r.max_model_len = 1024;  // 64 blocks
+  r.kv_cache_memory = 10 * 1024;
+  try {
+    plan_kv_capacity(r);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(),
+                 "KV cache of 10.0 KiB (--kv-cache-memory) holds 10 blocks = 160 tokens, fewer than one sequence of "
+                 "--max-model-len 1024 (64 blocks, 64.0 KiB): raise --kv-cache-memory or lower --max-model-len");
+  }
+  r.kv_cache_memory.reset();
+  r.memory_utilization = 1.5;
+  EXPECT_THROW(plan_kv_capacity(r), Error);
+}
+
+}  // namespace
+}  // namespace pypto
