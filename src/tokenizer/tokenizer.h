@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/error.h"  // the Error that encode/decode/load throw
 #include "tokenizer/added_tokens.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/regex_split.h"
