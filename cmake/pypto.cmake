@@ -1,6 +1,15 @@
 # Shared compile options and helpers for pypto-serving targets.
 set(PYPTO_WARNINGS -Wall -Wextra -Wno-unused-parameter)
 
+if(PYPTO_BUILD_FUZZERS)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "PYPTO_BUILD_FUZZERS needs clang (CXX=clang++)")
+  endif()
+  # Coverage instrumentation for the libraries under test; the fuzzers link libFuzzer's main.
+  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -g)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+
 if(PYPTO_SANITIZE)
   add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer)
   add_link_options(-fsanitize=address,undefined)

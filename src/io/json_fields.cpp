@@ -66,7 +66,7 @@ nlohmann::json parse_json_object(const std::string& text, const std::string& pat
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for huge numbers
     fail(path, ": invalid JSON: ", e.what());
   }
   if (!j.is_object()) fail(path, ": expected a JSON object at the top level, got ", json_type_name(j));

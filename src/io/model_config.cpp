@@ -1,5 +1,7 @@
 #include "io/model_config.h"
 
+#include <climits>
+
 #include "core/error.h"
 #include "io/json_fields.h"
 
@@ -10,15 +12,16 @@ static std::vector<int32_t> read_id_list(const JsonFields& f, const char* key) {
   std::vector<int32_t> ids;
   if (!f.has(key)) return ids;
   const auto& v = f.at(key);
-  if (v.is_number_integer()) {
-    ids.push_back(v.get<int32_t>());
-  } else if (v.is_array()) {
-    for (const auto& e : v) {
-      if (!e.is_number_integer()) f.bad(key, "an integer or a list of integers");
-      ids.push_back(e.get<int32_t>());
-    }
+  auto push = [&](const nlohmann::json& e) {
+    if (!e.is_number_integer()) f.bad(key, "an integer or a list of integers");
+    int64_t id = e.get<int64_t>();
+    if (id < 0 || id > INT32_MAX) fail(f.path(), ": field '", key, "' holds ", id, ", not a token id");
+    ids.push_back(static_cast<int32_t>(id));
+  };
+  if (v.is_array()) {
+    for (const auto& e : v) push(e);
   } else {
-    f.bad(key, "an integer or a list of integers");
+    push(v);
   }
   return ids;
 }
@@ -80,7 +83,12 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   if (f.has("rope_scaling")) {
     const auto& rs = j.at("rope_scaling");
     if (!rs.is_object()) f.bad("rope_scaling", "null or an object");
-    std::string type = rs.value("rope_type", rs.value("type", std::string("?")));
+    std::string type = "?";
+    for (const char* k : {"type", "rope_type"})
+      if (rs.contains(k)) {
+        if (!rs[k].is_string()) fail(path, ": rope_scaling.", k, " must be a string");
+        type = rs[k].get<std::string>();
+      }
     if (type != "default")
       fail(path, ": rope_scaling type '", type, "' is not supported (supported: none, \"default\")");
   }
