@@ -42,7 +42,7 @@ struct Request {
   std::vector<int32_t> output_token_ids;
   std::vector<int32_t> all_token_ids;  // prompt then output: the sequence the KV describes
   SamplingParams sampling_params;
-  std::vector<int32_t> eos_token_ids;  // empty when ignore_eos
+  std::vector<int32_t> eos_token_ids;  // stop the request unless ignore_eos; masked before min_tokens
   uint64_t seed = 0;                   // resolved (params.seed, or drawn by the engine)
 
   RequestStatus status = RequestStatus::Waiting;

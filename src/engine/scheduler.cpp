@@ -12,13 +12,8 @@ Scheduler::Scheduler(const SchedulerConfig& config, const CacheConfig& cache, Bl
   cache.validate();
 }
 
-void Scheduler::add_request(std::unique_ptr<Request> req) {
-  PYPTO_ASSERT(req != nullptr);
-  const std::string& id = req->request_id;
-  const int64_t prompt = req->num_prompt_tokens();
-  const int64_t max_tokens = req->sampling_params.max_tokens;
+void Scheduler::check_request(const std::string& id, int64_t prompt, int64_t max_tokens) const {
   if (prompt == 0) fail("request ", id, ": the prompt is empty");
-  if (requests_.contains(id)) fail("request ", id, ": a request with this id is already running");
   if (prompt + max_tokens > config_.max_model_len)
     fail("request ", id, ": prompt of ", prompt, " tokens + max_tokens ", max_tokens, " = ", prompt + max_tokens,
          " tokens exceeds --max-model-len ", config_.max_model_len);
@@ -29,6 +24,13 @@ void Scheduler::add_request(std::unique_ptr<Request> req) {
     fail("request ", id, ": prompt of ", prompt, " tokens + max_tokens ", max_tokens, " needs ", blocks,
          " KV blocks of ", kv_.block_size(), " tokens, but the KV cache has only ", pool, " blocks (",
          pool * kv_.block_size(), " tokens)");
+}
+
+void Scheduler::add_request(std::unique_ptr<Request> req) {
+  PYPTO_ASSERT(req != nullptr);
+  const std::string& id = req->request_id;
+  check_request(id, req->num_prompt_tokens(), req->sampling_params.max_tokens);
+  if (requests_.contains(id)) fail("request ", id, ": a request with this id is already running");
   req->status = RequestStatus::Waiting;
   Request* raw = req.get();
   requests_.emplace(id, std::move(req));

@@ -45,6 +45,9 @@ class Scheduler {
   // Queues a request. Throws Error, without queueing it, when it could never run: empty prompt,
   // duplicate id, prompt + max_tokens > max_model_len, or more KV blocks than the pool has.
   void add_request(std::unique_ptr<Request> req);
+  // The capacity checks of add_request alone (not the duplicate id): const, so a front end can
+  // reject a request before it queues it or opens a stream.
+  void check_request(const std::string& req_id, int64_t num_prompt_tokens, int64_t max_tokens) const;
 
   SchedulerOutput schedule();
 

@@ -1,0 +1,174 @@
+#include "engine/engine.h"
+
+#include <exception>
+
+#include "core/error.h"
+#include "core/log.h"
+
+namespace pypto {
+
+namespace {
+
+// Joins a request id and a sequence index into the scheduler's id for that sequence.
+constexpr char kSequenceSeparator = '\x1f';
+
+RequestStatus status_for(FinishReason r) {
+  switch (r) {
+    case FinishReason::Stop: return RequestStatus::FinishedStopped;
+    case FinishReason::Length: return RequestStatus::FinishedLength;
+    case FinishReason::Abort: return RequestStatus::FinishedAborted;
+    case FinishReason::Error: return RequestStatus::FinishedError;
+  }
+  return RequestStatus::FinishedError;
+}
+
+}  // namespace
+
+Engine::Engine(const EngineConfig& config, std::unique_ptr<ModelExecutor> executor)
+    : config_(config),
+      executor_(std::move(executor)),
+      scheduler_(config.scheduler, config.cache),
+      seed_source_(std::random_device{}()) {
+  PYPTO_ASSERT(executor_ != nullptr);
+  if (config_.vocab_size < 1) fail("engine: vocab_size must be >= 1, got ", config_.vocab_size);
+}
+
+void Engine::validate_request(const EngineRequest& req) const {
+  if (req.request_id.empty()) fail("request id is empty");
+  req.params.validate(config_.vocab_size);
+  for (size_t i = 0; i < req.prompt_token_ids.size(); ++i) {
+    const int32_t t = req.prompt_token_ids[i];
+    if (t < 0 || t >= config_.vocab_size)
+      fail("request ", req.request_id, ": prompt token ", i, " = ", t, " is outside the vocabulary [0, ",
+           config_.vocab_size, ")");
+  }
+  scheduler_.check_request(req.request_id, int64_t(req.prompt_token_ids.size()), req.params.max_tokens);
+}
+
+void Engine::add_request(const EngineRequest& req) {
+  validate_request(req);
+  if (parents_.contains(req.request_id)) fail("request ", req.request_id, ": a request with this id is already running");
+  const int32_t n = req.params.n;
+  Parent parent;
+  parent.num_unfinished = n;
+  for (int32_t k = 0; k < n; ++k) {
+    const std::string seq_id = n == 1 ? req.request_id : str_cat(req.request_id, kSequenceSeparator, k);
+    const uint64_t seed = req.params.seed ? *req.params.seed + uint64_t(k) : seed_source_();
+    scheduler_.add_request(
+        std::make_unique<Request>(seq_id, req.prompt_token_ids, req.params, config_.eos_token_ids, seed));
+    sequences_[seq_id] = {req.request_id, k};
+    parent.seq_ids.push_back(seq_id);
+  }
+  parents_[req.request_id] = std::move(parent);
+}
+
+void Engine::finish_sequence(RequestOutput& out) {
+  auto it = parents_.find(out.request_id);
+  PYPTO_ASSERT(it != parents_.end(), "finished sequence of unknown request ", out.request_id);
+  if (--it->second.num_unfinished == 0) {
+    out.request_finished = true;
+    for (const std::string& s : it->second.seq_ids) sequences_.erase(s);
+    parents_.erase(it);
+  }
+}
+
+bool Engine::finish_request(const std::string& request_id, FinishReason reason) {
+  auto it = parents_.find(request_id);
+  if (it == parents_.end()) return false;
+  const std::vector<std::string> seq_ids = it->second.seq_ids;  // finish_sequence may erase it
+  for (const std::string& seq_id : seq_ids) {
+    const Request* r = scheduler_.get_request(seq_id);
+    if (!r) continue;  // this sequence already finished and was reported
+    RequestOutput out;
+    out.request_id = request_id;
+    out.index = sequences_.at(seq_id).index;
+    out.finish_reason = reason;
+    out.num_prompt_tokens = r->num_prompt_tokens();
+    out.num_cached_tokens = r->num_cached_tokens.value_or(0);
+    const std::string id = seq_id;
+    scheduler_.finish_requests(std::span<const std::string>(&id, 1), status_for(reason));
+    finish_sequence(out);
+    pending_.push_back(std::move(out));
+  }
+  return true;
+}
+
+RequestOutput Engine::to_output(const EngineCoreOutput& o) {
+  const Sequence& seq = sequences_.at(o.req_id);
+  RequestOutput out;
+  out.request_id = seq.request_id;
+  out.index = seq.index;
+  out.new_token_ids = o.new_token_ids;
+  out.new_logprobs = o.new_logprobs;
+  out.finish_reason = o.finish_reason;
+  out.stop_token_id = o.stop_token_id;
+  out.num_prompt_tokens = o.num_prompt_tokens;
+  out.num_cached_tokens = o.num_cached_tokens;
+  return out;
+}
+
+std::vector<RequestOutput> Engine::step() {
+  std::vector<RequestOutput> outs = std::move(pending_);
+  pending_.clear();
+  if (!scheduler_.has_unfinished_requests()) return outs;
+  SchedulerOutput so = scheduler_.schedule();
+  if (so.empty()) return outs;
+  ++stats_.steps;
+  stats_.scheduled_tokens += so.total_num_scheduled_tokens;
+
+  ExecutorOutput eo;
+  std::string error;
+  try {
+    executor_->execute(so, eo);
+    const int64_t rows = so.num_sampling_rows();
+    if (eo.vocab_size != config_.vocab_size || int64_t(eo.logits.size()) != rows * eo.vocab_size)
+      error = str_cat("model executor returned ", eo.logits.size(), " logits of vocab ", eo.vocab_size, " for ",
+                      rows, " sampling rows of vocab ", config_.vocab_size);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  if (!error.empty()) {
+    // The step failed: every request in it ends with the error; the others keep running.
+    log_error("engine step failed: ", error);
+    ++stats_.failed_steps;
+    for (const ScheduledRequest& s : so.scheduled) {
+      const Request* r = scheduler_.get_request(s.req_id);
+      if (!r) continue;
+      RequestOutput out;
+      out.request_id = sequences_.at(s.req_id).request_id;
+      out.index = sequences_.at(s.req_id).index;
+      out.finish_reason = FinishReason::Error;
+      out.error = error;
+      out.num_prompt_tokens = r->num_prompt_tokens();
+      scheduler_.finish_requests(std::span<const std::string>(&s.req_id, 1), RequestStatus::FinishedError);
+      finish_sequence(out);
+      outs.push_back(std::move(out));
+    }
+    return outs;
+  }
+
+  std::vector<SamplerRow> rows;
+  std::vector<size_t> row_of;  // scheduled index of each sampler row
+  for (size_t i = 0; i < so.scheduled.size(); ++i) {
+    if (!so.scheduled[i].samples) continue;
+    const Request* r = scheduler_.get_request(so.scheduled[i].req_id);
+    PYPTO_ASSERT(r != nullptr, "scheduled request ", so.scheduled[i].req_id, " is gone");
+    rows.push_back({&r->sampling_params, r->prompt_token_ids, r->output_token_ids, r->eos_token_ids, r->seed});
+    row_of.push_back(i);
+  }
+  const std::vector<SampledToken> sampled = sample_batch(eo.logits, eo.vocab_size, rows);
+  std::vector<SampledToken> aligned(so.scheduled.size());
+  for (size_t k = 0; k < row_of.size(); ++k) aligned[row_of[k]] = sampled[k];
+
+  for (const EngineCoreOutput& o : scheduler_.update_from_output(so, aligned)) {
+    RequestOutput out = to_output(o);
+    stats_.generated_tokens += int64_t(out.new_token_ids.size());
+    if (out.finish_reason) finish_sequence(out);
+    outs.push_back(std::move(out));
+  }
+  return outs;
+}
+
+bool Engine::has_unfinished_requests() const { return !parents_.empty() || !pending_.empty(); }
+
+}  // namespace pypto

@@ -1,0 +1,100 @@
+#pragma once
+// Engine: add_request / abort_request / step around the Scheduler, a ModelExecutor and the
+// sampler. Single-threaded; EngineLoop runs it on its own thread for the server.
+//
+// A request with n > 1 becomes n sequences sharing the prompt (so the second and later ones hit
+// the prefix cache once the first has computed it); sequence k draws from seed + k.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/engine_config.h"
+#include "engine/model_executor.h"
+#include "engine/scheduler.h"
+#include "sampling/sampling_params.h"
+
+namespace pypto {
+
+struct EngineConfig {
+  SchedulerConfig scheduler;
+  CacheConfig cache;
+  int64_t vocab_size = 0;              // bounds token ids in prompts and sampling params
+  std::vector<int32_t> eos_token_ids;  // from config.json and generation_config.json
+};
+
+struct EngineRequest {
+  std::string request_id;
+  std::vector<int32_t> prompt_token_ids;
+  SamplingParams params;
+};
+
+// What one step produced for one sequence of a request.
+struct RequestOutput {
+  std::string request_id;
+  int32_t index = 0;  // which of the request's n sequences
+  std::vector<int32_t> new_token_ids;
+  std::vector<SampledToken> new_logprobs;  // parallel to new_token_ids when logprobs were asked
+  std::optional<FinishReason> finish_reason;  // set on the sequence's last output
+  std::optional<int32_t> stop_token_id;
+  std::string error;  // with FinishReason::Error
+  int64_t num_prompt_tokens = 0;
+  int64_t num_cached_tokens = 0;
+  bool request_finished = false;  // every sequence of the request has finished
+};
+
+struct EngineStats {
+  int64_t steps = 0;
+  int64_t scheduled_tokens = 0;
+  int64_t generated_tokens = 0;
+  int64_t failed_steps = 0;
+};
+
+class Engine {
+ public:
+  Engine(const EngineConfig& config, std::unique_ptr<ModelExecutor> executor);
+
+  // Throws Error naming the problem (sampling parameter, token id, capacity) without changing the
+  // engine. Const and safe to call from another thread than the one running the engine.
+  void validate_request(const EngineRequest& req) const;
+  // Validates, then queues. Throws Error (nothing queued) when invalid or the id is in use.
+  void add_request(const EngineRequest& req);
+  // Finishes every sequence of the request now: its KV blocks are free before the next step. The
+  // next step() reports it with `reason` (Abort for a client that went away, Stop when a stop
+  // string was found on the output side). False when the id is unknown.
+  bool finish_request(const std::string& request_id, FinishReason reason = FinishReason::Abort);
+
+  // Schedules, runs the model, samples, and returns what every request produced.
+  std::vector<RequestOutput> step();
+
+  bool has_unfinished_requests() const;
+  const Scheduler& scheduler() const { return scheduler_; }
+  const EngineStats& stats() const { return stats_; }
+  const EngineConfig& config() const { return config_; }
+
+ private:
+  struct Sequence {
+    std::string request_id;
+    int32_t index = 0;
+  };
+  struct Parent {
+    std::vector<std::string> seq_ids;
+    int32_t num_unfinished = 0;
+  };
+  RequestOutput to_output(const EngineCoreOutput& o);
+  void finish_sequence(RequestOutput& out);
+
+  EngineConfig config_;
+  std::unique_ptr<ModelExecutor> executor_;
+  Scheduler scheduler_;
+  std::unordered_map<std::string, Sequence> sequences_;  // sequence id -> its request
+  std::unordered_map<std::string, Parent> parents_;
+  std::vector<RequestOutput> pending_;  // finished outside a step, reported by the next step()
+  std::mt19937_64 seed_source_;
+  EngineStats stats_;
+};
+
+}  // namespace pypto

@@ -1,0 +1,270 @@
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <thread>
+
+#include "core/error.h"
+#include "engine/engine.h"
+#include "engine/engine_loop.h"
+#include "fake_model.h"
+
+namespace pypto {
+namespace {
+
+using Ids = std::vector<int32_t>;
+using testing::FakeModel;
+
+constexpr int32_t kVocab = 50;
+
+// Peaked: all mass on FakeModel::next_token (greedy and sampled agree). Flat: every token equally
+// likely, so tokens come only from the request's seeded draws.
+enum class Logits { Peaked, Flat };
+
+class FakeExecutor : public ModelExecutor {
+ public:
+  FakeExecutor(int32_t num_blocks, int32_t block_size, Logits mode, int fail_on_step = -1)
+      : model_(num_blocks, block_size, kVocab), mode_(mode), fail_on_step_(fail_on_step) {}
+  void execute(const SchedulerOutput& so, ExecutorOutput& out) override {
+    if (++calls_ == fail_on_step_) fail("fake model: device lost");
+    out.vocab_size = kVocab;
+    out.logits = model_.execute_logits(so);
+    if (mode_ == Logits::Flat) std::fill(out.logits.begin(), out.logits.end(), 0.0f);
+  }
+
+ private:
+  FakeModel model_;
+  Logits mode_;
+  int fail_on_step_;
+  int calls_ = 0;
+};
+
+EngineConfig engine_config(int32_t num_blocks = 64) {
+  EngineConfig c;
+  c.scheduler.max_num_batched_tokens = 32;
+  c.scheduler.long_prefill_token_threshold = 8;
+  c.scheduler.max_model_len = 64;
+  c.cache.block_size = 4;
+  c.cache.num_blocks = num_blocks;
+  c.vocab_size = kVocab;
+  return c;
+}
+
+std::unique_ptr<Engine> make_engine(Logits mode = Logits::Peaked, int fail_on_step = -1, int32_t num_blocks = 64) {
+  EngineConfig c = engine_config(num_blocks);
+  return std::make_unique<Engine>(c, std::make_unique<FakeExecutor>(num_blocks, 4, mode, fail_on_step));
+}
+
+EngineRequest greedy_request(const std::string& id, Ids prompt, int32_t max_tokens) {
+  EngineRequest r;
+  r.request_id = id;
+  r.prompt_token_ids = std::move(prompt);
+  r.params.temperature = 0.0f;
+  r.params.max_tokens = max_tokens;
+  return r;
+}
+
+struct Collected {
+  std::map<std::pair<std::string, int32_t>, Ids> tokens;
+  std::map<std::pair<std::string, int32_t>, FinishReason> reasons;
+  std::map<std::string, std::string> errors;
+  std::map<std::string, bool> finished;
+  void add(const RequestOutput& o) {
+    Ids& t = tokens[{o.request_id, o.index}];
+    t.insert(t.end(), o.new_token_ids.begin(), o.new_token_ids.end());
+    if (o.finish_reason) reasons[{o.request_id, o.index}] = *o.finish_reason;
+    if (!o.error.empty()) errors[o.request_id] = o.error;
+    if (o.request_finished) finished[o.request_id] = true;
+  }
+};
+
+Collected run(Engine& e, int max_steps = 1000) {
+  Collected c;
+  for (int i = 0; i < max_steps && e.has_unfinished_requests(); ++i)
+    for (const RequestOutput& o : e.step()) c.add(o);
+  return c;
+}
+
+Ids prompt_of(int seed, int len) {
+  Ids p;
+  for (int i = 0; i < len; ++i) p.push_back((seed * 7 + i * 3) % kVocab);
+  return p;
+}
+
+TEST(Engine, GreedyOutputsMatchTheReference) {
+  auto e = make_engine();
+  for (int i = 0; i < 5; ++i) e->add_request(greedy_request("r" + std::to_string(i), prompt_of(i, 5 + 3 * i), 6));
+  Collected c = run(*e);
+  for (int i = 0; i < 5; ++i) {
+    const std::string id = "r" + std::to_string(i);
+    EXPECT_EQ((c.tokens[{id, 0}]), FakeModel::reference(prompt_of(i, 5 + 3 * i), 6, kVocab)) << id;
+    EXPECT_EQ((c.reasons[{id, 0}]), FinishReason::Length);
+    EXPECT_TRUE(c.finished[id]);
+  }
+  EXPECT_EQ(e->stats().generated_tokens, 30);
+  EXPECT_FALSE(e->has_unfinished_requests());
+}
+
+TEST(Engine, SeededSamplingDoesNotDependOnTheBatch) {
+  EngineRequest r;
+  r.request_id = "s";
+  r.prompt_token_ids = prompt_of(1, 9);
+  r.params.seed = 1234;
+  r.params.max_tokens = 12;
+  auto alone = make_engine(Logits::Flat);
+  alone->add_request(r);
+  const Ids a = run(*alone).tokens[{"s", 0}];
+
+  auto busy = make_engine(Logits::Flat);
+  for (int i = 0; i < 4; ++i) {
+    EngineRequest other = r;
+    other.request_id = "o" + std::to_string(i);
+    other.params.seed.reset();
+    other.prompt_token_ids = prompt_of(i + 5, 3 + i);
+    busy->add_request(other);
+  }
+  busy->add_request(r);
+  const Ids b = run(*busy).tokens[{"s", 0}];
+  EXPECT_EQ(a.size(), 12u);
+  EXPECT_EQ(a, b);
+  EXPECT_GT(std::set<int32_t>(a.begin(), a.end()).size(), 3u);  // really sampled
+}
+
+TEST(Engine, NSequencesDrawFromDistinctSeeds) {
+  EngineRequest r;
+  r.request_id = "n";
+  r.prompt_token_ids = prompt_of(2, 8);
+  r.params.seed = 7;
+  r.params.n = 3;
+  r.params.max_tokens = 10;
+  auto e = make_engine(Logits::Flat);
+  e->add_request(r);
+  Collected c = run(*e);
+  EXPECT_TRUE(c.finished["n"]);
+  ASSERT_EQ(c.tokens.size(), 3u);
+  EXPECT_NE((c.tokens[{"n", 0}]), (c.tokens[{"n", 1}]));
+  EXPECT_NE((c.tokens[{"n", 1}]), (c.tokens[{"n", 2}]));
+  // Sequence 1 of seed 7 is what a lone request with seed 8 draws.
+  EngineRequest single = r;
+  single.params.n = 1;
+  single.params.seed = 8;
+  auto e2 = make_engine(Logits::Flat);
+  e2->add_request(single);
+  EXPECT_EQ((run(*e2).tokens[{"n", 0}]), (c.tokens[{"n", 1}]));
+}
+
+TEST(Engine, AbortFreesBlocksWithinOneStep) {
+  auto e = make_engine();
+  e->add_request(greedy_request("a", prompt_of(1, 10), 20));
+  e->add_request(greedy_request("b", prompt_of(2, 10), 20));
+  e->step();
+  const auto& pool = e->scheduler().kv_cache_manager().block_pool();
+  EXPECT_EQ(pool.num_free_blocks(), 64 - 2 - 2);  // 8 of 10 prompt tokens each (threshold 8)
+  EXPECT_TRUE(e->finish_request("a"));
+  EXPECT_EQ(pool.num_free_blocks(), 64 - 2);
+  EXPECT_FALSE(e->finish_request("unknown"));
+  const auto outs = e->step();
+  ASSERT_GE(outs.size(), 1u);
+  EXPECT_EQ(outs[0].request_id, "a");
+  EXPECT_EQ(outs[0].finish_reason, FinishReason::Abort);
+  EXPECT_TRUE(outs[0].request_finished);
+  Collected c = run(*e);
+  EXPECT_EQ((c.tokens[{"b", 0}]).size(), 19u);  // one token came in the step above
+}
+
+TEST(Engine, FailedStepFinishesItsRequestsWithTheError) {
+  auto e = make_engine(Logits::Peaked, /*fail_on_step=*/2);
+  e->add_request(greedy_request("a", prompt_of(1, 4), 5));
+  Collected c = run(*e);
+  EXPECT_EQ((c.reasons[{"a", 0}]), FinishReason::Error);
+  EXPECT_EQ(c.errors["a"], "fake model: device lost");
+  EXPECT_EQ((c.tokens[{"a", 0}]).size(), 1u);
+  EXPECT_EQ(e->stats().failed_steps, 1);
+  EXPECT_EQ(e->scheduler().kv_cache_manager().block_pool().num_free_blocks(), 64);
+  // The engine keeps serving.
+  e->add_request(greedy_request("b", prompt_of(2, 4), 3));
+  c = run(*e);
+  EXPECT_EQ((c.tokens[{"b", 0}]), FakeModel::reference(prompt_of(2, 4), 3, kVocab));
+}
+
+TEST(Engine, ValidationErrorsNameTheProblem) {
+  auto e = make_engine();
+  auto error_of = [&](const EngineRequest& r) -> std::string {
+    try {
+      e->add_request(r);
+    } catch (const Error& err) {
+      return err.what();
+    }
+    return "";
+  };
+  EngineRequest r = greedy_request("x", {1, 2, 50}, 4);
+  EXPECT_EQ(error_of(r), "request x: prompt token 2 = 50 is outside the vocabulary [0, 50)");
+  r = greedy_request("x", {1, 2}, 4);
+  r.params.top_p = 0.0f;
+  EXPECT_EQ(error_of(r), "sampling parameter 'top_p' = 0 is out of range: allowed 0 < top_p <= 1");
+  r = greedy_request("x", prompt_of(1, 60), 10);
+  EXPECT_EQ(error_of(r), "request x: prompt of 60 tokens + max_tokens 10 = 70 tokens exceeds --max-model-len 64");
+  r = greedy_request("x", {1, 2}, 4);
+  EXPECT_EQ(error_of(r), "");
+  EXPECT_EQ(error_of(r), "request x: a request with this id is already running");
+}
+
+TEST(Engine, PreemptionUnderATinyPoolKeepsOutputsExact) {
+  auto e = make_engine(Logits::Peaked, -1, /*num_blocks=*/12);
+  for (int i = 0; i < 6; ++i) e->add_request(greedy_request("r" + std::to_string(i), prompt_of(i, 12), 20));
+  Collected c = run(*e, 5000);
+  for (int i = 0; i < 6; ++i) {
+    const std::string id = "r" + std::to_string(i);
+    EXPECT_EQ((c.tokens[{id, 0}]), FakeModel::reference(prompt_of(i, 12), 20, kVocab)) << id;
+  }
+  EXPECT_GT(e->scheduler().num_preemptions(), 0);
+}
+
+TEST(EngineLoop, StreamsOutputsToEachRequest) {
+  EngineLoop loop(make_engine());
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < 4; ++i)
+    streams.push_back(loop.add_request(greedy_request("r" + std::to_string(i), prompt_of(i, 6 + i), 8)));
+  std::vector<std::thread> readers;
+  std::vector<Ids> got(4);
+  for (int i = 0; i < 4; ++i)
+    readers.emplace_back([&, i] {
+      while (auto o = streams[size_t(i)]->next()) got[size_t(i)].insert(got[size_t(i)].end(), o->new_token_ids.begin(), o->new_token_ids.end());
+    });
+  for (auto& t : readers) t.join();
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(got[size_t(i)], FakeModel::reference(prompt_of(i, 6 + i), 8, kVocab)) << i;
+    EXPECT_TRUE(streams[size_t(i)]->finished());
+  }
+  EXPECT_EQ(loop.num_active_requests(), 0u);
+}
+
+TEST(EngineLoop, ValidationThrowsOnTheCallerAndAbortEndsTheStream) {
+  EngineLoop loop(make_engine());
+  EngineRequest bad = greedy_request("bad", {}, 4);
+  EXPECT_THROW(loop.add_request(bad), Error);
+  auto s = loop.add_request(greedy_request("long", prompt_of(3, 8), 50));
+  auto first = s->next();
+  ASSERT_TRUE(first.has_value());
+  loop.finish_request("long", FinishReason::Abort);
+  std::optional<FinishReason> reason;
+  while (auto o = s->next())
+    if (o->finish_reason) reason = o->finish_reason;
+  EXPECT_EQ(reason, FinishReason::Abort);
+  EXPECT_TRUE(s->finished());
+}
+
+TEST(EngineLoop, ShutdownAbortsInFlightRequests) {
+  auto loop = std::make_unique<EngineLoop>(make_engine());
+  auto s = loop->add_request(greedy_request("a", prompt_of(3, 8), 50));
+  loop->shutdown();
+  std::optional<FinishReason> reason;
+  while (auto o = s->next())
+    if (o->finish_reason) reason = o->finish_reason;
+  ASSERT_TRUE(reason.has_value());
+  EXPECT_TRUE(*reason == FinishReason::Abort || *reason == FinishReason::Length);
+  EXPECT_THROW(loop->add_request(greedy_request("b", {1}, 1)), Error);
+}
+
+}  // namespace
+}  // namespace pypto
