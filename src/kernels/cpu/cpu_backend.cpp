@@ -1,8 +1,239 @@
-// make_cpu_backend: placeholder that serves the reference ops until the optimised backend lands.
-#include "kernels/backend.h"
+// The optimised CPU backend: ISA-neutral glue that splits each op across the thread pool and calls
+// the chosen ISA's kernels (kernel_table.h). Per-thread scratch is allocated once and only grows,
+// so steady-state steps do no allocation.
+#include "kernels/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/memory.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/cpu_common.h"
+#include "kernels/cpu/kernel_table.h"
 
 namespace pypto {
-std::unique_ptr<Backend> make_cpu_backend(int num_threads, const std::vector<int>& cores) {
-  return make_reference_backend();
+namespace {
+
+// Ops smaller than this many multiply-adds (or elements) run on the calling thread alone: waking
+// the pool costs more than the work.
+constexpr int64_t kLinearSerialMacs = 1 << 16;
+constexpr int64_t kRowsSerialElems = 1 << 15;
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend(const cpu::KernelTable& kt, int num_threads, std::vector<int> cores)
+      : kt_(kt), pool_(num_threads, std::move(cores)), scratch_(num_threads), scratch_floats_(num_threads, 0) {}
+
+  const char* name() const override { return kt_.name; }
+
+  // --- weights: plain row-major (the kernels stream rows; see linear_impl.h) --------------------
+  size_t packed_weight_bytes(DType dtype, int64_t n_out, int64_t k_in) const override {
+    return plain_weight_bytes(dtype, n_out, k_in);
+  }
+  void pack_weight(const void* src, DType dtype, int64_t n_out, int64_t k_in, void* dst) const override {
+    check_weight_dtype(dtype);
+    PYPTO_ASSERT(reinterpret_cast<uintptr_t>(dst) % 64 == 0, "packed weight must be 64-byte aligned");
+    std::memcpy(dst, src, static_cast<size_t>(n_out * k_in) * dtype_size(dtype));
+  }
+  bool weight_layout_is_plain(DType) const override { return true; }
+
+  // --- ops -----------------------------------------------------------------------------------
+  void linear(const float* x, int64_t m, const LinearWeight& w, const float* bias, float* y) override {
+    check_weight_dtype(w.dtype);
+    if (m <= 0 || w.n_out <= 0) return;
+    cpu::LinearTask t{x, m, w.k_in, w.data, w.dtype, w.n_out, bias, y};
+    reserve_scratch(kt_.linear_scratch_floats(w.k_in));
+    if (m * w.n_out * w.k_in < kLinearSerialMacs) {
+      kt_.linear_cols(t, 0, w.n_out, scratch(0));
+      return;
+    }
+    pool_.parallel_for(w.n_out, [&](int64_t b, int64_t e, int tid) { kt_.linear_cols(t, b, e, scratch(tid)); }, 16);
+  }
+
+  void rms_norm(const float* x, const float* gamma, int64_t m, int64_t d, float eps, float* y) override {
+    for_rows(m, d, [&](int64_t b, int64_t e) { kt_.rms_norm_rows(x, gamma, b, e, d, eps, y); });
+  }
+
+  void rope(float* x, const int32_t* positions, int64_t m, int32_t n_heads, int32_t head_dim, float theta) override {
+    PYPTO_ASSERT(head_dim % 2 == 0, "head_dim ", head_dim);
+    int32_t max_pos = 0;
+    for (int64_t i = 0; i < m; ++i) {
+      PYPTO_ASSERT(positions[i] >= 0, "negative position ", positions[i]);
+      max_pos = std::max(max_pos, positions[i]);
+    }
+    ensure_rope_table(max_pos, head_dim, theta);
+    const float* c = reinterpret_cast<const float*>(rope_cos_.data());
+    const float* s = reinterpret_cast<const float*>(rope_sin_.data());
+    for_rows(m, static_cast<int64_t>(n_heads) * head_dim,
+             [&](int64_t b, int64_t e) { kt_.rope_rows(x, positions, b, e, n_heads, head_dim, c, s); });
+  }
+
+  void silu_mul(const float* gate_up, int64_t m, int64_t inter, float* out) override {
+    for_rows(m, 2 * inter, [&](int64_t b, int64_t e) { kt_.silu_mul_rows(gate_up, b, e, inter, out); });
+  }
+
+  void embedding(const int32_t* ids, int64_t m, const void* table, DType dtype, int64_t d, float* out) override {
+    check_weight_dtype(dtype);
+    const size_t row_bytes = static_cast<size_t>(d) * dtype_size(dtype);
+    for_rows(m, d, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        PYPTO_ASSERT(ids[i] >= 0, "negative token id ", ids[i]);
+        kt_.to_f32(static_cast<const uint8_t*>(table) + ids[i] * row_bytes, dtype, d, out + i * d);
+      }
+    });
+  }
+
+  void add_inplace(float* y, const float* x, int64_t n) override {
+    constexpr int64_t kChunk = 4096;
+    for_rows((n + kChunk - 1) / kChunk, kChunk, [&](int64_t b, int64_t e) {
+      int64_t j0 = b * kChunk, j1 = std::min(n, e * kChunk);
+      kt_.add_f32(y + j0, x + j0, j1 - j0);
+    });
+  }
+
+  void kv_store(const float* k, const float* v, const int64_t* slot_mapping, int64_t m,
+                const KvCacheLayer& cache) override {
+    check_kv_dtype(cache.dtype);
+    const int64_t row = static_cast<int64_t>(cache.n_kv_heads) * cache.head_dim;
+    const size_t row_bytes = static_cast<size_t>(row) * dtype_size(cache.dtype);
+    for_rows(m, 2 * row, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) {
+        const int64_t slot = slot_mapping[t];
+        if (slot < 0) continue;  // padding token
+        PYPTO_ASSERT(slot < cache.num_blocks * cache.block_size, "slot ", slot);
+        kt_.from_f32(k + t * row, row, static_cast<uint8_t*>(cache.k) + slot * row_bytes, cache.dtype);
+        kt_.from_f32(v + t * row, row, static_cast<uint8_t*>(cache.v) + slot * row_bytes, cache.dtype);
+      }
+    });
+  }
+
+  void paged_attention(const float* q, int64_t m, int32_t n_heads, const KvCacheLayer& cache,
+                       const AttentionBatch& batch, float* out) override;
+
+ private:
+  float* scratch(int tid) { return reinterpret_cast<float*>(scratch_[tid].data()); }
+  // Every thread's scratch holds at least `floats` floats (grows rarely: on a larger k or block).
+  void reserve_scratch(int64_t floats) {
+    for (size_t i = 0; i < scratch_.size(); ++i)
+      if (scratch_floats_[i] < floats) {
+        scratch_[i] = AlignedBuffer(static_cast<size_t>(floats) * sizeof(float));
+        scratch_floats_[i] = floats;
+      }
+  }
+  // Runs fn(row_begin, row_end) over m rows of `row_elems` elements, on the pool when worth it.
+  template <typename F>
+  void for_rows(int64_t m, int64_t row_elems, F&& fn) {
+    if (m <= 0) return;
+    if (m == 1 || m * row_elems < kRowsSerialElems) {
+      fn(0, m);
+      return;
+    }
+    pool_.parallel_for(m, [&](int64_t b, int64_t e, int) { fn(b, e); });
+  }
+  void ensure_rope_table(int32_t max_pos, int32_t head_dim, float theta);
+
+  const cpu::KernelTable& kt_;
+  ThreadPool pool_;
+  std::vector<AlignedBuffer> scratch_;   // per thread: linear W blocks / attention K,V blocks
+  std::vector<int64_t> scratch_floats_;
+  // cos / sin of every (position, pair) for one (head_dim, theta): [rope_positions_, head_dim / 2].
+  AlignedBuffer rope_cos_, rope_sin_;
+  int32_t rope_positions_ = 0, rope_head_dim_ = 0;
+  float rope_theta_ = 0.0f;
+  // paged_attention task list and per-thread task ranges (kept to avoid reallocating).
+  std::vector<cpu::AttentionTask> tasks_;
+  std::vector<int64_t> task_cost_;
+  std::vector<size_t> task_split_;
+};
+
+void CpuBackend::ensure_rope_table(int32_t max_pos, int32_t head_dim, float theta) {
+  if (head_dim == rope_head_dim_ && theta == rope_theta_ && max_pos < rope_positions_) return;
+  // Grow geometrically (at least 4096 positions) so a growing context rebuilds rarely.
+  int32_t n = std::max<int32_t>(4096, rope_head_dim_ == head_dim && rope_theta_ == theta ? rope_positions_ : 0);
+  while (n <= max_pos) n *= 2;
+  const int32_t half = head_dim / 2;
+  rope_cos_ = AlignedBuffer(static_cast<size_t>(n) * half * sizeof(float));
+  rope_sin_ = AlignedBuffer(static_cast<size_t>(n) * half * sizeof(float));
+  float* c = reinterpret_cast<float*>(rope_cos_.data());
+  float* s = reinterpret_cast<float*>(rope_sin_.data());
+  // Angles in double (as the reference): f32 angles lose ~1e-4 rad at positions in the thousands.
+  std::vector<double> inv_freq(half);
+  for (int32_t j = 0; j < half; ++j) inv_freq[j] = rope_angle(1, j, head_dim, theta);
+  for (int32_t p = 0; p < n; ++p)
+    for (int32_t j = 0; j < half; ++j) {
+      double a = static_cast<double>(p) * inv_freq[j];  // == rope_angle(p, j, ...)
+      c[static_cast<int64_t>(p) * half + j] = static_cast<float>(std::cos(a));
+      s[static_cast<int64_t>(p) * half + j] = static_cast<float>(std::sin(a));
+    }
+  rope_positions_ = n;
+  rope_head_dim_ = head_dim;
+  rope_theta_ = theta;
 }
+
+void CpuBackend::paged_attention(const float* q, int64_t m, int32_t n_heads, const KvCacheLayer& cache,
+                                 const AttentionBatch& batch, float* out) {
+  check_kv_dtype(cache.dtype);
+  PYPTO_ASSERT(cache.n_kv_heads > 0 && n_heads % cache.n_kv_heads == 0, "n_heads ", n_heads, " n_kv_heads ",
+               cache.n_kv_heads);
+  const int32_t group = n_heads / cache.n_kv_heads;
+  PYPTO_ASSERT(group <= cpu::kAttentionMaxQueries, "GQA group ", group, " too large");
+  const int32_t rows_per_task = cpu::kAttentionMaxQueries / group;
+
+  // Tasks ordered (sequence, KV head, query chunk); each costs ~ queries × keys seen.
+  tasks_.clear();
+  task_cost_.clear();
+  for (int32_t s = 0; s < batch.num_seqs; ++s) {
+    const int32_t q0 = batch.query_start[s], q1 = batch.query_start[s + 1], ctx = batch.context_len[s];
+    PYPTO_ASSERT(q0 <= q1 && q1 <= m && q1 - q0 <= ctx, "seq ", s, ": queries [", q0, ", ", q1, ") context ", ctx);
+    PYPTO_ASSERT((ctx + cache.block_size - 1) / cache.block_size <= batch.max_blocks_per_seq, "seq ", s,
+                 " context ", ctx, " exceeds its block table");
+    for (int32_t h = 0; h < cache.n_kv_heads; ++h)
+      for (int32_t t0 = q0; t0 < q1; t0 += rows_per_task) {
+        const int32_t t1 = std::min(q1, t0 + rows_per_task);
+        tasks_.push_back({q, out, n_heads, &cache, &batch, s, h, t0, t1});
+        const int64_t last_pos = ctx - (q1 - t1) + 1;
+        task_cost_.push_back(static_cast<int64_t>(t1 - t0) * (last_pos + cache.block_size));
+      }
+  }
+  if (tasks_.empty()) return;
+  reserve_scratch(kt_.attention_scratch_floats(cache.block_size, cache.head_dim));
+
+  // Split the task list into contiguous ranges of about equal cost, one per thread. (Which thread
+  // runs a task never changes its result.)
+  const int nt = pool_.num_threads();
+  int64_t total = 0;
+  for (int64_t c : task_cost_) total += c;
+  task_split_.assign(nt + 1, tasks_.size());
+  task_split_[0] = 0;
+  int64_t acc = 0;
+  int next = 1;
+  for (size_t i = 0; i < tasks_.size() && next < nt; ++i) {
+    acc += task_cost_[i];
+    while (next < nt && acc * nt >= total * next) task_split_[next++] = i + 1;
+  }
+  if (nt == 1 || tasks_.size() == 1) {
+    for (const auto& t : tasks_) kt_.attention(t, scratch(0));
+    return;
+  }
+  pool_.parallel_for(nt, [&](int64_t b, int64_t e, int tid) {
+    for (int64_t r = b; r < e; ++r)
+      for (size_t i = task_split_[r]; i < task_split_[r + 1]; ++i) kt_.attention(tasks_[i], scratch(tid));
+  });
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend_for_isa(Isa isa, int num_threads, const std::vector<int>& cores) {
+  if (num_threads <= 0) num_threads = cores.empty() ? cpu_count() : static_cast<int>(cores.size());
+  const cpu::KernelTable* kt = cpu::kernel_table(isa);
+  if (!kt) return make_reference_backend();
+  return std::make_unique<CpuBackend>(*kt, num_threads, cores);
+}
+
+std::unique_ptr<Backend> make_cpu_backend(int num_threads, const std::vector<int>& cores) {
+  return make_cpu_backend_for_isa(cpu_isa(), num_threads, cores);
+}
+
 }  // namespace pypto

@@ -1,0 +1,11 @@
+// paged attention for avx2: attention_impl.h compiled with avx2 flags.
+#define PYPTO_ISA_NS avx2
+#include "kernels/cpu/simd.h"
+#include "kernels/cpu/attention_impl.h"
+
+namespace pypto::cpu {
+void fill_attention_avx2(KernelTable& t) {
+  t.attention = avx2::attention;
+  t.attention_scratch_floats = avx2::attention_scratch_floats;
+}
+}  // namespace pypto::cpu

@@ -1,0 +1,16 @@
+#pragma once
+// Internal factory of the optimised CPU backend for a given ISA, so tests and benchmarks can run
+// the AVX2 kernels on an AVX-512 machine (make_cpu_backend picks cpu_isa() itself).
+#include <memory>
+#include <vector>
+
+#include "core/cpu_features.h"
+#include "kernels/backend.h"
+
+namespace pypto {
+
+// isa must be supported by this CPU; Isa::Scalar gives the reference backend. num_threads <= 0
+// means one per usable core.
+std::unique_ptr<Backend> make_cpu_backend_for_isa(Isa isa, int num_threads, const std::vector<int>& cores = {});
+
+}  // namespace pypto

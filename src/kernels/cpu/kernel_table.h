@@ -1,0 +1,69 @@
+#pragma once
+// The per-ISA kernel entry points behind the optimised CPU backend. Each entry works on a range
+// of rows / columns so CpuBackend (ISA-neutral, cpu_backend.cpp) can split an op across its
+// thread pool; the kernels themselves never touch threads. One table per ISA, filled in
+// kernel_table_<isa>.cpp from the <op>_<isa>.cpp files.
+#include <cstdint>
+
+#include "core/cpu_features.h"
+#include "core/dtype.h"
+#include "kernels/backend.h"
+
+namespace pypto::cpu {
+
+// Most query-heads one attention task holds (its running softmax state lives in scratch).
+constexpr int32_t kAttentionMaxQueries = 64;
+
+// y[m, n_out] = x[m, k] · W[n_out, k]ᵀ (+ bias[n_out]); W plain row-major in `dtype`.
+struct LinearTask {
+  const float* x = nullptr;    // [m, k]
+  int64_t m = 0, k = 0;
+  const void* w = nullptr;     // [n_out, k] bf16 / f16 / f32
+  DType dtype = DType::BF16;
+  int64_t n_out = 0;
+  const float* bias = nullptr; // [n_out] or nullptr
+  float* y = nullptr;          // [m, n_out]
+};
+
+// Attention for the query rows [t0, t1) of sequence `seq`, all query heads of KV head `kv_head`.
+struct AttentionTask {
+  const float* q = nullptr;  // [m, n_heads, head_dim]
+  float* out = nullptr;      // [m, n_heads, head_dim]
+  int32_t n_heads = 0;
+  const KvCacheLayer* cache = nullptr;
+  const AttentionBatch* batch = nullptr;
+  int32_t seq = 0, kv_head = 0;
+  int32_t t0 = 0, t1 = 0;
+};
+
+struct KernelTable {
+  Isa isa = Isa::Scalar;
+  const char* name = nullptr;  // backend name, e.g. "cpu-avx512"
+
+  // Columns [n0, n1) of y for all m rows. scratch: this thread's f32 buffer of
+  // linear_scratch_floats(k) floats (holds a block of W widened to f32 for m >= some rows).
+  void (*linear_cols)(const LinearTask& t, int64_t n0, int64_t n1, float* scratch) = nullptr;
+  int64_t (*linear_scratch_floats)(int64_t k) = nullptr;
+  // Rows [r0, r1) of rms_norm (y may alias x).
+  void (*rms_norm_rows)(const float* x, const float* gamma, int64_t r0, int64_t r1, int64_t d, float eps, float* y) = nullptr;
+  // Rows [r0, r1) of rope. cos_t / sin_t are [max_pos, head_dim / 2] tables of this head_dim/theta.
+  void (*rope_rows)(float* x, const int32_t* positions, int64_t r0, int64_t r1, int32_t n_heads, int32_t head_dim,
+                    const float* cos_t, const float* sin_t) = nullptr;
+  // Rows [r0, r1) of silu_mul.
+  void (*silu_mul_rows)(const float* gate_up, int64_t r0, int64_t r1, int64_t inter, float* out) = nullptr;
+  // dst[n] = src[n] widened to f32 (src bf16 / f16 / f32).
+  void (*to_f32)(const void* src, DType dtype, int64_t n, float* dst) = nullptr;
+  void (*add_f32)(float* y, const float* x, int64_t n) = nullptr;
+  // dst[n] = src[n] in `dtype` (bf16: round-to-nearest-even, as f32_to_bf16; f32: copy).
+  void (*from_f32)(const float* src, int64_t n, void* dst, DType dtype) = nullptr;
+  // One attention task; scratch: attention_scratch_floats(block_size, head_dim) floats.
+  void (*attention)(const AttentionTask& t, float* scratch) = nullptr;
+  int64_t (*attention_scratch_floats)(int32_t block_size, int32_t head_dim) = nullptr;
+};
+
+const KernelTable& kernel_table_avx512();
+const KernelTable& kernel_table_avx2();
+// The table for `isa` (Scalar has none: nullptr).
+const KernelTable* kernel_table(Isa isa);
+
+}  // namespace pypto::cpu

@@ -1,0 +1,11 @@
+// linear (GEMV / GEMM) for avx512: the shared kernel in linear_impl.h compiled with avx512 flags.
+#define PYPTO_ISA_NS avx512
+#include "kernels/cpu/simd.h"
+#include "kernels/cpu/linear_impl.h"
+
+namespace pypto::cpu {
+void fill_linear_avx512(KernelTable& t) {
+  t.linear_cols = avx512::linear_cols;
+  t.linear_scratch_floats = avx512::linear_scratch_floats;
+}
+}  // namespace pypto::cpu

@@ -1,0 +1,197 @@
+// paged_attention: every optimised ISA vs the scalar reference (two-pass softmax in double), and
+// batch invariance (a sequence alone vs with others; a prompt in one chunk vs several).
+//
+// Tolerance: |out - out_ref| <= 2e-5 · max|v|. The output is a convex combination of values; f32
+// scores carry ~(hd/8 + 8) u relative error (dot of hd terms), the running sums ~(block + number of
+// blocks) u, e^x ~2 ulp: for hd = 128 and 4096 keys that is ~1e-5 at most (u = 2^-24).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "kernel_test_util.h"
+
+namespace pypto::test {
+namespace {
+
+// A paged cache for several sequences with shuffled physical blocks.
+struct PagedCache {
+  DType dtype;
+  int32_t n_kv, hd, bs;
+  int64_t num_blocks;
+  std::vector<uint8_t> k, v;
+  KvCacheLayer layer() { return {k.data(), v.data(), dtype, num_blocks, bs, n_kv, hd}; }
+  PagedCache(DType dt, int32_t n_kv_, int32_t hd_, int32_t bs_, int64_t blocks)
+      : dtype(dt), n_kv(n_kv_), hd(hd_), bs(bs_), num_blocks(blocks),
+        k(blocks * bs_ * n_kv_ * hd_ * dtype_size(dt)), v(k.size()) {}
+};
+
+struct Seq {
+  int32_t ctx;    // tokens in cache including the new ones
+  int32_t n_new;  // query rows
+};
+
+// Builds block tables (distinct shuffled blocks per sequence) and fills the cache for every
+// sequence's full context with random K/V through the reference kv_store.
+struct Scenario {
+  std::vector<Seq> seqs;
+  int32_t n_heads, n_kv, hd, bs;
+  DType kv_dtype;
+  std::vector<int32_t> tables, query_start, context_len;
+  int32_t max_blocks = 0;
+  std::unique_ptr<PagedCache> cache;
+  std::vector<float> q;
+  float max_abs_v = 0;
+
+  Scenario(std::vector<Seq> s, int32_t nh, int32_t nkv, int32_t hd_, int32_t bs_, DType dt, uint32_t seed)
+      : seqs(std::move(s)), n_heads(nh), n_kv(nkv), hd(hd_), bs(bs_), kv_dtype(dt) {
+    for (auto& sq : seqs) max_blocks = std::max(max_blocks, (sq.ctx + bs - 1) / bs);
+    const int64_t blocks = int64_t(max_blocks) * seqs.size() + 3;
+    cache = std::make_unique<PagedCache>(dt, nkv, hd, bs, blocks);
+    std::vector<int32_t> perm(blocks);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), std::mt19937(seed));
+    tables.assign(seqs.size() * max_blocks, -1);
+    query_start.push_back(0);
+    auto ref = make_reference_backend();
+    size_t next = 0;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      for (int32_t b = 0; b < (seqs[i].ctx + bs - 1) / bs; ++b) tables[i * max_blocks + b] = perm[next++];
+      query_start.push_back(query_start.back() + seqs[i].n_new);
+      context_len.push_back(seqs[i].ctx);
+      const int64_t row = int64_t(nkv) * hd;
+      auto kk = random_f32(seqs[i].ctx * row, seed + 10 * i + 1, -2, 2);
+      auto vv = random_f32(seqs[i].ctx * row, seed + 10 * i + 2, -1, 1);
+      for (float x : vv) max_abs_v = std::max(max_abs_v, std::fabs(x));
+      std::vector<int64_t> slots(seqs[i].ctx);
+      for (int32_t p = 0; p < seqs[i].ctx; ++p) slots[p] = int64_t(tables[i * max_blocks + p / bs]) * bs + p % bs;
+      auto layer = cache->layer();
+      ref->kv_store(kk.data(), vv.data(), slots.data(), seqs[i].ctx, layer);
+    }
+    q = random_f32(int64_t(query_start.back()) * n_heads * hd, seed + 99, -2, 2);
+  }
+  AttentionBatch batch() {
+    return {int32_t(seqs.size()), query_start.data(), context_len.data(), tables.data(), max_blocks};
+  }
+  std::vector<float> run(Backend& b) {
+    std::vector<float> out(q.size(), NAN);
+    auto layer = cache->layer();
+    auto bt = batch();
+    b.paged_attention(q.data(), query_start.back(), n_heads, layer, bt, out.data());
+    return out;
+  }
+};
+
+void expect_close(const std::vector<float>& a, const std::vector<float>& r, float max_v, const std::string& what) {
+  ASSERT_EQ(a.size(), r.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    ASSERT_LE(std::fabs(a[i] - r[i]), 2e-5 * max_v) << what << " at " << i << ": " << a[i] << " vs " << r[i];
+}
+
+TEST(PagedAttention, MatchesReference) {
+  auto ref = make_reference_backend();
+  struct Case {
+    std::vector<Seq> seqs;
+    int32_t nh, nkv, hd, bs;
+  };
+  const Case cases[] = {
+      {{{1, 1}}, 1, 1, 8, 16},                               // one key
+      {{{17, 17}}, 4, 2, 128, 16},                           // prefill crossing a block boundary
+      {{{16, 1}, {32, 1}, {33, 1}}, 16, 8, 128, 16},         // decodes at block boundaries
+      {{{40, 7}, {5, 5}, {100, 1}}, 6, 2, 40, 8},            // mixed chunk / prefill / decode, GQA 3
+      {{{70, 20}}, 8, 1, 24, 5},                             // MQA, odd head_dim and block size
+      {{{300, 300}}, 2, 2, 64, 16},                          // no GQA, longer prefill
+  };
+  int seed = 1;
+  for (const auto& cs : cases)
+    for (DType dt : {DType::F32, DType::BF16}) {
+      Scenario sc(cs.seqs, cs.nh, cs.nkv, cs.hd, cs.bs, dt, seed++);
+      auto want = sc.run(*ref);
+      for (const auto& c : optimised_cases()) {
+        auto opt = make_case(c);
+        expect_close(sc.run(*opt), want, sc.max_abs_v,
+                     c.label + " " + dtype_name(dt) + " hd=" + std::to_string(cs.hd));
+      }
+    }
+}
+
+// Long context (>= 2048 keys): a decode and the tail of a prefill chunk, Qwen3-0.6B head shape.
+TEST(PagedAttention, LongContextMatchesReference) {
+  auto ref = make_reference_backend();
+  for (DType dt : {DType::BF16, DType::F32}) {
+    Scenario sc({{2600, 1}, {2100, 3}}, 16, 8, 128, 16, dt, 77);
+    auto want = sc.run(*ref);
+    for (const auto& c : optimised_cases()) {
+      if (c.threads == 3) continue;
+      expect_close(sc.run(*make_case(c)), want, sc.max_abs_v, c.label + " long " + dtype_name(dt));
+    }
+  }
+}
+
+// A sequence's output rows are bitwise the same alone or batched with other sequences.
+TEST(PagedAttention, BatchInvariantAcrossSequences) {
+  for (DType dt : {DType::BF16, DType::F32}) {
+    Scenario mixed({{50, 9}, {130, 130}, {77, 1}, {20, 4}}, 16, 8, 128, 16, dt, 5);
+    for (const auto& c : optimised_cases()) {
+      auto opt = make_case(c);
+      auto all = mixed.run(*opt);
+      const int64_t row = int64_t(mixed.n_heads) * mixed.hd;
+      for (size_t s = 0; s < mixed.seqs.size(); ++s) {
+        // Same cache and block table, only sequence s in the batch.
+        int32_t qs[2] = {0, mixed.seqs[s].n_new};
+        int32_t ctx = mixed.context_len[s];
+        AttentionBatch one{1, qs, &ctx, mixed.tables.data() + s * mixed.max_blocks, mixed.max_blocks};
+        std::vector<float> out(qs[1] * row);
+        auto layer = mixed.cache->layer();
+        opt->paged_attention(mixed.q.data() + mixed.query_start[s] * row, qs[1], mixed.n_heads, layer, one, out.data());
+        ASSERT_TRUE(bitwise_equal(out.data(), all.data() + mixed.query_start[s] * row, out.size()))
+            << c.label << " " << dtype_name(dt) << " seq " << s;
+      }
+    }
+  }
+}
+
+// A prompt attended in one chunk equals the same prompt in several chunks through the cache
+// (each chunk's K/V stored first, then its queries attend over prefix + chunk), bitwise; and a
+// different physical block placement (as after a prefix-cache hit) changes nothing.
+TEST(PagedAttention, ChunkedPrefillIsBitwiseIdentical) {
+  const int32_t P = 300, nh = 16, nkv = 8, hd = 128, bs = 16;
+  const int64_t qrow = int64_t(nh) * hd, kvrow = int64_t(nkv) * hd;
+  auto q = random_f32(P * qrow, 91, -2, 2), k = random_f32(P * kvrow, 92, -2, 2), v = random_f32(P * kvrow, 93);
+  const int32_t nblk = (P + bs - 1) / bs;
+  for (DType dt : {DType::BF16, DType::F32}) {
+    for (const auto& c : optimised_cases()) {
+      auto opt = make_case(c);
+      auto run_chunks = [&](const std::vector<int32_t>& chunks, uint32_t placement_seed) {
+        PagedCache cache(dt, nkv, hd, bs, nblk + 5);
+        std::vector<int32_t> table(nblk);
+        std::vector<int32_t> perm(nblk + 5);
+        std::iota(perm.begin(), perm.end(), 0);
+        std::shuffle(perm.begin(), perm.end(), std::mt19937(placement_seed));
+        std::copy(perm.begin(), perm.begin() + nblk, table.begin());
+        std::vector<float> out(P * qrow);
+        int32_t done = 0;
+        for (int32_t n : chunks) {
+          std::vector<int64_t> slots(n);
+          for (int32_t i = 0; i < n; ++i) slots[i] = int64_t(table[(done + i) / bs]) * bs + (done + i) % bs;
+          auto layer = cache.layer();
+          opt->kv_store(k.data() + done * kvrow, v.data() + done * kvrow, slots.data(), n, layer);
+          int32_t qs[2] = {0, n}, ctx = done + n;
+          AttentionBatch b{1, qs, &ctx, table.data(), nblk};
+          opt->paged_attention(q.data() + done * qrow, n, nh, layer, b, out.data() + done * qrow);
+          done += n;
+        }
+        return out;
+      };
+      auto whole = run_chunks({P}, 1);
+      std::vector<std::vector<int32_t>> splits = {{100, 77, 123}, {1, 15, 16, 17, 251}};
+      if (c.threads == 2) splits.push_back(std::vector<int32_t>(P, 1));  // token by token (slow)
+      for (const auto& chunks : splits)
+        ASSERT_TRUE(bitwise_equal(whole.data(), run_chunks(chunks, 2).data(), whole.size()))
+            << c.label << " " << dtype_name(dt) << " chunks " << chunks.size();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pypto::test

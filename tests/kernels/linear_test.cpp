@@ -1,0 +1,133 @@
+// linear: every optimised ISA vs the scalar reference (double accumulation), and batch invariance.
+//
+// Tolerance (per element): |y - y_ref| <= (ceil(k / 8) + 8) · 2^-24 · Σ_k |x_k w_k| + 2^-24 |bias|,
+// the worst-case rounding bound of the kernel's order: each lane sums ceil(k / L) <= ceil(k / 8)
+// products with FMA (L = 16 or 8 lanes), then a tree of <= 4 adds, then the bias add; the
+// reference accumulates in double. Weights are the same bf16/f16/f32 values on both sides.
+#include <gtest/gtest.h>
+
+#include "kernel_test_util.h"
+
+namespace pypto::test {
+namespace {
+
+struct Shape3 {
+  int64_t m, n, k;
+};
+
+void check_linear(Backend& opt, Backend& ref, const Shape3& s, DType dtype, bool with_bias, uint32_t seed) {
+  auto x = random_f32(s.m * s.k, seed);
+  auto wv = random_f32(s.n * s.k, seed + 1);
+  auto wb = encode(wv, dtype);
+  auto bias = random_f32(s.n, seed + 2);
+  std::vector<uint8_t> packed(opt.packed_weight_bytes(dtype, s.n, s.k) + 64);
+  void* pk = packed.data() + (64 - reinterpret_cast<uintptr_t>(packed.data()) % 64) % 64;
+  opt.pack_weight(wb.data(), dtype, s.n, s.k, pk);
+  LinearWeight w_opt{pk, dtype, s.n, s.k}, w_ref{wb.data(), dtype, s.n, s.k};
+  std::vector<float> y(s.m * s.n, NAN), yr(s.m * s.n, NAN);
+  const float* b = with_bias ? bias.data() : nullptr;
+  opt.linear(x.data(), s.m, w_opt, b, y.data());
+  ref.linear(x.data(), s.m, w_ref, b, yr.data());
+  double worst = 0;
+  for (int64_t i = 0; i < s.m; ++i)
+    for (int64_t n = 0; n < s.n; ++n) {
+      double mag = 0;
+      for (int64_t k = 0; k < s.k; ++k)
+        mag += std::fabs(double(x[i * s.k + k]) * load_as_f32(wb.data(), dtype, n * s.k + k));
+      double tol = (double((s.k + 7) / 8) + 8) * kU32 * mag + kU32 * (b ? std::fabs(b[n]) : 0) + 1e-30;
+      double err = std::fabs(double(y[i * s.n + n]) - yr[i * s.n + n]);
+      worst = std::max(worst, err / tol);
+      ASSERT_LE(err, tol) << "m=" << s.m << " n=" << s.n << " k=" << s.k << " dtype=" << dtype_name(dtype)
+                          << " at [" << i << "," << n << "]: " << y[i * s.n + n] << " vs " << yr[i * s.n + n];
+    }
+}
+
+TEST(Linear, MatchesReferenceOnAwkwardShapes) {
+  auto ref = make_reference_backend();
+  const Shape3 shapes[] = {{1, 1, 1},    {1, 7, 5},    {1, 33, 17},  {3, 19, 31},  {1, 64, 1024},
+                           {7, 13, 100}, {8, 50, 129}, {37, 45, 77}, {128, 70, 96}, {9, 6, 16}};
+  for (const auto& c : optimised_cases()) {
+    auto opt = make_case(c);
+    uint32_t seed = 1;
+    for (const auto& s : shapes)
+      for (DType dt : {DType::BF16, DType::F16, DType::F32}) {
+        SCOPED_TRACE(c.label);
+        check_linear(*opt, *ref, s, dt, seed % 2 == 0, seed);
+        ++seed;
+      }
+  }
+}
+
+TEST(Linear, MatchesReferenceOnModelShapes) {
+  auto ref = make_reference_backend();
+  for (const auto& c : optimised_cases()) {
+    if (c.threads != 2) continue;
+    auto opt = make_case(c);
+    SCOPED_TRACE(c.label);
+    check_linear(*opt, *ref, {1, 96, 3072}, DType::BF16, false, 7);
+    check_linear(*opt, *ref, {16, 40, 1024}, DType::BF16, true, 8);
+  }
+}
+
+// Row r of a linear is bitwise the same whether it is computed alone (m = 1, the GEMV path), with
+// a few rows (register path) or with many (the widened-W GEMM path), at any thread count.
+TEST(Linear, BatchInvariantAcrossM) {
+  const int64_t n = 53, k = 211;
+  auto x = random_f32(128 * k, 11);
+  for (DType dt : {DType::BF16, DType::F16, DType::F32}) {
+    auto wb = encode(random_f32(n * k, 12), dt);
+    auto bias = random_f32(n, 13);
+    for (const auto& c : optimised_cases()) {
+      auto opt = make_case(c);
+      LinearWeight w{wb.data(), dt, n, k};
+      std::vector<float> alone(128 * n);
+      for (int64_t r = 0; r < 128; ++r) opt->linear(x.data() + r * k, 1, w, bias.data(), alone.data() + r * n);
+      for (int64_t m : {2, 3, 7, 8, 9, 37, 128}) {
+        std::vector<float> batch(m * n);
+        opt->linear(x.data(), m, w, bias.data(), batch.data());
+        for (int64_t r = 0; r < m; ++r)
+          ASSERT_TRUE(bitwise_equal(batch.data() + r * n, alone.data() + r * n, n))
+              << c.label << " " << dtype_name(dt) << " row " << r << " of m=" << m;
+      }
+      // The same row in a different batch (other neighbours, other offset).
+      std::vector<float> shifted(37 * n);
+      opt->linear(x.data() + 50 * k, 37, w, bias.data(), shifted.data());
+      for (int64_t r = 0; r < 37; ++r)
+        ASSERT_TRUE(bitwise_equal(shifted.data() + r * n, alone.data() + (50 + r) * n, n)) << c.label << " row " << r;
+    }
+  }
+}
+
+// The optimised AVX2 and AVX-512 kernels need not agree bitwise with each other, but a backend's
+// result must not depend on its thread count.
+TEST(Linear, ThreadCountDoesNotChangeResults) {
+  const int64_t m = 37, n = 300, k = 1000;
+  auto x = random_f32(m * k, 21);
+  auto wb = encode(random_f32(n * k, 22), DType::BF16);
+  LinearWeight w{wb.data(), DType::BF16, n, k};
+  for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
+    std::vector<float> first;
+    for (const auto& c : optimised_cases()) {
+      if (c.isa != isa) continue;
+      auto opt = make_case(c);
+      std::vector<float> y(m * n);
+      opt->linear(x.data(), m, w, nullptr, y.data());
+      if (first.empty())
+        first = y;
+      else
+        ASSERT_TRUE(bitwise_equal(first.data(), y.data(), y.size())) << c.label;
+    }
+  }
+}
+
+TEST(Linear, PlainLayoutAndPackedSize) {
+  for (const auto& c : optimised_cases()) {
+    auto opt = make_case(c);
+    EXPECT_TRUE(opt->weight_layout_is_plain(DType::BF16));
+    EXPECT_EQ(opt->packed_weight_bytes(DType::BF16, 3, 5) % 64, 0u);
+    EXPECT_GE(opt->packed_weight_bytes(DType::BF16, 3, 5), 30u);
+  }
+}
+
+}  // namespace
+}  // namespace pypto::test

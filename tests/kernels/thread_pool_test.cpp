@@ -1,0 +1,89 @@
+// ThreadPool and Arena (src/core), tested here because the kernels are their users.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <set>
+#include <vector>
+
+#include "core/arena.h"
+#include "core/thread_pool.h"
+
+namespace pypto {
+namespace {
+
+TEST(ThreadPool, CoversRangeExactlyOnceWithGrainAlignedSplits) {
+  for (int threads : {1, 2, 3, 5}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {1, 2, 7, 16, 100, 1001}) {
+      for (int64_t grain : {1, 4, 16}) {
+        std::vector<std::atomic<int>> hits(n);
+        std::vector<int> calls(threads, 0);
+        pool.parallel_for(
+            n,
+            [&](int64_t b, int64_t e, int tid) {
+              ASSERT_LT(b, e);
+              ASSERT_TRUE(b % grain == 0) << "range start " << b << " grain " << grain;
+              calls[tid]++;
+              for (int64_t i = b; i < e; ++i) hits[i]++;
+            },
+            grain);
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "n=" << n << " i=" << i;
+        for (int t = 0; t < threads; ++t) ASSERT_LE(calls[t], 1);
+      }
+    }
+  }
+}
+
+TEST(ThreadPool, ManyJobsBackToBack) {
+  ThreadPool pool(3);
+  std::atomic<int64_t> sum{0};
+  for (int it = 0; it < 20000; ++it)
+    pool.parallel_for(3, [&](int64_t b, int64_t e, int) { sum += e - b; });
+  EXPECT_EQ(sum.load(), 60000);
+}
+
+TEST(ThreadPool, RangeOfIsBalanced) {
+  ThreadPool pool(4);
+  int64_t b, e;
+  std::set<int64_t> sizes;
+  for (int t = 0; t < 4; ++t) {
+    pool.range_of(103, 1, t, &b, &e);
+    sizes.insert(e - b);
+  }
+  EXPECT_LE(*sizes.rbegin() - *sizes.begin(), 1);
+}
+
+TEST(ThreadPool, PinnedPoolRuns) {
+  ThreadPool pool(2, {0});
+  std::atomic<int> n{0};
+  pool.parallel_for(2, [&](int64_t, int64_t, int) { n++; });
+  EXPECT_EQ(n.load(), 2);
+}
+
+TEST(Arena, BumpAllocatesAlignedAndResets) {
+  Arena arena(1 << 16);
+  auto* a = arena.alloc_array<float>(10);
+  auto* b = arena.alloc_array<float>(3, 256);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a) % 64, 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(b) % 256, 0u);
+  EXPECT_GT(b, a);
+  arena.reset();
+  EXPECT_EQ(arena.used(), 0u);
+  EXPECT_EQ(arena.alloc_array<float>(10), a);  // same memory next step
+}
+
+TEST(Arena, SpillsThenGrowsToHighWater) {
+  Arena arena(4096);
+  for (int i = 0; i < 10; ++i) std::memset(arena.alloc(3000), i, 3000);  // spills past 4 KiB
+  EXPECT_GE(arena.high_water(), 30000u);
+  arena.reset();
+  EXPECT_GE(arena.capacity(), 30000u);
+  EXPECT_EQ(arena.grow_count(), 1u);
+  for (int i = 0; i < 10; ++i) arena.alloc(3000);
+  arena.reset();
+  EXPECT_EQ(arena.grow_count(), 1u);  // steady state: no more growth
+}
+
+}  // namespace
+}  // namespace pypto
