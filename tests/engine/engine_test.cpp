@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <map>
 #include <set>
 #include <thread>
@@ -27,6 +29,9 @@ class FakeExecutor : public ModelExecutor {
       : model_(num_blocks, block_size, kVocab), mode_(mode), fail_on_step_(fail_on_step) {}
   void execute(const SchedulerOutput& so, ExecutorOutput& out) override {
     if (++calls_ == fail_on_step_) fail("fake model: device lost");
+    // From the second step on, wait until the test opens the gate (when it holds one).
+    if (gate_ && calls_ >= 2)
+      while (!gate_->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     out.vocab_size = kVocab;
     out.logits = model_.execute_logits(so);
     if (mode_ == Logits::Flat) std::fill(out.logits.begin(), out.logits.end(), 0.0f);
@@ -37,6 +42,9 @@ class FakeExecutor : public ModelExecutor {
   Logits mode_;
   int fail_on_step_;
   int calls_ = 0;
+
+ public:
+  std::shared_ptr<std::atomic<bool>> gate_;
 };
 
 EngineConfig engine_config(int32_t num_blocks = 64) {
@@ -240,13 +248,19 @@ TEST(EngineLoop, StreamsOutputsToEachRequest) {
 }
 
 TEST(EngineLoop, ValidationThrowsOnTheCallerAndAbortEndsTheStream) {
-  EngineLoop loop(make_engine());
+  auto gate = std::make_shared<std::atomic<bool>>(false);
+  auto executor = std::make_unique<FakeExecutor>(64, 4, Logits::Peaked);
+  executor->gate_ = gate;
+  EngineLoop loop(std::make_unique<Engine>(engine_config(), std::move(executor)));
   EngineRequest bad = greedy_request("bad", {}, 4);
   EXPECT_THROW(loop.add_request(bad), Error);
   auto s = loop.add_request(greedy_request("long", prompt_of(3, 8), 50));
   auto first = s->next();
   ASSERT_TRUE(first.has_value());
+  // The second step is held in the model until the abort is queued: the request cannot finish
+  // on its own first.
   loop.finish_request("long", FinishReason::Abort);
+  gate->store(true);
   std::optional<FinishReason> reason;
   while (auto o = s->next())
     if (o->finish_reason) reason = o->finish_reason;

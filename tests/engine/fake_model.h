@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/block_tables.h"
 #include "engine/scheduler_output.h"
 #include "sampling/sampler.h"
 
@@ -55,13 +56,10 @@ class FakeModel {
 
   // The predicted token of each sampling row, in scheduled order.
   std::vector<int32_t> execute(const SchedulerOutput& so) {
-    for (const std::string& id : so.finished_req_ids) tables_.erase(id);
-    for (const std::string& id : so.preempted_req_ids) tables_.erase(id);
+    tables_.apply(so);
     std::vector<int32_t> out;
     for (const ScheduledRequest& s : so.scheduled) {
-      std::vector<int32_t>& table = tables_[s.req_id];
-      if (s.is_new) table.clear();
-      table.insert(table.end(), s.block_ids.begin(), s.block_ids.end());
+      const std::vector<int32_t>& table = tables_.table(s.req_id);
       EXPECT_EQ(int64_t(s.token_ids.size()), s.num_scheduled_tokens);
       for (int64_t j = 0; j < s.num_scheduled_tokens; ++j) {
         const int64_t pos = s.num_computed_tokens + j;
@@ -103,7 +101,7 @@ class FakeModel {
   int32_t block_size_;
   int32_t vocab_;
   std::vector<Slot> kv_;
-  std::unordered_map<std::string, std::vector<int32_t>> tables_;
+  BlockTables tables_;
 };
 
 }  // namespace pypto::testing

@@ -1,0 +1,27 @@
+#pragma once
+// The executor side's copy of every request's block table, kept up to date from each
+// SchedulerOutput (which sends full tables only for new or resumed requests, and only the
+// appended block ids otherwise). Any ModelExecutor can use it to follow the contract in
+// model_executor.h.
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/scheduler_output.h"
+
+namespace pypto {
+
+class BlockTables {
+ public:
+  // Drops finished and preempted requests, then applies every scheduled request's block ids.
+  void apply(const SchedulerOutput& so);
+  // The table of a request scheduled in the last applied output (Error if unknown).
+  const std::vector<int32_t>& table(const std::string& req_id) const;
+  size_t size() const { return tables_.size(); }
+
+ private:
+  std::unordered_map<std::string, std::vector<int32_t>> tables_;
+};
+
+}  // namespace pypto

@@ -1,0 +1,65 @@
+#pragma once
+// ModelRunner: the real ModelExecutor. It keeps each running request's block table, turns a
+// SchedulerOutput into one ForwardBatch (prefill chunks and decodes together), runs the Qwen3
+// forward pass over the paged KV cache and returns logits for the rows that sample.
+//
+// load_engine() is the whole start-up path: checkpoint → staged weights → model → KV cache sized
+// from the memory budget → Engine on its EngineLoop thread.
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/engine_config.h"
+#include "engine/engine_loop.h"
+#include "engine/kv_capacity.h"
+#include "engine/model_executor.h"
+#include "io/model_config.h"
+#include "kernels/backend.h"
+#include "model/forward_batch.h"
+#include "model/kv_cache.h"
+#include "model/qwen3_model.h"
+#include "model/qwen3_weights.h"
+
+namespace pypto {
+
+class ModelRunner : public ModelExecutor {
+ public:
+  // `model` and `cache` must outlive the runner.
+  ModelRunner(Qwen3Model& model, KvCache& cache);
+  void execute(const SchedulerOutput& so, ExecutorOutput& out) override;
+
+ private:
+  Qwen3Model& model_;
+  KvCache& cache_;
+  std::unordered_map<std::string, std::vector<int32_t>> block_tables_;  // req id → physical blocks
+  ForwardBatch batch_;                                                 // reused every step
+};
+
+struct EngineLoadOptions {
+  std::string model_dir;
+  SchedulerConfig scheduler;
+  CacheConfig cache;                      // block_size, prefix caching (num_blocks is planned here)
+  std::optional<int64_t> kv_cache_memory;  // --kv-cache-memory bytes; else memory_utilization
+  double memory_utilization = kDefaultMemoryUtilization;
+  DType kv_cache_dtype = DType::BF16;
+  int threads = 0;                        // 0: every core this process may use
+  std::vector<int> cores;                 // pin threads to these cores (empty: no pinning)
+  bool show_progress = true;
+};
+
+struct LoadedEngine {
+  std::unique_ptr<EngineLoop> loop;
+  ModelConfig config;
+  KvCapacity capacity;
+  size_t weight_bytes = 0;
+  double load_seconds = 0;  // checkpoint open + staging
+  std::string backend_name;
+  int threads = 0;
+};
+
+// Throws Error naming the file, tensor or flag at fault.
+LoadedEngine load_engine(const EngineLoadOptions& opt);
+
+}  // namespace pypto
