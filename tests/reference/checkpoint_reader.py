@@ -26,8 +26,10 @@ def _to_f32_tensor(raw: bytes, dtype: str, shape) -> torch.Tensor:
         raise ValueError(f"unsupported safetensors dtype {dtype}")
     arr = np.frombuffer(raw, dtype=_NP_DTYPES[dtype])
     if dtype == "BF16":
-        arr = (arr.astype(np.uint32) << 16).view(np.float32)
-    return torch.from_numpy(arr.astype(np.float32).reshape(shape))
+        wide = arr.astype(np.uint32)
+        wide <<= 16  # in place: one f32-sized copy for the biggest tensors (embeddings)
+        arr = wide.view(np.float32)
+    return torch.from_numpy(arr.astype(np.float32, copy=False).reshape(shape))
 
 
 def read_safetensors(path: str) -> dict:

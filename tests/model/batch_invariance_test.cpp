@@ -1,0 +1,115 @@
+// Batch invariance of the whole forward pass: a sequence's logits are bitwise the same whether it
+// runs alone in one call, with its prompt split into 7-token chunks, or packed into steps with
+// other sequences' prefill chunks and decodes (DESIGN.md "Numerics": greedy output must not depend
+// on batching or chunking).
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "model/prompt_logits.h"
+#include "model_harness.h"
+
+namespace pypto::test {
+namespace {
+
+// One sequence of a multi-step schedule: its own blocks in a shared cache and its progress.
+struct Seq {
+  std::vector<int32_t> ids;
+  std::vector<int32_t> blocks;
+  int32_t done = 0;
+};
+
+// Runs A (23 tokens, logits for every row) in 7-token chunks packed with B (a 9-token prompt,
+// then decodes) and C (5 tokens, then decodes), over one cache whose blocks interleave between
+// the sequences. Returns A's logits [23, vocab].
+// Small blocks, so the sequences cross many block boundaries. The same block size is used for the
+// runs compared with: attention may reduce block by block, so results may depend on it (it is
+// fixed for an engine's lifetime).
+constexpr int32_t kBlockSize = 4;
+
+std::vector<float> run_a_packed(Qwen3Model& model, const Seq& a_in, DType kv) {
+  const int32_t bs = kBlockSize;
+  Seq a = a_in, b{random_prompt(9, 101), {}, 0}, c{random_prompt(5, 102), {}, 0};
+  // Blocks handed out round-robin: A gets 0,3,6,..., B 1,4,..., C 2,5,...
+  for (int32_t i = 0; i < 12; ++i) {
+    a.blocks.push_back(3 * i);
+    b.blocks.push_back(3 * i + 1);
+    c.blocks.push_back(3 * i + 2);
+  }
+  KvCache cache(model.kv_cache_spec(36, bs, kv));
+  const int64_t V = model.vocab_size();
+  std::vector<float> a_logits(a.ids.size() * V);
+  std::vector<float> step_logits;
+  ForwardBatch batch;
+  const int32_t nA = int32_t(a.ids.size());
+  // Step s: B and C advance (prefill, then a decode of token 1000+s), A advances by 7 tokens.
+  for (int step = 0; a.done < nA; ++step) {
+    batch.clear();
+    batch.max_blocks_per_seq = 12;
+    auto add = [&](Seq& s, int32_t n, ForwardBatch::Logits want) {
+      batch.add_sequence(s.ids.data() + s.done, n, s.done, s.blocks.data(), (s.done + n + bs - 1) / bs, bs, want);
+      s.done += n;
+    };
+    if (step > 0) b.ids.push_back(1000 + step);  // B decodes one token per step after its prompt
+    add(b, int32_t(b.ids.size()) - b.done, ForwardBatch::Logits::Last);
+    const int32_t a_row0 = int32_t(batch.num_tokens());
+    const int32_t a_start = a.done, n = std::min(7, nA - a.done);
+    add(a, n, ForwardBatch::Logits::All);
+    if (step > 0) {
+      if (step > 1) c.ids.push_back(2000 + step);
+      add(c, int32_t(c.ids.size()) - c.done, ForwardBatch::Logits::Last);
+    }
+    step_logits.resize(size_t(batch.num_logits()) * V);
+    model.forward(batch, cache, step_logits.data());
+    // Find A's rows among the logits rows (they are in logits_indices order).
+    for (int64_t r = 0; r < batch.num_logits(); ++r) {
+      const int32_t row = batch.logits_indices[r];
+      if (row >= a_row0 && row < a_row0 + n)
+        std::memcpy(a_logits.data() + size_t(a_start + row - a_row0) * V, step_logits.data() + r * V,
+                    sizeof(float) * V);
+    }
+  }
+  return a_logits;
+}
+
+void check_invariance(Qwen3Model& model) {
+  const std::vector<int32_t> ids = random_prompt(23, 100);
+  for (DType kv : {DType::F32, DType::BF16}) {
+    SCOPED_TRACE(kv == DType::F32 ? "fp32 KV" : "bf16 KV");
+    PromptLogitsOptions whole;
+    whole.kv_dtype = kv;
+    whole.block_size = kBlockSize;
+    const std::vector<float> alone = prompt_logits(model, ids, whole);
+    PromptLogitsOptions chunked = whole;
+    chunked.chunk = 7;
+    const std::vector<float> in_chunks = prompt_logits(model, ids, chunked);
+    EXPECT_EQ(0, std::memcmp(alone.data(), in_chunks.data(), alone.size() * sizeof(float)))
+        << "7-token chunks differ from one call";
+    const std::vector<float> packed = run_a_packed(model, Seq{ids, {}, 0}, kv);
+    EXPECT_EQ(0, std::memcmp(alone.data(), packed.data(), alone.size() * sizeof(float)))
+        << "packed with other sequences differs from alone";
+    // Not bitwise zero by accident: the logits carry information.
+    EXPECT_NE(alone[0], alone[1]);
+  }
+}
+
+TEST(BatchInvariance, TinyScalarKernels) {
+  auto m = load_model(ensure_test_model("tiny", TestModelOptions{}), /*scalar=*/true);
+  check_invariance(*m->model);
+}
+
+TEST(BatchInvariance, TinyCpuKernels) {
+  auto m = load_model(ensure_test_model("tiny", TestModelOptions{}), /*scalar=*/false);
+  check_invariance(*m->model);
+}
+
+TEST(BatchInvariance, Qwen3_0_6B_2LayersCpuKernels) {
+  TestModelOptions o;
+  o.preset = "qwen3-0.6b";
+  o.layers = 2;
+  auto m = load_model(ensure_test_model("qwen3-0.6b-2l", o), /*scalar=*/false);
+  check_invariance(*m->model);
+}
+
+}  // namespace
+}  // namespace pypto::test
