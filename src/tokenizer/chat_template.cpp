@@ -44,7 +44,9 @@ bool is_array_index(const std::string& k, unsigned long long& value) {
 }
 
 template <class J>
-Value from_json(const J& j) {
+Value from_json(const J& j, int depth = 1) {
+  if (depth > jinja::kMaxValueDepth)
+    fail("chat template: the render context nests more than ", jinja::kMaxValueDepth, " levels deep");
   switch (j.type()) {
     case J::value_t::null: return Value::null();
     case J::value_t::boolean: return Value::from_bool(j.template get<bool>());
@@ -60,7 +62,7 @@ Value from_json(const J& j) {
     case J::value_t::array: {
       std::vector<Value> items;
       items.reserve(j.size());
-      for (const auto& e : j) items.push_back(from_json(e));
+      for (const auto& e : j) items.push_back(from_json(e, depth + 1));
       return Value::new_list(std::move(items));
     }
     case J::value_t::object: {
@@ -75,8 +77,9 @@ Value from_json(const J& j) {
           other_keys.push_back(&it.key());
       }
       std::sort(index_keys.begin(), index_keys.end());
-      for (const auto& [idx, k] : index_keys) d.dict->entries.emplace_back(*k, from_json(j.at(*k)));
-      for (const std::string* k : other_keys) d.dict->entries.emplace_back(*k, from_json(j.at(*k)));
+      for (const auto& [idx, k] : index_keys) d.dict->entries.emplace_back(*k, from_json(j.at(*k), depth + 1));
+      for (const std::string* k : other_keys) d.dict->entries.emplace_back(*k, from_json(j.at(*k), depth + 1));
+      for (const auto& kv : d.dict->entries) d.dict->depth = std::max(d.dict->depth, 1 + jinja::nesting_depth(kv.second));
       return d;
     }
     default: fail("chat template: unsupported JSON value in the render context");
@@ -86,8 +89,9 @@ Value from_json(const J& j) {
 template <class J>
 std::string render_with(const std::vector<jinja::NodePtr>& program, const J& context) {
   if (!context.is_object() && !context.is_null()) fail("chat template: the render context must be a JSON object");
+  jinja::Interpreter interpreter;
   auto global = jinja::make_env(nullptr);
-  jinja::install_globals(*global);
+  jinja::install_globals(*global, interpreter.namespace_registry());
   if (context.is_object()) {
     for (auto it = context.begin(); it != context.end(); ++it) {
       // The oracle declares each variable once; a name that shadows a built-in is an error.
@@ -95,7 +99,6 @@ std::string render_with(const std::vector<jinja::NodePtr>& program, const J& con
       global->set(it.key(), from_json(it.value()));
     }
   }
-  jinja::Interpreter interpreter;
   return interpreter.run(program, global);
 }
 

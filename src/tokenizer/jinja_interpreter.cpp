@@ -15,7 +15,19 @@ namespace {
 struct BreakSignal {};
 struct ContinueSignal {};
 
-constexpr int kMaxDepth = 200;  // nested macro calls (a recursive macro must not overflow the stack)
+constexpr int kMaxDepth = 100;       // nested macro calls (a recursive macro must not overflow the stack)
+constexpr int kMaxEvalDepth = 1000;  // nested evaluation frames in one render
+
+struct DepthGuard {
+  int& d;
+  explicit DepthGuard(int& depth) : d(depth) {
+    if (++d > kMaxEvalDepth) {
+      --d;
+      fail("template evaluation nested too deeply");
+    }
+  }
+  ~DepthGuard() { --d; }
+};
 
 // Prefixes an error with the line of the statement that raised it (once, innermost first).
 class LocatedError : public Error {
@@ -53,6 +65,10 @@ EnvPtr make_env(EnvPtr parent) {
   return e;
 }
 
+Interpreter::~Interpreter() {
+  for (auto& ns : namespaces_) ns->entries.clear();
+}
+
 std::string Interpreter::run(const std::vector<NodePtr>& program, const EnvPtr& global) {
   std::string out;
   try {
@@ -80,6 +96,7 @@ void Interpreter::exec_block(const std::vector<NodePtr>& stmts, const EnvPtr& en
 }
 
 void Interpreter::exec(const Node& n, const EnvPtr& env, std::string& out) {
+  DepthGuard guard(eval_depth_);
   switch (n.kind) {
     case NodeKind::Text: out += n.str; return;
     case NodeKind::Comment: return;
@@ -321,6 +338,7 @@ std::pair<std::vector<Value>, Value> Interpreter::eval_args(const std::vector<No
 }
 
 Value Interpreter::eval(const Node& n, const EnvPtr& env) {
+  DepthGuard guard(eval_depth_);
   switch (n.kind) {
     case NodeKind::IntLiteral: return Value::integer(n.num);
     case NodeKind::FloatLiteral: return Value::floating(n.num);
@@ -537,7 +555,7 @@ Value strftime_now_fn(std::vector<Value>& args, const EnvPtr&) {
   return Value::string(out);
 }
 
-Value namespace_fn(std::vector<Value>& args, const EnvPtr&) {
+Value namespace_fn(std::vector<Value>& args) {
   std::vector<Value> positional = args;
   Value kwargs;
   if (!positional.empty() && positional.back().is_kwargs()) {
@@ -577,8 +595,12 @@ Value namespace_fn(std::vector<Value>& args, const EnvPtr&) {
 
 }  // namespace
 
-void install_globals(Env& g) {
-  g.set("namespace", Value::function("namespace", namespace_fn));
+void install_globals(Env& g, std::vector<std::shared_ptr<DictData>>* namespaces) {
+  g.set("namespace", Value::function("namespace", [namespaces](std::vector<Value>& args, const EnvPtr&) {
+          Value ns = namespace_fn(args);
+          if (namespaces) namespaces->push_back(ns.dict);
+          return ns;
+        }));
   g.set("false", Value::from_bool(false));
   g.set("true", Value::from_bool(true));
   g.set("none", Value::null());

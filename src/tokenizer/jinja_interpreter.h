@@ -36,8 +36,12 @@ class TemplateRaise : public Error {
 
 class Interpreter {
  public:
+  ~Interpreter();
+
   // Renders a program with `global` as the outermost scope (context + built-in globals).
+  // `global` must hold the built-ins: call install_globals(*global, interpreter.namespace_registry()).
   std::string run(const std::vector<NodePtr>& program, const EnvPtr& global);
+  std::vector<std::shared_ptr<DictData>>* namespace_registry() { return &namespaces_; }
 
   Value eval(const Node& n, const EnvPtr& env);
   void exec_block(const std::vector<NodePtr>& stmts, const EnvPtr& env, std::string& out);
@@ -45,7 +49,11 @@ class Interpreter {
   std::pair<std::vector<Value>, Value> eval_args(const std::vector<NodePtr>& args, const EnvPtr& env);
 
  private:
-  int depth_ = 0;  // macro nesting, bounded so a recursive macro fails instead of crashing
+  int depth_ = 0;       // macro nesting, bounded so a recursive macro fails instead of crashing
+  int eval_depth_ = 0;  // expression/statement nesting at run time, bounded for the same reason
+  // Namespaces created by this render: cleared at the end, since `{% set ns.me = ns %}` would
+  // otherwise leak a reference cycle.
+  std::vector<std::shared_ptr<DictData>> namespaces_;
 
   void exec(const Node& n, const EnvPtr& env, std::string& out);
   void exec_for(const Node& n, const EnvPtr& env, std::string& out);
@@ -59,6 +67,7 @@ class Interpreter {
 };
 
 // Built-in global variables and functions (true/false/none, raise_exception, range, ...).
-void install_globals(Env& global);
+// Namespaces created by namespace() are recorded in *namespaces.
+void install_globals(Env& global, std::vector<std::shared_ptr<DictData>>* namespaces);
 
 }  // namespace pypto::jinja

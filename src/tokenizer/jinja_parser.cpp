@@ -44,6 +44,16 @@ class Parser {
   size_t cur_ = 0;
   std::set<std::string> callables_;  // macro names and parameter names (may hold a macro)
   std::vector<std::pair<std::string, int>> called_identifiers_;
+  int depth_ = 0;  // syntactic nesting; bounded so hostile input cannot overflow the stack
+
+  struct Nest {
+    Parser& p;
+    explicit Nest(Parser& parser) : p(parser) {
+      if (++p.depth_ > kMaxNesting) p.error("template nested too deeply");
+    }
+    ~Nest() { --p.depth_; }
+  };
+  static constexpr int kMaxNesting = 150;
 
   int line() const {
     if (t_.empty()) return 1;
@@ -111,6 +121,7 @@ class Parser {
   }
 
   NodePtr parse_statement() {
+    Nest nest(*this);
     expect(Tok::OpenStatement, "'{%'");
     if (!is(Tok::Identifier)) error("expected a statement name after '{%'");
     const std::string name = t_[cur_].value;
@@ -202,6 +213,7 @@ class Parser {
   }
 
   NodePtr parse_if(int ln) {
+    Nest nest(*this);
     auto n = std::make_unique<Node>(NodeKind::If, ln);
     n->a = parse_expression();
     expect(Tok::CloseStatement, "'%}'");
@@ -293,7 +305,10 @@ class Parser {
     return n;
   }
 
-  NodePtr parse_expression() { return parse_if_expression(); }
+  NodePtr parse_expression() {
+    Nest nest(*this);
+    return parse_if_expression();
+  }
 
   NodePtr parse_if_expression() {
     auto a = parse_or();
@@ -346,6 +361,7 @@ class Parser {
   }
 
   NodePtr parse_not() {
+    Nest nest(*this);
     NodePtr right;
     while (is_identifier("not")) {
       auto n = node(NodeKind::Unary);
@@ -464,6 +480,7 @@ class Parser {
   }
 
   NodePtr parse_unary_sign() {
+    Nest nest(*this);
     if (cur_ < t_.size() && (t_[cur_].type == Tok::Unary || t_[cur_].type == Tok::Additive) &&
         (t_[cur_].value == "-" || t_[cur_].value == "+")) {
       auto n = node(NodeKind::Unary);

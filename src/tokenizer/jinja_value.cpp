@@ -1,5 +1,6 @@
 #include "tokenizer/jinja_value.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -14,7 +15,20 @@ const Value* DictData::find(const std::string& key) const {
   return nullptr;
 }
 
+int nesting_depth(const Value& v) {
+  if (v.kind == Kind::List) return v.list->depth;
+  if (v.kind == Kind::Dict || v.kind == Kind::Namespace) return v.dict->depth;
+  return 0;
+}
+
+void check_depth(int depth) {
+  if (depth > kMaxValueDepth) fail("values nested more than ", kMaxValueDepth, " levels deep");
+}
+
 void DictData::set(const std::string& key, Value v) {
+  const int d = 1 + nesting_depth(v);
+  check_depth(d);
+  if (d > depth) depth = d;
   for (auto& [k, old] : entries) {
     if (k == key) {
       old = std::move(v);
@@ -57,6 +71,10 @@ Value Value::new_list(std::vector<Value> items, bool tuple) {
   Value v;
   v.kind = Kind::List;
   v.list = std::make_shared<ListData>();
+  int depth = 1;
+  for (const Value& x : items) depth = std::max(depth, 1 + nesting_depth(x));
+  check_depth(depth);
+  v.list->depth = depth;
   v.list->items = std::move(items);
   v.list->is_tuple = tuple;
   return v;
@@ -183,6 +201,8 @@ std::string to_json(const Value& v, const JsonOptions& opt, int depth, bool unde
     case Kind::Dict:
     case Kind::Namespace: {
       if (v.is_tuple() || v.is_kwargs()) fail("Cannot convert to JSON: ", type_name(v));
+      // A namespace can contain itself; the oracle then overflows its stack, we stop earlier.
+      if (depth > kMaxValueDepth) fail("cannot convert to JSON: value nested too deeply (or cyclic)");
       const std::string unit = indented ? std::string(static_cast<size_t>(opt.indent), ' ') : "";
       std::string base_pad = "\n";
       for (int i = 0; i < depth; ++i) base_pad += unit;

@@ -18,18 +18,24 @@ enum class Kind { Undefined, Null, Bool, Int, Float, String, List, Dict, Namespa
 struct Value;
 struct Env;
 
+// Containers record how deeply they nest (1 = no containers inside), so that a template
+// cannot build values so deep that printing or freeing them overflows the stack.
+constexpr int kMaxValueDepth = 256;
+
 struct ListData {
   std::vector<Value> items;
   bool is_tuple = false;  // the oracle's TupleValue: not `iterable`, not JSON-serialisable
+  int depth = 1;
 };
 
 // Insertion-ordered mapping (JS Map). Also the storage of namespaces and keyword arguments.
 struct DictData {
   std::vector<std::pair<std::string, Value>> entries;
   bool is_kwargs = false;  // the oracle's KeywordArgumentsValue (passed as a call's last arg)
+  int depth = 1;
 
   const Value* find(const std::string& key) const;
-  void set(const std::string& key, Value v);  // replaces in place or appends
+  void set(const std::string& key, Value v);  // replaces in place or appends; checks depth
 };
 
 // A callable: built-in, macro, or bound method. args may end with a kwargs dict.
@@ -68,6 +74,10 @@ struct Value {
   bool is_kwargs() const { return kind == Kind::Dict && dict->is_kwargs; }
   bool is_tuple() const { return kind == Kind::List && list->is_tuple; }
 };
+
+// Nesting depth of a value (0 for scalars); fails beyond kMaxValueDepth.
+int nesting_depth(const Value& v);
+void check_depth(int depth);
 
 // The oracle's type names, used in error messages ("StringValue", "ArrayValue", ...).
 const char* type_name(const Value& v);
