@@ -6,6 +6,8 @@
 // reference accumulates in double. Weights are the same bf16/f16/f32 values on both sides.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "kernel_test_util.h"
 
 namespace pypto::test {
@@ -126,6 +128,85 @@ TEST(Linear, PlainLayoutAndPackedSize) {
     EXPECT_TRUE(opt->weight_layout_is_plain(DType::BF16));
     EXPECT_EQ(opt->packed_weight_bytes(DType::BF16, 3, 5) % 64, 0u);
     EXPECT_GE(opt->packed_weight_bytes(DType::BF16, 3, 5), 30u);
+  }
+}
+
+}  // namespace
+}  // namespace pypto::test
+
+namespace pypto::test {
+namespace {
+
+// The optional bf16-activation path (CpuBackendOptions::bf16_activations, AVX-512 BF16 only):
+//  (1) against the reference fed the same bf16-rounded x, the f32 accumulation bound above holds
+//      (with k/16 + 8 steps: a lane sums pairs);
+//  (2) batch-invariant bitwise across m;
+//  (3) its error against the true f32-x product is printed: that is the cost of the option.
+TEST(LinearBf16Activations, MatchesRoundedReferenceAndIsBatchInvariant) {
+  const CpuFeatures& f = cpu_features();
+  if (!(f.avx512f && f.avx512_bf16)) GTEST_SKIP() << "no AVX512_BF16";
+  auto ref = make_reference_backend();
+  CpuBackendOptions opt;
+  opt.bf16_activations = true;
+  for (int threads : {1, 2}) {
+    auto be = make_cpu_backend_for_isa(Isa::Avx512, threads, {}, opt);
+    for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 37, 1}, {3, 19, 33}, {37, 64, 1024},
+                           {128, 50, 3072}, {9, 13, 100}}) {
+      auto x = random_f32(m * k, 101);
+      auto xr = x;
+      for (auto& v : xr) v = bf16_to_f32(f32_to_bf16(v));
+      auto wb = encode(random_f32(n * k, 102), DType::BF16);
+      auto bias = random_f32(n, 103);
+      LinearWeight w{wb.data(), DType::BF16, n, k};
+      std::vector<float> y(m * n), yr(m * n), yt(m * n);
+      be->linear(x.data(), m, w, bias.data(), y.data());
+      ref->linear(xr.data(), m, w, bias.data(), yr.data());
+      ref->linear(x.data(), m, w, bias.data(), yt.data());
+      double worst_true = 0, scale = 0;
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t c = 0; c < n; ++c) {
+          double mag = 0;
+          for (int64_t kk = 0; kk < k; ++kk) mag += std::fabs(double(xr[i * k + kk]) * load_as_f32(wb.data(), DType::BF16, c * k + kk));
+          double tol = (double((k + 15) / 16) + 8) * kU32 * mag + kU32 * std::fabs(bias[c]) + 1e-30;
+          ASSERT_LE(std::fabs(double(y[i * n + c]) - yr[i * n + c]), tol) << "m=" << m << " k=" << k;
+          worst_true = std::max(worst_true, std::fabs(double(y[i * n + c]) - yt[i * n + c]));
+          scale = std::max(scale, std::fabs(double(yt[i * n + c])));
+        }
+      if (threads == 1 && k >= 1024)
+        std::printf("  bf16 activations, k=%lld: max|y - y_f64| / max|y| = %.2e\n", (long long)k, worst_true / scale);
+      // Batch invariance: row r alone equals row r in the batch.
+      for (int64_t r : {int64_t(0), m / 2, m - 1}) {
+        std::vector<float> one(n);
+        be->linear(x.data() + r * k, 1, w, bias.data(), one.data());
+        ASSERT_TRUE(bitwise_equal(one.data(), y.data() + r * n, n)) << "row " << r << " of m=" << m;
+      }
+    }
+  }
+}
+
+// For comparison: the default f32 path's error against the f64 reference at the same shapes.
+TEST(Linear, F32ActivationErrorAgainstF64) {
+  auto ref = make_reference_backend();
+  for (const auto& c : optimised_cases()) {
+    if (c.threads != 1) continue;
+    auto be = make_case(c);
+    for (int64_t k : {1024, 3072}) {
+      const int64_t m = 4, n = 64;
+      auto x = random_f32(m * k, 101);
+      auto wb = encode(random_f32(n * k, 102), DType::BF16);
+      LinearWeight w{wb.data(), DType::BF16, n, k};
+      std::vector<float> y(m * n), yt(m * n);
+      be->linear(x.data(), m, w, nullptr, y.data());
+      ref->linear(x.data(), m, w, nullptr, yt.data());
+      double worst = 0, scale = 0;
+      for (int64_t i = 0; i < m * n; ++i) {
+        worst = std::max(worst, std::fabs(double(y[i]) - yt[i]));
+        scale = std::max(scale, std::fabs(double(yt[i])));
+      }
+      std::printf("  f32 activations (%s), k=%lld: max|y - y_f64| / max|y| = %.2e\n", c.label.c_str(), (long long)k,
+                  worst / scale);
+      EXPECT_LT(worst / scale, 1e-5);
+    }
   }
 }
 

@@ -23,10 +23,11 @@ constexpr int64_t kRowsSerialElems = 1 << 15;
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend(const cpu::KernelTable& kt, int num_threads, std::vector<int> cores)
-      : kt_(kt), pool_(num_threads, std::move(cores)), scratch_(num_threads), scratch_floats_(num_threads, 0) {}
+  CpuBackend(const cpu::KernelTable& kt, int num_threads, std::vector<int> cores, const CpuBackendOptions& opt)
+      : kt_(kt), pool_(num_threads, std::move(cores)), scratch_(num_threads), scratch_floats_(num_threads, 0),
+        bf16_act_(opt.bf16_activations && kt.linear_cols_bf16dot != nullptr) {}
 
-  const char* name() const override { return kt_.name; }
+  const char* name() const override { return bf16_act_ ? "cpu-avx512-bf16act" : kt_.name; }
 
   // --- weights: plain row-major (the kernels stream rows; see linear_impl.h) --------------------
   size_t packed_weight_bytes(DType dtype, int64_t n_out, int64_t k_in) const override {
@@ -44,6 +45,7 @@ class CpuBackend final : public Backend {
     check_weight_dtype(w.dtype);
     if (m <= 0 || w.n_out <= 0) return;
     cpu::LinearTask t{x, m, w.k_in, w.data, w.dtype, w.n_out, bias, y};
+    if (bf16_act_ && w.dtype == DType::BF16) return linear_bf16act(t);
     reserve_scratch(kt_.linear_scratch_floats(w.k_in));
     if (m * w.n_out * w.k_in < kLinearSerialMacs) {
       kt_.linear_cols(t, 0, w.n_out, scratch(0));
@@ -134,10 +136,24 @@ class CpuBackend final : public Backend {
   }
   void ensure_rope_table(int32_t max_pos, int32_t head_dim, float theta);
 
+  // bf16-activation linear: x rounded to bf16 once (rows in parallel), then VDPBF16PS tiles.
+  void linear_bf16act(const cpu::LinearTask& t) {
+    const size_t need = static_cast<size_t>(t.m * t.k) * 2;
+    if (xb_.size() < need) xb_ = AlignedBuffer(need);
+    auto* xb = reinterpret_cast<uint16_t*>(xb_.data());
+    for_rows(t.m, t.k, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) kt_.from_f32(t.x + i * t.k, t.k, xb + i * t.k, DType::BF16);
+    });
+    if (t.m * t.n_out * t.k < kLinearSerialMacs) return kt_.linear_cols_bf16dot(xb, t, 0, t.n_out);
+    pool_.parallel_for(t.n_out, [&](int64_t b, int64_t e, int) { kt_.linear_cols_bf16dot(xb, t, b, e); }, 16);
+  }
+
   const cpu::KernelTable& kt_;
   ThreadPool pool_;
   std::vector<AlignedBuffer> scratch_;   // per thread: linear W blocks / attention K,V blocks
   std::vector<int64_t> scratch_floats_;
+  bool bf16_act_ = false;
+  AlignedBuffer xb_;  // [m, k] bf16 activations of the current bf16act linear
   // cos / sin of every (position, pair) for one (head_dim, theta): [rope_positions_, head_dim / 2].
   AlignedBuffer rope_cos_, rope_sin_;
   int32_t rope_positions_ = 0, rope_head_dim_ = 0;
@@ -225,11 +241,12 @@ void CpuBackend::paged_attention(const float* q, int64_t m, int32_t n_heads, con
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend_for_isa(Isa isa, int num_threads, const std::vector<int>& cores) {
+std::unique_ptr<Backend> make_cpu_backend_for_isa(Isa isa, int num_threads, const std::vector<int>& cores,
+                                                  const CpuBackendOptions& options) {
   if (num_threads <= 0) num_threads = cores.empty() ? cpu_count() : static_cast<int>(cores.size());
   const cpu::KernelTable* kt = cpu::kernel_table(isa);
   if (!kt) return make_reference_backend();
-  return std::make_unique<CpuBackend>(*kt, num_threads, cores);
+  return std::make_unique<CpuBackend>(*kt, num_threads, cores, options);
 }
 
 std::unique_ptr<Backend> make_cpu_backend(int num_threads, const std::vector<int>& cores) {

@@ -2,10 +2,12 @@
 #define PYPTO_ISA_NS avx512
 #include "kernels/cpu/simd.h"
 #include "kernels/cpu/linear_impl.h"
+#include "kernels/cpu/linear_bf16dot_impl.h"
 
 namespace pypto::cpu {
 void fill_linear_avx512(KernelTable& t) {
   t.linear_cols = avx512::linear_cols;
   t.linear_scratch_floats = avx512::linear_scratch_floats;
+  t.linear_cols_bf16dot = avx512::linear_cols_bf16dot;
 }
 }  // namespace pypto::cpu

@@ -1,0 +1,99 @@
+// Memory bandwidth: read-only sum and STREAM triad, all threads, pinned one per core. Compiled with
+// AVX2 (see CMakeLists.txt); plain loops the compiler vectorises (integer sum: no reassociation
+// issue).
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "core/cpu_features.h"
+#include "core/memory.h"
+#include "core/thread_pool.h"
+#include "bench_common.h"
+
+namespace pypto::bench {
+
+int bench_threads() {
+  static int n = [] {
+    const char* e = std::getenv("PYPTO_BENCH_THREADS");
+    return e && std::atoi(e) > 0 ? std::atoi(e) : cpu_count();
+  }();
+  return n;
+}
+
+namespace {
+std::vector<int> first_cores(int n) {
+  std::vector<int> c(n);
+  std::iota(c.begin(), c.end(), 0);
+  return c;
+}
+Rate summarize(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return {v[v.size() / 2], v.back()};
+}
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+}  // namespace
+
+Rate read_bandwidth(size_t bytes, int reps) {
+  const int nt = bench_threads();
+  ThreadPool pool(nt, first_cores(nt));
+  AlignedBuffer buf(bytes);
+  const size_t n = bytes / 8;
+  auto* p = reinterpret_cast<uint64_t*>(buf.data());
+  pool.parallel_for(n, [&](int64_t b, int64_t e, int) {  // first touch by the reading thread
+    for (int64_t i = b; i < e; ++i) p[i] = static_cast<uint64_t>(i);
+  }, 4096);
+  std::vector<uint64_t> sink(nt * 8);
+  std::vector<double> rates;
+  for (int r = 0; r < reps; ++r) {
+    double t0 = now_s();
+    pool.parallel_for(n, [&](int64_t b, int64_t e, int tid) {
+      uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      int64_t i = b;
+      for (; i + 4 <= e; i += 4) {
+        s0 += p[i];
+        s1 += p[i + 1];
+        s2 += p[i + 2];
+        s3 += p[i + 3];
+      }
+      for (; i < e; ++i) s0 += p[i];
+      sink[tid * 8] = s0 + s1 + s2 + s3;
+    }, 4096);
+    rates.push_back(static_cast<double>(n * 8) / (now_s() - t0));
+  }
+  volatile uint64_t keep = sink[0];
+  (void)keep;
+  return summarize(rates);
+}
+
+Rate triad_bandwidth(size_t bytes_each, int reps) {
+  const int nt = bench_threads();
+  ThreadPool pool(nt, first_cores(nt));
+  AlignedBuffer ab(bytes_each), bb(bytes_each), cb(bytes_each);
+  const size_t n = bytes_each / 4;
+  auto* a = reinterpret_cast<float*>(ab.data());
+  auto* b = reinterpret_cast<float*>(bb.data());
+  auto* c = reinterpret_cast<float*>(cb.data());
+  pool.parallel_for(n, [&](int64_t lo, int64_t hi, int) {
+    for (int64_t i = lo; i < hi; ++i) a[i] = 0, b[i] = 1, c[i] = 2;
+  }, 4096);
+  std::vector<double> rates;
+  for (int r = 0; r < reps; ++r) {
+    double t0 = now_s();
+    pool.parallel_for(n, [&](int64_t lo, int64_t hi, int) {
+      const float s = 3.0f;
+      for (int64_t i = lo; i < hi; ++i) a[i] = b[i] + s * c[i];
+    }, 4096);
+    rates.push_back(3.0 * static_cast<double>(bytes_each) / (now_s() - t0));
+  }
+  return summarize(rates);
+}
+
+double bandwidth_bound() {
+  static double bw = read_bandwidth(size_t(1) << 30, 7).best;
+  return bw;
+}
+
+}  // namespace pypto::bench

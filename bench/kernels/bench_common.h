@@ -1,0 +1,31 @@
+#pragma once
+// Shared by the kernel benchmarks: thread count, the measured memory bandwidth bound and the
+// measured compute peaks (each measured once per process, on first use).
+#include <cstddef>
+#include <cstdint>
+
+namespace pypto::bench {
+
+// Threads for every benchmark: $PYPTO_BENCH_THREADS or all usable cores.
+int bench_threads();
+
+struct Rate {
+  double median = 0, best = 0;  // over the repetitions, per second
+};
+// Read-only streaming bandwidth over `bytes` with bench_threads() pinned threads, bytes/s.
+Rate read_bandwidth(size_t bytes, int reps);
+// STREAM triad a = b + s·c over three arrays of `bytes_each`, counting 3 × bytes_each per pass.
+Rate triad_bandwidth(size_t bytes_each, int reps);
+// The best read bandwidth over 1 GiB (7 passes), measured once and cached (bytes/s): the bound a
+// memory-bound kernel is compared with.
+double bandwidth_bound();
+
+// Peak flops/s (2 per multiply-add) on bench_threads() threads: AVX512_BF16 dot products
+// (vdpbf16ps) and f32 FMA (vfmadd231ps zmm). 0 when the CPU lacks them.
+double bf16_peak_flops();
+double f32_peak_flops();
+// One thread's loop of `iters` × 16 independent instructions; returns multiply-adds done.
+int64_t bf16_dot_loop(int64_t iters);
+int64_t f32_fma_loop(int64_t iters);
+
+}  // namespace pypto::bench
