@@ -30,17 +30,26 @@ std::vector<KVCacheBlock*> BlockPool::get_new_blocks(int32_t n) {
   return out;
 }
 
+std::vector<KVCacheBlock*> BlockPool::find_cached_blocks(const BlockHash& hash, std::span<const int32_t> tokens,
+                                                         std::span<const KVCacheBlock* const> parents) const {
+  std::vector<KVCacheBlock*> out;
+  auto it = cached_.find(hash);
+  if (it == cached_.end()) return out;
+  for (KVCacheBlock* b : it->second) {
+    bool parent_ok = false;
+    for (const KVCacheBlock* p : parents)
+      if (b->parent == p && (!p || b->parent_generation == p->generation)) parent_ok = true;
+    if (!parent_ok) continue;
+    if (!std::equal(b->token_ids.begin(), b->token_ids.end(), tokens.begin(), tokens.end())) continue;
+    out.push_back(b);
+  }
+  return out;
+}
+
 KVCacheBlock* BlockPool::find_cached_block(const BlockHash& hash, std::span<const int32_t> tokens,
                                            const KVCacheBlock* parent) const {
-  auto it = cached_.find(hash);
-  if (it == cached_.end()) return nullptr;
-  for (KVCacheBlock* b : it->second) {
-    if (b->parent != parent) continue;
-    if (parent && b->parent_generation != parent->generation) continue;
-    if (!std::equal(b->token_ids.begin(), b->token_ids.end(), tokens.begin(), tokens.end())) continue;
-    return b;
-  }
-  return nullptr;
+  const std::vector<KVCacheBlock*> found = find_cached_blocks(hash, tokens, std::span<const KVCacheBlock* const>(&parent, 1));
+  return found.empty() ? nullptr : found.front();
 }
 
 void BlockPool::touch(std::span<KVCacheBlock* const> blocks) {

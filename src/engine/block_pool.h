@@ -33,9 +33,15 @@ class BlockPool {
   // cached hash they carry; each comes back with ref_cnt 1. n must be <= num_free_blocks().
   std::vector<KVCacheBlock*> get_new_blocks(int32_t n);
 
-  // The cached block with this hash whose tokens equal `tokens` and that was computed right after
-  // `parent` (null for a sequence's first block), or null. Never returns a block whose KV
-  // belongs to different content, whatever the hash function.
+  // Every cached block with this hash whose tokens equal `tokens` and that was computed right
+  // after one of `parents` (each still holding the KV it held then); parents = {nullptr} for a
+  // sequence's first block. If every parent holds the KV of our prefix, so does every block
+  // returned: never a block whose KV belongs to different content, whatever the hash function.
+  // Several parents arise because identical blocks computed in the same step are all published
+  // (no de-duplication) and each has its own children.
+  std::vector<KVCacheBlock*> find_cached_blocks(const BlockHash& hash, std::span<const int32_t> tokens,
+                                                std::span<const KVCacheBlock* const> parents) const;
+  // The first of find_cached_blocks(hash, tokens, {parent}), or null.
   KVCacheBlock* find_cached_block(const BlockHash& hash, std::span<const int32_t> tokens,
                                   const KVCacheBlock* parent) const;
 

@@ -31,13 +31,22 @@ ComputedBlocks KVCacheManager::get_computed_blocks(Request& req) {
   update_block_hashes(req);
   const size_t max_hit_blocks = size_t((req.num_tokens() - 1) / block_size_);
   const std::span<const int32_t> tokens(req.all_token_ids);
-  const KVCacheBlock* parent = nullptr;
+  // All verified copies of each level are kept as possible parents of the next: identical blocks
+  // computed in one step are each published, and their children hang off different copies.
+  std::vector<const KVCacheBlock*> parents = {nullptr};
   for (size_t i = 0; i < max_hit_blocks; ++i) {
-    KVCacheBlock* b = pool_.find_cached_block(
-        req.block_hashes[i], tokens.subspan(i * size_t(block_size_), size_t(block_size_)), parent);
-    if (!b) break;
-    out.blocks.push_back(b);
-    parent = b;
+    const std::vector<KVCacheBlock*> found = pool_.find_cached_blocks(
+        req.block_hashes[i], tokens.subspan(i * size_t(block_size_), size_t(block_size_)), parents);
+    if (found.empty()) break;
+    // Any copy holds the same KV; prefer one already held so no free block is taken.
+    KVCacheBlock* pick = found.front();
+    for (KVCacheBlock* b : found)
+      if (b->ref_cnt > 0) {
+        pick = b;
+        break;
+      }
+    out.blocks.push_back(pick);
+    parents.assign(found.begin(), found.end());
   }
   out.num_computed_tokens = int64_t(out.blocks.size()) * block_size_;
   return out;

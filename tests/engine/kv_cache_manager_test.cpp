@@ -190,3 +190,52 @@ TEST(KVCacheManager, BlocksPublishedAsChunksComplete) {
 
 }  // namespace
 }  // namespace pypto
+
+namespace pypto {
+namespace {
+
+TEST(KVCacheManager, HitsFollowChildrenOfDuplicateParents) {
+  // Two requests compute the same first block in the same step: both copies are published, and
+  // each request's second block hangs off its own copy. A later request with r2's prompt must
+  // still hit both of r2's blocks, whichever copy of the first block the lookup finds first.
+  KVCacheManager kv(10, 4, true);
+  auto r1 = make_request("r1", Ids{1, 2, 3, 4, 5, 6, 7, 8, 0});
+  auto r2 = make_request("r2", Ids{1, 2, 3, 4, 9, 9, 9, 9, 0});
+  ComputedBlocks h1 = kv.get_computed_blocks(*r1);
+  ComputedBlocks h2 = kv.get_computed_blocks(*r2);
+  EXPECT_EQ(kv.allocate_slots(*r1, 9, &h1), (Ids{0, 1, 2}));
+  EXPECT_EQ(kv.allocate_slots(*r2, 9, &h2), (Ids{3, 4, 5}));
+  r1->num_computed_tokens = 9;
+  r2->num_computed_tokens = 9;
+  kv.cache_blocks(*r1);
+  kv.cache_blocks(*r2);
+  EXPECT_EQ(kv.block_pool().num_cached_blocks(), 4u);
+  auto r3 = make_request("r3", Ids{1, 2, 3, 4, 9, 9, 9, 9, 5});
+  ComputedBlocks hit = kv.get_computed_blocks(*r3);
+  EXPECT_EQ(hit.num_computed_tokens, 8);
+  ASSERT_EQ(hit.blocks.size(), 2u);
+  EXPECT_EQ(hit.blocks[1]->block_id, 4);
+  // The first block may be either copy: both hold [1 2 3 4] at positions 0-3.
+  EXPECT_TRUE(hit.blocks[0]->block_id == 0 || hit.blocks[0]->block_id == 3);
+  // With a constant hasher the same holds.
+  BlockHasher constant = [](const BlockHash*, std::span<const int32_t>) { return BlockHash{}; };
+  KVCacheManager kc(10, 4, true, constant);
+  auto c1 = make_request("c1", Ids{1, 2, 3, 4, 5, 6, 7, 8, 0});
+  auto c2 = make_request("c2", Ids{1, 2, 3, 4, 9, 9, 9, 9, 0});
+  ComputedBlocks g1 = kc.get_computed_blocks(*c1);
+  ComputedBlocks g2 = kc.get_computed_blocks(*c2);
+  kc.allocate_slots(*c1, 9, &g1);
+  kc.allocate_slots(*c2, 9, &g2);
+  c1->num_computed_tokens = c2->num_computed_tokens = 9;
+  kc.cache_blocks(*c1);
+  kc.cache_blocks(*c2);
+  auto c3 = make_request("c3", Ids{1, 2, 3, 4, 9, 9, 9, 9, 5});
+  hit = kc.get_computed_blocks(*c3);
+  ASSERT_EQ(hit.blocks.size(), 2u);
+  EXPECT_EQ(hit.blocks[1]->block_id, 4);
+  auto c4 = make_request("c4", Ids{1, 2, 3, 4, 9, 9, 9, 8, 5});
+  EXPECT_EQ(kc.get_computed_blocks(*c4).num_computed_tokens, 4);
+}
+
+}  // namespace
+}  // namespace pypto

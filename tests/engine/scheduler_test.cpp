@@ -277,6 +277,27 @@ TEST(Scheduler, PrefixHitSkipsComputedTokens) {
   EXPECT_EQ(st.hit_tokens, 16);
 }
 
+TEST(Scheduler, SecondPassHitsEveryFullPromptBlockOfRequestsAdmittedTogether) {
+  // Eight prompts share a 10-token prefix and are admitted in one step, so their identical first
+  // blocks are all published; the second pass must still follow each request's own chain.
+  Harness h(sched_config(512, 2048), cache_config(200));
+  std::vector<Ids> prompts;
+  int64_t full_blocks = 0;
+  for (int i = 0; i < 8; ++i) {
+    Ids p = range(0, 10);
+    for (int j = 0; j < 5 + i; ++j) p.push_back(100 + i * 20 + j);
+    full_blocks += int64_t(p.size() - 1) / 4;
+    prompts.push_back(p);
+    h.add("a" + std::to_string(i), p, 3);
+  }
+  h.run(100);
+  EXPECT_EQ(h.sched.kv_cache_manager().prefix_cache_stats().hit_tokens, 0);
+  for (int i = 0; i < 8; ++i) h.add("b" + std::to_string(i), prompts[size_t(i)], 3);
+  h.run(200);
+  EXPECT_EQ(h.sched.kv_cache_manager().prefix_cache_stats().hit_tokens, full_blocks * 4);
+  h.expect_reference_outputs();
+}
+
 TEST(Scheduler, WithoutChunkingAPromptWaitsForAWholeStep) {
   SchedulerConfig c = sched_config(16, 2048, 16, 16);
   c.enable_chunked_prefill = false;
