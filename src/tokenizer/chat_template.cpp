@@ -8,6 +8,7 @@
 #include "tokenizer/jinja_interpreter.h"
 #include "tokenizer/jinja_lexer.h"
 #include "tokenizer/jinja_parser.h"
+#include "tokenizer/jinja_text.h"
 #include "tokenizer/jinja_value.h"
 
 namespace pypto {
@@ -99,7 +100,7 @@ std::string render_with(const std::vector<jinja::NodePtr>& program, const J& con
       global->set(it.key(), from_json(it.value()));
     }
   }
-  return interpreter.run(program, global);
+  return jinja::to_output_utf8(interpreter.run(program, global));
 }
 
 }  // namespace

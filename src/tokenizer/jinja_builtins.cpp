@@ -33,6 +33,7 @@ bool raw_truthy(const Value& v) {
 
 // How Array.prototype.join prints a raw element: null/undefined become "".
 std::string join_piece(const Value& v) {
+  no_hole(v);
   if (v.kind == Kind::Undefined || v.kind == Kind::Null) return "";
   if (v.kind == Kind::Function) fail("cannot join a function");
   return to_concat_string(v);
@@ -149,9 +150,15 @@ std::string title_case(const std::string& s) {
 }
 
 std::string capitalize(const std::string& s) {
+  // charAt(0).toUpperCase() + slice(1): works on UTF-16 units, so a leading surrogate pair is
+  // split, left unchanged, and joined again.
   std::u16string u = to_utf16(s);
   if (u.empty()) return s;
-  return js_upper(from_utf16(u.substr(0, 1))) + from_utf16(u.substr(1));
+  if (u[0] < 0xD800 || u[0] > 0xDFFF) {
+    std::u16string first = to_utf16(js_upper(from_utf16(u.substr(0, 1))));
+    u = first + u.substr(1);
+  }
+  return from_utf16(u);
 }
 
 Value split_string(const std::string& s, std::vector<Value>& args) {
@@ -352,7 +359,9 @@ Value attribute_path(const Value& item, const std::string& path) {
 }
 
 Value sort_list(const Value& list, bool reverse, bool case_sensitive, const Value& attribute) {
-  std::vector<Value> items = list.list->items;
+  // Array.prototype.sort moves undefined elements to the end without comparing them.
+  std::vector<Value> items, holes;
+  for (const Value& v : list.list->items) (v.is_hole() ? holes : items).push_back(v);
   auto key = [&](const Value& v) {
     if (attribute.is_null()) return v;
     return attribute_path(v, attribute.kind == Kind::Int ? js_number_to_string(attribute.number) : attribute.str);
@@ -361,6 +370,7 @@ Value sort_list(const Value& list, bool reverse, bool case_sensitive, const Valu
     int r = compare_values(key(a), key(b), case_sensitive);
     return (reverse ? -r : r) < 0;
   });
+  items.insert(items.end(), holes.begin(), holes.end());
   return Value::new_list(std::move(items));
 }
 
@@ -403,13 +413,14 @@ Value to_json_filter(const Value& operand, const Value& kwargs) {
 
 Value plain_filter(const std::string& name, const Value& operand) {
   if (name == "safe") return operand;
+  no_hole(operand);
   if (name == "tojson") return Value::string(to_json(operand));
   switch (operand.kind) {
     case Kind::List: {
       const auto& items = operand.list->items;
       if (name == "list") return operand;
       if (name == "first" || name == "last") {
-        if (items.empty()) fail("filter '", name, "' of an empty list");
+        if (items.empty()) return Value::hole();  // operand.value[0] of an empty JS array
         return name == "first" ? items.front() : items.back();
       }
       if (name == "length") return Value::integer(static_cast<double>(items.size()));
@@ -424,6 +435,7 @@ Value plain_filter(const std::string& name, const Value& operand) {
       if (name == "unique") {
         std::vector<Value> out;
         for (const Value& v : items) {
+          no_hole(v);
           bool seen = false;
           for (const Value& o : out) {
             const bool both_nan = v.is_number() && o.is_number() && std::isnan(v.number) && std::isnan(o.number);
@@ -522,6 +534,11 @@ Value call_filter(Interpreter& in, const std::string& name, const Value& operand
     }
   }
   auto [args, kwargs] = in.eval_args(node.args, env);
+  if (name == "default" && operand.is_hole()) {
+    Value boolean = arg_or(args, 1, kwargs, "boolean", Value::from_bool(false));
+    if (boolean.kind == Kind::Bool && !boolean.boolean) return operand;
+  }
+  no_hole(operand);
   if (name == "tojson") return to_json_filter(operand, kwargs);
   if (name == "join") {
     std::vector<std::string> pieces;
@@ -645,9 +662,11 @@ bool run_test(const std::string& name, const Value& v) {
 }
 
 Value get_member(const Value& obj, const Value& prop) {
+  no_hole(obj);
+  no_hole(prop);
   if (obj.kind == Kind::Dict || obj.kind == Kind::Namespace) {
     if (!prop.is_string()) fail("Cannot access property with non-string: got ", type_name(prop));
-    if (const Value* v = obj.dict->find(prop.str)) return *v;
+    if (const Value* v = obj.dict->find(prop.str)) return unhole(*v);
     if (obj.kind == Kind::Dict && is_dict_method(prop.str)) return bound_dict_method(obj, prop.str);
     return Value::undefined();
   }
@@ -663,7 +682,7 @@ Value get_member(const Value& obj, const Value& prop) {
       long long i = static_cast<long long>(prop.number);
       if (i < 0) i += n;
       if (i < 0 || i >= n) return Value::undefined();
-      return items[static_cast<size_t>(i)];
+      return unhole(items[static_cast<size_t>(i)]);
     }
     if (prop.is_string()) {
       if (prop.str == "length")

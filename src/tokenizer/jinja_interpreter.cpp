@@ -46,7 +46,7 @@ const Value* Env::find(const std::string& name) const {
 
 Value Env::lookup(const std::string& name) const {
   const Value* v = find(name);
-  return v ? *v : Value::undefined();
+  return v ? unhole(*v) : Value::undefined();
 }
 
 void Env::set(const std::string& name, Value v) {
@@ -123,7 +123,7 @@ void Interpreter::exec(const Node& n, const EnvPtr& env, std::string& out) {
     }
     default: {
       Value v = eval(n, env);
-      if (!v.is_null() && !v.is_undefined()) out += to_display(v);
+      if (!no_hole(v).is_null() && !v.is_undefined()) out += to_display(v);
       return;
     }
   }
@@ -139,6 +139,7 @@ void Interpreter::exec_for(const Node& n, const EnvPtr& env, std::string& out) {
   } else {
     iterable = eval(*n.b, scope);
   }
+  no_hole(iterable);
   if (iterable.kind == Kind::Dict) {
     std::vector<Value> keys;
     for (const auto& kv : iterable.dict->entries) keys.push_back(Value::string(kv.first));
@@ -239,7 +240,7 @@ void Interpreter::bind_macro_args(const std::string& display, const Node& n, std
   for (size_t i = 0; i < n.args.size(); ++i) {
     const Node& p = *n.args[i];
     std::optional<Value> value;
-    if (i < args.size()) value = args[i];
+    if (i < args.size() && !args[i].is_hole()) value = args[i];  // raw undefined counts as missing
     if (!value) {
       for (auto it = kwargs.begin(); it != kwargs.end(); ++it) {
         if (it->first == p.str) {
@@ -363,12 +364,13 @@ Value Interpreter::eval(const Node& n, const EnvPtr& env) {
       auto [args, kwargs] = eval_args(n.args, env);
       if (!kwargs.dict->entries.empty()) args.push_back(kwargs);
       Value fn = eval(*n.a, env);
-      if (fn.kind != Kind::Function) fail("Cannot call something that is not a function: got ", type_name(fn));
+      if (no_hole(fn).kind != Kind::Function) fail("Cannot call something that is not a function: got ", type_name(fn));
       return fn.fn->fn(args, env);
     }
     case NodeKind::Member: return eval_member(n, env);
     case NodeKind::Unary: {
       Value v = eval(*n.a, env);
+      no_hole(v);
       if (n.str == "not") return Value::from_bool(!truthy(v));
       if (v.kind == Kind::Int || v.kind == Kind::Float || v.kind == Kind::Bool) {
         const double x = v.kind == Kind::Bool ? (v.boolean ? 1 : 0) : v.number;
@@ -380,7 +382,7 @@ Value Interpreter::eval(const Node& n, const EnvPtr& env) {
     case NodeKind::Binary: return eval_binary(n, env);
     case NodeKind::Filter: return apply_filter(*this, eval(*n.a, env), n, env);
     case NodeKind::Test: {
-      const bool r = run_test(n.str, eval(*n.a, env));
+      const bool r = run_test(n.str, no_hole(eval(*n.a, env)));
       return Value::from_bool(n.flag ? !r : r);
     }
     case NodeKind::Select: {
@@ -417,9 +419,11 @@ Value Interpreter::eval_slice(const Value& obj, const Node& s, const EnvPtr& env
 Value Interpreter::eval_binary(const Node& n, const EnvPtr& env) {
   const std::string& op = n.str;
   Value left = eval(*n.a, env);
+  no_hole(left);
   if (op == "and") return truthy(left) ? eval(*n.b, env) : left;
   if (op == "or") return truthy(left) ? left : eval(*n.b, env);
   Value right = eval(*n.b, env);
+  no_hole(right);
   if (op == "==") return Value::from_bool(loose_equals(left, right));
   if (op == "!=") return Value::from_bool(!loose_equals(left, right));
 
@@ -488,7 +492,7 @@ namespace {
 
 // JS String(x) of a raw value, as `new Error(x)` uses for raise_exception's message.
 std::string raw_message(const Value& v) {
-  if (v.is_undefined()) return "";
+  if (v.is_undefined() || v.is_null()) return "";  // new Error(undefined): empty message
   return to_concat_string(v);
 }
 
@@ -605,7 +609,7 @@ void install_globals(Env& g, std::vector<std::shared_ptr<DictData>>* namespaces)
   g.set("true", Value::from_bool(true));
   g.set("none", Value::null());
   g.set("raise_exception", Value::function("raise_exception", [](std::vector<Value>& args, const EnvPtr&) -> Value {
-          throw TemplateRaise(args.empty() ? std::string() : raw_message(args[0]));
+          throw TemplateRaise(args.empty() ? std::string() : raw_message(no_hole(args[0])));
         }));
   g.set("range", Value::function("range", range_fn));
   g.set("strftime_now", Value::function("strftime_now", strftime_now_fn));

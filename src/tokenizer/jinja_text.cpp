@@ -48,7 +48,6 @@ char32_t next_code_point(std::string_view s, size_t& i) {
 }
 
 void append_utf8(std::string& out, char32_t cp) {
-  if (cp >= 0xD800 && cp <= 0xDFFF) cp = 0xFFFD;  // lone surrogate: what node emits for it
   if (cp < 0x80) {
     out += static_cast<char>(cp);
   } else if (cp < 0x800) {
@@ -106,6 +105,46 @@ std::string from_utf16(std::u16string_view s) {
       ++i;
     }
     append_utf8(out, c);
+  }
+  return out;
+}
+
+static bool surrogate_at(const std::string& s, size_t i, bool high) {
+  if (i + 2 >= s.size() || static_cast<unsigned char>(s[i]) != 0xED) return false;
+  const auto b1 = static_cast<unsigned char>(s[i + 1]);
+  return high ? (b1 >= 0xA0 && b1 <= 0xAF) : (b1 >= 0xB0 && b1 <= 0xBF);
+}
+
+std::string canonical_wtf8(std::string s) {
+  if (s.find('\xED') == std::string::npos) return s;
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    if (surrogate_at(s, i, true) && surrogate_at(s, i + 3, false)) {
+      size_t j = i;
+      const char32_t hi = next_code_point(s, j);
+      const char32_t lo = next_code_point(s, j);
+      append_utf8(out, 0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00));
+      i = j;
+      continue;
+    }
+    out += s[i++];
+  }
+  return out;
+}
+
+std::string to_output_utf8(std::string s) {
+  if (s.find('\xED') == std::string::npos) return s;
+  s = canonical_wtf8(std::move(s));
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    if (surrogate_at(s, i, true) || surrogate_at(s, i, false)) {
+      out += "\xEF\xBF\xBD";
+      i += 3;
+      continue;
+    }
+    out += s[i++];
   }
   return out;
 }
@@ -218,8 +257,18 @@ std::string js_number_to_string(double v) {
 void append_json_string(std::string& out, std::string_view s) {
   static const char* hex = "0123456789abcdef";
   out += '"';
-  for (char ch : s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char ch = s[i];
     const auto c = static_cast<unsigned char>(ch);
+    if (c == 0xED && i + 2 < s.size() && static_cast<unsigned char>(s[i + 1]) >= 0xA0) {
+      // A lone surrogate (WTF-8): JSON.stringify writes it as \udxxx.
+      size_t j = i;
+      const char32_t u = next_code_point(s, j);
+      out += "\\u";
+      for (int shift = 12; shift >= 0; shift -= 4) out += hex[(u >> shift) & 15];
+      i = j - 1;
+      continue;
+    }
     switch (c) {
       case '"': out += "\\\""; break;
       case '\\': out += "\\\\"; break;

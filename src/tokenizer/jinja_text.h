@@ -17,11 +17,18 @@ void append_utf8(std::string& out, char32_t cp);
 std::vector<char32_t> to_code_points(std::string_view s);
 std::string from_code_points(const std::vector<char32_t>& cps);
 
-// UTF-16 view used where JS indexes code units (String.length, str.at(i)). A lone surrogate
-// converts back to U+FFFD, which is what node writes for it when it emits UTF-8.
+// UTF-16 view used where JS indexes code units (String.length, str.at(i)).
 std::u16string to_utf16(std::string_view s);
 std::string from_utf16(std::u16string_view s);
 size_t utf16_length(std::string_view s);
+
+// JS strings can hold lone surrogates (e.g. "😀"[0]). We keep them as 3-byte sequences
+// (WTF-8) so that JSON.stringify can escape them and re-joined halves become the character
+// again. canonical_wtf8 joins adjacent high+low halves into one 4-byte character;
+// to_output_utf8 also turns the remaining lone halves into U+FFFD, as node does when it
+// writes a string out as UTF-8.
+std::string canonical_wtf8(std::string s);
+std::string to_output_utf8(std::string s);
 
 // JS WhiteSpace + LineTerminator (the set of /\s/ and String.prototype.trim).
 bool is_js_space(char32_t cp);

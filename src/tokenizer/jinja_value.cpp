@@ -64,7 +64,7 @@ Value Value::floating(double n) {
 Value Value::string(std::string s) {
   Value v;
   v.kind = Kind::String;
-  v.str = std::move(s);
+  v.str = canonical_wtf8(std::move(s));
   return v;
 }
 Value Value::new_list(std::vector<Value> items, bool tuple) {
@@ -99,6 +99,17 @@ Value Value::function(std::string name, NativeFn f) {
   return v;
 }
 
+Value Value::hole() {
+  Value v;
+  v.kind = Kind::Hole;
+  return v;
+}
+
+const Value& no_hole(const Value& v) {
+  if (v.kind == Kind::Hole) fail("Cannot read properties of undefined (the result of first/last on an empty list)");
+  return v;
+}
+
 const char* type_name(const Value& v) {
   switch (v.kind) {
     case Kind::Undefined: return "UndefinedValue";
@@ -111,6 +122,7 @@ const char* type_name(const Value& v) {
     case Kind::Dict: return v.dict->is_kwargs ? "KeywordArgumentsValue" : "ObjectValue";
     case Kind::Namespace: return "NamespaceValue";
     case Kind::Function: return "FunctionValue";
+    case Kind::Hole: return "undefined";
   }
   return "?";
 }
@@ -119,6 +131,7 @@ bool truthy(const Value& v) {
   switch (v.kind) {
     case Kind::Undefined:
     case Kind::Null: return false;
+    case Kind::Hole: no_hole(v); return false;
     case Kind::Bool: return v.boolean;
     case Kind::Int:
     case Kind::Float: return v.number != 0 && !std::isnan(v.number);
@@ -145,8 +158,10 @@ static std::string float_display(double x) {
 
 std::string to_display(const Value& v) {
   switch (v.kind) {
-    case Kind::Undefined: return "undefined";
-    case Kind::Null: return "null";
+    // The oracle's NullValue holds JS undefined (it is constructed without a value), so it
+    // prints like undefined wherever it is printed at all (e.g. inside "a" ~ [none]).
+    case Kind::Undefined:
+    case Kind::Null: return "undefined";
     case Kind::Bool: return v.boolean ? "true" : "false";
     case Kind::Int: return js_number_to_string(v.number);
     case Kind::Float: return float_display(v.number);
@@ -155,6 +170,7 @@ std::string to_display(const Value& v) {
     case Kind::Dict:
     case Kind::Namespace: return to_json(v, {}, 0, false);
     case Kind::Function: fail("cannot convert function '", v.fn->name, "' to a string");
+    case Kind::Hole: no_hole(v);
   }
   return {};
 }
@@ -167,7 +183,7 @@ std::string to_concat_string(const Value& v) {
       std::string out;
       for (size_t i = 0; i < v.list->items.size(); ++i) {
         if (i) out += ',';
-        out += to_display(v.list->items[i]);
+        if (!v.list->items[i].is_hole()) out += to_display(v.list->items[i]);  // join: undefined -> ""
       }
       return out;
     }
@@ -238,6 +254,7 @@ std::string to_json(const Value& v, const JsonOptions& opt, int depth, bool unde
       return out;
     }
     case Kind::Function: fail("Cannot convert to JSON: FunctionValue");
+    case Kind::Hole: no_hole(v);
   }
   return {};
 }
@@ -258,6 +275,8 @@ static bool same_object(const Value& a, const Value& b) {
 }
 
 bool loose_equals(const Value& a, const Value& b) {
+  no_hole(a);
+  no_hole(b);
   const bool a_nullish = a.kind == Kind::Undefined || a.kind == Kind::Null;
   const bool b_nullish = b.kind == Kind::Undefined || b.kind == Kind::Null;
   if (a_nullish || b_nullish) return a_nullish && b_nullish;
@@ -275,7 +294,13 @@ bool loose_equals(const Value& a, const Value& b) {
 }
 
 bool strict_equals(const Value& a, const Value& b) {
+  no_hole(a);
+  no_hole(b);
   if (a.is_number() && b.is_number()) return a.number == b.number;
+  // none and undefined both hold JS undefined in the oracle, so they are === to each other.
+  const bool a_nullish = a.kind == Kind::Undefined || a.kind == Kind::Null;
+  const bool b_nullish = b.kind == Kind::Undefined || b.kind == Kind::Null;
+  if (a_nullish || b_nullish) return a_nullish && b_nullish;
   if (a.kind != b.kind) return false;
   switch (a.kind) {
     case Kind::Undefined:

@@ -13,7 +13,10 @@
 
 namespace pypto::jinja {
 
-enum class Kind { Undefined, Null, Bool, Int, Float, String, List, Dict, Namespace, Function };
+// Hole is the raw JS `undefined` that the oracle's `first`/`last` filters return for an empty
+// list (not an UndefinedValue): storing it is fine and it reads back as undefined, but almost
+// any other use of it is a TypeError there, hence an error here.
+enum class Kind { Undefined, Null, Bool, Int, Float, String, List, Dict, Namespace, Function, Hole };
 
 struct Value;
 struct Env;
@@ -64,8 +67,10 @@ struct Value {
   static Value new_dict(bool kwargs = false);
   static Value new_namespace();
   static Value function(std::string name, NativeFn f);
+  static Value hole();
 
   bool is_undefined() const { return kind == Kind::Undefined; }
+  bool is_hole() const { return kind == Kind::Hole; }
   bool is_null() const { return kind == Kind::Null; }
   bool is_string() const { return kind == Kind::String; }
   bool is_list() const { return kind == Kind::List; }
@@ -78,6 +83,11 @@ struct Value {
 // Nesting depth of a value (0 for scalars); fails beyond kMaxValueDepth.
 int nesting_depth(const Value& v);
 void check_depth(int depth);
+
+// Fails for a Hole (the oracle would read a property of JS undefined there); returns v.
+const Value& no_hole(const Value& v);
+// A Hole read back from a variable or container: undefined.
+inline Value unhole(Value v) { return v.kind == Kind::Hole ? Value() : v; }
 
 // The oracle's type names, used in error messages ("StringValue", "ArrayValue", ...).
 const char* type_name(const Value& v);

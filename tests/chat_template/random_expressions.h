@@ -1,0 +1,12 @@
+#pragma once
+// Randomly generated template expressions (a fixed seed, so the same list every run) for a
+// differential test against @huggingface/jinja: they combine values, operators, filters,
+// tests, methods, member access and slices in ways no hand-written case list covers.
+#include <string>
+#include <vector>
+
+namespace pypto::test {
+
+std::vector<std::string> random_expression_templates(unsigned seed, size_t count);
+
+}  // namespace pypto::test
