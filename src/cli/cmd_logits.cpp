@@ -16,6 +16,7 @@
 #include "model/prompt_logits.h"
 #include "model/qwen3_model.h"
 #include "model/weight_staging.h"
+#include "tokenizer/tokenizer.h"
 
 namespace pypto::cli {
 
@@ -77,7 +78,8 @@ int cmd_logits(int argc, char** argv) {
   bool scalar = false;
   app.add_option("--model", model_dir, "checkpoint directory (config.json, *.safetensors)")->required();
   auto* ids_opt = app.add_option("--token-ids", token_ids, "comma-separated token ids, e.g. 1,2,3");
-  auto* prompt_opt = app.add_option("--prompt", prompt, "text, tokenized with the checkpoint's tokenizer");
+  auto* prompt_opt =
+      app.add_option("--prompt", prompt, "text, encoded as is with the checkpoint's tokenizer (no chat template)");
   ids_opt->excludes(prompt_opt);
   app.add_option("--out", out, "output .npy file")->required();
   app.add_option("--kv-cache-dtype", kv_dtype, "KV cache element type")
@@ -94,9 +96,10 @@ int cmd_logits(int argc, char** argv) {
 
   try {
     if (ids_opt->count() == 0 && prompt_opt->count() == 0) fail("give --token-ids or --prompt");
-    if (prompt_opt->count() > 0)
-      fail("--prompt needs the tokenizer, which this build does not have yet; use --token-ids");
-    const std::vector<int32_t> ids = parse_token_ids(token_ids);
+    // The prompt is encoded as given (no chat template, no special tokens added).
+    const std::vector<int32_t> ids =
+        prompt_opt->count() > 0 ? Tokenizer::load(model_dir)->encode(prompt) : parse_token_ids(token_ids);
+    if (ids.empty()) fail("--prompt: the text encodes to no tokens");
 
     auto ck = Checkpoint::open(model_dir);
     const int nthreads = threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency()));

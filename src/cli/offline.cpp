@@ -1,0 +1,201 @@
+#include "cli/offline.h"
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include "cli/generate_config.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/memory.h"
+#include "sampling/stop_checker.h"
+#include "tokenizer/detokenizer.h"
+#include "tokenizer/tokenizer.h"
+
+namespace pypto::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// One generated sequence (a request with n > 1 has n of them).
+struct Sequence {
+  size_t prompt_index = 0;
+  int32_t index = 0;
+  std::vector<int32_t> token_ids;
+  std::string text;
+  std::string finish_reason;
+  std::string error;
+  std::unique_ptr<IncrementalDetokenizer> detok;
+  std::unique_ptr<StopChecker> stop;
+  bool stopped_by_string = false;
+  double first_token_s = -1;
+};
+
+std::vector<int32_t> parse_id_list(const std::string& s) {
+  std::vector<int32_t> ids;
+  size_t pos = 0;
+  while (pos <= s.size()) {
+    size_t comma = s.find(',', pos);
+    std::string item = s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    size_t used = 0;
+    long long v = -1;
+    try {
+      v = std::stoll(item, &used);
+    } catch (...) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size() || v < 0 || v > INT32_MAX)
+      fail("--prompt-token-ids '", s, "': '", item, "' is not a token id");
+    ids.push_back(static_cast<int32_t>(v));
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return ids;
+}
+
+const char* finish_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::Stop: return "stop";
+    case FinishReason::Length: return "length";
+    case FinishReason::Abort: return "abort";
+    case FinishReason::Error: return "error";
+  }
+  return "?";
+}
+
+}  // namespace
+
+int run_offline(const RunOptions& o, const std::string& model_dir) {
+  auto tokenizer = Tokenizer::load(model_dir);
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<std::string> prompt_texts;
+  for (const auto& p : o.prompts) {
+    prompts.push_back(tokenizer->encode(p));
+    prompt_texts.push_back(p);
+    if (prompts.back().empty()) fail("--prompt '", p, "' encodes to no tokens");
+  }
+  for (const auto& p : o.prompt_token_ids) {
+    prompts.push_back(parse_id_list(p));
+    prompt_texts.push_back(tokenizer->decode(prompts.back()));
+  }
+
+  EngineLoadOptions lo = engine_load_options(o, model_dir);
+  LoadedEngine le = load_engine(lo);
+  char b1[32], b2[32];
+  log_info("model ", model_dir, ": ", le.config.num_hidden_layers, " layers, weights ",
+           format_bytes(le.weight_bytes, b1, sizeof b1), " staged in ", le.load_seconds, " s; backend ", le.backend_name,
+           ", ", le.threads, " thread(s)");
+  log_info(le.capacity.summary(), " (", format_bytes(le.capacity.kv_bytes, b2, sizeof b2), ")");
+
+  SamplingParams params;
+  apply_generate_config(o.generate_config_json, params);
+  std::printf("Generating %zu prompt(s): model=%s\n", prompts.size(), model_dir.c_str());
+  std::fflush(stdout);
+
+  // Submit everything first: the engine batches the prompts together.
+  const auto t0 = Clock::now();
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  std::vector<std::vector<Sequence>> seqs(prompts.size());
+  for (size_t i = 0; i < prompts.size(); i++) {
+    EngineRequest req;
+    req.request_id = "offline-" + std::to_string(i);
+    req.prompt_token_ids = prompts[i];
+    req.params = params;
+    streams.push_back(le.loop->add_request(req));
+    for (int32_t k = 0; k < params.n; k++) {
+      Sequence s;
+      s.prompt_index = i;
+      s.index = k;
+      s.detok = std::make_unique<IncrementalDetokenizer>(tokenizer, /*skip_special_tokens=*/true);
+      s.stop = std::make_unique<StopChecker>(params.stop);
+      seqs[i].push_back(std::move(s));
+    }
+  }
+
+  // Collect outputs from all streams as they come, so stop strings end requests promptly.
+  size_t done = 0;
+  std::vector<bool> finished(prompts.size(), false);
+  while (done < prompts.size()) {
+    bool progressed = false;
+    for (size_t i = 0; i < prompts.size(); i++) {
+      if (finished[i]) continue;
+      for (RequestOutput& out : streams[i]->drain()) {
+        progressed = true;
+        Sequence& s = seqs[i][out.index];
+        if (!out.new_token_ids.empty() && s.first_token_s < 0)
+          s.first_token_s = std::chrono::duration<double>(Clock::now() - t0).count();
+        for (int32_t id : out.new_token_ids) {
+          if (s.stopped_by_string) break;
+          s.token_ids.push_back(id);
+          StopChecker::Result r = s.stop->append(s.detok->push(id));
+          s.text += r.text;
+          if (r.stopped()) {
+            s.stopped_by_string = true;
+            s.finish_reason = "stop";
+            // The engine finishes whole requests: end this one once all its n sequences have
+            // stopped (a sequence that stopped early ignores its further tokens).
+            bool all = true;
+            for (const Sequence& other : seqs[i]) all = all && (other.stopped_by_string || !other.finish_reason.empty());
+            if (all) le.loop->finish_request("offline-" + std::to_string(i), FinishReason::Stop);
+          }
+        }
+        if (out.finish_reason) {
+          if (!s.stopped_by_string) {
+            StopChecker::Result r = s.stop->append(s.detok->flush());
+            s.text += r.text;
+            s.text += s.stop->flush();
+            s.finish_reason = finish_name(*out.finish_reason);
+          }
+          s.error = out.error;
+        }
+        if (out.request_finished) {
+          finished[i] = true;
+          done++;
+        }
+      }
+    }
+    if (!progressed) std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+
+  size_t total_tokens = 0;
+  nlohmann::ordered_json results = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < prompts.size(); i++) {
+    std::printf("-- prompt %zu/%zu --\n", i + 1, prompts.size());
+    for (const Sequence& s : seqs[i]) {
+      total_tokens += s.token_ids.size();
+      if (params.n > 1) std::printf("[sample %d]\n", s.index);
+      std::printf("text: %s\n", s.text.c_str());
+      std::string ids;
+      for (size_t j = 0; j < s.token_ids.size() && j < 64; j++) ids += (j ? ", " : "") + std::to_string(s.token_ids[j]);
+      std::printf("token_ids: [%s%s]\n", ids.c_str(), s.token_ids.size() > 64 ? ", ..." : "");
+      std::printf("finish_reason: %s\n", s.finish_reason.c_str());
+      if (!s.error.empty()) std::printf("error: %s\n", s.error.c_str());
+      results.push_back({{"prompt", prompt_texts[i]},
+                         {"prompt_token_ids", prompts[i]},
+                         {"index", s.index},
+                         {"token_ids", s.token_ids},
+                         {"text", s.text},
+                         {"finish_reason", s.finish_reason},
+                         {"error", s.error.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(s.error)},
+                         {"timings", {{"time_to_first_token_s", s.first_token_s}, {"total_s", secs}}}});
+    }
+  }
+  std::printf("[generate] %zu tokens in %.3fs (%.2f tok/s)\n", total_tokens, secs, secs > 0 ? total_tokens / secs : 0.0);
+  if (!o.output_json.empty()) {
+    std::ofstream f(o.output_json);
+    f << nlohmann::ordered_json{{"model", model_dir}, {"results", results},
+                                {"total_tokens", total_tokens}, {"seconds", secs}}
+             .dump(2)
+      << "\n";
+    if (!f) fail(o.output_json, ": cannot write --output-json");
+  }
+  le.loop->shutdown();
+  for (const auto& v : seqs)
+    for (const auto& s : v)
+      if (s.finish_reason == "error") return 1;
+  return 0;
+}
+
+}  // namespace pypto::cli

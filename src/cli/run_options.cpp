@@ -1,0 +1,118 @@
+#include "cli/run_options.h"
+
+#include <set>
+
+#include "cli/generate_config.h"
+#include "core/error.h"
+#include "core/memory.h"
+
+namespace pypto::cli {
+
+void add_run_options(CLI::App& app, RunOptions& o) {
+  app.add_option("--model", o.model, "checkpoint directory (default: the built-in random-weight model)");
+  app.add_option("--served-model-name", o.served_model_name, "name reported by /v1/models (default: directory name)");
+  app.add_option("--backend", o.backend, "compute backend")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+  app.add_option("--platform", o.platform, "target platform")->check(CLI::IsMember({"auto"}))->capture_default_str();
+  app.add_option("--device", o.device, "device id when --devices is absent")->capture_default_str();
+  app.add_option("--devices", o.devices, "comma-separated device ids (dp x tp of them); on CPU a device is a core group");
+  app.add_option("--tp,--tensor-parallel-size", o.tp, "devices per replica")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--dp,--data-parallel-size", o.dp, "engine replicas")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--data-parallel-routing", o.data_parallel_routing, "how requests are spread over replicas")
+      ->check(CLI::IsMember({"least_pending_tokens"}))
+      ->capture_default_str();
+  app.add_option("--dtype", o.dtype, "weight dtype: auto keeps the checkpoint's")
+      ->check(CLI::IsMember({"auto", "bfloat16", "bf16", "float16", "f16", "float32", "f32"}))
+      ->capture_default_str();
+  app.add_option("--kv-cache-dtype", o.kv_cache_dtype, "KV cache element type (auto = bf16)")
+      ->check(CLI::IsMember({"bf16", "bfloat16", "fp32", "float32", "auto"}))
+      ->capture_default_str();
+  app.add_option("--max-model-len", o.max_model_len, "prompt + generated tokens per request")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--block-size", o.block_size, "tokens per KV block")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--memory-utilization,--npu-memory-utilization", o.memory_utilization,
+                 "fraction of the memory free after the weights that the KV cache may use")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  app.add_option("--kv-cache-memory", o.kv_cache_memory, "KV cache size, e.g. 4GiB (overrides --memory-utilization)");
+  app.add_option("--max-num-seqs", o.max_num_seqs, "running requests per replica")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--max-num-batched-tokens", o.max_num_batched_tokens, "token budget of one engine step")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--long-prefill-token-threshold", o.long_prefill_token_threshold, "largest prefill chunk per request and step")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", o.enable_prefix_caching, "reuse KV of shared prompt prefixes")
+      ->capture_default_str();
+  app.add_flag("--enable-chunked-prefill,!--no-enable-chunked-prefill", o.enable_chunked_prefill,
+               "split long prompts over steps")
+      ->capture_default_str();
+  app.add_option("--threads", o.threads, "compute threads (default: all cores of the device group)")->check(CLI::PositiveNumber);
+  app.add_option("--prompt", o.prompts, "offline mode: a prompt (repeatable; run concurrently)");
+  app.add_option("--prompt-token-ids", o.prompt_token_ids, "offline mode: a prompt as ids 1,2,3 (repeatable)");
+  app.add_option("--generate-config", o.generate_config, "JSON generation options (offline: per prompt; serve: defaults)")
+      ->capture_default_str();
+  app.add_option("--output-json", o.output_json, "offline mode: also write the results as JSON to this file");
+  app.add_option("--host", o.host, "serve mode: bind address")->capture_default_str();
+  app.add_option("--port", o.port, "serve mode: port")->check(CLI::Range(1, 65535))->capture_default_str();
+}
+
+void validate_run_options(RunOptions& o) {
+  if (o.backend == "cuda") fail("--backend cuda: this build has no CUDA backend yet (use --backend cpu)");
+  // Device groups: len(devices) == dp × tp, no duplicates.
+  std::vector<int> devices;
+  if (!o.devices.empty()) {
+    std::set<int> seen;
+    size_t pos = 0;
+    while (pos <= o.devices.size()) {
+      size_t comma = o.devices.find(',', pos);
+      std::string item = o.devices.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+      size_t used = 0;
+      int v = -1;
+      try {
+        v = std::stoi(item, &used);
+      } catch (...) {
+        used = 0;
+      }
+      if (item.empty() || used != item.size() || v < 0)
+        fail("--devices '", o.devices, "': '", item, "' is not a non-negative integer");
+      if (!seen.insert(v).second) fail("--devices '", o.devices, "': device ", v, " is listed twice");
+      devices.push_back(v);
+      if (comma == std::string::npos) break;
+      pos = comma + 1;
+    }
+    if (static_cast<int>(devices.size()) != o.dp * o.tp)
+      fail("--devices lists ", devices.size(), " device(s) but --dp ", o.dp, " x --tp ", o.tp, " needs ", o.dp * o.tp);
+  } else if (o.dp * o.tp != 1) {
+    fail("--dp ", o.dp, " x --tp ", o.tp, " needs --devices with ", o.dp * o.tp, " ids");
+  }
+  if (o.tp > 1 || o.dp > 1)
+    fail("--tp/--dp above 1: tensor and data parallelism are not available in this build yet");
+  if (o.dtype != "auto")
+    fail("--dtype ", o.dtype, ": weights run in the checkpoint's dtype; converting them is not supported (use auto)");
+  o.generate_config_json = parse_generate_config(o.generate_config);
+  if (!o.prompts.empty() && !o.prompt_token_ids.empty())
+    fail("give --prompt or --prompt-token-ids, not both");
+  if (!o.output_json.empty() && o.prompts.empty() && o.prompt_token_ids.empty())
+    fail("--output-json is for offline mode: give --prompt or --prompt-token-ids");
+}
+
+EngineLoadOptions engine_load_options(const RunOptions& o, const std::string& model_dir) {
+  EngineLoadOptions e;
+  e.model_dir = model_dir;
+  e.scheduler.max_num_seqs = o.max_num_seqs;
+  e.scheduler.max_num_batched_tokens = o.max_num_batched_tokens;
+  e.scheduler.max_model_len = o.max_model_len;
+  e.scheduler.enable_chunked_prefill = o.enable_chunked_prefill;
+  e.scheduler.long_prefill_token_threshold = o.long_prefill_token_threshold;
+  e.cache.block_size = o.block_size;
+  e.cache.enable_prefix_caching = o.enable_prefix_caching;
+  if (!o.kv_cache_memory.empty())
+    e.kv_cache_memory = static_cast<int64_t>(parse_byte_size("--kv-cache-memory", o.kv_cache_memory.c_str()));
+  e.memory_utilization = o.memory_utilization;
+  e.kv_cache_dtype = (o.kv_cache_dtype == "fp32" || o.kv_cache_dtype == "float32") ? DType::F32 : DType::BF16;
+  e.threads = o.threads;
+  return e;
+}
+
+}  // namespace pypto::cli

@@ -1,0 +1,54 @@
+#pragma once
+// The seed's command line for serve mode (default) and offline mode (--prompt): model, device
+// groups, engine limits and KV cache sizing, generation defaults.
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/model_runner.h"
+
+namespace pypto::cli {
+
+struct RunOptions {
+  std::string model;  // empty: the built-in default model
+  std::string served_model_name;
+  std::string backend = "cpu";
+  std::string platform = "auto";
+  int device = 0;
+  std::string devices;  // "0,1"
+  int tp = 1, dp = 1;
+  std::string data_parallel_routing = "least_pending_tokens";
+  std::string dtype = "auto";
+  std::string kv_cache_dtype = "bf16";
+  int64_t max_model_len = 1024;
+  int32_t block_size = 16;
+  double memory_utilization = 0.9;
+  std::string kv_cache_memory;
+  int32_t max_num_seqs = 16;
+  int64_t max_num_batched_tokens = 4096;
+  int64_t long_prefill_token_threshold = 2048;
+  bool enable_prefix_caching = true;
+  bool enable_chunked_prefill = true;
+  int threads = 0;
+  // offline
+  std::vector<std::string> prompts;
+  std::vector<std::string> prompt_token_ids;
+  std::string generate_config = "{}";
+  std::string output_json;
+  // serve
+  std::string host = "0.0.0.0";
+  int port = 8000;
+
+  nlohmann::json generate_config_json;  // parsed --generate-config
+};
+
+// Registers every flag on `app`.
+void add_run_options(CLI::App& app, RunOptions& o);
+// Cross-flag validation after parsing (device groups, parallel sizes, dtypes); Error on misuse.
+void validate_run_options(RunOptions& o);
+// The engine's load options from the flags (model dir resolved).
+EngineLoadOptions engine_load_options(const RunOptions& o, const std::string& model_dir);
+
+}  // namespace pypto::cli
