@@ -136,6 +136,9 @@ Tally compare_with_oracle(const NamedTemplate& t, const J& results, const std::v
     bool oracle_always_fails = true;
     for (const auto& r : results) oracle_always_fails = oracle_always_fails && !r["ok"].get<bool>();
     if (allow_parse_rejection || oracle_always_fails) {
+      if (std::getenv("PYPTO_PARITY_VERBOSE"))
+        std::printf("[parity] %s rejected at parse: %s  <->  %s\n", t.name.c_str(), e.what(),
+                    results.empty() ? "" : results[0]["error"].get<std::string>().c_str());
       tally.parse_rejected = contexts.size();
       return tally;
     }
@@ -257,5 +260,29 @@ TEST(ChatTemplateParity, RandomExpressionsMatchHuggingfaceJinja) {
   std::printf("[parity] %zu random expressions (seed %u) x %zu contexts: %zu identical, %zu raised in both, "
               "%zu rejected at parse (oracle fails too), %zu mismatched\n",
               templates.size(), seed, contexts.size(), identical, raised, rejected, failures);
+  EXPECT_EQ(failures, 0u);
+}
+
+// Random whitespace layouts around tags (fixed seed) against the oracle.
+TEST(ChatTemplateParity, RandomLayoutsMatchHuggingfaceJinja) {
+  require_oracle();
+  const char* seed_env = std::getenv("PYPTO_PARITY_SEED");
+  const unsigned seed = seed_env ? static_cast<unsigned>(std::strtoul(seed_env, nullptr, 10)) : 7u;
+  const char* count_env = std::getenv("PYPTO_PARITY_COUNT");
+  const size_t count = count_env ? std::strtoul(count_env, nullptr, 10) : 1500;
+  std::vector<NamedTemplate> templates;
+  for (const auto& src : pypto::test::random_layout_templates(seed, count)) templates.push_back({"layout: " + src, src});
+  const std::vector<J> contexts = pypto::test::feature_contexts();
+  const J output = render_with_oracle(templates, contexts);
+  ASSERT_FALSE(output.is_null());
+  size_t identical = 0, raised = 0, failures = 0;
+  for (size_t i = 0; i < templates.size(); ++i) {
+    const Tally tally = compare_with_oracle(templates[i], output["results"][i], contexts, false);
+    identical += tally.identical;
+    raised += tally.both_raised + tally.parse_rejected;
+    failures += tally.failures;
+  }
+  std::printf("[parity] %zu random layouts (seed %u) x %zu contexts: %zu identical, %zu raised in both, %zu mismatched\n",
+              templates.size(), seed, contexts.size(), identical, raised, failures);
   EXPECT_EQ(failures, 0u);
 }

@@ -89,4 +89,48 @@ std::vector<std::string> random_expression_templates(unsigned seed, size_t count
   return out;
 }
 
+namespace {
+
+struct LayoutGen {
+  Gen g;
+  std::string text() {
+    static const char* const kText[] = {" ", "\n", "\t", "x", "  \n  ", "\r\n", "\u3000", "\n\n", " y ",
+                                        "\n  ", "  ", "\u00a0z", "-", "\u2028"};
+    static const char* const kRisky[] = {"{", "}", "%", "#"};  // may form or break tags
+    std::string out;
+    const size_t n = g.below(4);
+    for (size_t i = 0; i < n; ++i) out += g.below(30) == 0 ? g.pick(kRisky) : g.pick(kText);
+    return out;
+  }
+  std::string open(const char* body) {
+    return std::string("{%") + (g.below(3) == 0 ? "-" : "") + " " + body + " " + (g.below(3) == 0 ? "-" : "") + "%}";
+  }
+  std::string block(int depth) {
+    std::string out = text();
+    const size_t n = 1 + g.below(3);
+    for (size_t i = 0; i < n; ++i) {
+      switch (depth <= 0 ? g.below(3) : g.below(7)) {
+        case 0: out += std::string("{{") + (g.below(3) == 0 ? "-" : "") + " 'v' " + (g.below(3) == 0 ? "-" : "") + "}}"; break;
+        case 1: out += std::string("{#") + (g.below(3) == 0 ? "-" : "") + " c " + (g.below(3) == 0 ? "-" : "") + "#}"; break;
+        case 2: out += open("set q = 1"); break;
+        case 3: out += open("if b") + block(depth - 1) + (g.below(2) ? open("else") + block(depth - 1) : "") + open("endif"); break;
+        case 4: out += open("for i in lst") + block(depth - 1) + open("endfor"); break;
+        case 5: out += open("set blk") + block(depth - 1) + open("endset") + "{{ blk }}"; break;
+        default: out += open("macro mm()") + block(depth - 1) + open("endmacro") + "{{ mm() }}"; break;
+      }
+      out += text();
+    }
+    return out;
+  }
+};
+
+}  // namespace
+
+std::vector<std::string> random_layout_templates(unsigned seed, size_t count) {
+  LayoutGen lg{Gen{seed}};
+  std::vector<std::string> out;
+  for (size_t i = 0; i < count; ++i) out.push_back(lg.block(2));
+  return out;
+}
+
 }  // namespace pypto::test
