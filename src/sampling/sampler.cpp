@@ -1,8 +1,11 @@
 #include "sampling/sampler.h"
 
 #include <algorithm>
+#include <array>
+#include <iterator>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "core/error.h"
 #include "sampling/logits_processors.h"
@@ -13,47 +16,85 @@ namespace pypto {
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-// First candidate count tried by the top-p partial selection; doubled until the mass is reached.
-constexpr size_t kTopPInitialCandidates = 64;
-
-// (logit desc, id asc): the order in which truncation keeps tokens.
-struct MoreLikely {
-  const float* x;
-  bool operator()(int32_t a, int32_t b) const { return x[a] > x[b] || (x[a] == x[b] && a < b); }
-};
 
 double log_sum_exp(std::span<const float> x, float max) {
   if (max == kNegInf) return double(kNegInf);
   double s = 0.0;
-  for (float v : x) s += std::exp(double(v) - double(max));
+  for (float v : x) s += double(std::exp(v - max));
   return double(max) + std::log(s);
 }
 
-// The `k` most likely ids, sorted most likely first; `ids` is scratch of any content.
-void select_top(std::span<const float> x, size_t k, std::vector<int32_t>& ids) {
-  ids.resize(x.size());
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i);
-  k = std::min(k, ids.size());
-  std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), MoreLikely{x.data()});
-  ids.resize(k);
+// A truncation candidate: logit (after temperature), weight exp(x - max), token id.
+struct Cand {
+  float x;
+  float w;
+  int32_t id;
+};
+// (logit desc, id asc): the order in which truncation keeps tokens.
+struct CandMoreLikely {
+  bool operator()(const Cand& a, const Cand& b) const { return a.x > b.x || (a.x == b.x && a.id < b.id); }
+};
+
+// Weight thresholds (relative to the most likely token, which weighs 1) tried as prefilters: the
+// tokens at or above one form a prefix of the (logit desc, id asc) order, so when that prefix
+// provably holds the kept set, truncation only looks at it. Real distributions are peaked, so
+// this is usually a few hundred tokens instead of the whole vocabulary.
+constexpr float kPrefilterWeights[] = {1e-4f, 1e-9f};
+
+// Top-p over cands: the least likely candidate of the smallest most-likely-first prefix whose
+// mass reaches `need` (the candidate that crosses p is kept). Quickselect on mass: expected
+// O(n), no sort. `cands` is reordered.
+Cand top_p_boundary(std::vector<Cand>& cands, double need) {
+  const CandMoreLikely more;
+  size_t lo = 0, hi = cands.size();  // cands[0, lo) are kept; the boundary is in cands[lo, hi)
+  while (hi - lo > 1) {
+    // Median of three as pivot, moved to the end of the range.
+    const size_t a = lo, b = lo + (hi - lo) / 2, c = hi - 1;
+    size_t m = b;
+    if (more(cands[a], cands[b]) != more(cands[a], cands[c])) m = a;
+    else if (more(cands[c], cands[a]) != more(cands[c], cands[b])) m = c;
+    std::swap(cands[m], cands[hi - 1]);
+    const Cand pivot = cands[hi - 1];
+    const auto mid_it = std::partition(cands.begin() + lo, cands.begin() + (hi - 1),
+                                       [&](const Cand& t) { return more(t, pivot); });
+    const size_t mid = size_t(mid_it - cands.begin());
+    std::swap(cands[mid], cands[hi - 1]);  // the pivot right after the candidates above it
+    double upper = 0.0;
+    for (size_t i = lo; i < mid; ++i) upper += double(cands[i].w);
+    if (upper >= need) {
+      hi = mid;  // the crossing happens strictly above the pivot
+    } else if (upper + double(pivot.w) >= need) {
+      return pivot;  // the pivot crosses p
+    } else {
+      need -= upper + double(pivot.w);
+      lo = mid + 1;
+    }
+  }
+  if (lo < hi) return cands[lo];  // the one candidate left crosses p
+  // Rounding kept everything: the boundary is the least likely candidate.
+  Cand least = cands.front();
+  for (const Cand& c : cands)
+    if (more(least, c)) least = c;
+  return least;
 }
 
-// Draws from the tokens `ids` with unnormalised weights `w` (same order) by inverse CDF.
-int32_t draw(const std::vector<int32_t>& ids, const std::vector<double>& w, double u) {
-  double total = 0.0;
-  for (double v : w) total += v;
+// Draws from the tokens with weight w[i] > 0, by inverse CDF in id order.
+int32_t draw_in_id_order(const std::vector<float>& w, double total, double u) {
   const double target = u * total;
   double cum = 0.0;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    cum += w[i];
-    if (target < cum) return ids[i];
+  int32_t last = -1;
+  for (size_t i = 0; i < w.size(); ++i) {
+    if (w[i] <= 0.0f) continue;
+    cum += double(w[i]);
+    last = int32_t(i);
+    if (target < cum) return last;
   }
-  // Rounding can leave target == total: the last token with weight wins.
-  for (size_t i = ids.size(); i-- > 0;)
-    if (w[i] > 0.0) return ids[i];
-  return ids.front();
+  return last;  // rounding left target == total: the last token with weight
 }
 
+// temperature, top-k, top-p, min-p and one draw, all O(vocab): selections, no sort. The kept
+// tokens are those at least as likely as a boundary token in (logit desc, id asc) order; the draw
+// walks them in id order, so the result depends only on the row and u.
 int32_t sample_random(std::span<float> x, const SamplingParams& p, double u) {
   const size_t vocab = x.size();
   const float inv_t = 1.0f / p.temperature;
@@ -61,59 +102,76 @@ int32_t sample_random(std::span<float> x, const SamplingParams& p, double u) {
   const float max = *std::max_element(x.begin(), x.end());
   if (max == kNegInf) return argmax_lowest_id(x);  // everything masked: nothing to draw from
 
-  std::vector<int32_t> ids;
-  std::vector<double> w;
-  const bool truncate = (p.top_k && size_t(*p.top_k) < vocab) || p.top_p < 1.0f;
-  if (!truncate) {
-    // Full distribution in id order; min_p is a threshold on exp(x - max) (p / p_max).
-    ids.resize(vocab);
-    w.resize(vocab);
-    for (size_t i = 0; i < vocab; ++i) {
-      const double e = std::exp(double(x[i]) - double(max));
-      ids[i] = int32_t(i);
-      w[i] = e >= double(p.min_p) ? e : 0.0;
-    }
-    return draw(ids, w, u);
+  std::vector<float> w(vocab);
+  double total = 0.0;
+  for (size_t i = 0; i < vocab; ++i) {
+    w[i] = std::exp(x[i] - max);  // the max token weighs 1
+    total += double(w[i]);
   }
 
-  // `total` is the mass top-p is measured against: of the top-k tokens, or of the whole vocab.
-  double total = 0.0;
+  const bool top_p = p.top_p < 1.0f;
+  std::optional<Cand> boundary;  // least likely kept token; none = keep all
+  std::vector<Cand> cands;
   if (p.top_k && size_t(*p.top_k) < vocab) {
-    select_top(x, size_t(*p.top_k), ids);
-    for (int32_t id : ids) total += std::exp(double(x[id]) - double(max));
-  } else {
-    // top-p alone: grow a partial selection until it holds top_p of the total mass.
-    for (float v : x) total += std::exp(double(v) - double(max));
-    for (size_t k = kTopPInitialCandidates;; k *= 2) {
-      select_top(x, k, ids);
-      double mass = 0.0;
-      for (int32_t id : ids) mass += std::exp(double(x[id]) - double(max));
-      if (mass >= double(p.top_p) * total || ids.size() == vocab) break;
+    const size_t k = size_t(*p.top_k);
+    const CandMoreLikely more;
+    if (k * 16 < vocab) {
+      // A bounded heap whose front is the least likely of the best k so far: most tokens cost
+      // one comparison with it.
+      cands.reserve(k + 1);
+      for (size_t i = 0; i < vocab; ++i) {
+        const Cand c{x[i], w[i], int32_t(i)};
+        if (cands.size() < k) {
+          cands.push_back(c);
+          std::push_heap(cands.begin(), cands.end(), more);
+        } else if (more(c, cands.front())) {
+          std::pop_heap(cands.begin(), cands.end(), more);
+          cands.back() = c;
+          std::push_heap(cands.begin(), cands.end(), more);
+        }
+      }
+      boundary = cands.front();
+    } else {
+      cands.resize(vocab);
+      for (size_t i = 0; i < vocab; ++i) cands[i] = {x[i], w[i], int32_t(i)};
+      std::nth_element(cands.begin(), cands.begin() + ptrdiff_t(k - 1), cands.end(), more);
+      cands.resize(k);  // the k most likely, cands[k - 1] the least of them
+      boundary = cands[k - 1];
     }
-  }
-  w.resize(ids.size());
-  for (size_t i = 0; i < ids.size(); ++i) w[i] = std::exp(double(x[ids[i]]) - double(max));
-  if (p.top_p < 1.0f) {
-    // Keep the smallest prefix whose mass reaches top_p, including the token that crosses it.
-    const double target = double(p.top_p) * total;
-    double cum = 0.0;
-    size_t keep = ids.size();
-    for (size_t i = 0; i < ids.size(); ++i) {
-      cum += w[i];
-      if (cum >= target) {
-        keep = i + 1;
+  } else if (top_p) {
+    // Prefilter: the highest weight threshold whose prefix holds top_p of the mass.
+    std::array<double, std::size(kPrefilterWeights)> mass{};
+    for (size_t i = 0; i < vocab; ++i)
+      for (size_t l = 0; l < mass.size(); ++l)
+        if (w[i] >= kPrefilterWeights[l]) mass[l] += double(w[i]);
+    float threshold = 0.0f;
+    for (size_t l = 0; l < mass.size(); ++l)
+      if (mass[l] >= double(p.top_p) * total) {
+        threshold = kPrefilterWeights[l];
         break;
       }
+    for (size_t i = 0; i < vocab; ++i)
+      if (w[i] >= threshold) cands.push_back({x[i], w[i], int32_t(i)});
+  }
+  if (top_p) {
+    double kept_mass = 0.0;
+    for (const Cand& c : cands) kept_mass += double(c.w);
+    // With top-k, cands are exactly the top k, and top-p is relative to their mass; without it,
+    // total is the whole vocabulary's mass (the prefilter dropped only tokens past the boundary).
+    const double base = p.top_k && size_t(*p.top_k) < vocab ? kept_mass : total;
+    boundary = top_p_boundary(cands, double(p.top_p) * base);
+  }
+
+  if (boundary || p.min_p > 0.0f) {
+    total = 0.0;
+    const CandMoreLikely more;
+    for (size_t i = 0; i < vocab; ++i) {
+      const bool kept = !boundary || !more(*boundary, Cand{x[i], w[i], int32_t(i)});
+      if (!kept || w[i] < p.min_p) w[i] = 0.0f;  // min_p: p / p_max = w
+      total += double(w[i]);
     }
-    ids.resize(keep);
-    w.resize(keep);
   }
-  if (p.min_p > 0.0f) {
-    // w[0] is the most likely kept token: exp(0) = 1.
-    for (double& v : w)
-      if (v < double(p.min_p)) v = 0.0;
-  }
-  return draw(ids, w, u);
+  return draw_in_id_order(w, total, u);
 }
 
 }  // namespace
@@ -129,11 +187,26 @@ int32_t argmax_lowest_id(std::span<const float> logits) {
 std::vector<TokenLogprob> top_logprobs(std::span<const float> logits, int32_t k) {
   const float max = *std::max_element(logits.begin(), logits.end());
   const double lse = log_sum_exp(logits, max);
-  std::vector<int32_t> ids;
-  select_top(logits, size_t(std::max(k, 0)), ids);
+  // A bounded heap of the best k (k <= kMaxTopLogprobs): most tokens cost one comparison.
+  const size_t n = std::min(size_t(std::max(k, 0)), logits.size());
+  const CandMoreLikely more;
+  std::vector<Cand> heap;
+  heap.reserve(n + 1);
+  for (size_t i = 0; i < logits.size() && n > 0; ++i) {
+    const Cand c{logits[i], 0.0f, int32_t(i)};
+    if (heap.size() < n) {
+      heap.push_back(c);
+      std::push_heap(heap.begin(), heap.end(), more);
+    } else if (more(c, heap.front())) {
+      std::pop_heap(heap.begin(), heap.end(), more);
+      heap.back() = c;
+      std::push_heap(heap.begin(), heap.end(), more);
+    }
+  }
+  std::sort_heap(heap.begin(), heap.end(), more);  // most likely first
   std::vector<TokenLogprob> out;
-  out.reserve(ids.size());
-  for (int32_t id : ids) out.push_back({id, float(double(logits[id]) - lse)});
+  out.reserve(heap.size());
+  for (const Cand& c : heap) out.push_back({c.id, float(double(c.x) - lse)});
   return out;
 }
 

@@ -6,9 +6,10 @@
 // seeded draw), so a row with an unusual option never pushes the batch onto a slower path, and a
 // row's token never depends on the other rows. Order of operations per row:
 //   nan -> -inf, logit_bias, penalties, min_tokens mask, then greedy argmax (ties -> lowest id)
-//   or: temperature, top-k, top-p (keeps the token that crosses p), min-p, one inverse-CDF draw
-//   u = philox_uniform(seed, number of output tokens so far) over the kept tokens in
-//   (logit desc, id asc) order — or id order when no truncation is requested.
+//   or: temperature, top-k, top-p (keeps the token that crosses p), min-p, then one inverse-CDF
+//   draw u = philox_uniform(seed, number of output tokens so far) over the kept tokens in id
+//   order. Truncation keeps the tokens first in (logit desc, id asc) order, found by selection
+//   (nth_element, quickselect on mass) rather than a sort: every option costs O(vocab).
 // Logprobs are those of the model's raw distribution (log_softmax of the logits as given), as
 // vLLM reports them by default.
 #include <cstdint>

@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <limits>
+#include <algorithm>
+#include <optional>
 #include <set>
 
 #include "sampling/logits_processors.h"
@@ -68,9 +70,9 @@ TEST(Sampler, TopPKeepsTheTokenThatCrossesP) {
   SamplingParams p;
   p.top_p = 0.6f;  // sorted mass: 0.5 (id 2), 0.8 (id 0) crosses 0.6 -> keep {2, 0}
   const auto logits = log_probs({0.3, 0.2, 0.5});
-  // Kept weights renormalised: id 2 -> 0.5/0.8 = 0.625, id 0 -> 0.375, in (prob desc) order.
-  EXPECT_EQ(sample(logits, p, seed_with_draw_in(0.0, 0.62)).token_id, 2);
-  EXPECT_EQ(sample(logits, p, seed_with_draw_in(0.63, 1.0)).token_id, 0);
+  // Kept weights renormalised, drawn in id order: id 0 -> 0.3/0.8 = 0.375, then id 2 -> 0.625.
+  EXPECT_EQ(sample(logits, p, seed_with_draw_in(0.0, 0.37)).token_id, 0);
+  EXPECT_EQ(sample(logits, p, seed_with_draw_in(0.38, 1.0)).token_id, 2);
   std::set<int32_t> seen;
   for (uint64_t s = 0; s < 200; ++s) seen.insert(sample(logits, p, s).token_id);
   EXPECT_EQ(seen, (std::set<int32_t>{0, 2}));
@@ -84,10 +86,57 @@ TEST(Sampler, TopPWithLargeVocabUsesPartialSelection) {
   p.top_p = 0.5f;
   for (uint64_t s = 0; s < 50; ++s) EXPECT_EQ(sample(log_probs(probs), p, s).token_id, 500);
   // top_p 0.6002 needs token 500 plus one more; ties among the rest go to the lowest id (0),
-  // which keeps weight 0.0004 / 0.6004: a draw above 0.99934 picks it, any draw below picks 500.
+  // which keeps weight 0.0004 / 0.6004 and comes first in id order: a draw below 0.000666
+  // picks it, any draw above picks 500.
   p.top_p = 0.6002f;
-  EXPECT_EQ(sample(log_probs(probs), p, seed_with_draw_in(0.9995, 1.0)).token_id, 0);
-  EXPECT_EQ(sample(log_probs(probs), p, seed_with_draw_in(0.99, 0.9993)).token_id, 500);
+  EXPECT_EQ(sample(log_probs(probs), p, seed_with_draw_in(0.0, 0.0006)).token_id, 0);
+  EXPECT_EQ(sample(log_probs(probs), p, seed_with_draw_in(0.001, 1.0)).token_id, 500);
+}
+
+// The kept set of top-k / top-p by selection equals a plain sort-based definition, on random rows
+// with ties (logits rounded to a coarse grid).
+std::vector<int32_t> kept_by_sort(const std::vector<float>& x, std::optional<int32_t> top_k, float top_p) {
+  std::vector<int32_t> ids(x.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i);
+  std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return x[a] > x[b]; });
+  if (top_k) ids.resize(std::min(ids.size(), size_t(*top_k)));
+  const float max = x[ids[0]];
+  double total = 0.0;
+  for (int32_t id : ids) total += double(std::exp(x[id] - max));
+  double cum = 0.0;
+  size_t keep = ids.size();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    cum += double(std::exp(x[ids[i]] - max));
+    if (cum >= double(top_p) * total) {
+      keep = i + 1;
+      break;
+    }
+  }
+  ids.resize(keep);
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+TEST(Sampler, SelectionMatchesSortBasedTruncation) {
+  uint64_t state = 12345;
+  auto next = [&] { return philox_uniform(77, state++); };
+  for (int trial = 0; trial < 200; ++trial) {
+    const size_t vocab = 1 + size_t(next() * 300);
+    std::vector<float> x(vocab);
+    for (float& v : x) v = float(std::round(next() * 40.0)) / 8.0f;  // ties on purpose
+    SamplingParams p;
+    if (trial % 3 != 0) p.top_k = 1 + int32_t(next() * double(vocab));
+    p.top_p = trial % 3 == 1 ? 1.0f : float(0.05 + 0.9 * next());
+    const std::vector<int32_t> want = kept_by_sort(x, p.top_k, p.top_p);
+    std::set<int32_t> seen;
+    for (uint64_t s = 0; s < 400; ++s) seen.insert(sample(x, p, s).token_id);
+    // Every sampled token is in the kept set (the draws need not reach all of a large set).
+    for (int32_t t : seen) EXPECT_TRUE(std::binary_search(want.begin(), want.end(), t)) << "trial " << trial << " token " << t;
+    // A small kept set of likely tokens is drawn in full.
+    bool all_likely = want.size() <= 3;
+    for (int32_t t : want) all_likely = all_likely && x[t] >= *std::max_element(x.begin(), x.end()) - 2.0f;
+    if (all_likely) EXPECT_EQ(seen.size(), want.size()) << "trial " << trial;
+  }
 }
 
 TEST(Sampler, TopKOneIsGreedy) {
