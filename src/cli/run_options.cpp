@@ -5,6 +5,7 @@
 #include "cli/generate_config.h"
 #include "core/error.h"
 #include "core/memory.h"
+#include "model/compile_cache.h"
 
 namespace pypto::cli {
 
@@ -48,6 +49,10 @@ void add_run_options(CLI::App& app, RunOptions& o) {
                "split long prompts over steps")
       ->capture_default_str();
   app.add_option("--threads", o.threads, "compute threads (default: all cores of the device group)")->check(CLI::PositiveNumber);
+  app.add_flag("--use-compile-cache,!--no-use-compile-cache", o.use_compile_cache,
+               "keep staged weights in a fingerprinted cache and map them on the next start")
+      ->capture_default_str();
+  app.add_option("--compile-cache-dir", o.compile_cache_dir, "compile cache directory (default: ~/.cache/pypto-serving/compile-cache)");
   app.add_option("--prompt", o.prompts, "offline mode: a prompt (repeatable; run concurrently)");
   app.add_option("--prompt-token-ids", o.prompt_token_ids, "offline mode: a prompt as ids 1,2,3 (repeatable)");
   app.add_option("--generate-config", o.generate_config, "JSON generation options (offline: per prompt; serve: defaults)")
@@ -91,6 +96,8 @@ void validate_run_options(RunOptions& o) {
   if (o.dtype != "auto")
     fail("--dtype ", o.dtype, ": weights run in the checkpoint's dtype; converting them is not supported (use auto)");
   o.generate_config_json = parse_generate_config(o.generate_config);
+  if (!o.compile_cache_dir.empty() && !o.use_compile_cache)
+    fail("--compile-cache-dir needs --use-compile-cache");
   if (!o.prompts.empty() && !o.prompt_token_ids.empty())
     fail("give --prompt or --prompt-token-ids, not both");
   if (!o.output_json.empty() && o.prompts.empty() && o.prompt_token_ids.empty())
@@ -112,6 +119,7 @@ EngineLoadOptions engine_load_options(const RunOptions& o, const std::string& mo
   e.memory_utilization = o.memory_utilization;
   e.kv_cache_dtype = (o.kv_cache_dtype == "fp32" || o.kv_cache_dtype == "float32") ? DType::F32 : DType::BF16;
   e.threads = o.threads;
+  if (o.use_compile_cache) e.compile_cache_dir = o.compile_cache_dir.empty() ? default_compile_cache_dir() : o.compile_cache_dir;
   return e;
 }
 

@@ -32,6 +32,8 @@ struct RunOptions {
   bool enable_prefix_caching = true;
   bool enable_chunked_prefill = true;
   int threads = 0;
+  bool use_compile_cache = false;
+  std::string compile_cache_dir;  // empty: default_compile_cache_dir()
   // offline
   std::vector<std::string> prompts;
   std::vector<std::string> prompt_token_ids;

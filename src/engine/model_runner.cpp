@@ -84,6 +84,7 @@ LoadedEngine load_engine(const EngineLoadOptions& opt) {
   le.backend_name = backend->name();
   StagingOptions so;
   so.show_progress = opt.show_progress;
+  so.compile_cache_dir = opt.compile_cache_dir;
   auto weights = std::make_unique<Qwen3Weights>(stage_qwen3_weights(*ck, *backend, so));
   ck.reset();  // unmap the checkpoint: everything lives in the staged slab now
   le.config = weights->config;

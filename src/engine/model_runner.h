@@ -47,6 +47,7 @@ struct EngineLoadOptions {
   int threads = 0;                        // 0: every core this process may use
   std::vector<int> cores;                 // pin threads to these cores (empty: no pinning)
   bool show_progress = true;
+  std::string compile_cache_dir;          // --use-compile-cache: where staged slabs are cached
 };
 
 struct LoadedEngine {

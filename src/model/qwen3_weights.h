@@ -36,6 +36,7 @@ struct Qwen3Weights {
   LinearWeight lm_head;                 // [vocab, hidden] (shares embed's memory when tied and plain)
   std::vector<Qwen3LayerWeights> layers;
   size_t resident_bytes = 0;            // size of the slab holding all of the above
+  bool from_compile_cache = false;      // the slab was read back from the compile cache
   std::shared_ptr<void> storage;        // keeps the slab (or mapping) alive
 };
 

@@ -11,6 +11,7 @@
 #include "core/log.h"
 #include "core/memory.h"
 #include "core/progress.h"
+#include "model/compile_cache.h"
 
 namespace pypto {
 namespace {
@@ -177,6 +178,36 @@ Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, c
   plan(cur, slots, embed_p, norm_p, lm_p);
   PYPTO_ASSERT(cur.offset == measure.offset);
 
+  // Every pointer of the result is known from the plan alone, so a compile-cache hit only has
+  // to bring the slab's bytes back.
+  for (const LayerSlots& s : slots) {
+    Qwen3LayerWeights& L = w.layers.emplace_back();
+    L.input_norm = reinterpret_cast<const float*>(s.input_norm);
+    L.qkv = LinearWeight{s.qkv, wdt, qkv_rows, H};
+    L.qkv_bias = c.attention_bias ? reinterpret_cast<const float*>(s.qkv_bias) : nullptr;
+    L.q_norm = reinterpret_cast<const float*>(s.q_norm);
+    L.k_norm = reinterpret_cast<const float*>(s.k_norm);
+    L.o_proj = LinearWeight{s.o_proj, wdt, H, q_rows};
+    L.post_norm = reinterpret_cast<const float*>(s.post_norm);
+    L.gate_up = LinearWeight{s.gate_up, wdt, 2 * w.inter, H};
+    L.down = LinearWeight{s.down, wdt, H, w.inter};
+  }
+  w.embed = embed_p;
+  w.final_norm = reinterpret_cast<const float*>(norm_p);
+  w.lm_head = LinearWeight{lm_p, wdt, V, H};
+  w.resident_bytes = slab->size();
+  w.storage = slab;
+
+  std::string cache_key;
+  if (!opt.compile_cache_dir.empty()) {
+    cache_key = staging_fingerprint(ck, backend, rank, tp);
+    if (compile_cache_load(opt.compile_cache_dir, cache_key, slab->data(), slab->size())) {
+      log_info("compile cache: hit ", compile_cache_path(opt.compile_cache_dir, cache_key));
+      w.from_compile_cache = true;
+      return w;
+    }
+  }
+
   // One scratch buffer for the largest per-rank fused matrix before packing.
   size_t scratch_bytes = std::max({static_cast<size_t>(qkv_rows * H), static_cast<size_t>(H * q_rows),
                                    static_cast<size_t>(2 * w.inter * H), static_cast<size_t>(H * w.inter)}) * esz;
@@ -221,7 +252,6 @@ Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, c
 
   for (int i = 0; i < c.num_hidden_layers; i++) {
     const LayerSlots& s = slots[i];
-    Qwen3LayerWeights& L = w.layers.emplace_back();
     size_t layer_bytes = 0;
     auto note = [&](const TensorRef& r) { layer_bytes += r.info->end - r.info->begin; };
 
@@ -271,24 +301,14 @@ Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, c
     backend.pack_weight(t, wdt, H, w.inter, s.down);
     note(d), release(d);
 
-    L.input_norm = reinterpret_cast<const float*>(s.input_norm);
-    L.qkv = LinearWeight{s.qkv, wdt, qkv_rows, H};
-    L.qkv_bias = c.attention_bias ? reinterpret_cast<const float*>(s.qkv_bias) : nullptr;
-    L.q_norm = reinterpret_cast<const float*>(s.q_norm);
-    L.k_norm = reinterpret_cast<const float*>(s.k_norm);
-    L.o_proj = LinearWeight{s.o_proj, wdt, H, q_rows};
-    L.post_norm = reinterpret_cast<const float*>(s.post_norm);
-    L.gate_up = LinearWeight{s.gate_up, wdt, 2 * w.inter, H};
-    L.down = LinearWeight{s.down, wdt, H, w.inter};
     progress.advance(1, layer_bytes);
   }
   progress.finish();
 
-  w.embed = embed_p;
-  w.final_norm = reinterpret_cast<const float*>(norm_p);
-  w.lm_head = LinearWeight{lm_p, wdt, V, H};
-  w.resident_bytes = slab->size();
-  w.storage = slab;
+  if (!cache_key.empty()) {
+    compile_cache_store(opt.compile_cache_dir, cache_key, slab->data(), slab->size());
+    log_info("compile cache: stored ", compile_cache_path(opt.compile_cache_dir, cache_key));
+  }
   return w;
 }
 

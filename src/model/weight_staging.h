@@ -20,6 +20,8 @@ struct StagingOptions {
   int tp_rank = 0;
   int tp_size = 1;
   bool show_progress = true;  // a progress line on a terminal (quiet otherwise)
+  // Compile cache directory (--use-compile-cache); empty: always stage from the checkpoint.
+  std::string compile_cache_dir;
 };
 
 // Stages the weights of rank tp_rank of tp_size: query/KV heads, intermediate columns and the
