@@ -68,15 +68,18 @@ TEST(Linear, MatchesReferenceOnModelShapes) {
     SCOPED_TRACE(c.label);
     check_linear(*opt, *ref, {1, 96, 3072}, DType::BF16, false, 7);
     check_linear(*opt, *ref, {16, 40, 1024}, DType::BF16, true, 8);
+    check_linear(*opt, *ref, {9, 20, 2100}, DType::F16, true, 9);  // several k-chunks + tail
   }
 }
 
 // Row r of a linear is bitwise the same whether it is computed alone (m = 1, the GEMV path), with
 // a few rows (register path) or with many (the widened-W GEMM path), at any thread count.
 TEST(Linear, BatchInvariantAcrossM) {
-  const int64_t n = 53, k = 211;
-  auto x = random_f32(128 * k, 11);
+  // k = 2500 > the GEMM path's k-chunk (1024): lane accumulators are saved between chunks.
+  for (int64_t k : {211, 2500})
   for (DType dt : {DType::BF16, DType::F16, DType::F32}) {
+    const int64_t n = 53;
+    auto x = random_f32(128 * k, 11);
     auto wb = encode(random_f32(n * k, 12), dt);
     auto bias = random_f32(n, 13);
     for (const auto& c : optimised_cases()) {
@@ -89,7 +92,7 @@ TEST(Linear, BatchInvariantAcrossM) {
         opt->linear(x.data(), m, w, bias.data(), batch.data());
         for (int64_t r = 0; r < m; ++r)
           ASSERT_TRUE(bitwise_equal(batch.data() + r * n, alone.data() + r * n, n))
-              << c.label << " " << dtype_name(dt) << " row " << r << " of m=" << m;
+              << c.label << " " << dtype_name(dt) << " k=" << k << " row " << r << " of m=" << m;
       }
       // The same row in a different batch (other neighbours, other offset).
       std::vector<float> shifted(37 * n);
