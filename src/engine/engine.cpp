@@ -72,11 +72,12 @@ void Engine::finish_sequence(RequestOutput& out) {
   }
 }
 
-bool Engine::finish_request(const std::string& request_id, FinishReason reason) {
+bool Engine::finish_request(const std::string& request_id, FinishReason reason, std::optional<int32_t> index) {
   auto it = parents_.find(request_id);
   if (it == parents_.end()) return false;
   const std::vector<std::string> seq_ids = it->second.seq_ids;  // finish_sequence may erase it
   for (const std::string& seq_id : seq_ids) {
+    if (index && sequences_.at(seq_id).index != *index) continue;
     const Request* r = scheduler_.get_request(seq_id);
     if (!r) continue;  // this sequence already finished and was reported
     RequestOutput out;

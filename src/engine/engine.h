@@ -62,10 +62,12 @@ class Engine {
   void validate_request(const EngineRequest& req) const;
   // Validates, then queues. Throws Error (nothing queued) when invalid or the id is in use.
   void add_request(const EngineRequest& req);
-  // Finishes every sequence of the request now: its KV blocks are free before the next step. The
-  // next step() reports it with `reason` (Abort for a client that went away, Stop when a stop
-  // string was found on the output side). False when the id is unknown.
-  bool finish_request(const std::string& request_id, FinishReason reason = FinishReason::Abort);
+  // Finishes the request's sequences now (all of them, or only sequence `index` of an n > 1
+  // request): their KV blocks are free before the next step. The next step() reports each with
+  // `reason` (Abort for a client that went away, Stop when a stop string was found on the output
+  // side). False when the id is unknown.
+  bool finish_request(const std::string& request_id, FinishReason reason = FinishReason::Abort,
+                      std::optional<int32_t> index = std::nullopt);
 
   // Schedules, runs the model, samples, and returns what every request produced.
   std::vector<RequestOutput> step();

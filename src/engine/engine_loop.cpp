@@ -61,10 +61,10 @@ std::shared_ptr<RequestStream> EngineLoop::add_request(const EngineRequest& req)
   return stream;
 }
 
-void EngineLoop::finish_request(const std::string& request_id, FinishReason reason) {
+void EngineLoop::finish_request(const std::string& request_id, FinishReason reason, std::optional<int32_t> index) {
   {
     std::lock_guard lock(mu_);
-    finishes_.emplace_back(request_id, reason);
+    finishes_.push_back({request_id, reason, index});
   }
   cv_.notify_all();
 }
@@ -87,7 +87,7 @@ size_t EngineLoop::num_active_requests() const {
 void EngineLoop::run() {
   for (;;) {
     std::vector<EngineRequest> adds;
-    std::vector<std::pair<std::string, FinishReason>> finishes;
+    std::vector<Finish> finishes;
     bool stopping;
     {
       std::unique_lock lock(mu_);
@@ -118,9 +118,9 @@ void EngineLoop::run() {
         std::lock_guard lock(mu_);
         for (const auto& [id, s] : streams_) ids.push_back(id);
       }
-      for (const std::string& id : ids) finishes.emplace_back(id, FinishReason::Abort);
+      for (const std::string& id : ids) finishes.push_back({id, FinishReason::Abort, std::nullopt});
     }
-    for (const auto& [id, reason] : finishes) engine_->finish_request(id, reason);
+    for (const Finish& f : finishes) engine_->finish_request(f.request_id, f.reason, f.index);
 
     try {
       std::vector<RequestOutput> step_outs = engine_->step();

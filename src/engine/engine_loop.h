@@ -51,9 +51,11 @@ class EngineLoop {
   // Validates on the caller's thread (throws Error, nothing queued) so a server can answer 400
   // before it opens a stream; then queues the request for the engine thread.
   std::shared_ptr<RequestStream> add_request(const EngineRequest& req);
-  // Asks the engine thread to finish the request (Abort for a client gone, Stop for a stop string
-  // found on the output side). Its stream receives a final output. Unknown ids are ignored.
-  void finish_request(const std::string& request_id, FinishReason reason = FinishReason::Abort);
+  // Asks the engine thread to finish the request, or only its sequence `index` (Abort for a
+  // client gone, Stop for a stop string found on the output side in that sequence). The stream
+  // receives a final output per finished sequence. Unknown ids are ignored.
+  void finish_request(const std::string& request_id, FinishReason reason = FinishReason::Abort,
+                      std::optional<int32_t> index = std::nullopt);
   // Aborts everything in flight, stops the thread and joins it. Idempotent.
   void shutdown();
 
@@ -66,7 +68,12 @@ class EngineLoop {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<EngineRequest> new_requests_;
-  std::vector<std::pair<std::string, FinishReason>> finishes_;
+  struct Finish {
+    std::string request_id;
+    FinishReason reason;
+    std::optional<int32_t> index;
+  };
+  std::vector<Finish> finishes_;
   std::unordered_map<std::string, std::shared_ptr<RequestStream>> streams_;
   bool stop_ = false;
   std::thread thread_;

@@ -161,6 +161,26 @@ TEST(Engine, NSequencesDrawFromDistinctSeeds) {
   EXPECT_EQ((run(*e2).tokens[{"n", 0}]), (c.tokens[{"n", 1}]));
 }
 
+TEST(Engine, FinishingOneSequenceLeavesTheOthers) {
+  EngineRequest r;
+  r.request_id = "n";
+  r.prompt_token_ids = prompt_of(2, 8);
+  r.params.seed = 7;
+  r.params.n = 3;
+  r.params.max_tokens = 10;
+  auto e = make_engine(Logits::Flat);
+  e->add_request(r);
+  e->step();
+  EXPECT_TRUE(e->finish_request("n", FinishReason::Stop, 1));  // a stop string in sequence 1
+  Collected c = run(*e);
+  EXPECT_EQ((c.reasons[{"n", 1}]), FinishReason::Stop);
+  EXPECT_EQ((c.tokens[{"n", 1}]).size(), 0u);  // its first token came from the step above
+  EXPECT_EQ((c.reasons[{"n", 0}]), FinishReason::Length);
+  EXPECT_EQ((c.tokens[{"n", 0}]).size(), 9u);
+  EXPECT_EQ((c.reasons[{"n", 2}]), FinishReason::Length);
+  EXPECT_TRUE(c.finished["n"]);
+}
+
 TEST(Engine, AbortFreesBlocksWithinOneStep) {
   auto e = make_engine();
   e->add_request(greedy_request("a", prompt_of(1, 10), 20));

@@ -7,7 +7,7 @@
 #include <map>
 
 #include "engine/engine.h"
-#include "engine/runner/model_runner.h"
+#include "engine/model_runner.h"
 #include "model_harness.h"
 
 namespace pypto {
