@@ -2,8 +2,9 @@
 // Engine: add_request / abort_request / step around the Scheduler, a ModelExecutor and the
 // sampler. Single-threaded; EngineLoop runs it on its own thread for the server.
 //
-// A request with n > 1 becomes n sequences sharing the prompt (so the second and later ones hit
-// the prefix cache once the first has computed it); sequence k draws from seed + k.
+// A request with n > 1 becomes n independent sequences with the same prompt; sequence k draws
+// from seed + k. (They are admitted together, so they do not share prompt blocks yet: blocks are
+// published only after the step that computes them.)
 #include <cstdint>
 #include <memory>
 #include <optional>

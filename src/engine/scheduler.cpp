@@ -154,6 +154,8 @@ std::vector<EngineCoreOutput> Scheduler::update_from_output(const SchedulerOutpu
     if (it == requests_.end()) continue;  // finished (aborted) since it was scheduled
     Request* req = it->second.get();
     if (req->status != RequestStatus::Running) continue;  // preempted later in the same step
+    PYPTO_ASSERT(req->num_computed_tokens == s.num_computed_tokens, "request ", s.req_id, " computed ",
+                 req->num_computed_tokens, " tokens but was scheduled from ", s.num_computed_tokens);
     req->num_computed_tokens += s.num_scheduled_tokens;
     kv_.cache_blocks(*req);
     if (!s.samples) continue;
