@@ -101,6 +101,9 @@ TEST(PagedAttention, MatchesReference) {
       {{{40, 7}, {5, 5}, {100, 1}}, 6, 2, 40, 8},            // mixed chunk / prefill / decode, GQA 3
       {{{70, 20}}, 8, 1, 24, 5},                             // MQA, odd head_dim and block size
       {{{300, 300}}, 2, 2, 64, 16},                          // no GQA, longer prefill
+      {{{45, 13}, {9, 1}}, 4, 2, 64, 8},                     // block smaller than a key group
+      {{{100, 40}, {33, 2}}, 4, 4, 128, 32},                 // two key groups per block
+      {{{20, 20}}, 2, 1, 256, 16},                           // head_dim 256
   };
   int seed = 1;
   for (const auto& cs : cases)
