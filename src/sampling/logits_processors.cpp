@@ -46,9 +46,11 @@ void mask_tokens(std::span<float> logits, std::span<const int32_t> token_ids) {
     if (t >= 0 && size_t(t) < logits.size()) logits[t] = -std::numeric_limits<float>::infinity();
 }
 
-void sanitize_nan(std::span<float> logits) {
-  for (float& x : logits)
+void sanitize_logits(std::span<float> logits) {
+  for (float& x : logits) {
     if (std::isnan(x)) x = -std::numeric_limits<float>::infinity();
+    else if (x == std::numeric_limits<float>::infinity()) x = std::numeric_limits<float>::max();
+  }
 }
 
 }  // namespace pypto

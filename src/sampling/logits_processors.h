@@ -22,7 +22,8 @@ void apply_penalties(std::span<float> logits, std::span<const int32_t> prompt_id
 // Sets the logits of `token_ids` to -inf (min_tokens masks eos and stop tokens this way).
 void mask_tokens(std::span<float> logits, std::span<const int32_t> token_ids);
 
-// NaN logits become -inf so they can never be sampled or win an argmax.
-void sanitize_nan(std::span<float> logits);
+// NaN logits become -inf (never sampled, never an argmax) and +inf the largest finite float, so
+// exp(x - max) stays finite for the sampler.
+void sanitize_logits(std::span<float> logits);
 
 }  // namespace pypto

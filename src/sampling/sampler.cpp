@@ -98,7 +98,8 @@ int32_t draw_in_id_order(const std::vector<float>& w, double total, double u) {
 int32_t sample_random(std::span<float> x, const SamplingParams& p, double u) {
   const size_t vocab = x.size();
   const float inv_t = 1.0f / p.temperature;
-  for (float& v : x) v *= inv_t;
+  // Clamped so a huge logit over a small temperature stays finite (exp(x - max) needs it).
+  for (float& v : x) v = std::min(v * inv_t, std::numeric_limits<float>::max());
   const float max = *std::max_element(x.begin(), x.end());
   if (max == kNegInf) return argmax_lowest_id(x);  // everything masked: nothing to draw from
 
@@ -213,7 +214,7 @@ std::vector<TokenLogprob> top_logprobs(std::span<const float> logits, int32_t k)
 SampledToken sample_row(std::span<float> x, const SamplerRow& row) {
   PYPTO_ASSERT(row.params != nullptr && !x.empty());
   const SamplingParams& p = *row.params;
-  sanitize_nan(x);
+  sanitize_logits(x);
   SampledToken out;
 
   // Logprobs describe the raw model distribution, so take what we need before processing.

@@ -5,7 +5,7 @@
 // Every row is processed on its own (penalties, bias, temperature, top-k, top-p, min-p, its own
 // seeded draw), so a row with an unusual option never pushes the batch onto a slower path, and a
 // row's token never depends on the other rows. Order of operations per row:
-//   nan -> -inf, logit_bias, penalties, min_tokens mask, then greedy argmax (ties -> lowest id)
+//   nan -> -inf (+inf -> max float), logit_bias, penalties, min_tokens mask, then greedy argmax (ties -> lowest id)
 //   or: temperature, top-k, top-p (keeps the token that crosses p), min-p, then one inverse-CDF
 //   draw u = philox_uniform(seed, number of output tokens so far) over the kept tokens in id
 //   order. Truncation keeps the tokens first in (logit desc, id asc) order, found by selection

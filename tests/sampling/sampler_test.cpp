@@ -47,6 +47,19 @@ TEST(Sampler, NanNeverWins) {
   EXPECT_EQ(sample({std::nanf(""), 0.5f, 0.25f}, p).token_id, 1);
 }
 
+TEST(Sampler, InfiniteLogitsStaySampleable) {
+  SamplingParams p;  // temperature 1: two +inf logits share the mass, the rest get none
+  const float inf = std::numeric_limits<float>::infinity();
+  std::set<int32_t> seen;
+  for (uint64_t s = 0; s < 100; ++s) seen.insert(sample({0.0f, inf, 1.0f, inf}, p, s).token_id);
+  EXPECT_EQ(seen, (std::set<int32_t>{1, 3}));
+  p.temperature = 0.5f;
+  p.top_p = 0.9f;
+  seen.clear();
+  for (uint64_t s = 0; s < 100; ++s) seen.insert(sample({0.0f, inf, 1.0f, inf}, p, s).token_id);
+  EXPECT_EQ(seen, (std::set<int32_t>{1, 3}));
+}
+
 TEST(Sampler, InverseCdfInIdOrderWithoutTruncation) {
   SamplingParams p;  // temperature 1, no truncation: draw over ids 0,1,2 with p = .5,.3,.2
   const auto logits = log_probs({0.5, 0.3, 0.2});
