@@ -191,33 +191,52 @@ std::string js_trim(std::string_view s) {
   return std::string(s.substr(b, end_of_non_space(s) - b));
 }
 
-std::string js_upper(std::string_view s) {
+namespace {
+
+// JS case mapping = utf8proc's simple mapping, except for the code points listed in the
+// generated table: full (SpecialCasing) mappings such as ß -> SS, and characters whose case
+// node's Unicode version knows but utf8proc's does not.
+struct CaseOverride {
+  char32_t cp;
+  char32_t to[3];
+};
+#include "tokenizer/jinja_case_table.inc"
+
+template <size_t N>
+const CaseOverride* find_override(const CaseOverride (&table)[N], char32_t c) {
+  size_t lo = 0, hi = N;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (table[mid].cp < c)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < N && table[lo].cp == c ? &table[lo] : nullptr;
+}
+
+template <size_t N>
+std::string map_case(std::string_view s, const CaseOverride (&table)[N], bool upper) {
   std::string out;
   out.reserve(s.size());
   for (size_t i = 0; i < s.size();) {
-    char32_t c = next_code_point(s, i);
-    if (c == 0xDF) {  // ß has no single upper-case letter: JS uses the full mapping "SS"
-      out += "SS";
+    const char32_t c = next_code_point(s, i);
+    if (const CaseOverride* o = find_override(table, c)) {
+      for (char32_t t : o->to)
+        if (t) append_utf8(out, t);
       continue;
     }
-    append_utf8(out, static_cast<char32_t>(utf8proc_toupper(static_cast<utf8proc_int32_t>(c))));
+    const auto cp = static_cast<utf8proc_int32_t>(c);
+    append_utf8(out, static_cast<char32_t>(upper ? utf8proc_toupper(cp) : utf8proc_tolower(cp)));
   }
   return out;
 }
 
-std::string js_lower(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size();) {
-    char32_t c = next_code_point(s, i);
-    if (c == 0x130) {  // İ lower-cases to "i" + combining dot above under the full mapping
-      out += "i\xCC\x87";
-      continue;
-    }
-    append_utf8(out, static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(c))));
-  }
-  return out;
-}
+}  // namespace
+
+// Not implemented: the context-dependent Final_Sigma rule (JS lower-cases a word-final Σ to ς).
+std::string js_upper(std::string_view s) { return map_case(s, kUpperOverrides, true); }
+std::string js_lower(std::string_view s) { return map_case(s, kLowerOverrides, false); }
 
 std::string js_number_to_string(double v) {
   if (std::isnan(v)) return "NaN";
