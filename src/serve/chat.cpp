@@ -1,0 +1,215 @@
+// POST /v1/chat/completions: messages -> chat template -> tokens -> chat.completion objects or
+// chat.completion.chunk SSE events, with Qwen3 reasoning split into reasoning_content.
+#include "core/error.h"
+#include "serve/reasoning_parser.h"
+#include "serve/request_common.h"
+#include "serve/routes.h"
+#include "serve/sse.h"
+
+namespace pypto {
+
+using ojson = nlohmann::ordered_json;
+
+std::string render_chat_prompt(const ServerState& s, const ojson& messages, const ojson& tools,
+                               bool add_generation_prompt, const ojson& kwargs) {
+  if (!s.ctx.chat_template)
+    throw invalid_request("this model has no chat template (tokenizer_config.json has no chat_template); "
+                          "use /v1/completions",
+                          "messages");
+  ojson c = ojson::object();
+  c["messages"] = messages;
+  if (!tools.is_null()) c["tools"] = tools;
+  c["add_generation_prompt"] = add_generation_prompt;
+  const Tokenizer& tok = *s.ctx.tokenizer;
+  c["bos_token"] = tok.bos_token().value_or("");
+  c["eos_token"] = tok.eos_token().value_or("");
+  for (auto it = kwargs.begin(); it != kwargs.end(); ++it) c[it.key()] = *it;
+  try {
+    return s.ctx.chat_template->render(c);
+  } catch (const Error& e) {
+    throw invalid_request(str_cat("the chat template failed on these messages: ", e.what()), "messages");
+  }
+}
+
+namespace {
+
+struct ChatChoice {
+  explicit ChatChoice(ReasoningStart start) : parser(start) {}
+  ReasoningParser parser;
+  std::string content;
+  std::string reasoning;
+  std::vector<TokenInfo> tokens;
+  std::string finish_reason;
+};
+
+struct ChatJob {
+  std::unique_ptr<Generation> gen;
+  std::string id;
+  int64_t created = 0;
+  std::string model;
+  bool want_logprobs = false;
+  bool include_usage = false;
+  bool include_reasoning = true;
+  bool reasoning_active = false;  // the reasoning_content field is reported
+  std::vector<ChatChoice> choices;
+  std::chrono::steady_clock::time_point arrival;
+};
+
+ojson chunk_base(const ChatJob& j) {
+  ojson c;
+  c["id"] = j.id;
+  c["object"] = "chat.completion.chunk";
+  c["created"] = j.created;
+  c["model"] = j.model;
+  return c;
+}
+
+ojson stream_chunk(const ChatJob& j, int32_t index, ojson delta, ojson logprobs,
+                   const std::optional<std::string>& finish) {
+  ojson c = chunk_base(j);
+  ojson choice;
+  choice["index"] = index;
+  choice["delta"] = std::move(delta);
+  choice["logprobs"] = std::move(logprobs);
+  choice["finish_reason"] = finish ? ojson(*finish) : ojson(nullptr);
+  c["choices"] = ojson::array({std::move(choice)});
+  if (j.include_usage) c["usage"] = nullptr;
+  return c;
+}
+
+// Adds a text delta of a choice (after flush when it finished) to the parser; returns the split.
+ReasoningParser::Delta split(ChatJob& j, ChatChoice& c, const ChoiceDelta& d) {
+  ReasoningParser::Delta out = c.parser.append(d.text);
+  if (d.finish_reason) {
+    ReasoningParser::Delta rest = c.parser.flush();
+    out.reasoning += rest.reasoning;
+    out.content += rest.content;
+  }
+  if (!j.include_reasoning) out.reasoning.clear();
+  return out;
+}
+
+}  // namespace
+
+void handle_chat_completions(ServerState& s, const httplib::Request& req, httplib::Response& res) {
+  const auto arrival = std::chrono::steady_clock::now();
+  check_ready(s);
+  ojson body = parse_json_body(req.body);
+  const std::set<std::string> defaulted = apply_generate_defaults(body, s.options.generate_config, true);
+  ChatRequest r = parse_chat_request(body, defaulted);
+  check_model(s, r.model);
+  const Tokenizer& tok = *s.ctx.tokenizer;
+
+  const std::string prompt = render_chat_prompt(s, r.messages, r.tools, r.add_generation_prompt, r.chat_template_kwargs);
+  std::vector<int32_t> ids;
+  try {
+    ids = tok.encode(prompt, false);
+  } catch (const Error& e) {
+    throw invalid_request(str_cat("the rendered chat prompt cannot be tokenized: ", e.what()), "messages");
+  }
+  if (ids.empty()) throw invalid_request("the rendered chat prompt is empty", "messages");
+  const int32_t max_tokens = resolve_max_tokens(r, int64_t(ids.size()), s.ctx.max_model_len, "messages");
+  std::vector<SequenceSpec> specs;
+  add_sequences(specs, r, 0, ids, max_tokens);
+
+  auto job = std::make_shared<ChatJob>();
+  job->id = s.make_id("chatcmpl-");
+  job->created = unix_now();
+  job->model = s.model_name;
+  job->want_logprobs = r.logprobs;
+  job->include_usage = r.include_usage;
+  job->include_reasoning = r.include_reasoning;
+  const ReasoningStart start = s.reasoning_tokens ? reasoning_start_from_prompt(prompt) : ReasoningStart::ContentOnly;
+  job->reasoning_active = s.reasoning_tokens && r.include_reasoning;
+  for (size_t i = 0; i < specs.size(); ++i) job->choices.emplace_back(start);
+  job->arrival = arrival;
+  job->gen = std::make_unique<Generation>(s, job->id, std::move(specs), r.skip_special_tokens, arrival);
+  job->gen->submit();
+
+  if (!r.stream) {
+    const bool alive = drive_generation(s, *job->gen, arrival, [&](std::vector<ChoiceDelta>& deltas) {
+      for (ChoiceDelta& d : deltas) {
+        ChatChoice& c = job->choices[size_t(d.index)];
+        ReasoningParser::Delta part = split(*job, c, d);
+        c.reasoning += part.reasoning;
+        c.content += part.content;
+        c.tokens.insert(c.tokens.end(), d.tokens.begin(), d.tokens.end());
+        if (d.finish_reason) c.finish_reason = *d.finish_reason;
+      }
+      return true;
+    });
+    if (!alive) return;
+    ojson out;
+    out["id"] = job->id;
+    out["object"] = "chat.completion";
+    out["created"] = job->created;
+    out["model"] = job->model;
+    ojson arr = ojson::array();
+    for (size_t i = 0; i < job->choices.size(); ++i) {
+      const ChatChoice& c = job->choices[i];
+      ojson msg;
+      msg["role"] = "assistant";
+      const bool reasoning_only = c.content.empty() && c.parser.saw_reasoning();
+      msg["content"] = reasoning_only ? ojson(nullptr) : ojson(c.content);
+      if (job->reasoning_active)
+        msg["reasoning_content"] = c.parser.saw_reasoning() ? ojson(c.reasoning) : ojson(nullptr);
+      ojson choice;
+      choice["index"] = i;
+      choice["message"] = std::move(msg);
+      choice["logprobs"] = job->want_logprobs ? chat_logprobs_json(tok, c.tokens) : ojson(nullptr);
+      choice["finish_reason"] = c.finish_reason;
+      arr.push_back(std::move(choice));
+    }
+    out["choices"] = std::move(arr);
+    out["usage"] = usage_json(*job->gen);
+    write_json(res, out);
+    return;
+  }
+
+  ServerState* sp = &s;
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [job, sp](size_t, httplib::DataSink& sink) {
+        const Tokenizer& tk = *sp->ctx.tokenizer;
+        auto write = [&](const ojson& chunk) {
+          const std::string ev = sse_event(chunk);
+          return sink.write(ev.data(), ev.size());
+        };
+        for (size_t i = 0; i < job->choices.size(); ++i)
+          if (!write(stream_chunk(*job, int32_t(i), {{"role", "assistant"}, {"content", ""}}, nullptr, std::nullopt))) {
+            job->gen->abort();
+            return false;
+          }
+        const bool alive = drive_generation(*sp, *job->gen, job->arrival, [&](std::vector<ChoiceDelta>& deltas) {
+          for (ChoiceDelta& d : deltas) {
+            ChatChoice& c = job->choices[size_t(d.index)];
+            ReasoningParser::Delta part = split(*job, c, d);
+            if (!part.reasoning.empty() || !part.content.empty() || !d.tokens.empty()) {
+              ojson delta = ojson::object();
+              if (!part.reasoning.empty()) delta["reasoning_content"] = part.reasoning;
+              if (!part.content.empty()) delta["content"] = part.content;
+              ojson lp = job->want_logprobs ? chat_logprobs_json(tk, d.tokens) : ojson(nullptr);
+              if (!write(stream_chunk(*job, d.index, std::move(delta), std::move(lp), std::nullopt))) return false;
+            }
+            if (d.finish_reason && !write(stream_chunk(*job, d.index, ojson::object(), nullptr, d.finish_reason)))
+              return false;
+          }
+          return true;
+        });
+        if (!alive) return false;
+        if (job->include_usage) {
+          ojson u = chunk_base(*job);
+          u["choices"] = ojson::array();
+          u["usage"] = usage_json(*job->gen);
+          if (!write(u)) return false;
+        }
+        if (!sink.write(kSseDone.data(), kSseDone.size())) return false;
+        sink.done();
+        return true;
+      },
+      [job](bool) { job->gen->abort(); });
+}
+
+}  // namespace pypto

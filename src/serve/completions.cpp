@@ -1,0 +1,182 @@
+// POST /v1/completions: prompts (text or ids) -> text_completion objects or SSE chunks.
+#include "serve/routes.h"
+
+#include "core/error.h"
+#include "serve/request_common.h"
+#include "serve/sse.h"
+
+namespace pypto {
+
+using ojson = nlohmann::ordered_json;
+
+namespace {
+
+struct Choice {
+  std::string text;
+  std::vector<TokenInfo> tokens;
+  std::string finish_reason;
+  size_t text_offset = 0;
+};
+
+struct CompletionJob {
+  std::unique_ptr<Generation> gen;
+  std::string id;
+  int64_t created = 0;
+  std::string model;
+  bool want_logprobs = false;
+  bool include_usage = false;
+  std::vector<std::string> echo;  // per choice, sent first (echo=true)
+  std::vector<size_t> text_offset;
+  std::chrono::steady_clock::time_point arrival;
+};
+
+ojson chunk_base(const CompletionJob& j) {
+  ojson c;
+  c["id"] = j.id;
+  c["object"] = "text_completion";
+  c["created"] = j.created;
+  c["model"] = j.model;
+  return c;
+}
+
+ojson stream_chunk(const CompletionJob& j, int32_t index, const std::string& text, const ojson& logprobs,
+                   const std::optional<std::string>& finish) {
+  ojson c = chunk_base(j);
+  ojson choice;
+  choice["index"] = index;
+  choice["text"] = text;
+  choice["logprobs"] = logprobs;
+  choice["finish_reason"] = finish ? ojson(*finish) : ojson(nullptr);
+  c["choices"] = ojson::array({choice});
+  if (j.include_usage) c["usage"] = nullptr;
+  return c;
+}
+
+}  // namespace
+
+void handle_completions(ServerState& s, const httplib::Request& req, httplib::Response& res) {
+  const auto arrival = std::chrono::steady_clock::now();
+  check_ready(s);
+  ojson body = parse_json_body(req.body);
+  const std::set<std::string> defaulted = apply_generate_defaults(body, s.options.generate_config, false);
+  CompletionRequest r = parse_completion_request(body, defaulted);
+  check_model(s, r.model);
+  const Tokenizer& tok = *s.ctx.tokenizer;
+
+  std::vector<SequenceSpec> specs;
+  std::vector<std::string> echo_texts;
+  for (size_t i = 0; i < r.prompts.size(); ++i) {
+    const PromptInput& p = r.prompts[i];
+    const char* param = "prompt";
+    std::vector<int32_t> ids;
+    if (p.is_text) {
+      try {
+        ids = tok.encode(p.text, true);
+      } catch (const Error& e) {
+        throw invalid_request(str_cat("'prompt' cannot be tokenized: ", e.what()), param);
+      }
+      if (ids.empty()) throw invalid_request("'prompt' is empty after tokenization", param);
+    } else {
+      ids = p.token_ids;
+      for (int32_t id : ids)
+        if (id >= tok.vocab_size() || id >= s.ctx.model_config.vocab_size)
+          throw invalid_request(str_cat("'prompt' has token id ", id, ": allowed 0 <= id < vocab size ",
+                                        std::min<int64_t>(tok.vocab_size(), s.ctx.model_config.vocab_size)),
+                                param);
+    }
+    const int32_t max_tokens = resolve_max_tokens(r, int64_t(ids.size()), s.ctx.max_model_len, param);
+    if (r.echo) echo_texts.push_back(p.is_text ? p.text : tok.decode(ids, r.skip_special_tokens));
+    add_sequences(specs, r, i, ids, max_tokens);
+  }
+
+  auto job = std::make_shared<CompletionJob>();
+  job->id = s.make_id("cmpl-");
+  job->created = unix_now();
+  job->model = s.model_name;
+  job->want_logprobs = r.params.logprobs.has_value();
+  job->include_usage = r.include_usage;
+  job->arrival = arrival;
+  const size_t num_choices = specs.size();
+  if (r.echo)
+    for (const SequenceSpec& spec : specs) job->echo.push_back(echo_texts[spec.prompt_index]);
+  job->text_offset.assign(num_choices, 0);
+  for (size_t c = 0; c < job->echo.size(); ++c) job->text_offset[c] = job->echo[c].size();
+  job->gen = std::make_unique<Generation>(s, job->id, std::move(specs), r.skip_special_tokens, arrival);
+  job->gen->submit();
+
+  if (!r.stream) {
+    std::vector<Choice> choices(num_choices);
+    for (size_t c = 0; c < num_choices; ++c) {
+      if (r.echo) choices[c].text = job->echo[c];
+      choices[c].text_offset = job->text_offset[c];
+    }
+    const bool alive = drive_generation(s, *job->gen, arrival, [&](std::vector<ChoiceDelta>& deltas) {
+      for (ChoiceDelta& d : deltas) {
+        Choice& c = choices[size_t(d.index)];
+        c.text += d.text;
+        c.tokens.insert(c.tokens.end(), d.tokens.begin(), d.tokens.end());
+        if (d.finish_reason) c.finish_reason = *d.finish_reason;
+      }
+      return true;
+    });
+    if (!alive) return;  // nobody to answer
+    ojson out = chunk_base(*job);
+    ojson arr = ojson::array();
+    for (size_t i = 0; i < choices.size(); ++i) {
+      ojson c;
+      c["index"] = i;
+      c["text"] = choices[i].text;
+      c["logprobs"] = job->want_logprobs ? completion_logprobs_json(tok, choices[i].tokens, choices[i].text_offset)
+                                         : ojson(nullptr);
+      c["finish_reason"] = choices[i].finish_reason;
+      arr.push_back(std::move(c));
+    }
+    out["choices"] = std::move(arr);
+    out["usage"] = usage_json(*job->gen);
+    write_json(res, out);
+    return;
+  }
+
+  ServerState* sp = &s;
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [job, sp](size_t, httplib::DataSink& sink) {
+        const Tokenizer& tk = *sp->ctx.tokenizer;
+        auto write = [&](const ojson& chunk) {
+          const std::string ev = sse_event(chunk);
+          return sink.write(ev.data(), ev.size());
+        };
+        for (size_t c = 0; c < job->echo.size(); ++c)
+          if (!write(stream_chunk(*job, int32_t(c), job->echo[c], nullptr, std::nullopt))) {
+            job->gen->abort();
+            return false;
+          }
+        const bool alive = drive_generation(*sp, *job->gen, job->arrival, [&](std::vector<ChoiceDelta>& deltas) {
+          for (ChoiceDelta& d : deltas) {
+            if (!d.text.empty() || !d.tokens.empty()) {
+              ojson lp = job->want_logprobs
+                             ? completion_logprobs_json(tk, d.tokens, job->text_offset[size_t(d.index)])
+                             : ojson(nullptr);
+              if (!write(stream_chunk(*job, d.index, d.text, lp, std::nullopt))) return false;
+            }
+            if (d.finish_reason && !write(stream_chunk(*job, d.index, "", nullptr, d.finish_reason))) return false;
+          }
+          return true;
+        });
+        if (!alive) return false;
+        if (job->include_usage) {
+          ojson u = chunk_base(*job);
+          u["choices"] = ojson::array();
+          u["usage"] = usage_json(*job->gen);
+          if (!write(u)) return false;
+        }
+        if (!sink.write(kSseDone.data(), kSseDone.size())) return false;
+        sink.done();
+        return true;
+      },
+      [job](bool) { job->gen->abort(); });
+}
+
+}  // namespace pypto

@@ -1,0 +1,37 @@
+#include "serve/engine_client.h"
+
+#include "core/error.h"
+
+namespace pypto {
+
+LoopEngineClient::LoopEngineClient(std::vector<EngineLoop*> loops) : loops_(std::move(loops)) {
+  PYPTO_ASSERT(!loops_.empty(), "LoopEngineClient needs at least one engine loop");
+}
+
+EngineClient::Submitted LoopEngineClient::add_request(const EngineRequest& req) {
+  size_t best = 0;
+  size_t best_load = loops_[0]->num_active_requests();
+  for (size_t i = 1; i < loops_.size(); ++i) {
+    const size_t load = loops_[i]->num_active_requests();
+    if (load < best_load) {
+      best = i;
+      best_load = load;
+    }
+  }
+  return {loops_[best]->add_request(req), best};
+}
+
+void LoopEngineClient::finish_request(size_t engine_index, const std::string& request_id, FinishReason reason) {
+  loops_.at(engine_index)->finish_request(request_id, reason);
+}
+
+bool LoopEngineClient::is_alive(size_t engine_index) const {
+  // EngineLoop has no liveness query yet: a constructed loop is taken as running.
+  return engine_index < loops_.size();
+}
+
+int64_t LoopEngineClient::num_active_requests(size_t engine_index) const {
+  return int64_t(loops_.at(engine_index)->num_active_requests());
+}
+
+}  // namespace pypto

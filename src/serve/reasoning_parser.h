@@ -1,0 +1,49 @@
+#pragma once
+// Qwen3 reasoning split: text inside <think>...</think> goes to reasoning_content, the rest to
+// content. Incremental: feed text deltas as they are released, get reasoning and content deltas
+// back; a tag split across deltas is held back until it is complete, never leaked into either.
+//
+// Whether the output starts inside a think block is decided from the rendered prompt's tail
+// (what the template put after the last "<|im_start|>"), not from request flags:
+//   "...<think>\n"            -> starts in reasoning (template opened the block)
+//   "...<think>\n\n</think>"  -> content only (thinking disabled, block already closed)
+//   neither                   -> content, unless the output itself opens with <think>
+#include <string>
+#include <string_view>
+
+namespace pypto {
+
+enum class ReasoningStart {
+  Detect,       // the output may open a <think> block (only at its very start)
+  InReasoning,  // the prompt opened the block
+  ContentOnly,  // no reasoning parsing at all
+};
+
+ReasoningStart reasoning_start_from_prompt(std::string_view prompt);
+
+class ReasoningParser {
+ public:
+  explicit ReasoningParser(ReasoningStart start);
+
+  struct Delta {
+    std::string reasoning;
+    std::string content;
+  };
+  Delta append(std::string_view text);
+  // The output ended: releases what was held back (a partial tag is plain text then).
+  Delta flush();
+
+  // Whether any reasoning was ever seen (non-streaming responses report null otherwise).
+  bool saw_reasoning() const { return saw_reasoning_; }
+
+ private:
+  enum class State { Start, Reasoning, Content };
+  void emit(Delta& d, std::string_view s);
+  State state_;
+  bool detect_open_ = false;   // at Start: still deciding whether the output opens with <think>
+  bool strip_newlines_ = false;  // drop newlines right after a tag
+  bool saw_reasoning_ = false;
+  std::string pending_;
+};
+
+}  // namespace pypto
