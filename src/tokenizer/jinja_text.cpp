@@ -215,10 +215,57 @@ const CaseOverride* find_override(const CaseOverride (&table)[N], char32_t c) {
   return lo < N && table[lo].cp == c ? &table[lo] : nullptr;
 }
 
+bool is_cased(char32_t c) {
+  const auto cat = utf8proc_category(static_cast<utf8proc_int32_t>(c));
+  return cat == UTF8PROC_CATEGORY_LU || cat == UTF8PROC_CATEGORY_LL || cat == UTF8PROC_CATEGORY_LT;
+}
+
+bool is_case_ignorable(char32_t c) {
+  switch (c) {
+    case '\'': case '.': case ':': case 0xB7: case 0x387: case 0x5F4: case 0x2018: case 0x2019:
+    case 0x2024: case 0x2027: case 0xFE13: case 0xFE52: case 0xFE55: case 0xFF07: case 0xFF0E: case 0xFF1A:
+      return true;
+    default: break;
+  }
+  const auto cat = utf8proc_category(static_cast<utf8proc_int32_t>(c));
+  return cat == UTF8PROC_CATEGORY_MN || cat == UTF8PROC_CATEGORY_ME || cat == UTF8PROC_CATEGORY_CF ||
+         cat == UTF8PROC_CATEGORY_LM || cat == UTF8PROC_CATEGORY_SK;
+}
+
+// Unicode's Final_Sigma condition for the Σ at cps[i]: a cased letter before it and none after
+// it (skipping case-ignorable characters on both sides).
+bool final_sigma(const std::vector<char32_t>& cps, size_t i) {
+  bool before = false;
+  for (size_t j = i; j-- > 0;) {
+    if (is_case_ignorable(cps[j])) continue;
+    before = is_cased(cps[j]);
+    break;
+  }
+  if (!before) return false;
+  for (size_t j = i + 1; j < cps.size(); ++j) {
+    if (is_case_ignorable(cps[j])) continue;
+    return !is_cased(cps[j]);
+  }
+  return true;
+}
+
 template <size_t N>
 std::string map_case(std::string_view s, const CaseOverride (&table)[N], bool upper) {
   std::string out;
   out.reserve(s.size());
+  if (!upper && s.find("\xCE\xA3") != std::string_view::npos) {  // contains Σ: context matters
+    const std::vector<char32_t> cps = to_code_points(s);
+    for (size_t k = 0; k < cps.size(); ++k) {
+      if (cps[k] == 0x3A3) {
+        append_utf8(out, final_sigma(cps, k) ? 0x3C2 : 0x3C3);
+        continue;
+      }
+      std::string one;
+      append_utf8(one, cps[k]);
+      out += map_case(one, table, upper);
+    }
+    return out;
+  }
   for (size_t i = 0; i < s.size();) {
     const char32_t c = next_code_point(s, i);
     if (const CaseOverride* o = find_override(table, c)) {
@@ -234,7 +281,6 @@ std::string map_case(std::string_view s, const CaseOverride (&table)[N], bool up
 
 }  // namespace
 
-// Not implemented: the context-dependent Final_Sigma rule (JS lower-cases a word-final Σ to ς).
 std::string js_upper(std::string_view s) { return map_case(s, kUpperOverrides, true); }
 std::string js_lower(std::string_view s) { return map_case(s, kLowerOverrides, false); }
 

@@ -198,7 +198,7 @@ Tally compare_with_oracle(const NamedTemplate& t, const J& results, const std::v
 }  // namespace
 
 TEST(ChatTemplateParity, QwenTemplatesByteIdenticalToHuggingfaceJinja) {
-  require_oracle();
+  ASSERT_NO_FATAL_FAILURE(require_oracle());
   const std::vector<NamedTemplate> templates = load_templates(node_modules_dir());
   ASSERT_GE(templates.size(), 5u) << "expected the 4 shared templates and the tokenizer_config.json one";
   const std::vector<J> contexts = pypto::test::chat_template_contexts();
@@ -218,7 +218,7 @@ TEST(ChatTemplateParity, QwenTemplatesByteIdenticalToHuggingfaceJinja) {
 // Small templates, one feature each (filters, tests, methods, slicing, loops, macros,
 // whitespace control, tojson options, operators, error paths), against the oracle.
 TEST(ChatTemplateParity, FeatureSnippetsMatchHuggingfaceJinja) {
-  require_oracle();
+  ASSERT_NO_FATAL_FAILURE(require_oracle());
   std::vector<NamedTemplate> snippets;
   for (const auto& [name, source] : pypto::test::feature_snippets()) snippets.push_back({name, source});
   const std::vector<J> contexts = pypto::test::feature_contexts();
@@ -241,7 +241,7 @@ TEST(ChatTemplateParity, FeatureSnippetsMatchHuggingfaceJinja) {
 // Random expressions (fixed seed) against the oracle: operators, filters, tests, methods,
 // member access and slices over values of every type, in combinations no list above covers.
 TEST(ChatTemplateParity, RandomExpressionsMatchHuggingfaceJinja) {
-  require_oracle();
+  ASSERT_NO_FATAL_FAILURE(require_oracle());
   std::vector<NamedTemplate> templates;
   const char* seed_env = std::getenv("PYPTO_PARITY_SEED");
   const unsigned seed = seed_env ? static_cast<unsigned>(std::strtoul(seed_env, nullptr, 10)) : 7u;
@@ -268,7 +268,7 @@ TEST(ChatTemplateParity, RandomExpressionsMatchHuggingfaceJinja) {
 
 // Random whitespace layouts around tags (fixed seed) against the oracle.
 TEST(ChatTemplateParity, RandomLayoutsMatchHuggingfaceJinja) {
-  require_oracle();
+  ASSERT_NO_FATAL_FAILURE(require_oracle());
   const char* seed_env = std::getenv("PYPTO_PARITY_SEED");
   const unsigned seed = seed_env ? static_cast<unsigned>(std::strtoul(seed_env, nullptr, 10)) : 7u;
   const char* count_env = std::getenv("PYPTO_PARITY_COUNT");
@@ -293,7 +293,7 @@ TEST(ChatTemplateParity, RandomLayoutsMatchHuggingfaceJinja) {
 // Our toUpperCase/toLowerCase (upper/lower filters and methods) against node's, for every code
 // point.
 TEST(JinjaText, CaseMappingMatchesNode) {
-  require_oracle();
+  ASSERT_NO_FATAL_FAILURE(require_oracle());
   const fs::path script = fs::path(PYPTO_SOURCE_DIR) / "tests" / "chat_template" / "oracle_case.cjs";
   char tmpl[] = "/tmp/pypto_case_XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);

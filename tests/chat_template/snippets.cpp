@@ -145,6 +145,8 @@ std::vector<std::pair<std::string, std::string>> feature_snippets() {
       "{{ msgs[0]['role'] }} {{ msgs[-1].content | trim }} {{ msgs | length }}",
       "{{ n.x() }}",
       "{{ true }} {{ True }} {{ none }} {{ None }}|",
+      "{{ 'ΟΔΟΣ ΣΑΣ Σ aΣ.b AΣ\\'s ΑΣ' | lower }}|{{ 'ǅ ǈ ŉ ﬁ ΐ' | upper }}|{{ 'ǅ' | lower }}",
+      "{{ 'a %}\nb' }}|{{ 'x #}\ny' }}|{{ '{# not a comment #}' }}|{{ \"{{ '}}' }}\" }}",
   };
   std::vector<std::pair<std::string, std::string>> out;
   for (size_t i = 0; i < sources.size(); ++i) out.emplace_back("snippet " + std::to_string(i), sources[i]);
