@@ -439,6 +439,8 @@ Value Interpreter::eval_binary(const Node& n, const EnvPtr& env) {
   if (op == "**" && numeric_like(left) && numeric_like(right)) {
     const double a = as_number(left), b = as_number(right);
     if (a == 0 && b < 0) fail("0.0 cannot be raised to a negative power");
+    // Known difference: V8 (the oracle's runtime) uses fdlibm's pow, which is not always
+    // correctly rounded; std::pow is, so a non-exact float power may differ in its last digit.
     const double r = std::pow(a, b);
     if (!std::isfinite(r)) fail("Exponentiation result is not a finite real number");
     const bool is_float = left.kind == Kind::Float || right.kind == Kind::Float || b < 0;

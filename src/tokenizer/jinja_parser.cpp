@@ -143,7 +143,7 @@ class Parser {
       result = std::make_unique<Node>(NodeKind::CallBlock, ln);
       if (is(Tok::OpenParen)) {
         result->args = parse_args(true);
-        for (auto& p : result->args) callables_.insert(p->kind == NodeKind::KwArg ? p->str : p->str);
+        for (auto& p : result->args) callables_.insert(p->str);
       }
       auto callee = parse_primary();
       if (callee->kind != NodeKind::Identifier) error("expected a macro name after 'call'");

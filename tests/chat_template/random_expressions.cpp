@@ -20,7 +20,7 @@ struct Gen {
         "s", "u", "n", "f", "neg", "z", "b", "nul", "lst", "words", "d", "empty", "edict", "people", "msgs",
         "missing", "0", "1", "-1", "2", "2.5", "-0.5", "'a'", "''", "'  x '", "'Ab c'", "'1'", "'a,b'",
         "true", "false", "none", "[1, 2]", "[]", "['x', 'y']", "{'k': 1}", "{}", "(1, 2)", "msgs[0]",
-        "people[1]", "d.a", "d.c", "loop", "'\\n'", "'😀é'"};
+        "people[1]", "d.a", "d.c", "loop", "'\\n'", "'😀é'", "'ΑΣ\\u2028\\\"\\\\\\x01'", "1e3"};
     return pick(kAtoms);
   }
 
@@ -30,7 +30,9 @@ struct Gen {
       case 0:
       case 1: return atom();
       case 2: {
-        static const char* const kOps[] = {"+", "-", "*", "/", "//", "%", "**", "~", "==", "!=", "<", ">",
+        // No `**`: V8 computes it with fdlibm's pow, which is not always correctly rounded, so
+        // float powers can differ from ours in the last digit (see eval_binary).
+        static const char* const kOps[] = {"+", "-", "*", "/", "//", "%", "~", "==", "!=", "<", ">",
                                            "<=", ">=", "and", "or", "in", "not in"};
         return "(" + expr(depth - 1) + " " + pick(kOps) + " " + expr(depth - 1) + ")";
       }
