@@ -1,0 +1,238 @@
+// Request parsing and validation: every error names the field (param) with an exact message.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "serve/openai_protocol.h"
+
+namespace pypto {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+ApiError completion_error(const std::string& body) {
+  try {
+    parse_completion_request(parse_json_body(body));
+  } catch (const ApiError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no error for " << body;
+  return ApiError(0, "", "");
+}
+
+ApiError chat_error(const std::string& body) {
+  try {
+    parse_chat_request(parse_json_body(body));
+  } catch (const ApiError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no error for " << body;
+  return ApiError(0, "", "");
+}
+
+void expect_error(const ApiError& e, const std::string& message, const std::optional<std::string>& param) {
+  EXPECT_EQ(e.status, 400);
+  EXPECT_EQ(e.type, "invalid_request_error");
+  EXPECT_EQ(std::string(e.what()), message);
+  EXPECT_EQ(e.param, param);
+}
+
+TEST(Protocol, CompletionFieldsParse) {
+  CompletionRequest r = parse_completion_request(parse_json_body(R"({
+    "model": "m", "prompt": "hi", "max_tokens": 7, "temperature": 0.5, "top_p": 0.9, "top_k": 5,
+    "min_p": 0.1, "n": 3, "seed": 42, "stop": ["a", "b"], "stop_token_ids": [1, 2], "stream": true,
+    "stream_options": {"include_usage": true}, "logprobs": 2, "echo": false, "presence_penalty": 0.5,
+    "frequency_penalty": -0.5, "repetition_penalty": 1.1, "logit_bias": {"10": 5, "11": -100},
+    "ignore_eos": true, "min_tokens": 2, "user": "u"})"));
+  EXPECT_EQ(r.model, "m");
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_EQ(r.prompts[0].text, "hi");
+  EXPECT_EQ(r.max_tokens, 7);
+  EXPECT_FALSE(r.max_tokens_is_default);
+  EXPECT_FLOAT_EQ(r.params.temperature, 0.5f);
+  EXPECT_EQ(r.params.top_k, 5);
+  EXPECT_EQ(r.n, 3);
+  EXPECT_EQ(r.params.seed, 42u);
+  EXPECT_EQ(r.params.stop, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(r.params.stop_token_ids, (std::vector<int32_t>{1, 2}));
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+  EXPECT_EQ(r.params.logprobs, 2);
+  ASSERT_EQ(r.params.logit_bias.size(), 2u);
+  EXPECT_EQ(r.params.logit_bias[1].token_id, 11);
+  EXPECT_FLOAT_EQ(r.params.logit_bias[1].bias, -100.0f);
+  EXPECT_TRUE(r.params.ignore_eos);
+  EXPECT_EQ(r.params.min_tokens, 2);
+}
+
+TEST(Protocol, PromptForms) {
+  auto prompts = [](const std::string& p) {
+    return parse_completion_request(parse_json_body(R"({"prompt": )" + p + "}")).prompts;
+  };
+  EXPECT_EQ(prompts(R"(["a", "b"])").size(), 2u);
+  auto ids = prompts("[1, 2, 3]");
+  ASSERT_EQ(ids.size(), 1u);
+  EXPECT_FALSE(ids[0].is_text);
+  EXPECT_EQ(ids[0].token_ids, (std::vector<int32_t>{1, 2, 3}));
+  auto lists = prompts("[[1], [2, 3]]");
+  ASSERT_EQ(lists.size(), 2u);
+  EXPECT_EQ(lists[1].token_ids, (std::vector<int32_t>{2, 3}));
+}
+
+TEST(Protocol, CompletionErrorsNameTheField) {
+  expect_error(completion_error("{"), "the request body is not valid JSON: [json.exception.parse_error.101] parse error at line 1, column 2: syntax error while parsing object key - unexpected end of input; expected string literal", std::nullopt);
+  expect_error(completion_error("[1]"), "the request body must be a JSON object, got array", std::nullopt);
+  expect_error(completion_error(R"({"max_tokens": 5})"), "'prompt' is required", "prompt");
+  expect_error(completion_error(R"({"prompt": ""})"), "'prompt' is empty", "prompt");
+  expect_error(completion_error(R"({"prompt": []})"), "'prompt' is an empty array", "prompt");
+  expect_error(completion_error(R"({"prompt": ["a", ""]})"), "'prompt[1]' is empty", "prompt");
+  expect_error(completion_error(R"({"prompt": 5})"),
+               "'prompt' must be a string, an array of strings, an array of token ids or an array of token-id arrays, got integer",
+               "prompt");
+  expect_error(completion_error(R"({"prompt": [1, -2]})"),
+               "'prompt[1]' = -2 is out of range: allowed 0 <= prompt[1] <= 2147483647", "prompt[1]");
+  expect_error(completion_error(R"({"prompt": "x", "max_tokens": "5"})"), "'max_tokens' must be an integer, got string",
+               "max_tokens");
+  expect_error(completion_error(R"({"prompt": "x", "max_tokens": 0})"),
+               "'max_tokens' = 0 is out of range: allowed 1 <= max_tokens <= 2147483647", "max_tokens");
+  expect_error(completion_error(R"({"prompt": "x", "temperature": true})"),
+               "'temperature' must be a number, got boolean", "temperature");
+  expect_error(completion_error(R"({"prompt": "x", "temperature": -1})"),
+               "sampling parameter 'temperature' = -1 is out of range: allowed >= 0 (0 = greedy)", "temperature");
+  expect_error(completion_error(R"({"prompt": "x", "top_p": 0})"),
+               "sampling parameter 'top_p' = 0 is out of range: allowed 0 < top_p <= 1", "top_p");
+  expect_error(completion_error(R"({"prompt": "x", "n": 0})"), "'n' = 0 is out of range: allowed 1 <= n <= 128", "n");
+  expect_error(completion_error(R"({"prompt": "x", "logprobs": 21})"),
+               "'logprobs' = 21 is out of range: allowed 0 <= logprobs <= 20", "logprobs");
+  expect_error(completion_error(R"({"prompt": "x", "stop": [""]})"),
+               "'stop' entry 0 is empty: stop strings must be non-empty", "stop");
+  expect_error(completion_error(R"({"prompt": "x", "stop": 3})"), "'stop' must be a string or an array of strings, got integer",
+               "stop");
+  expect_error(completion_error(R"({"prompt": "x", "logit_bias": {"abc": 1}})"), "'logit_bias' key 'abc' is not a token id",
+               "logit_bias");
+  expect_error(completion_error(R"({"prompt": "x", "logit_bias": {"5": 200}})"),
+               "sampling parameter 'logit_bias' for token 5 = 200 is out of range: allowed -100 <= bias <= 100",
+               "logit_bias");
+  expect_error(completion_error(R"({"prompt": "x", "stream_options": {"include_usage": true}})"),
+               "'stream_options' is only allowed when 'stream' is true", "stream_options");
+  expect_error(completion_error(R"({"prompt": "x", "min_tokens": 9, "max_tokens": 3})"),
+               "'min_tokens' = 9 exceeds 'max_tokens' = 3", "min_tokens");
+  expect_error(completion_error(R"({"prompt": "x", "echo": true, "logprobs": 1})"),
+               "'echo' together with 'logprobs' needs prompt logprobs, which are not supported", "echo");
+}
+
+TEST(Protocol, UnsupportedAndUnknownFields) {
+  expect_error(completion_error(R"({"prompt": "x", "suffix": "y"})"),
+               "unsupported field 'suffix': insertion (suffix) is not supported", "suffix");
+  expect_error(completion_error(R"({"prompt": "x", "best_of": 2})"),
+               "unsupported field 'best_of': best_of is not supported (it was removed from vLLM too); use n", "best_of");
+  expect_error(completion_error(R"({"prompt": "x", "frobnicate": 1, "zap": 2})"),
+               "unknown fields 'frobnicate', 'zap': not supported by this server (it could change the output)",
+               "frobnicate");
+  expect_error(chat_error(R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})"),
+               "unsupported field 'response_format': structured output (response_format) is not supported; only {\"type\": \"text\"}",
+               "response_format");
+  // Neutral values and ignored fields pass.
+  EXPECT_NO_THROW(parse_completion_request(parse_json_body(
+      R"({"prompt": "x", "best_of": 1, "suffix": null, "user": "me", "metadata": {"a": 1}, "logprobs": null})")));
+  EXPECT_NO_THROW(parse_chat_request(parse_json_body(
+      R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "text"}, "parallel_tool_calls": true})")));
+}
+
+TEST(Protocol, ChatMessagesNormalised) {
+  ChatRequest r = parse_chat_request(parse_json_body(R"({
+    "messages": [{"role": "developer", "content": "sys"},
+                 {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+                 {"role": "assistant", "content": null, "tool_calls": []}],
+    "max_completion_tokens": 9, "max_tokens": 3, "logprobs": true, "top_logprobs": 2,
+    "chat_template_kwargs": {"enable_thinking": false}, "tools": [{"type": "function", "function": {"name": "f"}}]})"));
+  EXPECT_EQ(r.messages[0]["role"], "system");
+  EXPECT_EQ(r.messages[1]["content"], "a\nb");
+  EXPECT_EQ(r.messages[2]["content"], "");
+  EXPECT_EQ(r.max_tokens, 9);  // max_completion_tokens wins
+  EXPECT_TRUE(r.logprobs);
+  EXPECT_EQ(r.params.logprobs, 2);
+  EXPECT_EQ(r.chat_template_kwargs["enable_thinking"], false);
+  EXPECT_EQ(r.tools.size(), 1u);
+}
+
+TEST(Protocol, ChatErrors) {
+  expect_error(chat_error(R"({"model": "m"})"), "'messages' is required", "messages");
+  expect_error(chat_error(R"({"messages": []})"), "'messages' is empty: at least one message is required", "messages");
+  expect_error(chat_error(R"({"messages": [{"content": "x"}]})"), "'messages[0].role' is required and must be a string",
+               "messages[0].role");
+  expect_error(chat_error(R"({"messages": [{"role": "robot", "content": "x"}]})"),
+               "'messages[0].role' = 'robot' is not one of system, developer, user, assistant, tool", "messages[0].role");
+  expect_error(chat_error(R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})"),
+               "'messages[0].content[0].type' = 'image_url' is not supported: only text parts", "messages[0].content[0]");
+  expect_error(chat_error(R"({"messages": [{"role": "user", "content": 5}]})"),
+               "'messages[0].content' must be a string or an array of content parts, got integer", "messages[0].content");
+  expect_error(chat_error(R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})"),
+               "'top_logprobs' needs 'logprobs' set to true", "top_logprobs");
+  expect_error(chat_error(R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})"),
+               "'tool_choice' must be \"auto\" or \"none\": forcing a tool call is not supported", "tool_choice");
+  expect_error(chat_error(R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": {"enable_thinking": "no"}})"),
+               "'chat_template_kwargs.enable_thinking' must be a boolean, got string", "chat_template_kwargs.enable_thinking");
+  expect_error(chat_error(R"({"messages": [{"role": "user", "content": "x"}], "echo": true})"),
+               "unknown field 'echo': not supported by this server (it could change the output)", "echo");
+}
+
+TEST(Protocol, GenerateConfigDefaultsLoseToExplicitFields) {
+  const nlohmann::json defaults = {{"max_new_tokens", 32}, {"temperature", 0.2}, {"top_k", 5}, {"stop", {"x"}}};
+  ojson body = parse_json_body(R"({"prompt": "p", "temperature": 0.9, "top_k": null})");
+  const std::set<std::string> applied = apply_generate_defaults(body, defaults, false);
+  EXPECT_EQ(applied, (std::set<std::string>{"max_tokens", "stop"}));
+  CompletionRequest r = parse_completion_request(body, applied);
+  EXPECT_FLOAT_EQ(r.params.temperature, 0.9f);  // explicit wins
+  EXPECT_FALSE(r.params.top_k.has_value());     // explicit null disables the server's top_k
+  EXPECT_EQ(r.max_tokens, 32);
+  EXPECT_TRUE(r.max_tokens_is_default);  // clamped to the room left, never rejected
+  EXPECT_EQ(r.params.stop, std::vector<std::string>{"x"});
+
+  ojson chat = parse_json_body(R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 4})");
+  ChatRequest c = parse_chat_request(chat, apply_generate_defaults(chat, defaults, true));
+  EXPECT_EQ(c.max_tokens, 4);
+  EXPECT_FALSE(c.max_tokens_is_default);
+
+  ojson null_budget = parse_json_body(R"({"prompt": "p", "max_tokens": null})");
+  CompletionRequest n = parse_completion_request(null_budget, apply_generate_defaults(null_budget, defaults, false));
+  EXPECT_FALSE(n.max_tokens.has_value());  // null: all the room the prompt leaves
+}
+
+TEST(Protocol, GenerateConfigValidation) {
+  EXPECT_NO_THROW(validate_generate_config({{"max_new_tokens", 16}, {"temperature", 0}, {"stream", true}}));
+  try {
+    validate_generate_config({{"max_new_tokenz", 16}});
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "--generate-config: unknown key 'max_new_tokenz'");
+  }
+  try {
+    validate_generate_config({{"top_p", 2}});
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "--generate-config: sampling parameter 'top_p' = 2 is out of range: allowed 0 < top_p <= 1");
+  }
+}
+
+TEST(Protocol, Tokenize) {
+  TokenizeRequest t = parse_tokenize_request(parse_json_body(R"({"prompt": "hi", "return_token_strs": true})"));
+  EXPECT_FALSE(t.chat);
+  EXPECT_TRUE(t.add_special_tokens);
+  TokenizeRequest c = parse_tokenize_request(parse_json_body(
+      R"({"messages": [{"role": "user", "content": "hi"}], "add_generation_prompt": false,
+          "chat_template_kwargs": {"enable_thinking": false}})"));
+  EXPECT_TRUE(c.chat);
+  EXPECT_FALSE(c.add_special_tokens);
+  EXPECT_FALSE(c.add_generation_prompt);
+  try {
+    parse_tokenize_request(parse_json_body(R"({"prompt": "a", "messages": []})"));
+    ADD_FAILURE();
+  } catch (const ApiError& e) {
+    EXPECT_STREQ(e.what(), "exactly one of 'prompt' and 'messages' is required");
+  }
+  std::optional<std::string> model;
+  EXPECT_EQ(parse_detokenize_request(parse_json_body(R"({"tokens": [1, 2]})"), model), (std::vector<int32_t>{1, 2}));
+}
+
+}  // namespace
+}  // namespace pypto
