@@ -62,12 +62,19 @@ void ThreadPool::range_of(int64_t n, int64_t grain, int tid, int64_t* begin, int
 }
 
 void ThreadPool::run_share(int tid) {
+  if (dynamic_) {
+    for (;;) {
+      int64_t b = next_chunk_.fetch_add(1, std::memory_order_relaxed) * grain_;
+      if (b >= n_) return;
+      call_(ctx_, b, b + grain_ < n_ ? b + grain_ : n_, tid);
+    }
+  }
   int64_t b, e;
   range_of(n_, grain_, tid, &b, &e);
   if (b < e) call_(ctx_, b, e, tid);
 }
 
-void ThreadPool::run(int64_t n, int64_t grain, Call call, void* ctx) {
+void ThreadPool::run(int64_t n, int64_t grain, Call call, void* ctx, bool dynamic) {
   PYPTO_ASSERT(!t_inside_job, "nested parallel_for");
   PYPTO_ASSERT(grain >= 1, "grain ", grain);
   if (n <= 0) return;
@@ -81,9 +88,15 @@ void ThreadPool::run(int64_t n, int64_t grain, Call call, void* ctx) {
   ctx_ = ctx;
   n_ = n;
   grain_ = grain;
+  dynamic_ = dynamic;
+  next_chunk_.store(0, std::memory_order_relaxed);
   t_inside_job = true;
   if (num_threads_ == 1 || n <= grain) {
-    call(ctx, 0, n, 0);  // one range: no need to wake anyone
+    if (dynamic && n > grain) {
+      run_share(0);  // one thread: all chunks in order
+    } else {
+      call(ctx, 0, n, 0);  // one range: no need to wake anyone
+    }
   } else {
     remaining_.store(num_threads_ - 1, std::memory_order_relaxed);
     epoch_.fetch_add(1, std::memory_order_release);

@@ -32,7 +32,19 @@ class ThreadPool {
   void parallel_for(int64_t n, F&& fn, int64_t grain = 1) {
     using Fn = std::remove_reference_t<F>;
     run(n, grain, [](void* ctx, int64_t b, int64_t e, int tid) { (*static_cast<Fn*>(ctx))(b, e, tid); },
-        const_cast<void*>(static_cast<const void*>(&fn)));
+        const_cast<void*>(static_cast<const void*>(&fn)), /*dynamic=*/false);
+  }
+
+  // Dynamic variant: [0, n) is cut into chunks of `chunk` elements (the last may be shorter) that
+  // threads take in order from a shared counter, calling fn(begin, end, thread_id) once per chunk.
+  // On cores shared with other processes a descheduled thread then delays the op by one chunk,
+  // not by its whole static share. Which thread runs a chunk varies from run to run, so fn must
+  // compute each element independently of the chunking (every kernel here does).
+  template <typename F>
+  void parallel_for_dynamic(int64_t n, int64_t chunk, F&& fn) {
+    using Fn = std::remove_reference_t<F>;
+    run(n, chunk, [](void* ctx, int64_t b, int64_t e, int tid) { (*static_cast<Fn*>(ctx))(b, e, tid); },
+        const_cast<void*>(static_cast<const void*>(&fn)), /*dynamic=*/true);
   }
 
   // The range thread `tid` gets for (n, grain): exposed so kernels and tests can reason about it.
@@ -40,7 +52,7 @@ class ThreadPool {
 
  private:
   using Call = void (*)(void*, int64_t, int64_t, int);
-  void run(int64_t n, int64_t grain, Call call, void* ctx);
+  void run(int64_t n, int64_t grain, Call call, void* ctx, bool dynamic);
   void worker_main(int tid);
   void run_share(int tid);
 
@@ -54,6 +66,8 @@ class ThreadPool {
   Call call_ = nullptr;
   void* ctx_ = nullptr;
   int64_t n_ = 0, grain_ = 1;
+  bool dynamic_ = false;
+  alignas(64) std::atomic<int64_t> next_chunk_{0};  // dynamic jobs: next chunk to hand out
 
   alignas(64) std::atomic<uint64_t> epoch_{0};   // bumped once per job (and at shutdown)
   alignas(64) std::atomic<int> remaining_{0};    // workers still running the current job

@@ -51,7 +51,8 @@ class CpuBackend final : public Backend {
       kt_.linear_cols(t, 0, w.n_out, scratch(0));
       return;
     }
-    pool_.parallel_for(w.n_out, [&](int64_t b, int64_t e, int tid) { kt_.linear_cols(t, b, e, scratch(tid)); }, 16);
+    pool_.parallel_for_dynamic(w.n_out, column_chunk(w.n_out),
+                               [&](int64_t b, int64_t e, int tid) { kt_.linear_cols(t, b, e, scratch(tid)); });
   }
 
   void rms_norm(const float* x, const float* gamma, int64_t m, int64_t d, float eps, float* y) override {
@@ -124,6 +125,15 @@ class CpuBackend final : public Backend {
         scratch_floats_[i] = floats;
       }
   }
+  // Work is handed out in chunks, about 4 per thread, from a shared counter (parallel_for_dynamic):
+  // on cores shared with other processes a descheduled thread then holds up one chunk, not a
+  // whole static share. Chunking never changes results: every element is computed on its own.
+  //
+  // Columns of a linear per chunk: a multiple of 48 (whole W blocks / tiles of every ISA).
+  int64_t column_chunk(int64_t n_out) const {
+    int64_t c = (n_out + 4 * pool_.num_threads() - 1) / (4 * pool_.num_threads());
+    return (c + 47) / 48 * 48;
+  }
   // Runs fn(row_begin, row_end) over m rows of `row_elems` elements, on the pool when worth it.
   template <typename F>
   void for_rows(int64_t m, int64_t row_elems, F&& fn) {
@@ -132,7 +142,8 @@ class CpuBackend final : public Backend {
       fn(0, m);
       return;
     }
-    pool_.parallel_for(m, [&](int64_t b, int64_t e, int) { fn(b, e); });
+    const int64_t chunk = (m + 4 * pool_.num_threads() - 1) / (4 * pool_.num_threads());
+    pool_.parallel_for_dynamic(m, chunk, [&](int64_t b, int64_t e, int) { fn(b, e); });
   }
   void ensure_rope_table(int32_t max_pos, int32_t head_dim, float theta);
 
@@ -145,7 +156,8 @@ class CpuBackend final : public Backend {
       for (int64_t i = b; i < e; ++i) kt_.from_f32(t.x + i * t.k, t.k, xb + i * t.k, DType::BF16);
     });
     if (t.m * t.n_out * t.k < kLinearSerialMacs) return kt_.linear_cols_bf16dot(xb, t, 0, t.n_out);
-    pool_.parallel_for(t.n_out, [&](int64_t b, int64_t e, int) { kt_.linear_cols_bf16dot(xb, t, b, e); }, 16);
+    pool_.parallel_for_dynamic(t.n_out, column_chunk(t.n_out),
+                               [&](int64_t b, int64_t e, int) { kt_.linear_cols_bf16dot(xb, t, b, e); });
   }
 
   const cpu::KernelTable& kt_;
@@ -158,10 +170,10 @@ class CpuBackend final : public Backend {
   AlignedBuffer rope_cos_, rope_sin_;
   int32_t rope_positions_ = 0, rope_head_dim_ = 0;
   float rope_theta_ = 0.0f;
-  // paged_attention task list and per-thread task ranges (kept to avoid reallocating).
+  // paged_attention task list, costs and run order (kept to avoid reallocating).
   std::vector<cpu::AttentionTask> tasks_;
   std::vector<int64_t> task_cost_;
-  std::vector<size_t> task_split_;
+  std::vector<size_t> task_order_;
 };
 
 void CpuBackend::ensure_rope_table(int32_t max_pos, int32_t head_dim, float theta) {
@@ -216,26 +228,19 @@ void CpuBackend::paged_attention(const float* q, int64_t m, int32_t n_heads, con
   if (tasks_.empty()) return;
   reserve_scratch(kt_.attention_scratch_floats(cache.block_size, cache.head_dim));
 
-  // Split the task list into contiguous ranges of about equal cost, one per thread. (Which thread
-  // runs a task never changes its result.)
-  const int nt = pool_.num_threads();
-  int64_t total = 0;
-  for (int64_t c : task_cost_) total += c;
-  task_split_.assign(nt + 1, tasks_.size());
-  task_split_[0] = 0;
-  int64_t acc = 0;
-  int next = 1;
-  for (size_t i = 0; i < tasks_.size() && next < nt; ++i) {
-    acc += task_cost_[i];
-    while (next < nt && acc * nt >= total * next) task_split_[next++] = i + 1;
-  }
-  if (nt == 1 || tasks_.size() == 1) {
+  if (pool_.num_threads() == 1 || tasks_.size() == 1) {
     for (const auto& t : tasks_) kt_.attention(t, scratch(0));
     return;
   }
-  pool_.parallel_for(nt, [&](int64_t b, int64_t e, int tid) {
-    for (int64_t r = b; r < e; ++r)
-      for (size_t i = task_split_[r]; i < task_split_[r + 1]; ++i) kt_.attention(tasks_[i], scratch(tid));
+  // Costliest tasks first, handed out one at a time: the threads finish together even when one
+  // of them loses its core for a while. (Which thread runs a task never changes its result.)
+  task_order_.resize(tasks_.size());
+  for (size_t i = 0; i < tasks_.size(); ++i) task_order_[i] = i;
+  std::sort(task_order_.begin(), task_order_.end(), [&](size_t a, size_t b) {
+    return task_cost_[a] != task_cost_[b] ? task_cost_[a] > task_cost_[b] : a < b;  // in place, no allocation
+  });
+  pool_.parallel_for_dynamic(static_cast<int64_t>(tasks_.size()), 1, [&](int64_t b, int64_t e, int tid) {
+    for (int64_t i = b; i < e; ++i) kt_.attention(tasks_[task_order_[i]], scratch(tid));
   });
 }
 
