@@ -1,5 +1,6 @@
 #include "engine/engine.h"
 
+#include <chrono>
 #include <exception>
 
 #include "core/error.h"
@@ -8,6 +9,9 @@
 namespace pypto {
 
 namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // Joins a request id and a sequence index into the scheduler's id for that sequence.
 constexpr char kSequenceSeparator = '\x1f';
@@ -112,13 +116,16 @@ std::vector<RequestOutput> Engine::step() {
   std::vector<RequestOutput> outs = std::move(pending_);
   pending_.clear();
   if (!scheduler_.has_unfinished_requests()) return outs;
+  Clock::time_point t = Clock::now();
   SchedulerOutput so = scheduler_.schedule();
+  stats_.schedule_seconds += seconds_since(t);
   if (so.empty()) return outs;
   ++stats_.steps;
   stats_.scheduled_tokens += so.total_num_scheduled_tokens;
 
   ExecutorOutput eo;
   std::string error;
+  t = Clock::now();
   try {
     executor_->execute(so, eo);
     const int64_t rows = so.num_sampling_rows();
@@ -128,6 +135,7 @@ std::vector<RequestOutput> Engine::step() {
   } catch (const std::exception& e) {
     error = e.what();
   }
+  stats_.execute_seconds += seconds_since(t);
   if (!error.empty()) {
     // The step failed: every request in it ends with the error; the others keep running.
     log_error("engine step failed: ", error);
@@ -148,6 +156,7 @@ std::vector<RequestOutput> Engine::step() {
     return outs;
   }
 
+  t = Clock::now();
   std::vector<SamplerRow> rows;
   std::vector<size_t> row_of;  // scheduled index of each sampler row
   for (size_t i = 0; i < so.scheduled.size(); ++i) {
@@ -160,6 +169,9 @@ std::vector<RequestOutput> Engine::step() {
   const std::vector<SampledToken> sampled = sample_batch(eo.logits, eo.vocab_size, rows);
   std::vector<SampledToken> aligned(so.scheduled.size());
   for (size_t k = 0; k < row_of.size(); ++k) aligned[row_of[k]] = sampled[k];
+  stats_.sample_seconds += seconds_since(t);
+
+  t = Clock::now();
 
   for (const EngineCoreOutput& o : scheduler_.update_from_output(so, aligned)) {
     RequestOutput out = to_output(o);
@@ -167,6 +179,7 @@ std::vector<RequestOutput> Engine::step() {
     if (out.finish_reason) finish_sequence(out);
     outs.push_back(std::move(out));
   }
+  stats_.update_seconds += seconds_since(t);
   return outs;
 }
 

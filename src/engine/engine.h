@@ -52,6 +52,12 @@ struct EngineStats {
   int64_t scheduled_tokens = 0;
   int64_t generated_tokens = 0;
   int64_t failed_steps = 0;
+  // Wall time of each phase of step(), summed over steps (the --profile report's scheduling,
+  // model and sampling layers).
+  double schedule_seconds = 0;
+  double execute_seconds = 0;
+  double sample_seconds = 0;
+  double update_seconds = 0;
 };
 
 class Engine {
@@ -74,6 +80,7 @@ class Engine {
   std::vector<RequestOutput> step();
 
   bool has_unfinished_requests() const;
+  int64_t num_pending_tokens() const { return scheduler_.num_pending_tokens(); }
   const Scheduler& scheduler() const { return scheduler_; }
   const EngineStats& stats() const { return stats_; }
   const EngineConfig& config() const { return config_; }

@@ -52,10 +52,12 @@ std::shared_ptr<RequestStream> EngineLoop::add_request(const EngineRequest& req)
   auto stream = std::make_shared<RequestStream>();
   {
     std::lock_guard lock(mu_);
+    if (!alive_) fail("request ", req.request_id, ": the engine loop has stopped: ", death_reason_);
     if (stop_) fail("request ", req.request_id, ": the engine is shutting down");
     if (streams_.contains(req.request_id)) fail("request ", req.request_id, ": a request with this id is already running");
     streams_[req.request_id] = stream;
     new_requests_.push_back(req);
+    queued_tokens_ += (int64_t(req.prompt_token_ids.size()) + req.params.max_tokens) * req.params.n;
   }
   cv_.notify_all();
   return stream;
@@ -84,7 +86,66 @@ size_t EngineLoop::num_active_requests() const {
   return streams_.size();
 }
 
+bool EngineLoop::is_alive() const {
+  std::lock_guard lock(mu_);
+  return alive_;
+}
+
+int64_t EngineLoop::num_pending_tokens() const {
+  std::lock_guard lock(mu_);
+  return stats_.pending_tokens + queued_tokens_ + taken_tokens_;
+}
+
+EngineLoopStats EngineLoop::stats() const {
+  std::lock_guard lock(mu_);
+  EngineLoopStats s = stats_;
+  s.alive = alive_;
+  s.pending_tokens += queued_tokens_ + taken_tokens_;
+  return s;
+}
+
+void EngineLoop::refresh_stats_locked() {
+  const Scheduler& sched = engine_->scheduler();
+  const BlockPool& pool = sched.kv_cache_manager().block_pool();
+  stats_.num_running = int64_t(sched.num_running());
+  stats_.num_waiting = int64_t(sched.num_waiting());
+  stats_.pending_tokens = engine_->num_pending_tokens();
+  stats_.num_blocks = pool.num_blocks();
+  stats_.num_free_blocks = pool.num_free_blocks();
+  stats_.kv_usage = pool.usage();
+  stats_.prefix_cache = sched.kv_cache_manager().prefix_cache_stats();
+  stats_.num_preemptions = sched.num_preemptions();
+  stats_.engine = engine_->stats();
+  taken_tokens_ = 0;  // now counted by the engine itself
+}
+
 void EngineLoop::run() {
+  try {
+    loop_body();
+  } catch (const std::exception& e) {
+    // A bug, not a model failure (Engine::step reports those per request). Never leave a client
+    // waiting on a stream that nothing will feed: end every one with the error.
+    log_error("engine loop stopped: ", e.what());
+    std::lock_guard lock(mu_);
+    alive_ = false;
+    death_reason_ = e.what();
+    for (auto& [id, stream] : streams_) {
+      RequestOutput o;
+      o.request_id = id;
+      o.finish_reason = FinishReason::Error;
+      o.error = str_cat("engine loop stopped: ", e.what());
+      o.request_finished = true;
+      stream->push(std::move(o));
+    }
+    streams_.clear();
+    return;
+  }
+  std::lock_guard lock(mu_);
+  alive_ = false;
+  death_reason_ = "shut down";
+}
+
+void EngineLoop::loop_body() {
   for (;;) {
     std::vector<EngineRequest> adds;
     std::vector<Finish> finishes;
@@ -96,6 +157,8 @@ void EngineLoop::run() {
       });
       adds.swap(new_requests_);
       finishes.swap(finishes_);
+      taken_tokens_ += queued_tokens_;
+      queued_tokens_ = 0;
       stopping = stop_;
     }
 
@@ -122,16 +185,12 @@ void EngineLoop::run() {
     }
     for (const Finish& f : finishes) engine_->finish_request(f.request_id, f.reason, f.index);
 
-    try {
-      std::vector<RequestOutput> step_outs = engine_->step();
-      outs.insert(outs.end(), std::make_move_iterator(step_outs.begin()), std::make_move_iterator(step_outs.end()));
-    } catch (const std::exception& e) {
-      // Engine::step reports model failures per request; anything reaching here is a bug.
-      log_error("engine loop: step threw: ", e.what());
-    }
+    std::vector<RequestOutput> step_outs = engine_->step();
+    outs.insert(outs.end(), std::make_move_iterator(step_outs.begin()), std::make_move_iterator(step_outs.end()));
 
     {
       std::lock_guard lock(mu_);
+      refresh_stats_locked();
       for (RequestOutput& o : outs) {
         auto it = streams_.find(o.request_id);
         if (it == streams_.end()) continue;

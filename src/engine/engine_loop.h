@@ -41,6 +41,22 @@ class RequestStream {
   bool final_taken_ = false;
 };
 
+// A snapshot of the engine for metrics and routing, refreshed after every step.
+struct EngineLoopStats {
+  bool alive = true;
+  int64_t num_running = 0;
+  int64_t num_waiting = 0;
+  // least_pending_tokens load: the engine's pending tokens plus prompt + max_tokens (x n) of
+  // requests queued for the engine thread but not yet taken.
+  int64_t pending_tokens = 0;
+  int32_t num_blocks = 0;
+  int32_t num_free_blocks = 0;
+  double kv_usage = 0;  // fraction of blocks held by requests
+  PrefixCacheStats prefix_cache;
+  int64_t num_preemptions = 0;
+  EngineStats engine;
+};
+
 class EngineLoop {
  public:
   explicit EngineLoop(std::unique_ptr<Engine> engine);
@@ -60,9 +76,17 @@ class EngineLoop {
   void shutdown();
 
   size_t num_active_requests() const;
+  // False once the loop thread has stopped (after shutdown(), or after an unexpected failure, when
+  // every open stream was ended with finish reason "error").
+  bool is_alive() const;
+  int64_t num_pending_tokens() const;
+  EngineLoopStats stats() const;
 
  private:
   void run();
+  void loop_body();
+  // Engine thread, under mu_: refreshes stats_ from the engine.
+  void refresh_stats_locked();
 
   std::unique_ptr<Engine> engine_;
   mutable std::mutex mu_;
@@ -76,6 +100,11 @@ class EngineLoop {
   std::vector<Finish> finishes_;
   std::unordered_map<std::string, std::shared_ptr<RequestStream>> streams_;
   bool stop_ = false;
+  bool alive_ = true;
+  std::string death_reason_;
+  int64_t queued_tokens_ = 0;  // prompt + max_tokens (x n) of new_requests_
+  int64_t taken_tokens_ = 0;   // the same for requests taken by the engine thread, until stats refresh
+  EngineLoopStats stats_;
   std::thread thread_;
 };
 

@@ -16,6 +16,14 @@ namespace pypto {
 ModelRunner::ModelRunner(Qwen3Model& model, KvCache& cache) : model_(model), cache_(cache) {}
 
 void ModelRunner::execute(const SchedulerOutput& so, ExecutorOutput& out) {
+  build_batch(so);
+  out.vocab_size = model_.vocab_size();
+  out.logits.resize(static_cast<size_t>(batch_.num_logits() * out.vocab_size));
+  if (batch_.num_tokens() == 0) return;
+  model_.forward(batch_, cache_, out.logits.data());
+}
+
+const ForwardBatch& ModelRunner::build_batch(const SchedulerOutput& so) {
   for (const std::string& id : so.finished_req_ids) block_tables_.erase(id);
   for (const std::string& id : so.preempted_req_ids) block_tables_.erase(id);
 
@@ -40,10 +48,7 @@ void ModelRunner::execute(const SchedulerOutput& so, ExecutorOutput& out) {
                         static_cast<int32_t>(s.num_computed_tokens), table.data(), static_cast<int32_t>(table.size()),
                         bs, s.samples ? ForwardBatch::Logits::Last : ForwardBatch::Logits::None);
   }
-  out.vocab_size = model_.vocab_size();
-  out.logits.resize(static_cast<size_t>(batch_.num_logits() * out.vocab_size));
-  if (batch_.num_tokens() == 0) return;
-  model_.forward(batch_, cache_, out.logits.data());
+  return batch_;
 }
 
 namespace {

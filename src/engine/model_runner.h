@@ -29,6 +29,10 @@ class ModelRunner : public ModelExecutor {
   // `model` and `cache` must outlive the runner.
   ModelRunner(Qwen3Model& model, KvCache& cache);
   void execute(const SchedulerOutput& so, ExecutorOutput& out) override;
+  // The first half of execute(): applies `so` to the block tables and fills the step's
+  // ForwardBatch (valid until the next call). A tensor-parallel executor builds the batch once
+  // here and runs it on every rank (parallel/replicas/tp_model_runner.h).
+  const ForwardBatch& build_batch(const SchedulerOutput& so);
 
  private:
   Qwen3Model& model_;

@@ -199,6 +199,14 @@ void Scheduler::finish_requests(std::span<const std::string> req_ids, RequestSta
   }
 }
 
+int64_t Scheduler::num_pending_tokens() const {
+  int64_t n = 0;
+  for (const auto& [id, r] : requests_)
+    n += std::max<int64_t>(0, r->num_prompt_tokens() - r->num_computed_tokens) +
+         (r->sampling_params.max_tokens - r->num_output_tokens());
+  return n;
+}
+
 const Request* Scheduler::get_request(const std::string& req_id) const {
   auto it = requests_.find(req_id);
   return it == requests_.end() ? nullptr : it->second.get();

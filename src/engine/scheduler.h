@@ -66,6 +66,9 @@ class Scheduler {
   size_t num_running() const { return running_.size(); }
   bool has_unfinished_requests() const { return !waiting_.empty() || !running_.empty(); }
   bool has_requests() const { return !requests_.empty(); }
+  // The seed's least_pending_tokens load: over unfinished requests, prompt tokens not yet computed
+  // plus tokens not yet generated (up to max_tokens).
+  int64_t num_pending_tokens() const;
 
   const SchedulerConfig& config() const { return config_; }
   KVCacheManager& kv_cache_manager() { return kv_; }

@@ -302,3 +302,50 @@ TEST(EngineLoop, ShutdownAbortsInFlightRequests) {
 
 }  // namespace
 }  // namespace pypto
+
+namespace pypto {
+namespace {
+
+TEST(EngineLoop, StatsAndPendingTokensForRouting) {
+  auto gate = std::make_shared<std::atomic<bool>>(false);
+  auto executor = std::make_unique<FakeExecutor>(64, 4, Logits::Peaked);
+  executor->gate_ = gate;
+  EngineLoop loop(std::make_unique<Engine>(engine_config(), std::move(executor)));
+  auto a = loop.add_request(greedy_request("a", prompt_of(1, 8), 50));
+  ASSERT_TRUE(a->next().has_value());  // step 1 done; step 2 waits at the gate
+  EngineLoopStats st = loop.stats();
+  EXPECT_TRUE(st.alive);
+  EXPECT_EQ(st.num_running, 1);
+  EXPECT_EQ(st.pending_tokens, 49);  // prompt computed, 49 of 50 tokens to go
+  EXPECT_EQ(st.num_blocks, 64);
+  EXPECT_EQ(st.num_free_blocks, 62);  // 9 tokens in blocks of 4 (the 9th's block is reserved next step)
+  EXPECT_EQ(st.engine.steps, 1);
+  EXPECT_EQ(st.engine.generated_tokens, 1);
+  // A queued request counts prompt + max_tokens until the engine takes it.
+  auto b = loop.add_request(greedy_request("b", prompt_of(2, 5), 10));
+  EXPECT_EQ(loop.num_pending_tokens(), 49 + 15);
+  gate->store(true);
+  while (a->next()) {
+  }
+  while (b->next()) {
+  }
+  st = loop.stats();
+  EXPECT_EQ(st.num_running, 0);
+  EXPECT_EQ(st.num_waiting, 0);
+  EXPECT_EQ(st.pending_tokens, 0);
+  EXPECT_EQ(st.num_free_blocks, 64);
+  EXPECT_DOUBLE_EQ(st.kv_usage, 0.0);
+  EXPECT_EQ(st.engine.generated_tokens, 60);
+  EXPECT_GT(st.engine.execute_seconds, 0.0);
+  loop.shutdown();
+  EXPECT_FALSE(loop.is_alive());
+  try {
+    loop.add_request(greedy_request("c", {1}, 1));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "request c: the engine loop has stopped: shut down");
+  }
+}
+
+}  // namespace
+}  // namespace pypto
