@@ -39,13 +39,20 @@ std::string join_piece(const Value& v) {
   return to_concat_string(v);
 }
 
+// Argument lookups follow the oracle's `args[i] ?? kwargs.get(name) ?? fallback`, so a raw JS
+// undefined (Hole) counts as absent.
 const Value* kwarg(const Value& kwargs, const char* name) {
-  return kwargs.kind == Kind::Dict ? kwargs.dict->find(name) : nullptr;
+  const Value* v = kwargs.kind == Kind::Dict ? kwargs.dict->find(name) : nullptr;
+  return v && !v->is_hole() ? v : nullptr;
+}
+
+const Value* positional(const std::vector<Value>& args, size_t i) {
+  return i < args.size() && !args[i].is_hole() ? &args[i] : nullptr;
 }
 
 // First present of: positional i, keyword `name`, fallback.
 Value arg_or(const std::vector<Value>& args, size_t i, const Value& kwargs, const char* name, Value fallback) {
-  if (i < args.size()) return args[i];
+  if (const Value* v = positional(args, i)) return *v;
   if (const Value* v = kwarg(kwargs, name)) return *v;
   return fallback;
 }
@@ -106,7 +113,7 @@ Value dict_method(const Value& d, const std::string& name, std::vector<Value>& a
     if (args.empty() || !args[0].is_string())
       fail("Object key must be a string: got ", args.empty() ? "undefined" : type_name(args[0]));
     if (const Value* v = d.dict->find(args[0].str)) return *v;
-    return args.size() > 1 ? args[1] : Value::null();
+    return positional(args, 1) ? args[1] : Value::null();
   }
   if (name == "items") return dict_items(d);
   if (name == "keys") return dict_keys(d);
@@ -162,9 +169,9 @@ std::string capitalize(const std::string& s) {
 }
 
 Value split_string(const std::string& s, std::vector<Value>& args) {
-  Value sep = args.size() > 0 ? args[0] : Value::null();
+  Value sep = positional(args, 0) ? args[0] : Value::null();
   if (!sep.is_string() && !sep.is_null()) fail("sep argument must be a string or null");
-  Value maxsplit = args.size() > 1 ? args[1] : Value::integer(-1);
+  Value maxsplit = positional(args, 1) ? args[1] : Value::integer(-1);
   if (maxsplit.kind != Kind::Int) fail("maxsplit argument must be a number");
   const double max = maxsplit.number;
   std::vector<Value> out;
@@ -573,7 +580,7 @@ Value call_filter(Interpreter& in, const std::string& name, const Value& operand
     cannot_apply(name, operand);
   }
   if (name == "default") {
-    Value fallback = args.size() > 0 ? args[0] : Value::string("");
+    Value fallback = positional(args, 0) ? args[0] : Value::string("");
     Value boolean = arg_or(args, 1, kwargs, "boolean", Value::from_bool(false));
     if (boolean.kind != Kind::Bool) fail("`default` filter flag must be a boolean");
     if (operand.is_undefined() || (boolean.boolean && !truthy(operand))) return fallback;

@@ -244,7 +244,7 @@ void Interpreter::bind_macro_args(const std::string& display, const Node& n, std
     if (!value) {
       for (auto it = kwargs.begin(); it != kwargs.end(); ++it) {
         if (it->first == p.str) {
-          value = it->second;
+          if (!it->second.is_hole()) value = it->second;
           kwargs.erase(it);
           break;
         }

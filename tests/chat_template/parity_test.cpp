@@ -238,8 +238,9 @@ TEST(ChatTemplateParity, FeatureSnippetsMatchHuggingfaceJinja) {
   EXPECT_EQ(failures, 0u);
 }
 
-// Random expressions (fixed seed) against the oracle: operators, filters, tests, methods,
-// member access and slices over values of every type, in combinations no list above covers.
+// Random expressions and short programs (fixed seed) against the oracle: operators, filters,
+// tests, methods, member access, slices, loops, assignments and macros over values of every
+// type, in combinations no list above covers. PYPTO_PARITY_SEED / PYPTO_PARITY_COUNT explore more.
 TEST(ChatTemplateParity, RandomExpressionsMatchHuggingfaceJinja) {
   ASSERT_NO_FATAL_FAILURE(require_oracle());
   std::vector<NamedTemplate> templates;
@@ -247,8 +248,10 @@ TEST(ChatTemplateParity, RandomExpressionsMatchHuggingfaceJinja) {
   const unsigned seed = seed_env ? static_cast<unsigned>(std::strtoul(seed_env, nullptr, 10)) : 7u;
   const char* count_env = std::getenv("PYPTO_PARITY_COUNT");
   const size_t count = count_env ? std::strtoul(count_env, nullptr, 10) : 1500;
-  const auto sources = pypto::test::random_expression_templates(seed, count);
-  for (size_t i = 0; i < sources.size(); ++i) templates.push_back({"random " + std::to_string(i) + ": " + sources[i], sources[i]});
+  for (const auto& src : pypto::test::random_expression_templates(seed, count))
+    templates.push_back({"expression: " + src, src});
+  for (const auto& src : pypto::test::random_program_templates(seed, count))
+    templates.push_back({"program: " + src, src});
   const std::vector<J> contexts = pypto::test::feature_contexts();
   const J output = render_with_oracle(templates, contexts);
   ASSERT_FALSE(output.is_null());
@@ -260,8 +263,8 @@ TEST(ChatTemplateParity, RandomExpressionsMatchHuggingfaceJinja) {
     rejected += tally.parse_rejected;
     failures += tally.failures;
   }
-  std::printf("[parity] %zu random expressions (seed %u) x %zu contexts: %zu identical, %zu raised in both, "
-              "%zu rejected at parse (oracle fails too), %zu mismatched\n",
+  std::printf("[parity] %zu random expressions and programs (seed %u) x %zu contexts: %zu identical, %zu raised "
+              "in both, %zu rejected at parse (oracle fails too), %zu mismatched\n",
               templates.size(), seed, contexts.size(), identical, raised, rejected, failures);
   EXPECT_EQ(failures, 0u);
 }

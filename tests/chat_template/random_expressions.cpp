@@ -20,7 +20,7 @@ struct Gen {
         "s", "u", "n", "f", "neg", "z", "b", "nul", "lst", "words", "d", "empty", "edict", "people", "msgs",
         "missing", "0", "1", "-1", "2", "2.5", "-0.5", "'a'", "''", "'  x '", "'Ab c'", "'1'", "'a,b'",
         "true", "false", "none", "[1, 2]", "[]", "['x', 'y']", "{'k': 1}", "{}", "(1, 2)", "msgs[0]",
-        "people[1]", "d.a", "d.c", "loop", "'\\n'", "'😀é'", "'ΑΣ\\u2028\\\"\\\\\\x01'", "1e3"};
+        "people[1]", "d.a", "d.c", "loop", "'\\n'", "'😀é'", "'ΑΣ\\u2028\\\"\\\\\\x01'", "1e3", "x", "ns.a", "v0", "loop.index"};
     return pick(kAtoms);
   }
 
@@ -127,6 +127,33 @@ struct LayoutGen {
 };
 
 }  // namespace
+
+std::vector<std::string> random_program_templates(unsigned seed, size_t count) {
+  Gen g{seed};
+  std::vector<std::string> out;
+  auto e = [&g] { return g.expr(static_cast<int>(g.below(2))); };
+  for (size_t i = 0; i < count; ++i) {
+    std::string t = "{% set ns = namespace(a=1, b=[]) %}{% macro mc(p, q='d') %}[{{ p }}|{{ q }}]{% endmacro %}";
+    const size_t n = 1 + g.below(4);
+    for (size_t k = 0; k < n; ++k) {
+      switch (g.below(9)) {
+        case 0: t += "{% set v0 = " + e() + " %}{{ v0 }}"; break;
+        case 1: t += "{% set ns.a = " + e() + " %}{{ ns.a }}"; break;
+        case 2: t += "{% for x in " + e() + " %}{{ loop.index }}:{{ x }};{% set y = x %}{% endfor %}{{ y }}"; break;
+        case 3: t += "{% for p, q in " + e() + " %}{{ p }}={{ q }};{% endfor %}"; break;
+        case 4: t += "{% if " + e() + " %}A{% elif " + e() + " %}B{% else %}C{% endif %}"; break;
+        case 5: t += "{{ mc(" + e() + ") }}{{ mc(" + e() + ", q=" + e() + ") }}"; break;
+        case 6:
+          t += "{% for x in lst if " + e() + " %}{% if loop.first %}F{% endif %}{{ x }}{% else %}E{% endfor %}";
+          break;
+        case 7: t += "{% for x in lst %}{% if " + e() + " %}{% continue %}{% endif %}{{ x }}{% endfor %}"; break;
+        default: t += "{% set v0, v1 = " + e() + ", " + e() + " %}{{ v1 }}{{ v0 }}"; break;
+      }
+    }
+    out.push_back(t);
+  }
+  return out;
+}
 
 std::vector<std::string> random_layout_templates(unsigned seed, size_t count) {
   LayoutGen lg{Gen{seed}};
