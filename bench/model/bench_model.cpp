@@ -1,0 +1,144 @@
+// Whole-model speed at batch 1 (issue: "fast on real shapes").
+//
+//   bench_model --model DIR [--threads N] [--runs 5] [--contexts 128,2048] [--prompts 128,512]
+//
+// Decode: tokens/s of one sequence whose cache already holds `context` tokens (each measured
+// step is one token at position context + i). Prefill: tokens/s for a prompt of N tokens in one
+// forward call. Medians of --runs runs. Decode is compared with the memory-bandwidth bound:
+// every weight byte is read once per token (bytes/token ÷ measured read bandwidth = the fastest
+// possible step), so "fraction of bound" = bound time / measured time.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "bench_common.h"
+#include "core/error.h"
+#include "core/progress.h"
+#include "io/checkpoint.h"
+#include "kernels/backend.h"
+#include "model/forward_batch.h"
+#include "model/kv_cache.h"
+#include "model/qwen3_model.h"
+#include "model/weight_staging.h"
+
+using namespace pypto;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::vector<int> parse_list(const char* s) {
+  std::vector<int> v;
+  for (const char* p = s; *p;) {
+    v.push_back(std::atoi(p));
+    while (*p && *p != ',') p++;
+    if (*p == ',') p++;
+  }
+  return v;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Bytes a decode step must read: every projection, the lm_head and one embedding row
+// (norm gammas are negligible).
+size_t weight_bytes_per_token(const Qwen3Weights& w) {
+  size_t b = 0;
+  auto lin = [](const LinearWeight& l) { return static_cast<size_t>(l.n_out * l.k_in) * dtype_size(l.dtype); };
+  for (const auto& L : w.layers) b += lin(L.qkv) + lin(L.o_proj) + lin(L.gate_up) + lin(L.down);
+  return b + lin(w.lm_head);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string model;
+  int threads = 0, runs = 5;
+  std::vector<int> contexts = {128, 2048}, prompts = {128, 512};
+  for (int i = 1; i < argc; i++) {
+    if (!std::strcmp(argv[i], "--model") && i + 1 < argc) model = argv[++i];
+    else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) threads = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--runs") && i + 1 < argc) runs = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--contexts") && i + 1 < argc) contexts = parse_list(argv[++i]);
+    else if (!std::strcmp(argv[i], "--prompts") && i + 1 < argc) prompts = parse_list(argv[++i]);
+    else {
+      std::fprintf(stderr, "usage: bench_model --model DIR [--threads N] [--runs 5] [--contexts 128,2048] [--prompts 128,512]\n");
+      return 2;
+    }
+  }
+  if (model.empty() || runs < 1) {
+    std::fprintf(stderr, "bench_model: --model DIR is required\n");
+    return 2;
+  }
+  try {
+    if (threads <= 0) threads = bench::bench_threads();
+    auto backend = make_cpu_backend(threads);
+    auto ck = Checkpoint::open(model);
+    Qwen3Weights w = stage_qwen3_weights(*ck, *backend, {});
+    ck.reset();
+    Qwen3Model m(w, *backend);
+    const ModelConfig& c = w.config;
+    const int32_t bs = 16;
+    const int max_ctx = std::max(*std::max_element(contexts.begin(), contexts.end()) + 64,
+                                 *std::max_element(prompts.begin(), prompts.end()) + 16);
+    const int32_t nblocks = (max_ctx + bs - 1) / bs;
+    KvCache cache(m.kv_cache_spec(nblocks, bs, DType::BF16));
+    std::vector<int32_t> table(nblocks);
+    std::iota(table.begin(), table.end(), 0);
+    std::vector<float> logits(static_cast<size_t>(c.vocab_size));
+    std::vector<int32_t> ids(max_ctx);
+    for (int i = 0; i < max_ctx; i++) ids[i] = 1000 + (i * 7919) % 50000;
+
+    ForwardBatch fb;
+    auto run = [&](int start, int n) {  // n tokens at positions start.., logits of the last
+      fb.clear();
+      fb.max_blocks_per_seq = nblocks;
+      fb.add_sequence(ids.data() + start, n, start, table.data(), nblocks, bs, ForwardBatch::Logits::Last);
+      auto t0 = Clock::now();
+      m.forward(fb, cache, logits.data());
+      return std::chrono::duration<double>(Clock::now() - t0).count();
+    };
+
+    std::printf("model %s: %d layers, hidden %lld, %s, backend %s, %d threads\n", model.c_str(), c.num_hidden_layers,
+                static_cast<long long>(c.hidden_size), dtype_name(w.embed_dtype), backend->name(), threads);
+    const double bw = bench::bandwidth_bound();
+    const size_t bytes_tok = weight_bytes_per_token(w);
+    const double bound_s = bytes_tok / bw;
+    std::printf("memory bandwidth bound: %.2f GB/s read; %.1f MB of weights per token -> at most %.1f tokens/s\n",
+                bw / 1e9, bytes_tok / 1e6, 1.0 / bound_s);
+
+    run(0, 16);  // warm-up (page faults in the KV cache and activations)
+    std::printf("%-28s %12s %12s %10s\n", "case", "tokens/s", "ms/token", "of bound");
+    for (int ctx : contexts) {
+      // Fill the cache up to ctx once, then time single-token steps at ctx, ctx+1, ...
+      for (int s = 0; s < ctx; s += 512) run(s, std::min(512, ctx - s));
+      std::vector<double> t;
+      const int steps = 8;
+      for (int r = 0; r < runs; r++) {
+        double sum = 0;
+        for (int i = 0; i < steps; i++) sum += run(ctx + i, 1);
+        t.push_back(sum / steps);
+      }
+      double s = median(t);
+      std::printf("decode @ context %-11d %12.2f %12.2f %9.1f%%\n", ctx, 1.0 / s, s * 1e3, 100.0 * bound_s / s);
+      std::fflush(stdout);
+    }
+    for (int p : prompts) {
+      std::vector<double> t;
+      for (int r = 0; r < runs; r++) t.push_back(run(0, p));
+      double s = median(t);
+      std::printf("prefill %-20d %12.1f %12.3f %10s\n", p, p / s, s * 1e3 / p, "");
+      std::fflush(stdout);
+    }
+    return 0;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "bench_model: error: %s\n", e.what());
+    return 1;
+  }
+}
