@@ -8,6 +8,11 @@ LoopEngineClient::LoopEngineClient(std::vector<EngineLoop*> loops) : loops_(std:
   PYPTO_ASSERT(!loops_.empty(), "LoopEngineClient needs at least one engine loop");
 }
 
+LoopEngineClient::LoopEngineClient(std::unique_ptr<EngineLoop> loop) : owned_(std::move(loop)) {
+  PYPTO_ASSERT(owned_, "LoopEngineClient needs an engine loop");
+  loops_.push_back(owned_.get());
+}
+
 EngineClient::Submitted LoopEngineClient::add_request(const EngineRequest& req) {
   size_t best = 0;
   size_t best_load = loops_[0]->num_active_requests();

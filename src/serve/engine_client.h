@@ -38,6 +38,8 @@ class EngineClient {
 class LoopEngineClient : public EngineClient {
  public:
   explicit LoopEngineClient(std::vector<EngineLoop*> loops);
+  // Owns the loop (shut down and joined when the client goes).
+  explicit LoopEngineClient(std::unique_ptr<EngineLoop> loop);
 
   Submitted add_request(const EngineRequest& req) override;
   void finish_request(size_t engine_index, const std::string& request_id, FinishReason reason) override;
@@ -47,6 +49,7 @@ class LoopEngineClient : public EngineClient {
 
  private:
   std::vector<EngineLoop*> loops_;
+  std::unique_ptr<EngineLoop> owned_;
 };
 
 }  // namespace pypto

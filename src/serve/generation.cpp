@@ -163,7 +163,7 @@ std::vector<ChoiceDelta> Generation::poll(std::chrono::milliseconds budget) {
     }
     if (!deltas.empty() || done() || std::chrono::steady_clock::now() >= deadline) return deltas;
     std::this_thread::sleep_for(sleep);
-    sleep = std::min(sleep * 2, std::chrono::microseconds(2000));
+    sleep = std::min(sleep * 2, std::chrono::microseconds(1000));
   }
 }
 

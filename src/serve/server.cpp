@@ -23,6 +23,18 @@ std::shared_ptr<const ChatTemplate> load_chat_template(const Tokenizer& tokenize
   }
 }
 
+ServeContext make_serve_context(const std::string& model_dir, std::shared_ptr<EngineClient> engines,
+                                const ModelConfig& config, int64_t max_model_len, int32_t max_num_seqs) {
+  ServeContext c;
+  c.engines = std::move(engines);
+  c.tokenizer = Tokenizer::load(model_dir);
+  c.chat_template = load_chat_template(*c.tokenizer);
+  c.model_config = config;
+  c.max_model_len = max_model_len;
+  c.max_num_seqs = max_num_seqs;
+  return c;
+}
+
 Server::Server(ServerOptions options) : state_(std::make_shared<ServerState>(std::move(options))) {}
 
 Server::~Server() { stop(0); }
@@ -35,7 +47,7 @@ void Server::start() {
   s.http.set_payload_max_length(o.max_body_bytes);
   s.http.set_read_timeout(30, 0);
   s.http.set_write_timeout(30, 0);
-  s.http.set_keep_alive_timeout(30);
+  s.http.set_keep_alive_timeout(5);
   register_routes(state_);
   if (o.port == 0) {
     port_ = s.http.bind_to_any_port(o.host);

@@ -56,6 +56,11 @@ struct ServeContext {
 // when the checkpoint has none). Throws Error when the template does not parse.
 std::shared_ptr<const ChatTemplate> load_chat_template(const Tokenizer& tokenizer);
 
+// The context for a model directory: its tokenizer and chat template (Error when they do not
+// load), the engines, and the limits the server checks requests against.
+ServeContext make_serve_context(const std::string& model_dir, std::shared_ptr<EngineClient> engines,
+                                const ModelConfig& config, int64_t max_model_len, int32_t max_num_seqs);
+
 struct ServerState;
 
 class Server {
