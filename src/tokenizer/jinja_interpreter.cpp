@@ -4,7 +4,8 @@
 #include <ctime>
 #include <optional>
 
-#include "tokenizer/jinja_builtins.h"
+#include "tokenizer/jinja_filters.h"
+#include "tokenizer/jinja_methods.h"
 #include "tokenizer/jinja_text.h"
 
 namespace pypto::jinja {

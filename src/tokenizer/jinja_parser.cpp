@@ -10,7 +10,7 @@
 namespace pypto::jinja {
 namespace {
 
-// What the interpreter implements (see jinja_builtins.cpp). Filters differ by form because the
+// What the interpreter implements (see jinja_filters.cpp, jinja_methods.cpp). Filters differ by form because the
 // oracle dispatches `x | f` and `x | f(...)` separately.
 const std::set<std::string> kPlainFilters = {
     "safe",  "tojson", "list",  "first",      "last",  "length", "reverse", "sort",  "join",
