@@ -45,12 +45,19 @@ struct ModelEngine {
     engine = std::make_unique<Engine>(c, std::make_unique<ModelRunner>(model, *cache));
   }
 
-  std::map<std::string, Ids> run(const std::vector<Ids>& prompts, const std::string& tag = "p") {
+  // Greedy unless `sampling` is given (then prompt i uses it with seed 1000 + i).
+  std::map<std::string, Ids> run(const std::vector<Ids>& prompts, const std::string& tag = "p",
+                                 const SamplingParams* sampling = nullptr) {
     for (size_t i = 0; i < prompts.size(); ++i) {
       EngineRequest r;
       r.request_id = tag + std::to_string(i);
       r.prompt_token_ids = prompts[i];
-      r.params.temperature = 0.0f;
+      if (sampling) {
+        r.params = *sampling;
+        r.params.seed = 1000 + i;
+      } else {
+        r.params.temperature = 0.0f;
+      }
       r.params.max_tokens = kNewTokens;
       r.params.ignore_eos = true;
       engine->add_request(r);
@@ -135,6 +142,36 @@ TEST(ModelRunner, PrefixCachingOnAndOffMatchAlone) {
   ModelEngine off(off_setup);
   expect_same(off.run(prompts), want);
   EXPECT_EQ(off.engine->scheduler().kv_cache_manager().prefix_cache_stats().hit_tokens, 0);
+}
+
+TEST(ModelRunner, SeededSamplingReproducesAloneAndInABatch) {
+  SamplingParams p;
+  p.temperature = 0.8f;
+  p.top_p = 0.95f;
+  p.top_k = 40;
+  const auto prompts = mixed_prompts(6);
+  std::vector<Ids> want;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    // Alone, with the seed it has in the batch (1000 + i).
+    SamplingParams q = p;
+    ModelEngine e(RunnerSetup{});
+    EngineRequest r;
+    r.request_id = "x";
+    r.prompt_token_ids = prompts[i];
+    r.params = q;
+    r.params.seed = 1000 + i;
+    r.params.max_tokens = kNewTokens;
+    r.params.ignore_eos = true;
+    e.engine->add_request(r);
+    Ids got;
+    while (e.engine->has_unfinished_requests())
+      for (const RequestOutput& o : e.engine->step()) got.insert(got.end(), o.new_token_ids.begin(), o.new_token_ids.end());
+    want.push_back(got);
+  }
+  RunnerSetup chunked;
+  chunked.threshold = 7;
+  expect_same(ModelEngine(chunked).run(prompts, "p", &p), want);
+  expect_same(ModelEngine(RunnerSetup{}).run(prompts, "p", &p), want);
 }
 
 TEST(ModelRunner, PreemptionInATinyPoolMatchesAlone) {
