@@ -237,6 +237,18 @@ std::vector<J> handmade_conversations() {
   J nd = parse(R"({"messages": [{"role": "user", "content": "hi"}]})");
   nd["tools"] = J::array({tool_null_default()});
   out.push_back(nd);
+  // Malformed shapes a client may send: missing content or role, non-string content, tools as an
+  // object, tool_calls as an object, arguments as a list or a number. The oracle renders some and
+  // raises on others; so must we.
+  out.push_back(parse(R"({"messages": [{"role": "user"}, {"role": "assistant", "content": 42}]})"));
+  out.push_back(parse(R"({"messages": [{"content": "no role"}, {"role": "user", "content": true}]})"));
+  out.push_back(parse(R"({"messages": [{"role": "user", "content": "hi"}], "tools": {"name": "not_a_list"}})"));
+  out.push_back(parse(R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "x",
+    "tool_calls": {"function": {"name": "f", "arguments": {}}}}]})"));
+  out.push_back(parse(R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "",
+    "tool_calls": [{"function": {"name": "f", "arguments": [1, "two", null]}},
+                   {"function": {"name": "g", "arguments": 3.5}}]}]})"));
+  out.push_back(parse(R"({"messages": [{"role": "system", "content": null}, {"role": "user", "content": "hi"}]})"));
   // A very long message.
   out.push_back(J{{"messages", J::array({msg("user", std::string(20000, 'x') + " end")})}});
   return out;
