@@ -1,0 +1,229 @@
+// Engine-level benchmarks on a real model (qwen3-0.6b preset in the figures).
+//
+//   bench_engine throughput --model DIR [--num-requests 64] [--max-num-seqs 16] [--seed 0]
+//                [--prompt-min 32 --prompt-max 512 --output-min 32 --output-max 256]
+//     64 requests with seeded random prompt/output lengths, all submitted at once, greedy with
+//     ignore_eos so each produces exactly its output length. Reports output tokens/s at
+//     --max-num-seqs against batch-1 decode tokens/s (one request of the median prompt length,
+//     measured alone over 32 tokens): continuous batching reads the weights once per step for the
+//     whole batch, so the ratio should approach the batch size while decode is memory-bound.
+//
+//   bench_engine prefix --model DIR [--prefix-len 1000] [--num-requests 16] [--suffix-len 16]
+//     16 requests sharing a 1,000-token prefix, sent one after another (each waits for the
+//     previous to finish) with prefix caching on, then off: prompt tokens actually computed and
+//     time to first token (median), on vs off.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "core/progress.h"
+#include "engine/model_runner.h"
+
+using namespace pypto;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Args {
+  std::string mode, model;
+  int num_requests = -1, max_num_seqs = 16, prefix_len = 1000, suffix_len = 16;
+  int prompt_min = 32, prompt_max = 512, output_min = 32, output_max = 256;
+  uint64_t seed = 0;
+  std::string kv_cache_memory = "2GiB";
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+LoadedEngine load(const Args& a, int max_num_seqs, bool prefix_caching, int64_t max_len) {
+  EngineLoadOptions o;
+  o.model_dir = a.model;
+  o.scheduler.max_num_seqs = max_num_seqs;
+  o.scheduler.max_model_len = max_len;
+  o.cache.enable_prefix_caching = prefix_caching;
+  o.kv_cache_memory = static_cast<int64_t>(parse_byte_size("--kv-cache-memory", a.kv_cache_memory.c_str()));
+  o.show_progress = false;
+  return load_engine(o);
+}
+
+std::vector<int32_t> random_prompt(std::mt19937_64& rng, int n) {
+  std::uniform_int_distribution<int32_t> tok(1000, 100000);
+  std::vector<int32_t> ids(n);
+  for (auto& t : ids) t = tok(rng);
+  return ids;
+}
+
+EngineRequest make_request(const std::string& id, std::vector<int32_t> prompt, int max_tokens) {
+  EngineRequest r;
+  r.request_id = id;
+  r.prompt_token_ids = std::move(prompt);
+  r.params.max_tokens = max_tokens;
+  r.params.temperature = 0.0f;
+  r.params.ignore_eos = true;
+  return r;
+}
+
+struct RunResult {
+  double seconds = 0;
+  int64_t output_tokens = 0;
+  std::vector<double> ttft;
+  int64_t computed_prompt_tokens = 0;
+};
+
+// Submits all requests at once (or one by one when `sequential`) and waits for all of them.
+RunResult run_requests(EngineLoop& loop, const std::vector<EngineRequest>& reqs, bool sequential, Progress* progress) {
+  RunResult r;
+  const auto t0 = Clock::now();
+  auto consume = [&](std::shared_ptr<RequestStream> s, Clock::time_point submitted) {
+    bool first = true;
+    while (auto out = s->next()) {
+      if (first && !out->new_token_ids.empty()) {
+        r.ttft.push_back(std::chrono::duration<double>(Clock::now() - submitted).count());
+        first = false;
+      }
+      r.output_tokens += static_cast<int64_t>(out->new_token_ids.size());
+      if (out->finish_reason && out->finish_reason != FinishReason::Length)
+        fail("request ", out->request_id, " finished early: ", out->error);
+      if (out->request_finished) {
+        r.computed_prompt_tokens += out->num_prompt_tokens - out->num_cached_tokens;
+        if (progress) progress->advance(1);
+      }
+    }
+  };
+  if (sequential) {
+    for (const auto& q : reqs) consume(loop.add_request(q), Clock::now());
+  } else {
+    std::vector<std::pair<std::shared_ptr<RequestStream>, Clock::time_point>> streams;
+    for (const auto& q : reqs) streams.emplace_back(loop.add_request(q), Clock::now());
+    for (auto& [s, t] : streams) consume(s, t);
+  }
+  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return r;
+}
+
+int bench_throughput(const Args& a) {
+  const int n = a.num_requests > 0 ? a.num_requests : 64;
+  std::mt19937_64 rng(a.seed);
+  std::uniform_int_distribution<int> plen(a.prompt_min, a.prompt_max), olen(a.output_min, a.output_max);
+  std::vector<EngineRequest> reqs;
+  std::vector<int> prompt_lens;
+  for (int i = 0; i < n; i++) {
+    int p = plen(rng), o = olen(rng);
+    prompt_lens.push_back(p);
+    reqs.push_back(make_request("t" + std::to_string(i), random_prompt(rng, p), o));
+  }
+  const int64_t max_len = a.prompt_max + a.output_max;
+  LoadedEngine le = load(a, a.max_num_seqs, /*prefix_caching=*/true, max_len);
+  std::printf("model %s, backend %s, %d threads, KV %s\n", a.model.c_str(), le.backend_name.c_str(), le.threads,
+              le.capacity.summary().c_str());
+
+  // Batch-1 decode: one request alone; decode tokens/s from the time after its first token.
+  std::sort(prompt_lens.begin(), prompt_lens.end());
+  const int median_prompt = prompt_lens[prompt_lens.size() / 2];
+  auto single = make_request("single", random_prompt(rng, median_prompt), 33);
+  run_requests(*le.loop, {make_request("warmup", random_prompt(rng, 16), 4)}, true, nullptr);
+  RunResult one = run_requests(*le.loop, {single}, true, nullptr);
+  const double batch1_tps = (one.output_tokens - 1) / (one.seconds - one.ttft[0]);
+  std::printf("batch-1 decode: %.2f tokens/s (prompt %d, 32 decode steps)\n", batch1_tps, median_prompt);
+
+  Progress progress("throughput", n);
+  RunResult all = run_requests(*le.loop, reqs, false, &progress);
+  progress.finish();
+  const double tps = all.output_tokens / all.seconds;
+  std::printf("%d requests at max-num-seqs %d: %lld output tokens in %.1f s = %.2f tokens/s (%.2fx batch-1 decode)\n",
+              n, a.max_num_seqs, static_cast<long long>(all.output_tokens), all.seconds, tps, tps / batch1_tps);
+  std::printf("{\"batch1_decode_tps\": %.3f, \"throughput_tps\": %.3f, \"ratio\": %.3f, \"requests\": %d, "
+              "\"max_num_seqs\": %d}\n",
+              batch1_tps, tps, tps / batch1_tps, n, a.max_num_seqs);
+  le.loop->shutdown();
+  return 0;
+}
+
+int bench_prefix(const Args& a) {
+  const int n = a.num_requests > 0 ? a.num_requests : 16;
+  std::mt19937_64 rng(a.seed);
+  std::vector<int32_t> prefix = random_prompt(rng, a.prefix_len);
+  std::vector<EngineRequest> reqs;
+  for (int i = 0; i < n; i++) {
+    std::vector<int32_t> p = prefix;
+    auto suffix = random_prompt(rng, a.suffix_len);
+    p.insert(p.end(), suffix.begin(), suffix.end());
+    reqs.push_back(make_request("p" + std::to_string(i), std::move(p), 1));
+  }
+  std::map<bool, RunResult> res;
+  for (bool on : {true, false}) {
+    LoadedEngine le = load(a, 16, on, a.prefix_len + a.suffix_len + 8);
+    Progress progress(on ? "prefix cache on" : "prefix cache off", n);
+    res[on] = run_requests(*le.loop, reqs, true, &progress);
+    progress.finish();
+    le.loop->shutdown();
+  }
+  const int64_t total_prompt = static_cast<int64_t>(n) * (a.prefix_len + a.suffix_len);
+  for (bool on : {true, false})
+    std::printf("prefix cache %-3s: %lld of %lld prompt tokens computed, TTFT median %.3f s (first request %.3f s)\n",
+                on ? "on" : "off", static_cast<long long>(res[on].computed_prompt_tokens),
+                static_cast<long long>(total_prompt), median(res[on].ttft), res[on].ttft.front());
+  std::printf("{\"computed_on\": %lld, \"computed_off\": %lld, \"ttft_on_s\": %.4f, \"ttft_off_s\": %.4f}\n",
+              static_cast<long long>(res[true].computed_prompt_tokens),
+              static_cast<long long>(res[false].computed_prompt_tokens), median(res[true].ttft), median(res[false].ttft));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: bench_engine throughput|prefix --model DIR [options] (see the file's header)\n");
+    return 2;
+  }
+  a.mode = argv[1];
+  for (int i = 2; i < argc; i++) {
+    auto next = [&]() -> const char* {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "bench_engine: %s needs a value\n", argv[i]);
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    std::string f = argv[i];
+    if (f == "--model") a.model = next();
+    else if (f == "--num-requests") a.num_requests = std::atoi(next());
+    else if (f == "--max-num-seqs") a.max_num_seqs = std::atoi(next());
+    else if (f == "--seed") a.seed = std::strtoull(next(), nullptr, 10);
+    else if (f == "--prompt-min") a.prompt_min = std::atoi(next());
+    else if (f == "--prompt-max") a.prompt_max = std::atoi(next());
+    else if (f == "--output-min") a.output_min = std::atoi(next());
+    else if (f == "--output-max") a.output_max = std::atoi(next());
+    else if (f == "--prefix-len") a.prefix_len = std::atoi(next());
+    else if (f == "--suffix-len") a.suffix_len = std::atoi(next());
+    else if (f == "--kv-cache-memory") a.kv_cache_memory = next();
+    else {
+      std::fprintf(stderr, "bench_engine: unknown option %s\n", f.c_str());
+      return 2;
+    }
+  }
+  if (a.model.empty()) {
+    std::fprintf(stderr, "bench_engine: --model DIR is required\n");
+    return 2;
+  }
+  try {
+    if (a.mode == "throughput") return bench_throughput(a);
+    if (a.mode == "prefix") return bench_prefix(a);
+    std::fprintf(stderr, "bench_engine: mode must be throughput or prefix, got %s\n", a.mode.c_str());
+    return 2;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "bench_engine: error: %s\n", e.what());
+    return 1;
+  }
+}
