@@ -58,8 +58,11 @@ void Engine::add_request(const EngineRequest& req) {
   for (int32_t k = 0; k < n; ++k) {
     const std::string seq_id = n == 1 ? req.request_id : str_cat(req.request_id, kSequenceSeparator, k);
     const uint64_t seed = req.params.seed ? *req.params.seed + uint64_t(k) : seed_source_();
-    scheduler_.add_request(
-        std::make_unique<Request>(seq_id, req.prompt_token_ids, req.params, config_.eos_token_ids, seed));
+    auto seq = std::make_unique<Request>(seq_id, req.prompt_token_ids, req.params, config_.eos_token_ids, seed);
+    if (k > 0 && config_.cache.enable_prefix_caching)
+      parent.deferred.push_back(std::move(seq));
+    else
+      scheduler_.add_request(std::move(seq));
     sequences_[seq_id] = {req.request_id, k};
     parent.seq_ids.push_back(seq_id);
   }
@@ -76,13 +79,39 @@ void Engine::finish_sequence(RequestOutput& out) {
   }
 }
 
+void Engine::release_deferred(Parent& parent) {
+  for (std::unique_ptr<Request>& r : parent.deferred) scheduler_.add_request(std::move(r));
+  parent.deferred.clear();
+}
+
+int64_t Engine::num_pending_tokens() const {
+  int64_t n = scheduler_.num_pending_tokens();
+  for (const auto& [id, parent] : parents_)
+    for (const std::unique_ptr<Request>& r : parent.deferred)
+      n += r->num_prompt_tokens() + r->sampling_params.max_tokens;
+  return n;
+}
+
 bool Engine::finish_request(const std::string& request_id, FinishReason reason, std::optional<int32_t> index) {
   auto it = parents_.find(request_id);
   if (it == parents_.end()) return false;
   const std::vector<std::string> seq_ids = it->second.seq_ids;  // finish_sequence may erase it
+  // Deferred sequences that are finished never reach the scheduler.
+  std::vector<std::unique_ptr<Request>> deferred_finished;
+  auto& deferred = it->second.deferred;
+  for (auto d = deferred.begin(); d != deferred.end();) {
+    if (!index || sequences_.at((*d)->request_id).index == *index) {
+      deferred_finished.push_back(std::move(*d));
+      d = deferred.erase(d);
+    } else {
+      ++d;
+    }
+  }
   for (const std::string& seq_id : seq_ids) {
     if (index && sequences_.at(seq_id).index != *index) continue;
     const Request* r = scheduler_.get_request(seq_id);
+    for (const std::unique_ptr<Request>& d : deferred_finished)
+      if (d->request_id == seq_id) r = d.get();
     if (!r) continue;  // this sequence already finished and was reported
     RequestOutput out;
     out.request_id = request_id;
@@ -94,6 +123,10 @@ bool Engine::finish_request(const std::string& request_id, FinishReason reason, 
     scheduler_.finish_requests(std::span<const std::string>(&id, 1), status_for(reason));
     finish_sequence(out);
     pending_.push_back(std::move(out));
+  }
+  if (index && *index == 0) {
+    auto p = parents_.find(request_id);
+    if (p != parents_.end()) release_deferred(p->second);
   }
   return true;
 }
@@ -150,6 +183,11 @@ std::vector<RequestOutput> Engine::step() {
       out.error = error;
       out.num_prompt_tokens = r->num_prompt_tokens();
       scheduler_.finish_requests(std::span<const std::string>(&s.req_id, 1), RequestStatus::FinishedError);
+      if (out.index == 0) {
+        // Sequence 0 will not compute the prompt for the others: they compute it themselves.
+        auto p = parents_.find(out.request_id);
+        if (p != parents_.end()) release_deferred(p->second);
+      }
       finish_sequence(out);
       outs.push_back(std::move(out));
     }
@@ -175,6 +213,11 @@ std::vector<RequestOutput> Engine::step() {
 
   for (const EngineCoreOutput& o : scheduler_.update_from_output(so, aligned)) {
     RequestOutput out = to_output(o);
+    if (out.index == 0) {
+      // Sequence 0 has computed the prompt (and its blocks are published): release the others.
+      auto p = parents_.find(out.request_id);
+      if (p != parents_.end() && !p->second.deferred.empty()) release_deferred(p->second);
+    }
     stats_.generated_tokens += int64_t(out.new_token_ids.size());
     if (out.finish_reason) finish_sequence(out);
     outs.push_back(std::move(out));

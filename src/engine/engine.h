@@ -3,8 +3,9 @@
 // sampler. Single-threaded; EngineLoop runs it on its own thread for the server.
 //
 // A request with n > 1 becomes n independent sequences with the same prompt; sequence k draws
-// from seed + k. (They are admitted together, so they do not share prompt blocks yet: blocks are
-// published only after the step that computes them.)
+// from seed + k. With prefix caching, sequences 1..n-1 are queued only once sequence 0 has
+// computed the prompt (its first output), so they find its full prompt blocks in the cache
+// instead of computing the prompt n times.
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -80,7 +81,7 @@ class Engine {
   std::vector<RequestOutput> step();
 
   bool has_unfinished_requests() const;
-  int64_t num_pending_tokens() const { return scheduler_.num_pending_tokens(); }
+  int64_t num_pending_tokens() const;
   const Scheduler& scheduler() const { return scheduler_; }
   const EngineStats& stats() const { return stats_; }
   const EngineConfig& config() const { return config_; }
@@ -93,7 +94,10 @@ class Engine {
   struct Parent {
     std::vector<std::string> seq_ids;
     int32_t num_unfinished = 0;
+    // Sequences 1..n-1 waiting for sequence 0's prompt (see the class comment).
+    std::vector<std::unique_ptr<Request>> deferred;
   };
+  void release_deferred(Parent& parent);
   RequestOutput to_output(const EngineCoreOutput& o);
   void finish_sequence(RequestOutput& out);
 

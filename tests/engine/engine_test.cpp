@@ -349,3 +349,46 @@ TEST(EngineLoop, StatsAndPendingTokensForRouting) {
 
 }  // namespace
 }  // namespace pypto
+
+namespace pypto {
+namespace {
+
+TEST(Engine, NSequencesShareThePromptThroughThePrefixCache) {
+  EngineRequest r = greedy_request("n", prompt_of(4, 20), 6);
+  r.params.n = 4;
+  auto e = make_engine();
+  e->add_request(r);
+  EXPECT_EQ(e->num_pending_tokens(), 4 * (20 + 6));
+  Collected c = run(*e);
+  EXPECT_TRUE(c.finished["n"]);
+  const Ids want = FakeModel::reference(prompt_of(4, 20), 6, kVocab);
+  for (int32_t k = 0; k < 4; ++k) EXPECT_EQ((c.tokens[{"n", k}]), want) << k;
+  // Sequences 1..3 waited for sequence 0's prompt and hit its 4 full blocks (not the 5th: the
+  // last prompt token is always computed).
+  const PrefixCacheStats& st = e->scheduler().kv_cache_manager().prefix_cache_stats();
+  EXPECT_EQ(st.requests, 4);
+  EXPECT_EQ(st.hit_tokens, 3 * 16);
+}
+
+TEST(Engine, AbortingSequenceZeroReleasesTheDeferredOnes) {
+  EngineRequest r = greedy_request("n", prompt_of(4, 20), 6);
+  r.params.n = 3;
+  auto e = make_engine();
+  e->add_request(r);
+  EXPECT_TRUE(e->finish_request("n", FinishReason::Abort, 0));  // before any step
+  Collected c = run(*e);
+  EXPECT_EQ((c.reasons[{"n", 0}]), FinishReason::Abort);
+  EXPECT_EQ((c.reasons[{"n", 1}]), FinishReason::Length);
+  EXPECT_EQ((c.tokens[{"n", 2}]).size(), 6u);
+  EXPECT_TRUE(c.finished["n"]);
+  // And aborting the whole request finishes deferred sequences too.
+  e->add_request(r);
+  EXPECT_TRUE(e->finish_request("n"));
+  c = run(*e);
+  EXPECT_EQ(c.reasons.size(), 3u);
+  EXPECT_TRUE(c.finished["n"]);
+  EXPECT_FALSE(e->has_unfinished_requests());
+}
+
+}  // namespace
+}  // namespace pypto
