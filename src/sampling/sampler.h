@@ -5,11 +5,12 @@
 // Every row is processed on its own (penalties, bias, temperature, top-k, top-p, min-p, its own
 // seeded draw), so a row with an unusual option never pushes the batch onto a slower path, and a
 // row's token never depends on the other rows. Order of operations per row:
-//   nan -> -inf (+inf -> max float), logit_bias, penalties, min_tokens mask, then greedy argmax (ties -> lowest id)
-//   or: temperature, top-k, top-p (keeps the token that crosses p), min-p, then one inverse-CDF
-//   draw u = philox_uniform(seed, number of output tokens so far) over the kept tokens in id
-//   order. Truncation keeps the tokens first in (logit desc, id asc) order, found by selection
-//   (nth_element, quickselect on mass) rather than a sort: every option costs O(vocab).
+//   nan -> -inf (+inf -> max float), logit_bias, penalties, min_tokens mask, then either greedy
+//   argmax (ties -> lowest id), or temperature, top-k, top-p (keeps the token that crosses p),
+//   min-p and one inverse-CDF draw u = philox_uniform(seed, number of output tokens so far) over
+//   the kept tokens in id order. Truncation keeps the tokens first in (logit desc, id asc) order,
+//   found by selection (a bounded heap for top-k, quickselect on mass for top-p) rather than a
+//   sort: every option costs O(vocab).
 // Logprobs are those of the model's raw distribution (log_softmax of the logits as given), as
 // vLLM reports them by default.
 #include <cstdint>
