@@ -127,6 +127,7 @@ void handle_chat_completions(ServerState& s, const httplib::Request& req, httpli
   job->gen->submit();
 
   if (!r.stream) {
+    std::string engine_error;
     const bool alive = drive_generation(s, *job->gen, arrival, [&](std::vector<ChoiceDelta>& deltas) {
       for (ChoiceDelta& d : deltas) {
         ChatChoice& c = job->choices[size_t(d.index)];
@@ -135,10 +136,12 @@ void handle_chat_completions(ServerState& s, const httplib::Request& req, httpli
         c.content += part.content;
         c.tokens.insert(c.tokens.end(), d.tokens.begin(), d.tokens.end());
         if (d.finish_reason) c.finish_reason = *d.finish_reason;
+        if (!d.error.empty() && engine_error.empty()) engine_error = d.error;
       }
       return true;
     });
     if (!alive) return;
+    throw_engine_error(engine_error);
     ojson out;
     out["id"] = job->id;
     out["object"] = "chat.completion";

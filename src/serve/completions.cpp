@@ -106,6 +106,7 @@ void handle_completions(ServerState& s, const httplib::Request& req, httplib::Re
 
   if (!r.stream) {
     std::vector<Choice> choices(num_choices);
+    std::string engine_error;
     for (size_t c = 0; c < num_choices; ++c) {
       if (r.echo) choices[c].text = job->echo[c];
       choices[c].text_offset = job->text_offset[c];
@@ -116,10 +117,12 @@ void handle_completions(ServerState& s, const httplib::Request& req, httplib::Re
         c.text += d.text;
         c.tokens.insert(c.tokens.end(), d.tokens.begin(), d.tokens.end());
         if (d.finish_reason) c.finish_reason = *d.finish_reason;
+        if (!d.error.empty() && engine_error.empty()) engine_error = d.error;
       }
       return true;
     });
     if (!alive) return;  // nobody to answer
+    throw_engine_error(engine_error);
     ojson out = chunk_base(*job);
     ojson arr = ojson::array();
     for (size_t i = 0; i < choices.size(); ++i) {

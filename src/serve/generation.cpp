@@ -137,7 +137,7 @@ void Generation::handle(Seq& s, RequestOutput& o, ChoiceDelta& d) {
     d.text += r.text;
     if (!r.stopped()) d.text += s.stop->flush();
     if (*o.finish_reason == FinishReason::Error) {
-      d.error = o.error;
+      d.error = o.error.empty() ? std::string("unknown engine error") : o.error;
       log_warn("request ", s.engine_id, " failed in the engine: ", o.error);
     }
     finish(s, d, r.stopped() ? "stop" : finish_reason_text(*o.finish_reason));

@@ -71,6 +71,12 @@ bool drive_generation(ServerState& s, Generation& gen, std::chrono::steady_clock
   return true;
 }
 
+void throw_engine_error(const std::string& engine_error) {
+  if (engine_error.empty()) return;
+  throw ApiError(500, str_cat("the engine failed while generating: ", engine_error), "internal_server_error",
+                 std::nullopt, "engine_error");
+}
+
 ojson usage_json(const Generation& gen) {
   ojson u;
   u["prompt_tokens"] = gen.prompt_tokens();

@@ -32,6 +32,10 @@ bool drive_generation(ServerState& s, Generation& gen, std::chrono::steady_clock
 
 nlohmann::ordered_json usage_json(const Generation& gen);
 
+// A non-streaming request whose engine step failed answers 500 (code engine_error) with the
+// engine's message instead of partial text; streams end that choice with finish_reason "error".
+void throw_engine_error(const std::string& engine_error);
+
 // Per-token logprobs in the legacy completions shape (tokens, token_logprobs, top_logprobs,
 // text_offset) and in chat's shape (content: [{token, logprob, bytes, top_logprobs}]).
 nlohmann::ordered_json completion_logprobs_json(const Tokenizer& tok, const std::vector<TokenInfo>& tokens,

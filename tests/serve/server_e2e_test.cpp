@@ -536,17 +536,68 @@ TEST_F(ServeE2E, RequestTimeoutAborts) {
 
 TEST_F(ServeE2E, ConcurrentStreamsGetTheirOwnOutputs) {
   start(ServerOptions{}, 256, 4);
+  constexpr int kClients = 32;
   std::vector<std::thread> threads;
-  std::vector<std::string> texts(8);
-  for (int i = 0; i < 8; ++i)
+  std::vector<std::string> texts(kClients);
+  for (int i = 0; i < kClients; ++i)
     threads.emplace_back([&, i] {
       HttpReply r = raw_post(server_->port(), "/v1/completions",
-                             ojson{{"prompt", "x"}, {"max_tokens", 3 + i}, {"temperature", 0}, {"stream", true}}.dump());
+                             ojson{{"prompt", "x"}, {"max_tokens", 3 + i % 8}, {"temperature", 0}, {"stream", true}}.dump());
       for (const std::string& e : r.events)
         if (e != "[DONE]") texts[size_t(i)] += ojson::parse(e)["choices"][0]["text"].get<std::string>();
     });
   for (auto& t : threads) t.join();
-  for (int i = 0; i < 8; ++i) EXPECT_EQ(texts[size_t(i)], script_text(size_t(3 + i))) << i;
+  for (int i = 0; i < kClients; ++i) EXPECT_EQ(texts[size_t(i)], script_text(size_t(3 + i % 8))) << i;
+  EXPECT_TRUE(engine_idle());
+}
+
+TEST_F(ServeE2E, EngineFailureIs500OrFinishReasonError) {
+  start();
+  const std::string body = ojson{{"prompt", {1, 2, testing::kFailToken}}, {"max_tokens", 5}}.dump();
+  expect_error("/v1/completions", body, 500, "the engine failed while generating: script model: device lost", nullptr,
+               "engine_error");
+  ojson stream_body = ojson::parse(body);
+  stream_body["stream"] = true;
+  HttpReply r = raw_post(server_->port(), "/v1/completions", stream_body.dump());
+  ASSERT_EQ(r.status, 200);
+  ASSERT_GE(r.events.size(), 2u);
+  EXPECT_EQ(ojson::parse(r.events[r.events.size() - 2])["choices"][0]["finish_reason"], "error");
+  EXPECT_EQ(server_->state().metrics->num_finished("error"), 2u);
+  ojson ok = post_json("/v1/completions", {{"prompt", "x"}, {"max_tokens", 2}, {"temperature", 0}});
+  EXPECT_EQ(ok["choices"][0]["text"], script_text(2));
+}
+
+TEST_F(ServeE2E, StopAbortsInFlightRequestsAfterTheGrace) {
+  start();
+  engine_->delay_ms->store(20);
+  HttpReply reply;
+  std::thread client([&] {
+    reply = raw_post(server_->port(), "/v1/completions",
+                     R"({"prompt": "x", "max_tokens": 200, "ignore_eos": true, "stream": true})");
+  });
+  for (int i = 0; i < 300 && server_->state().total_in_flight == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const auto t0 = std::chrono::steady_clock::now();
+  server_->stop(0.2);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
+  client.join();
+  ASSERT_EQ(reply.status, 200);
+  ASSERT_GE(reply.events.size(), 2u);
+  EXPECT_EQ(reply.events.back(), "[DONE]");
+  EXPECT_EQ(ojson::parse(reply.events[reply.events.size() - 2])["choices"][0]["finish_reason"], "abort");
+  EXPECT_TRUE(engine_idle());
+}
+
+TEST_F(ServeE2E, CorsOnlyForAllowedOrigins) {
+  ServerOptions o;
+  o.allowed_origins = {"http://ok.example"};
+  start(o);
+  auto yes = client_->Get("/v1/models", httplib::Headers{{"Origin", "http://ok.example"}});
+  ASSERT_TRUE(yes);
+  EXPECT_EQ(yes->get_header_value("Access-Control-Allow-Origin"), "http://ok.example");
+  auto no = client_->Get("/v1/models", httplib::Headers{{"Origin", "http://evil.example"}});
+  ASSERT_TRUE(no);
+  EXPECT_FALSE(no->has_header("Access-Control-Allow-Origin"));
 }
 
 }  // namespace

