@@ -38,7 +38,10 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
 
 
 # Debian's torch is built with a generic BLAS (a few GFLOP/s); its oneDNN (mkldnn) fp32 linear is
-# ~40x faster and still accumulates in fp32, so the big projections go through it when available.
+# ~40x faster and still accumulates in fp32, so the projections go through it when available.
+# oneDNN reorders its "weight" operand on every call (about a second for a 151936-row lm_head), so
+# the roles are swapped: the model weight W [n_out, k_in] is passed as the input and the
+# activations x [T, k_in] as the weight, giving (x W^T)^T = W x^T [n_out, T].
 _MKLDNN = torch.backends.mkldnn.is_available()
 
 
@@ -50,7 +53,7 @@ def prepare_linear(w: torch.Tensor):
 def linear(x: torch.Tensor, w) -> torch.Tensor:
     """x [T, k_in] @ w.T -> [T, n_out] in fp32 (nn.Linear without bias)."""
     if _MKLDNN:
-        return torch._C._nn.mkldnn_linear(x.contiguous().to_mkldnn(), w, None).to_dense()
+        return torch._C._nn.mkldnn_linear(w, x.contiguous().to_mkldnn(), None).to_dense().T.contiguous()
     return x @ w.T
 
 
