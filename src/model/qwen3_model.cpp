@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "parallel/communicator.h"
 
 namespace pypto {
 
@@ -60,8 +61,7 @@ void Qwen3Model::ensure_scratch(int64_t rows) {
 
 void Qwen3Model::all_reduce(float* x, int64_t n) {
   if (comm_ == nullptr) return;
-  // TP HOOK: the parallel layer sums x over the ranks here (in-process shared memory / NCCL).
-  fail("tensor-parallel all-reduce is not implemented yet (", n, " floats at ", static_cast<void*>(x), ")");
+  comm_->all_reduce_sum(x, n);  // every rank of the group calls this at the same point
 }
 
 void Qwen3Model::forward(const ForwardBatch& batch, KvCache& cache, float* logits_out) {

@@ -1,0 +1,32 @@
+#pragma once
+// The tensor-parallel communicator: the collective operations the ranks of one TP group need.
+// The model holds only a Communicator* (null = one rank), so an NCCL implementation (GPU ranks,
+// device pointers) or an MPI one (ranks on several hosts) can be added next to the in-process
+// shared-memory one (shm_communicator.h) without touching the model.
+//
+// Contract shared by every implementation:
+//  - collectives are called by every rank of the group, in the same order, with the same n;
+//  - all_reduce_sum is deterministic: element i becomes x_0[i] + x_1[i] + ... + x_{size-1}[i],
+//    summed in rank order starting from rank 0, so the result is bitwise identical on every rank
+//    and does not depend on timing;
+//  - a collective returns only when the caller's buffers may be reused.
+#include <cstdint>
+
+namespace pypto {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // x[n] (f32) ← Σ over ranks of x[n], in place, summed in rank order.
+  virtual void all_reduce_sum(float* x, int64_t n) = 0;
+  // out[size * n] ← [in_0 | in_1 | ... | in_{size-1}] (rank r contributes in[n] at out + r*n).
+  virtual void all_gather(const float* in, int64_t n, float* out) = 0;
+  // Returns once every rank has called it.
+  virtual void barrier() = 0;
+};
+
+}  // namespace pypto

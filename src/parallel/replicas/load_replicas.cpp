@@ -1,0 +1,123 @@
+#include "parallel/replicas/load_replicas.h"
+
+#include <chrono>
+
+#include "core/cpu_features.h"
+#include "core/error.h"
+#include "core/memory.h"
+#include "engine/engine.h"
+#include "io/checkpoint.h"
+#include "model/weight_staging.h"
+#include "parallel/replicas/tp_model_runner.h"
+#include "parallel/shm_communicator.h"
+
+namespace pypto {
+
+LoadedReplicas load_replicas(const ReplicaLoadOptions& opt) {
+  const EngineLoadOptions& eo = opt.engine;
+  const ParallelLayout& L = opt.layout;
+  eo.scheduler.validate();
+  if (eo.kv_cache_dtype != DType::BF16 && eo.kv_cache_dtype != DType::F32) fail("--kv-cache-dtype must be bf16 or fp32");
+  if (eo.threads < 0) fail("--threads must be positive, got ", eo.threads);
+  PYPTO_ASSERT(static_cast<int>(L.cores.size()) == L.tp * L.dp, "layout has ", L.cores.size(), " groups for dp ", L.dp,
+               " x tp ", L.tp);
+  const auto t0 = std::chrono::steady_clock::now();
+  LoadedReplicas out;
+
+  auto ck = Checkpoint::open(eo.model_dir);
+  const ModelConfig& cfg = ck->config();
+  if (eo.scheduler.max_model_len > cfg.max_position_embeddings)
+    fail("--max-model-len ", eo.scheduler.max_model_len, " exceeds the model's max_position_embeddings (",
+         cfg.max_position_embeddings, ")");
+  if (cfg.num_key_value_heads % L.tp != 0)
+    fail("--tp ", L.tp, " does not divide num_key_value_heads (", cfg.num_key_value_heads,
+         "): each rank holds an equal share of the KV heads; use a --tp that divides it");
+
+  auto threads_for = [&](const std::vector<int>& cores) {
+    if (eo.threads > 0) return eo.threads;
+    return L.pinned ? static_cast<int>(cores.size()) : cpu_count();
+  };
+  auto backend_for = [&](int replica, int rank) {
+    const std::vector<int>& cores = L.rank_cores(replica, rank);
+    return make_cpu_backend(threads_for(cores), L.pinned ? cores : std::vector<int>{});
+  };
+
+  // Backends of replica 0 stage the slices (so each rank's slab is first touched by threads on
+  // its own cores); the other replicas get their own backends and share the slices.
+  std::vector<std::vector<std::unique_ptr<Backend>>> backends(size_t(L.dp));
+  for (int i = 0; i < L.dp; ++i)
+    for (int t = 0; t < L.tp; ++t) backends[size_t(i)].push_back(backend_for(i, t));
+  out.backend_name = backends[0][0]->name();
+  out.threads_per_rank = threads_for(L.rank_cores(0, 0));
+  std::vector<std::shared_ptr<const Qwen3Weights>> slices;
+  for (int t = 0; t < L.tp; ++t) {
+    StagingOptions so;
+    so.tp_rank = t;
+    so.tp_size = L.tp;
+    so.show_progress = eo.show_progress;
+    slices.push_back(std::make_shared<const Qwen3Weights>(stage_qwen3_weights(*ck, *backends[0][size_t(t)], so)));
+    out.rank_weight_bytes.push_back(slices.back()->resident_bytes);
+  }
+  ck.reset();  // everything lives in the staged slabs now
+  out.config = slices[0]->config;
+  out.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  // KV blocks: one block id covers the same token slots on every rank, each rank holding its own
+  // KV heads, so a replica's block costs the sum over its ranks.
+  int64_t bytes_per_block = 0;
+  for (int t = 0; t < L.tp; ++t)
+    bytes_per_block += kv_bytes_per_block(cfg.num_hidden_layers, eo.cache.block_size, slices[size_t(t)]->n_kv_heads,
+                                          cfg.head_dim, eo.kv_cache_dtype);
+  KvCapacityRequest kr;
+  kr.bytes_per_block = bytes_per_block;
+  kr.block_size = eo.cache.block_size;
+  kr.max_model_len = eo.scheduler.max_model_len;
+  kr.kv_cache_memory = eo.kv_cache_memory;
+  kr.memory_utilization = eo.memory_utilization;
+  kr.available_bytes = static_cast<int64_t>(available_memory_bytes()) / L.dp;
+  out.capacity = plan_kv_capacity(kr);
+
+  EngineConfig ec;
+  ec.scheduler = eo.scheduler;
+  ec.cache = eo.cache;
+  ec.cache.num_blocks = static_cast<int32_t>(out.capacity.num_blocks);
+  ec.vocab_size = cfg.vocab_size;
+  ec.eos_token_ids = cfg.eos_token_ids;
+
+  std::vector<ReplicaSet::Replica> replicas;
+  for (int i = 0; i < L.dp; ++i) {
+    std::vector<std::unique_ptr<Communicator>> comms;
+    if (L.tp > 1) comms = make_shm_communicators(L.tp);
+    std::vector<TpRankParts> parts;
+    for (int t = 0; t < L.tp; ++t) {
+      TpRankParts p;
+      p.backend = std::move(backends[size_t(i)][size_t(t)]);
+      p.weights = slices[size_t(t)];
+      if (L.tp > 1) p.comm = std::move(comms[size_t(t)]);
+      parts.push_back(std::move(p));
+    }
+    auto runner = std::make_unique<TpModelRunner>(std::move(parts), out.capacity.num_blocks, eo.cache.block_size,
+                                                  eo.kv_cache_dtype);
+    ReplicaSet::Replica r;
+    r.load = std::make_shared<LoadBook>();
+    auto executor = std::make_unique<LoadReportingExecutor>(std::move(runner), r.load);
+    r.loop = std::make_unique<EngineLoop>(std::make_unique<Engine>(ec, std::move(executor)));
+    replicas.push_back(std::move(r));
+
+    std::string line = str_cat("replica ", i, ":");
+    for (int t = 0; t < L.tp; ++t)
+      line += str_cat(" rank ", t, " device ", L.devices[size_t(i * L.tp + t)], " cores ",
+                      L.pinned ? format_core_list(L.rank_cores(i, t)) : std::string("any"));
+    out.summary += (out.summary.empty() ? "" : "\n") + line;
+  }
+  RouterOptions ro;
+  ro.policy = opt.routing;
+  ro.affinity_slack_tokens = opt.affinity_slack_tokens;
+  ro.block_size = eo.cache.block_size;
+  ro.prefix_index_blocks = static_cast<size_t>(std::max<int64_t>(1, out.capacity.num_blocks));
+  ro.max_model_len = eo.scheduler.max_model_len;
+  out.replicas = std::make_unique<ReplicaSet>(std::move(replicas), ro);
+  return out;
+}
+
+}  // namespace pypto

@@ -1,0 +1,94 @@
+#include "parallel/replicas/tp_model_runner.h"
+
+#include "core/error.h"
+
+namespace pypto {
+namespace {
+
+// Waits until `word` differs from `old`: a short spin (steps follow each other closely), then a
+// futex sleep so an idle replica burns no CPU.
+template <typename T>
+void wait_change(const std::atomic<T>& word, T old) {
+  for (int i = 0; i < 4096; ++i) {
+    if (word.load(std::memory_order_acquire) != old) return;
+    if ((i & 63) == 63) std::this_thread::yield();
+  }
+  while (word.load(std::memory_order_acquire) == old) word.wait(old, std::memory_order_acquire);
+}
+
+}  // namespace
+
+TpModelRunner::TpModelRunner(std::vector<TpRankParts> ranks, int64_t num_blocks, int32_t block_size, DType kv_dtype) {
+  const int tp = static_cast<int>(ranks.size());
+  PYPTO_ASSERT(tp >= 1, "no ranks");
+  for (int r = 0; r < tp; ++r) {
+    TpRankParts& p = ranks[size_t(r)];
+    PYPTO_ASSERT(p.backend && p.weights, "rank ", r, " is incomplete");
+    PYPTO_ASSERT(p.weights->tp_rank == r && p.weights->tp_size == tp, "rank ", r, " holds the slice of rank ",
+                 p.weights->tp_rank, "/", p.weights->tp_size);
+    PYPTO_ASSERT(tp == 1 || (p.comm && p.comm->rank() == r && p.comm->size() == tp), "rank ", r, " communicator");
+    Rank rk;
+    rk.parts = std::move(p);
+    rk.model = std::make_unique<Qwen3Model>(*rk.parts.weights, *rk.parts.backend, tp > 1 ? rk.parts.comm.get() : nullptr);
+    rk.cache = std::make_unique<KvCache>(rk.model->kv_cache_spec(num_blocks, block_size, kv_dtype));
+    ranks_.push_back(std::move(rk));
+  }
+  runner_ = std::make_unique<ModelRunner>(*ranks_[0].model, *ranks_[0].cache);
+  for (int r = 1; r < tp; ++r) threads_.emplace_back([this, r] { rank_main(r); });
+}
+
+TpModelRunner::~TpModelRunner() {
+  stop_ = true;
+  epoch_.fetch_add(1, std::memory_order_release);
+  epoch_.notify_all();
+  for (std::thread& t : threads_) t.join();
+}
+
+void TpModelRunner::rank_main(int r) {
+  uint64_t seen = 0;
+  Rank& rk = ranks_[size_t(r)];
+  while (true) {
+    wait_change(epoch_, seen);
+    seen = epoch_.load(std::memory_order_acquire);
+    if (stop_) return;
+    try {
+      rk.model->forward(side_batch_, *rk.cache, nullptr);
+    } catch (...) {
+      rk.error = std::current_exception();
+    }
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_all();
+  }
+}
+
+void TpModelRunner::execute(const SchedulerOutput& so, ExecutorOutput& out) {
+  const ForwardBatch& batch = runner_->build_batch(so);
+  Rank& r0 = ranks_[0];
+  out.vocab_size = r0.model->vocab_size();
+  out.logits.resize(static_cast<size_t>(batch.num_logits() * out.vocab_size));
+  if (batch.num_tokens() == 0) return;
+  const int tp = this->tp();
+  if (tp > 1) {
+    // The other ranks read the same batch minus its logits rows (rank 0 alone runs the
+    // replicated lm_head). Every rank validates the same ids and slots before its first
+    // collective, so a bad batch throws on all ranks and none waits in an all-reduce.
+    side_batch_ = batch;
+    side_batch_.logits_indices.clear();
+    for (Rank& rk : ranks_) rk.error = nullptr;
+    pending_.store(tp - 1, std::memory_order_relaxed);
+    epoch_.fetch_add(1, std::memory_order_release);
+    epoch_.notify_all();
+  }
+  try {
+    r0.model->forward(batch, *r0.cache, out.logits.data());
+  } catch (...) {
+    r0.error = std::current_exception();
+  }
+  if (tp > 1) {
+    for (int left = pending_.load(std::memory_order_acquire); left != 0; left = pending_.load(std::memory_order_acquire))
+      wait_change(pending_, left);
+  }
+  for (Rank& rk : ranks_)
+    if (rk.error) std::rethrow_exception(rk.error);
+}
+
+}  // namespace pypto

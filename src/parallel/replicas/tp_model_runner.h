@@ -1,0 +1,63 @@
+#pragma once
+// The executor of one replica whose model is split over tp ranks (tensor parallelism). Each step
+// the block tables and the ForwardBatch are built once, then every rank runs the same batch in
+// lockstep on its own thread: its own weight slice (its query/KV heads and MLP columns), its own
+// backend (threads pinned to its core group), its own share of the KV cache (its KV heads, the
+// same block ids on every rank) and a communicator that all-reduces the partial o_proj/down_proj
+// outputs. lm_head is replicated and only rank 0 computes logits (the other ranks stop after the
+// last layer). With tp == 1 this is the plain single-rank ModelRunner.
+#include <atomic>
+#include <exception>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "engine/model_executor.h"
+#include "engine/model_runner.h"
+#include "kernels/backend.h"
+#include "model/kv_cache.h"
+#include "model/qwen3_model.h"
+#include "model/qwen3_weights.h"
+#include "parallel/communicator.h"
+
+namespace pypto {
+
+// What one rank is made of. weights->tp_rank must equal the rank's index.
+struct TpRankParts {
+  std::unique_ptr<Backend> backend;            // threads pinned to this rank's cores
+  std::shared_ptr<const Qwen3Weights> weights;  // read-only, may be shared with other replicas
+  std::unique_ptr<Communicator> comm;           // null when tp == 1
+};
+
+class TpModelRunner : public ModelExecutor {
+ public:
+  // Allocates every rank's KV cache ([num_blocks, block_size, rank's KV heads, head_dim] per
+  // layer) and starts tp - 1 rank threads (rank 0 runs on the caller of execute()).
+  TpModelRunner(std::vector<TpRankParts> ranks, int64_t num_blocks, int32_t block_size, DType kv_dtype);
+  ~TpModelRunner() override;
+
+  void execute(const SchedulerOutput& so, ExecutorOutput& out) override;
+
+  int tp() const { return static_cast<int>(ranks_.size()); }
+  // Bytes of rank r's KV cache.
+  size_t kv_bytes(int r) const { return ranks_[size_t(r)].cache->bytes(); }
+
+ private:
+  struct Rank {
+    TpRankParts parts;
+    std::unique_ptr<Qwen3Model> model;
+    std::unique_ptr<KvCache> cache;
+    std::exception_ptr error;
+  };
+  void rank_main(int r);
+
+  std::vector<Rank> ranks_;
+  std::unique_ptr<ModelRunner> runner_;  // rank 0: block tables and the batch
+  ForwardBatch side_batch_;              // ranks >= 1: the batch without logits rows
+  std::vector<std::thread> threads_;
+  alignas(64) std::atomic<uint64_t> epoch_{0};  // bumped once per step (and at shutdown)
+  alignas(64) std::atomic<int> pending_{0};     // rank threads still running the current step
+  bool stop_ = false;
+};
+
+}  // namespace pypto

@@ -1,0 +1,113 @@
+#include "parallel/shm_communicator.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+#include "core/error.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define PYPTO_CPU_RELAX() _mm_pause()
+#else
+#define PYPTO_CPU_RELAX() ((void)0)
+#endif
+
+namespace pypto {
+
+// State shared by the ranks. Every field a rank writes sits on its own cache line.
+class ShmGroup {
+ public:
+  explicit ShmGroup(int size) : size_(size), slots_(size) {}
+
+  int size() const { return size_; }
+
+  // Sense-free generation barrier: the last rank to arrive resets the count and bumps the
+  // generation; the others spin briefly (a collective's partner is usually microseconds behind),
+  // then sleep on the generation word so an oversubscribed machine is not starved.
+  void barrier() {
+    const uint32_t gen = generation_.load(std::memory_order_acquire);
+    if (arrived_.fetch_add(1, std::memory_order_acq_rel) == size_ - 1) {
+      arrived_.store(0, std::memory_order_relaxed);
+      generation_.fetch_add(1, std::memory_order_release);
+      generation_.notify_all();
+      return;
+    }
+    for (int i = 0; i < kSpins; ++i) {
+      if (generation_.load(std::memory_order_acquire) != gen) return;
+      if ((i & 255) == 255)
+        std::this_thread::yield();
+      else
+        PYPTO_CPU_RELAX();
+    }
+    while (generation_.load(std::memory_order_acquire) == gen) generation_.wait(gen, std::memory_order_acquire);
+  }
+
+  struct alignas(64) Slot {
+    float* out = nullptr;
+    const float* in = nullptr;
+  };
+  Slot& slot(int r) { return slots_[r]; }
+
+ private:
+  static constexpr int kSpins = 1 << 14;
+  const int size_;
+  std::vector<Slot> slots_;
+  alignas(64) std::atomic<int> arrived_{0};
+  alignas(64) std::atomic<uint32_t> generation_{0};
+};
+
+ShmCommunicator::ShmCommunicator(std::shared_ptr<ShmGroup> group, int rank) : group_(std::move(group)), rank_(rank) {
+  PYPTO_ASSERT(group_ && rank >= 0 && rank < group_->size(), "rank ", rank);
+}
+
+int ShmCommunicator::size() const { return group_->size(); }
+
+void ShmCommunicator::barrier() { group_->barrier(); }
+
+void ShmCommunicator::all_reduce_sum(float* x, int64_t n) {
+  const int size = group_->size();
+  if (size == 1 || n <= 0) return;
+  group_->slot(rank_).out = x;
+  group_->barrier();  // every rank's pointer is published (the barrier orders the stores)
+  // This rank's chunk: [begin, end), a multiple of 16 floats (one cache line) wide.
+  const int64_t chunk = ((n + size - 1) / size + 15) / 16 * 16;
+  const int64_t begin = std::min<int64_t>(n, chunk * rank_);
+  const int64_t end = std::min<int64_t>(n, begin + chunk);
+  float* bufs[64];
+  PYPTO_ASSERT(size <= 64, "shared-memory group of ", size, " ranks");
+  for (int r = 0; r < size; ++r) bufs[r] = group_->slot(r).out;
+  for (int64_t i = begin; i < end; ++i) {
+    float s = bufs[0][i];
+    for (int r = 1; r < size; ++r) s += bufs[r][i];  // rank order: deterministic
+    for (int r = 0; r < size; ++r) bufs[r][i] = s;
+  }
+  group_->barrier();  // every chunk is written everywhere before anyone reuses its buffer
+}
+
+void ShmCommunicator::all_gather(const float* in, int64_t n, float* out) {
+  const int size = group_->size();
+  if (n <= 0) return;
+  if (size == 1) {
+    if (out != in) std::memcpy(out, in, sizeof(float) * n);
+    return;
+  }
+  group_->slot(rank_).in = in;
+  group_->barrier();
+  for (int r = 0; r < size; ++r) {
+    const float* src = group_->slot(r).in;
+    if (out + r * n != src) std::memcpy(out + r * n, src, sizeof(float) * n);
+  }
+  group_->barrier();  // nobody's input is released before everyone has copied it
+}
+
+std::vector<std::unique_ptr<Communicator>> make_shm_communicators(int size) {
+  if (size < 1 || size > 64) fail("tensor-parallel size ", size, " is outside [1, 64]");
+  auto group = std::make_shared<ShmGroup>(size);
+  std::vector<std::unique_ptr<Communicator>> comms;
+  for (int r = 0; r < size; ++r) comms.push_back(std::make_unique<ShmCommunicator>(group, r));
+  return comms;
+}
+
+}  // namespace pypto
