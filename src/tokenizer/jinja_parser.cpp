@@ -188,6 +188,7 @@ class Parser {
     auto n = std::make_unique<Node>(NodeKind::Set, ln);
     n->a = parse_expression_sequence(false);
     check_assign_target(*n->a, ln);
+    note_bound_names(*n->a);
     if (is(Tok::Equals)) {
       ++cur_;
       n->b = parse_expression_sequence(false);
@@ -199,6 +200,15 @@ class Parser {
     }
     expect(Tok::CloseStatement, "'%}'");
     return n;
+  }
+
+  // A name bound by set/for may hold a macro ({% set f = my_macro %}{{ f() }}), so calling it is
+  // not rejected at parse time; if it holds no function, the call fails when rendered.
+  void note_bound_names(const Node& target) {
+    if (target.kind == NodeKind::Identifier) callables_.insert(target.str);
+    if (target.kind == NodeKind::TupleLiteral)
+      for (const auto& e : target.args)
+        if (e->kind == NodeKind::Identifier) callables_.insert(e->str);
   }
 
   void check_assign_target(const Node& target, int ln) const {
@@ -276,6 +286,7 @@ class Parser {
     if (n->a->kind == NodeKind::TupleLiteral)
       for (auto& e : n->a->args)
         if (e->kind != NodeKind::Identifier) error_at(ln, "can only unpack into plain names in 'for'");
+    note_bound_names(*n->a);
     if (!is_identifier("in")) error("expected 'in' after the loop variable");
     ++cur_;
     n->b = parse_expression();

@@ -128,6 +128,8 @@ std::vector<std::pair<std::string, std::string>> feature_snippets() {
       "{% macro outer() %}[{{ caller() }}]{% endmacro %}{% call outer() %}body {{ n }}{% endcall %}",
       "{% macro show() %}{{ v }}{% endmacro %}{% set v = 'global' %}{{ show() }}"
       "{% for v in ['loop'] %}{{ show() }}{% endfor %}",
+      "{% macro hi(x) %}hi {{ x }}{% endmacro %}{% set f = hi %}{{ f('a') }}"
+      "{% for g in [hi] %}{{ g('b') }}{% endfor %}",
       "{% macro rec(k) %}{% if k > 0 %}{{ k }}{{ rec(k - 1) }}{% endif %}{% endmacro %}{{ rec(4) }}",
       // errors and odd corners
       "{% if n > 5 %}{{ raise_exception('n too big: ' ~ n) }}{% endif %}ok",
