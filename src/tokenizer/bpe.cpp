@@ -21,27 +21,46 @@ void require_unset(const json& model, const char* key) {
   fail("tokenizer.json: BPE option \"", key, "\" = ", it->dump(), " is not implemented");
 }
 
-// Both spellings of a merge: "a b" (tokenizers < 0.20) and ["a", "b"].
-std::pair<std::string, std::string> merge_parts(const json& m, size_t index) {
+void check_model_type(const json& model) {
+  const std::string type = model.value("type", "BPE");
+  if (type != "BPE") fail("tokenizer.json: model type \"", type, "\" is not implemented (only BPE)");
+}
+
+BpeTables tables_from_json(const json& model) {
+  check_model_type(model);
+  BpeTables t;
+  const json& vocab = model.at("vocab");
+  if (!vocab.is_object()) fail("tokenizer.json: model.vocab is not an object");
+  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
+    if (!it.value().is_number_integer()) fail("tokenizer.json: vocab entry ", json(it.key()).dump(), " has no integer id");
+    t.vocab.emplace_back(it.key(), it.value().get<int32_t>());
+  }
+  const json& merges = model.at("merges");
+  if (!merges.is_array()) fail("tokenizer.json: model.merges is not an array");
+  for (size_t i = 0; i < merges.size(); ++i) t.merges.push_back(BpeModel::merge_parts(merges[i], i));
+  return t;
+}
+
+}  // namespace
+
+std::pair<std::string, std::string> BpeModel::merge_parts(const json& m, size_t index) {
   if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
     return {m[0].get<std::string>(), m[1].get<std::string>()};
   }
   if (m.is_string()) {
-    const std::string s = m.get<std::string>();
+    const std::string_view s = m.get_ref<const std::string&>();
     const size_t sp = s.find(' ');
-    if (sp != std::string::npos && s.find(' ', sp + 1) == std::string::npos) return {s.substr(0, sp), s.substr(sp + 1)};
+    if (sp != std::string::npos && s.find(' ', sp + 1) == std::string::npos) {
+      return {std::string(s.substr(0, sp)), std::string(s.substr(sp + 1))};
+    }
   }
   fail("tokenizer.json: merge #", index, " (", m.dump(), ") is neither \"a b\" nor [\"a\", \"b\"]");
 }
 
-// Below this many symbols a linear scan for the best pair beats a heap.
-constexpr size_t kSmallWord = 48;
+BpeModel::BpeModel(const json& model) : BpeModel(model, tables_from_json(model)) {}
 
-}  // namespace
-
-BpeModel::BpeModel(const json& model) {
-  const std::string type = model.value("type", "BPE");
-  if (type != "BPE") fail("tokenizer.json: model type \"", type, "\" is not implemented (only BPE)");
+BpeModel::BpeModel(const json& model, BpeTables tables) {
+  check_model_type(model);
   if (auto it = model.find("dropout"); it != model.end() && !it->is_null() && it->get<double>() != 0.0) {
     fail("tokenizer.json: BPE dropout is not implemented");
   }
@@ -50,27 +69,30 @@ BpeModel::BpeModel(const json& model) {
   if (model.value("byte_fallback", false)) fail("tokenizer.json: BPE byte_fallback is not implemented");
   ignore_merges_ = model.value("ignore_merges", false);
 
-  const json& vocab = model.at("vocab");
-  if (!vocab.is_object()) fail("tokenizer.json: model.vocab is not an object");
+  if (tables.vocab.empty()) fail("tokenizer.json: model.vocab is missing or empty");
   int32_t max_id = -1;
-  for (const auto& [tok, id] : vocab.items()) max_id = std::max(max_id, id.get<int32_t>());
+  for (const auto& [tok, id] : tables.vocab) {
+    if (id < 0) fail("tokenizer.json: token ", json(tok).dump(), " has negative id ", id);
+    max_id = std::max(max_id, id);
+  }
   tokens_.resize(static_cast<size_t>(max_id + 1));
   bytes_.resize(tokens_.size());
   present_.assign(tokens_.size(), false);
-  token_ids_.reserve(vocab.size());
-  byte_ids_.reserve(vocab.size());
+  token_ids_.reserve(tables.vocab.size());
   std::fill(std::begin(byte_symbol_), std::end(byte_symbol_), -1);
-  for (const auto& [tok, idj] : vocab.items()) {
-    const int32_t id = idj.get<int32_t>();
-    if (id < 0) fail("tokenizer.json: token ", json(tok).dump(), " has negative id ", id);
-    tokens_[id] = tok;
+  for (auto& [tok, id] : tables.vocab) {
+    if (present_[id]) fail("tokenizer.json: id ", id, " is given to two tokens");
+    tokens_[id] = std::move(tok);
     // A token outside the byte-level alphabet cannot come out of merging bytes; for decoding it
     // stands for its own UTF-8, as in Hugging Face's ByteLevel decoder.
-    bytes_[id] = byte_level::token_to_bytes(tok).value_or(tok);
+    bytes_[id] = byte_level::token_to_bytes(tokens_[id]).value_or(tokens_[id]);
     present_[id] = true;
-    token_ids_.emplace(tok, id);
-    byte_ids_.emplace(bytes_[id], id);
     if (bytes_[id].size() == 1) byte_symbol_[static_cast<unsigned char>(bytes_[id][0])] = id;
+  }
+  for (int32_t id = 0; id < size(); ++id) {
+    if (!present_[id]) continue;
+    token_ids_.emplace(tokens_[id], id);
+    if (ignore_merges_) byte_ids_.emplace(bytes_[id], id);
   }
   if (auto it = model.find("unk_token"); it != model.end() && it->is_string()) {
     auto id = token_to_id(it->get<std::string>());
@@ -78,11 +100,12 @@ BpeModel::BpeModel(const json& model) {
     unk_id_ = id;
   }
 
-  const json& merges = model.at("merges");
-  merges_ = MergeTable(merges.size());
-  for (size_t i = 0; i < merges.size(); ++i) {
-    auto [a, b] = merge_parts(merges[i], i);
-    auto ia = token_to_id(a), ib = token_to_id(b), ic = token_to_id(a + b);
+  merges_ = MergeTable(tables.merges.size());
+  std::string joined;
+  for (size_t i = 0; i < tables.merges.size(); ++i) {
+    const auto& [a, b] = tables.merges[i];
+    joined.assign(a).append(b);
+    auto ia = token_to_id(a), ib = token_to_id(b), ic = token_to_id(joined);
     if (!ia || !ib || !ic) {
       fail("tokenizer.json: merge #", i, " (", json(a).dump(), ", ", json(b).dump(), ") names a token that is not in the vocabulary");
     }
@@ -91,82 +114,83 @@ BpeModel::BpeModel(const json& model) {
 }
 
 std::optional<int32_t> BpeModel::token_to_id(std::string_view token) const {
-  auto it = token_ids_.find(std::string(token));
+  auto it = token_ids_.find(token);
   if (it == token_ids_.end()) return std::nullopt;
   return it->second;
 }
 
 void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out) const {
   if (ignore_merges_) {
-    if (auto it = byte_ids_.find(std::string(word)); it != byte_ids_.end()) {
+    if (auto it = byte_ids_.find(word); it != byte_ids_.end()) {
       out.push_back(it->second);
       return;
     }
   }
-  const bool cacheable = word.size() <= WordCache::kMaxWordBytes;
-  const size_t hash = cacheable ? std::hash<std::string_view>{}(word) : 0;
-  if (cacheable && cache_.lookup(word, hash, out)) return;
+  // A byte missing from the vocabulary becomes unk, or is dropped when there is none (as the
+  // Hugging Face BPE model does without unk_token).
+  auto symbol_of = [&](unsigned char c) { return byte_symbol_[c] >= 0 ? byte_symbol_[c] : unk_id_.value_or(-1); };
 
-  // Per-call scratch, so concurrent encodes share nothing but the cache.
-  thread_local std::vector<int32_t> symbols;
-  symbols.clear();
-  for (unsigned char c : word) {
-    const int32_t id = byte_symbol_[c];
-    // A byte missing from the vocabulary becomes unk, or is dropped when there is none (as the
-    // Hugging Face BPE model does without unk_token).
-    if (id >= 0) {
-      symbols.push_back(id);
-    } else if (unk_id_) {
-      symbols.push_back(*unk_id_);
+  if (word.size() > WordCache::kMaxWordBytes) {
+    std::vector<int32_t> symbols;
+    symbols.reserve(word.size());
+    for (unsigned char c : word) {
+      if (const int32_t id = symbol_of(c); id >= 0) symbols.push_back(id);
     }
-  }
-  merge(symbols);
-  if (cacheable) cache_.store(word, hash, symbols.data(), symbols.size());
-  out.insert(out.end(), symbols.begin(), symbols.end());
-}
-
-void BpeModel::merge(std::vector<int32_t>& symbols) const {
-  if (symbols.size() < 2) return;
-  if (symbols.size() <= kSmallWord) {
-    merge_small(symbols);
-  } else {
     merge_large(symbols);
+    out.insert(out.end(), symbols.begin(), symbols.end());
+    return;
   }
+  if (word.size() == 1) {  // nothing to merge or cache
+    if (const int32_t id = symbol_of(static_cast<unsigned char>(word[0])); id >= 0) out.push_back(id);
+    return;
+  }
+  const uint64_t hash = std::hash<std::string_view>{}(word);
+  if (cache_.lookup(word, hash, out)) return;
+  // Per-call scratch on the stack, so concurrent encodes share nothing but the cache.
+  int32_t symbols[WordCache::kMaxWordBytes];
+  size_t n = 0;
+  for (unsigned char c : word) {
+    if (const int32_t id = symbol_of(c); id >= 0) symbols[n++] = id;
+  }
+  n = merge_small(symbols, n);
+  cache_.store(word, hash, symbols, n);
+  out.insert(out.end(), symbols, symbols + n);
 }
 
 void BpeModel::merge_small(std::vector<int32_t>& symbols) const {
+  PYPTO_ASSERT(symbols.size() <= kSmallWord, "merge_small takes at most ", kSmallWord, " symbols");
+  symbols.resize(merge_small(symbols.data(), symbols.size()));
+}
+
+size_t BpeModel::merge_small(int32_t* symbols, size_t n) const {
+  // rank[i] / result[i] describe the pair (symbols[i], symbols[i+1]); a linear scan for the
+  // lowest rank beats a heap at these sizes.
   constexpr int32_t kNone = INT32_MAX;
-  // rank[i] / result[i] describe the pair (symbols[i], symbols[i+1]).
-  thread_local std::vector<int32_t> rank, result;
-  const size_t n = symbols.size();
-  rank.resize(n);
-  result.resize(n);
+  int32_t rank[kSmallWord];
+  int32_t result[kSmallWord];
   auto look = [&](size_t i) {
-    if (i + 1 >= symbols.size()) {
-      rank[i] = kNone;
-      return;
-    }
-    auto m = merges_.find(symbols[i], symbols[i + 1]);
+    auto m = i + 1 < n ? merges_.find(symbols[i], symbols[i + 1]) : std::nullopt;
     rank[i] = m ? m->rank : kNone;
     result[i] = m ? m->result : -1;
   };
-  for (size_t i = 0; i + 1 < n; ++i) look(i);
-  rank[n - 1] = kNone;
-  size_t len = n;
-  while (len > 1) {
+  for (size_t i = 0; i < n; ++i) look(i);
+  while (n > 1) {
     size_t best = 0;
-    for (size_t i = 1; i + 1 < len; ++i) {
+    for (size_t i = 1; i + 1 < n; ++i) {
       if (rank[i] < rank[best]) best = i;  // strict: the leftmost of equal ranks wins
     }
     if (rank[best] == kNone) break;
     symbols[best] = result[best];
-    symbols.erase(symbols.begin() + static_cast<std::ptrdiff_t>(best) + 1);
-    rank.erase(rank.begin() + static_cast<std::ptrdiff_t>(best) + 1);
-    result.erase(result.begin() + static_cast<std::ptrdiff_t>(best) + 1);
-    --len;
+    for (size_t i = best + 1; i + 1 < n; ++i) {
+      symbols[i] = symbols[i + 1];
+      rank[i] = rank[i + 1];
+      result[i] = result[i + 1];
+    }
+    --n;
     if (best > 0) look(best - 1);
     look(best);
   }
+  return n;
 }
 
 void BpeModel::merge_large(std::vector<int32_t>& symbols) const {

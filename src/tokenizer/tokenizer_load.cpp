@@ -122,6 +122,47 @@ std::optional<std::string> config_chat_template(const json& cfg) {
   fail("tokenizer_config.json: \"chat_template\" has no usable (default) template");
 }
 
+// Parses tokenizer.json into a tree, except model.vocab and model.merges, which go straight into
+// `tables`: building (and then tearing down) a std::map of 150k tokens and 150k small arrays
+// would be most of the load time.
+json parse_tokenizer_json(std::string_view text, BpeTables& tables) {
+  std::vector<std::string> keys(8);  // keys[d]: the last key seen at depth d
+  std::string vocab_key;
+  auto in = [&](const char* field) { return keys[1] == "model" && keys[2] == field; };
+  json::parser_callback_t cb = [&](int depth, json::parse_event_t event, json& parsed) -> bool {
+    if (depth >= static_cast<int>(keys.size())) return true;
+    switch (event) {
+      case json::parse_event_t::key:
+        keys[depth] = parsed.get<std::string>();
+        if (depth == 3 && in("vocab")) {
+          vocab_key = keys[3];
+          return false;
+        }
+        return true;
+      case json::parse_event_t::value:
+        if (depth == 3 && in("vocab")) {
+          if (!parsed.is_number_integer()) fail("tokenizer.json: vocab entry ", json(vocab_key).dump(), " has no integer id");
+          tables.vocab.emplace_back(std::move(vocab_key), parsed.get<int32_t>());
+          return false;
+        }
+        if (depth == 3 && in("merges")) {  // "a b"
+          tables.merges.push_back(BpeModel::merge_parts(parsed, tables.merges.size()));
+          return false;
+        }
+        return true;
+      case json::parse_event_t::array_end:
+        if (depth == 3 && in("merges")) {  // ["a", "b"]
+          tables.merges.push_back(BpeModel::merge_parts(parsed, tables.merges.size()));
+          return false;
+        }
+        return true;
+      default:
+        return true;
+    }
+  };
+  return json::parse(text, cb);
+}
+
 }  // namespace
 
 std::shared_ptr<const Tokenizer> Tokenizer::load(const std::string& path) {
@@ -140,11 +181,13 @@ std::shared_ptr<const Tokenizer> Tokenizer::load(const std::string& path) {
 std::shared_ptr<const Tokenizer> Tokenizer::from_json_text(std::string_view tokenizer_json,
                                                            std::string_view tokenizer_config_json) {
   json j;
+  BpeTables tables;
   try {
-    j = json::parse(tokenizer_json);
+    j = parse_tokenizer_json(tokenizer_json, tables);
   } catch (const json::exception& e) {
     fail("tokenizer.json is not valid JSON: ", e.what());
   }
+  if (!j.is_object()) fail("tokenizer.json: the top level is not an object");
   std::shared_ptr<Tokenizer> t(new Tokenizer());
   try {
     if (j.contains("truncation") && !j["truncation"].is_null()) fail("tokenizer.json: truncation is not implemented");
@@ -156,7 +199,7 @@ std::shared_ptr<const Tokenizer> Tokenizer::from_json_text(std::string_view toke
     for (const auto& [pattern, literal] : spec.splits) t->splits_.push_back(std::make_unique<RegexSplit>(pattern, literal));
     read_decoder(j.value("decoder", json()));
     read_post_processor(j.value("post_processor", json()));
-    t->model_ = std::make_unique<BpeModel>(j.at("model"));
+    t->model_ = std::make_unique<BpeModel>(j.at("model"), std::move(tables));
 
     t->vocab_size_ = t->model_->size();
     for (const json& a : j.value("added_tokens", json::array())) {
