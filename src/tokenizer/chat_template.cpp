@@ -68,18 +68,20 @@ Value from_json(const J& j, int depth = 1) {
     }
     case J::value_t::object: {
       Value d = Value::new_dict();
-      std::vector<std::pair<unsigned long long, const std::string*>> index_keys;
-      std::vector<const std::string*> other_keys;
+      using Entry = std::pair<const std::string*, const J*>;
+      std::vector<std::pair<unsigned long long, Entry>> index_keys;
+      std::vector<Entry> other_keys;
       for (auto it = j.begin(); it != j.end(); ++it) {
         unsigned long long idx;
         if (is_array_index(it.key(), idx))
-          index_keys.emplace_back(idx, &it.key());
+          index_keys.emplace_back(idx, Entry{&it.key(), &it.value()});
         else
-          other_keys.push_back(&it.key());
+          other_keys.emplace_back(&it.key(), &it.value());
       }
-      std::sort(index_keys.begin(), index_keys.end());
-      for (const auto& [idx, k] : index_keys) d.dict->entries.emplace_back(*k, from_json(j.at(*k), depth + 1));
-      for (const std::string* k : other_keys) d.dict->entries.emplace_back(*k, from_json(j.at(*k), depth + 1));
+      std::stable_sort(index_keys.begin(), index_keys.end(),
+                       [](const auto& a, const auto& b) { return a.first < b.first; });
+      for (const auto& [idx, e] : index_keys) d.dict->entries.emplace_back(*e.first, from_json(*e.second, depth + 1));
+      for (const auto& e : other_keys) d.dict->entries.emplace_back(*e.first, from_json(*e.second, depth + 1));
       for (const auto& kv : d.dict->entries) d.dict->depth = std::max(d.dict->depth, 1 + jinja::nesting_depth(kv.second));
       return d;
     }
