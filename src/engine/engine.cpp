@@ -204,7 +204,7 @@ std::vector<RequestOutput> Engine::step() {
     rows.push_back({&r->sampling_params, r->prompt_token_ids, r->output_token_ids, r->eos_token_ids, r->seed});
     row_of.push_back(i);
   }
-  const std::vector<SampledToken> sampled = sample_batch(eo.logits, eo.vocab_size, rows);
+  const std::vector<SampledToken> sampled = sample_batch(eo.logits, eo.vocab_size, rows, config_.sampler_threads);
   std::vector<SampledToken> aligned(so.scheduled.size());
   for (size_t k = 0; k < row_of.size(); ++k) aligned[row_of[k]] = sampled[k];
   stats_.sample_seconds += seconds_since(t);

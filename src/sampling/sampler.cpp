@@ -7,6 +7,8 @@
 #include <limits>
 #include <optional>
 
+#include <omp.h>
+
 #include "core/error.h"
 #include "sampling/logits_processors.h"
 #include "sampling/philox.h"
@@ -245,12 +247,13 @@ SampledToken sample_row(std::span<float> x, const SamplerRow& row) {
 }
 
 std::vector<SampledToken> sample_batch(std::span<float> logits, int64_t vocab_size,
-                                       std::span<const SamplerRow> rows) {
+                                       std::span<const SamplerRow> rows, int max_threads) {
   PYPTO_ASSERT(vocab_size > 0 && logits.size() == rows.size() * size_t(vocab_size), "logits ",
                logits.size(), " for ", rows.size(), " rows of vocab ", vocab_size);
   std::vector<SampledToken> out(rows.size());
   const int64_t n = int64_t(rows.size());
-#pragma omp parallel for schedule(dynamic, 1) if (n > 1)
+  const int threads = max_threads > 0 ? int(std::min<int64_t>(max_threads, n)) : omp_get_max_threads();
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (n > 1 && threads > 1)
   for (int64_t r = 0; r < n; ++r)
     out[r] = sample_row(logits.subspan(size_t(r * vocab_size), size_t(vocab_size)), rows[r]);
   return out;

@@ -45,9 +45,11 @@ struct SamplerRow {
 SampledToken sample_row(std::span<float> logits, const SamplerRow& row);
 
 // Samples every row of logits [rows.size(), vocab_size] (modified in place). Rows run in
-// parallel when there are several; results are in row order.
+// parallel on up to `max_threads` OpenMP threads (0: OpenMP's default; a DP replica pinned to a
+// core group should pass its group's size); results are in row order and never depend on the
+// thread count.
 std::vector<SampledToken> sample_batch(std::span<float> logits, int64_t vocab_size,
-                                       std::span<const SamplerRow> rows);
+                                       std::span<const SamplerRow> rows, int max_threads = 0);
 
 // Building blocks, exposed for tests.
 // argmax with ties broken towards the lowest id.

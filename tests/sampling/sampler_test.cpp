@@ -266,9 +266,12 @@ TEST(Sampler, BatchRowsAreIndependent) {
   std::vector<SamplerRow> rows = {{&greedy, prompt, out, {}, 1234},
                                   {&fancy, prompt, out, {}, 1234},
                                   {&plain, prompt, out, {}, 1234}};
-  const auto got = sample_batch(batch, vocab, rows);
-  ASSERT_EQ(got.size(), 3u);
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(got[i].token_id, alone[i]) << "row " << i;
+  for (int threads : {0, 1, 2, 3}) {
+    std::vector<float> b = batch;
+    const auto got = sample_batch(b, vocab, rows, threads);
+    ASSERT_EQ(got.size(), 3u);
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(got[i].token_id, alone[i]) << "row " << i << " threads " << threads;
+  }
 }
 
 }  // namespace
