@@ -1,6 +1,15 @@
 // The optimised CPU backend: ISA-neutral glue that splits each op across the thread pool and calls
 // the chosen ISA's kernels (kernel_table.h). Per-thread scratch is allocated once and only grows,
 // so steady-state steps do no allocation.
+//
+// Layout: weights stay plain row-major (pack_weight is a copy). The GEMV streams rows and reaches
+// the single-core read bandwidth; the GEMM widens W blocks to f32 in scratch, so a packed layout
+// bought nothing measurable, and a plain layout lets a tied lm_head share the embedding table.
+//
+// Numerics: activations and accumulation are f32 (weights widened exactly in registers, f32 FMA).
+// Rounding activations to bf16 for VDPBF16PS (CpuBackendOptions::bf16_activations) doubles the
+// compute rate but measured max|Δlogit| / max|logit| = 7.7e-3 on a 28-layer qwen3-0.6b test model,
+// 7.7x the 1e-3 the reference test allows, so it is off by default. Both are batch-invariant.
 #include "kernels/cpu/cpu_backend.h"
 
 #include <algorithm>
