@@ -5,7 +5,8 @@
 // backend's token-by-token rate (one forward call per token, i.e. decode steps over a growing
 // context). Rates are given per wall second and per CPU second of the process (with THREADS=1
 // the latter is what one core does when it is not shared with other processes).
-//   probe_bf16_activations MODEL_DIR [PROMPT_LEN=64] [THREADS=2]
+//   probe_bf16_activations MODEL_DIR [PROMPT_LEN=64] [THREADS=2] [bf16|split]
+// (split: CpuBackendOptions::split_bf16_activations instead of bf16_activations)
 #include <time.h>
 
 #include <chrono>
@@ -13,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
 
 #include "io/checkpoint.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -68,8 +70,10 @@ int main(int argc, char** argv) {
   std::vector<int32_t> ids(len);
   for (auto& t : ids) t = static_cast<int32_t>(rng() % 151643);
   auto f32 = make_cpu_backend_for_isa(cpu_isa(), threads);
+  const bool split = argc > 4 && std::string(argv[4]) == "split";
   CpuBackendOptions o;
-  o.bf16_activations = true;
+  o.bf16_activations = !split;
+  o.split_bf16_activations = split;
   auto bf = make_cpu_backend_for_isa(cpu_isa(), threads, {}, o);
   Timing p_f32, p_bf, d_f32;
   auto a = run(*ck, *f32, ids, &p_f32, &d_f32);
@@ -82,9 +86,8 @@ int main(int argc, char** argv) {
   std::printf("%s vs %s, %d tokens, %d threads: max|logit| %.4f, max|dlogit| %.4g, dlogit / max(1, max|logit|) "
               "= %.3g (limit 1e-3)\n",
               f32->name(), bf->name(), len, threads, max_logit, max_diff, max_diff / std::max(1.0, max_logit));
-  std::printf("prefill %d tokens: f32 activations %.1f tok/s wall, %.1f tok/CPU-s; bf16 activations %.1f tok/s wall, "
-              "%.1f tok/CPU-s\n",
-              len, len / p_f32.wall, len / p_f32.cpu, len / p_bf.wall, len / p_bf.cpu);
+  std::printf("prefill %d tokens: %s %.1f tok/s wall, %.1f tok/CPU-s; %s %.1f tok/s wall, %.1f tok/CPU-s\n", len,
+              f32->name(), len / p_f32.wall, len / p_f32.cpu, bf->name(), len / p_bf.wall, len / p_bf.cpu);
   std::printf("token by token (decode steps, context 1..%d), f32: %.2f tok/s wall, %.2f tok/CPU-s\n", len,
               len / d_f32.wall, len / d_f32.cpu);
   return 0;

@@ -140,48 +140,58 @@ TEST(Linear, PlainLayoutAndPackedSize) {
 namespace pypto::test {
 namespace {
 
-// The optional bf16-activation path (CpuBackendOptions::bf16_activations, AVX-512 BF16 only):
-//  (1) against the reference fed the same bf16-rounded x, the f32 accumulation bound above holds
-//      (with k/16 + 8 steps: a lane sums pairs);
+// The optional bf16-dot paths (CpuBackendOptions::bf16_activations / split_bf16_activations,
+// AVX-512 BF16 only):
+//  (1) against the reference fed the x the kernel sees (bf16(x), or hi + lo), the f32 accumulation
+//      bound above holds (ceil(k/8) + 8 roundings per lane covers VDPBF16PS's per-pair rounding);
 //  (2) batch-invariant bitwise across m;
 //  (3) its error against the true f32-x product is printed: that is the cost of the option.
 TEST(LinearBf16Activations, MatchesRoundedReferenceAndIsBatchInvariant) {
   const CpuFeatures& f = cpu_features();
   if (!(f.avx512f && f.avx512_bf16)) GTEST_SKIP() << "no AVX512_BF16";
   auto ref = make_reference_backend();
-  CpuBackendOptions opt;
-  opt.bf16_activations = true;
-  for (int threads : {1, 2}) {
-    auto be = make_cpu_backend_for_isa(Isa::Avx512, threads, {}, opt);
-    for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 37, 1}, {3, 19, 33}, {37, 64, 1024},
-                           {128, 50, 3072}, {9, 13, 100}}) {
-      auto x = random_f32(m * k, 101);
-      auto xr = x;
-      for (auto& v : xr) v = bf16_to_f32(f32_to_bf16(v));
-      auto wb = encode(random_f32(n * k, 102), DType::BF16);
-      auto bias = random_f32(n, 103);
-      LinearWeight w{wb.data(), DType::BF16, n, k};
-      std::vector<float> y(m * n), yr(m * n), yt(m * n);
-      be->linear(x.data(), m, w, bias.data(), y.data());
-      ref->linear(xr.data(), m, w, bias.data(), yr.data());
-      ref->linear(x.data(), m, w, bias.data(), yt.data());
-      double worst_true = 0, scale = 0;
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t c = 0; c < n; ++c) {
-          double mag = 0;
-          for (int64_t kk = 0; kk < k; ++kk) mag += std::fabs(double(xr[i * k + kk]) * load_as_f32(wb.data(), DType::BF16, c * k + kk));
-          double tol = (double((k + 15) / 16) + 8) * kU32 * mag + kU32 * std::fabs(bias[c]) + 1e-30;
-          ASSERT_LE(std::fabs(double(y[i * n + c]) - yr[i * n + c]), tol) << "m=" << m << " k=" << k;
-          worst_true = std::max(worst_true, std::fabs(double(y[i * n + c]) - yt[i * n + c]));
-          scale = std::max(scale, std::fabs(double(yt[i * n + c])));
+  for (bool split : {false, true}) {
+    CpuBackendOptions opt;
+    opt.bf16_activations = !split;
+    opt.split_bf16_activations = split;
+    for (int threads : {1, 2}) {
+      auto be = make_cpu_backend_for_isa(Isa::Avx512, threads, {}, opt);
+      for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 37, 1}, {3, 19, 33}, {37, 64, 1024},
+                             {128, 50, 3072}, {9, 13, 100}, {130, 7, 40}}) {
+        auto x = random_f32(m * k, 101);
+        // What the kernel sees: bf16(x), or bf16(x) + bf16(x - bf16(x)) (exact in f32).
+        auto xr = x;
+        for (auto& v : xr) {
+          float hi = bf16_to_f32(f32_to_bf16(v));
+          v = split ? hi + bf16_to_f32(f32_to_bf16(v - hi)) : hi;
         }
-      if (threads == 1 && k >= 1024)
-        std::printf("  bf16 activations, k=%lld: max|y - y_f64| / max|y| = %.2e\n", (long long)k, worst_true / scale);
-      // Batch invariance: row r alone equals row r in the batch.
-      for (int64_t r : {int64_t(0), m / 2, m - 1}) {
-        std::vector<float> one(n);
-        be->linear(x.data() + r * k, 1, w, bias.data(), one.data());
-        ASSERT_TRUE(bitwise_equal(one.data(), y.data() + r * n, n)) << "row " << r << " of m=" << m;
+        auto wb = encode(random_f32(n * k, 102), DType::BF16);
+        auto bias = random_f32(n, 103);
+        LinearWeight w{wb.data(), DType::BF16, n, k};
+        std::vector<float> y(m * n), yr(m * n), yt(m * n);
+        be->linear(x.data(), m, w, bias.data(), y.data());
+        ref->linear(xr.data(), m, w, bias.data(), yr.data());
+        ref->linear(x.data(), m, w, bias.data(), yt.data());
+        double worst_true = 0, scale = 0;
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t c = 0; c < n; ++c) {
+            double mag = 0;
+            for (int64_t kk = 0; kk < k; ++kk)
+              mag += std::fabs(double(xr[i * k + kk]) * load_as_f32(wb.data(), DType::BF16, c * k + kk));
+            double tol = (double((k + 7) / 8) + 8) * kU32 * mag + kU32 * std::fabs(bias[c]) + 1e-30;
+            ASSERT_LE(std::fabs(double(y[i * n + c]) - yr[i * n + c]), tol) << "split=" << split << " m=" << m << " k=" << k;
+            worst_true = std::max(worst_true, std::fabs(double(y[i * n + c]) - yt[i * n + c]));
+            scale = std::max(scale, std::fabs(double(yt[i * n + c])));
+          }
+        if (threads == 1 && k >= 1024)
+          std::printf("  %s activations, k=%lld: max|y - y_f64| / max|y| = %.2e\n", split ? "split bf16x2" : "bf16",
+                      (long long)k, worst_true / scale);
+        // Batch invariance: row r alone equals row r in the batch.
+        for (int64_t r : {int64_t(0), m / 2, m - 1}) {
+          std::vector<float> one(n);
+          be->linear(x.data() + r * k, 1, w, bias.data(), one.data());
+          ASSERT_TRUE(bitwise_equal(one.data(), y.data() + r * n, n)) << "split=" << split << " row " << r << " of m=" << m;
+        }
       }
     }
   }

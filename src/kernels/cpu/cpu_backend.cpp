@@ -34,9 +34,12 @@ class CpuBackend final : public Backend {
  public:
   CpuBackend(const cpu::KernelTable& kt, int num_threads, std::vector<int> cores, const CpuBackendOptions& opt)
       : kt_(kt), pool_(num_threads, std::move(cores)), scratch_(num_threads), scratch_floats_(num_threads, 0),
-        bf16_act_(opt.bf16_activations && kt.linear_cols_bf16dot != nullptr) {}
+        bf16_act_(opt.bf16_activations && kt.linear_cols_bf16dot != nullptr),
+        split_act_(!bf16_act_ && opt.split_bf16_activations && kt.linear_cols_bf16dot != nullptr) {}
 
-  const char* name() const override { return bf16_act_ ? "cpu-avx512-bf16act" : kt_.name; }
+  const char* name() const override {
+    return bf16_act_ ? "cpu-avx512-bf16act" : split_act_ ? "cpu-avx512-bf16x2act" : kt_.name;
+  }
 
   // --- weights: plain row-major (the kernels stream rows; see linear_impl.h) --------------------
   size_t packed_weight_bytes(DType dtype, int64_t n_out, int64_t k_in) const override {
@@ -54,7 +57,7 @@ class CpuBackend final : public Backend {
     check_weight_dtype(w.dtype);
     if (m <= 0 || w.n_out <= 0) return;
     cpu::LinearTask t{x, m, w.k_in, w.data, w.dtype, w.n_out, bias, y};
-    if (bf16_act_ && w.dtype == DType::BF16) return linear_bf16act(t);
+    if ((bf16_act_ || split_act_) && w.dtype == DType::BF16) return linear_bf16act(t);
     reserve_scratch(kt_.linear_scratch_floats(w.k_in));
     if (m * w.n_out * w.k_in < kLinearSerialMacs) {
       kt_.linear_cols(t, 0, w.n_out, scratch(0));
@@ -156,17 +159,25 @@ class CpuBackend final : public Backend {
   }
   void ensure_rope_table(int32_t max_pos, int32_t head_dim, float theta);
 
-  // bf16-activation linear: x rounded to bf16 once (rows in parallel), then VDPBF16PS tiles.
+  // bf16-dot linear: x rounded to bf16 (or split into hi + lo) once, rows in parallel, then
+  // VDPBF16PS tiles over columns.
   void linear_bf16act(const cpu::LinearTask& t) {
-    const size_t need = static_cast<size_t>(t.m * t.k) * 2;
+    const size_t half = static_cast<size_t>(t.m * t.k) * 2;
+    const size_t need = split_act_ ? 2 * half + 64 : half;
     if (xb_.size() < need) xb_ = AlignedBuffer(need);
-    auto* xb = reinterpret_cast<uint16_t*>(xb_.data());
+    auto* xh = reinterpret_cast<uint16_t*>(xb_.data());
+    uint16_t* xl = split_act_ ? reinterpret_cast<uint16_t*>(xb_.data() + (half + 63) / 64 * 64) : nullptr;
     for_rows(t.m, t.k, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) kt_.from_f32(t.x + i * t.k, t.k, xb + i * t.k, DType::BF16);
+      for (int64_t i = b; i < e; ++i) {
+        if (xl)
+          kt_.split_bf16(t.x + i * t.k, t.k, xh + i * t.k, xl + i * t.k);
+        else
+          kt_.from_f32(t.x + i * t.k, t.k, xh + i * t.k, DType::BF16);
+      }
     });
-    if (t.m * t.n_out * t.k < kLinearSerialMacs) return kt_.linear_cols_bf16dot(xb, t, 0, t.n_out);
+    if (t.m * t.n_out * t.k < kLinearSerialMacs) return kt_.linear_cols_bf16dot(xh, xl, t, 0, t.n_out);
     pool_.parallel_for_dynamic(t.n_out, column_chunk(t.n_out),
-                               [&](int64_t b, int64_t e, int) { kt_.linear_cols_bf16dot(xb, t, b, e); });
+                               [&](int64_t b, int64_t e, int) { kt_.linear_cols_bf16dot(xh, xl, t, b, e); });
   }
 
   const cpu::KernelTable& kt_;
@@ -174,7 +185,8 @@ class CpuBackend final : public Backend {
   std::vector<AlignedBuffer> scratch_;   // per thread: linear W blocks / attention K,V blocks
   std::vector<int64_t> scratch_floats_;
   bool bf16_act_ = false;
-  AlignedBuffer xb_;  // [m, k] bf16 activations of the current bf16act linear
+  bool split_act_ = false;
+  AlignedBuffer xb_;  // [m, k] bf16 activations (hi, then lo when split) of the current bf16-dot linear
   // cos / sin of every (position, pair) for one (head_dim, theta): [rope_positions_, head_dim / 2].
   AlignedBuffer rope_cos_, rope_sin_;
   int32_t rope_positions_ = 0, rope_head_dim_ = 0;

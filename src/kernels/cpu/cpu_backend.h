@@ -14,6 +14,10 @@ struct CpuBackendOptions {
   // weights on the AVX-512 ISA; ignored elsewhere). About twice the prefill compute rate, but x
   // keeps 8 significant bits instead of 24: off by default (see tests/kernels and the report).
   bool bf16_activations = false;
+  // Split activations x ≈ hi + lo (two bf16 each) and two VDPBF16PS per 32 k (bf16 weights,
+  // AVX-512 only): ~16 significant bits of x at the f32-FMA multiply-add rate, with W read as
+  // stored. Off by default; ignored when bf16_activations is set.
+  bool split_bf16_activations = false;
 };
 
 // isa must be supported by this CPU; Isa::Scalar gives the reference backend. num_threads <= 0

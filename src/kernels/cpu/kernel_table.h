@@ -44,9 +44,13 @@ struct KernelTable {
   // linear_scratch_floats(k) floats (holds a block of W widened to f32 for m >= some rows).
   void (*linear_cols)(const LinearTask& t, int64_t n0, int64_t n1, float* scratch) = nullptr;
   int64_t (*linear_scratch_floats)(int64_t k) = nullptr;
-  // (optional, AVX-512 BF16) bf16-activation linear for bf16 weights: xb is x rounded to bf16
-  // [m, k]; columns [n0, n1). nullptr where the ISA has no bf16 dot product.
-  void (*linear_cols_bf16dot)(const uint16_t* xb, const LinearTask& t, int64_t n0, int64_t n1) = nullptr;
+  // (optional, AVX-512 BF16) bf16-dot linear for bf16 weights, columns [n0, n1): x given as
+  // xh [m, k] bf16 (+ xl [m, k], x ≈ xh + xl, when xl != nullptr); see linear_bf16dot_impl.h.
+  // nullptr where the ISA has no bf16 dot product.
+  void (*linear_cols_bf16dot)(const uint16_t* xh, const uint16_t* xl, const LinearTask& t, int64_t n0,
+                              int64_t n1) = nullptr;
+  // (optional, with linear_cols_bf16dot) hi = bf16(x), lo = bf16(x - hi) for n elements.
+  void (*split_bf16)(const float* x, int64_t n, uint16_t* hi, uint16_t* lo) = nullptr;
   // Rows [r0, r1) of rms_norm (y may alias x).
   void (*rms_norm_rows)(const float* x, const float* gamma, int64_t r0, int64_t r1, int64_t d, float eps, float* y) = nullptr;
   // Rows [r0, r1) of rope. cos_t / sin_t are [max_pos, head_dim / 2] tables of this head_dim/theta.

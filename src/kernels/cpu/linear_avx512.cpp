@@ -9,5 +9,6 @@ void fill_linear_avx512(KernelTable& t) {
   t.linear_cols = avx512::linear_cols;
   t.linear_scratch_floats = avx512::linear_scratch_floats;
   t.linear_cols_bf16dot = avx512::linear_cols_bf16dot;
+  t.split_bf16 = avx512::split_bf16;
 }
 }  // namespace pypto::cpu

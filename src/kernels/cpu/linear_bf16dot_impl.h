@@ -1,11 +1,14 @@
 #pragma once
-// The bf16-activation variant of linear (AVX-512 BF16 only, bf16 weights only): x is rounded to
-// bf16 once per call and each output is accumulated with VDPBF16PS, which multiplies 32 bf16 pairs
-// and adds them into 16 f32 lanes per instruction: twice the multiply-adds of an f32 FMA, and W is
-// read as stored (no widening). The price is precision: x carries 8 significant bits instead of 24
-// (see the measurements in the kernels report). The order is still fixed per output element, so
-// this path is batch-invariant too: lane l accumulates k = 2l, 2l+1 (+32, +64, ...), then the same
-// hsum() tree, then the bias.
+// The bf16-dot variants of linear (AVX-512 BF16 only, bf16 weights only). VDPBF16PS multiplies 32
+// bf16 pairs and adds them into 16 f32 lanes per instruction: twice the multiply-adds of an f32
+// FMA, and W is read as stored (no widening). x must be given in bf16:
+//   bf16 activations:    x ≈ hi = bf16(x): 8 significant bits (the kernels report measures the
+//                        whole-model cost), one VDPBF16PS per 32 k;
+//   split activations:   x ≈ hi + lo with lo = bf16(x - hi): ~16 significant bits, two VDPBF16PS
+//                        per 32 k (hi then lo into the same accumulator): the f32-FMA rate, but no
+//                        widening of W and half the bytes per W element in the caches.
+// The order is fixed per output element, so both are batch-invariant: lane l accumulates k = 2l,
+// 2l+1 (+32, +64, ...), hi before lo, then the same hsum() tree, then the bias.
 #include <cstdint>
 
 #include "kernels/cpu/kernel_table.h"
@@ -18,10 +21,10 @@ inline __m512bh load_bh_n(const uint16_t* p, int n) {
   return (__m512bh)_mm512_maskz_loadu_epi16(static_cast<__mmask32>((uint64_t(1) << n) - 1), p);
 }
 
-// y[i, j] = Σ_k xb[i, k] · w[j, k] (+ bias[j]); xb, w bf16; tiles as in linear_impl.h.
-template <int MR, int NR>
-inline void dot_tile_bf16(const uint16_t* x, int64_t ldx, const uint16_t* w, int64_t ldw, int64_t k,
-                          const float* bias, float* y, int64_t ldy) {
+// y[i, j] = Σ_k x[i, k] · w[j, k] (+ bias[j]); x = xh (+ xl when SPLIT), all bf16; [MR, k] / [NR, k].
+template <int MR, int NR, bool SPLIT>
+inline void dot_tile_bf16(const uint16_t* xh, const uint16_t* xl, int64_t ldx, const uint16_t* w, int64_t ldw,
+                          int64_t k, const float* bias, float* y, int64_t ldy) {
   vf acc[MR][NR];
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) acc[i][j] = vzero();
@@ -30,8 +33,12 @@ inline void dot_tile_bf16(const uint16_t* x, int64_t ldx, const uint16_t* w, int
     __m512bh wv[NR];
     for (int j = 0; j < NR; ++j) wv[j] = load_bh(w + j * ldw + kk);
     for (int i = 0; i < MR; ++i) {
-      __m512bh xv = load_bh(x + i * ldx + kk);
+      __m512bh xv = load_bh(xh + i * ldx + kk);
       for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], xv, wv[j]);
+      if constexpr (SPLIT) {
+        __m512bh xlv = load_bh(xl + i * ldx + kk);
+        for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], xlv, wv[j]);
+      }
     }
   }
   if (kk < k) {
@@ -39,8 +46,12 @@ inline void dot_tile_bf16(const uint16_t* x, int64_t ldx, const uint16_t* w, int
     __m512bh wv[NR];
     for (int j = 0; j < NR; ++j) wv[j] = load_bh_n(w + j * ldw + kk, rest);
     for (int i = 0; i < MR; ++i) {
-      __m512bh xv = load_bh_n(x + i * ldx + kk, rest);
+      __m512bh xv = load_bh_n(xh + i * ldx + kk, rest);
       for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], xv, wv[j]);
+      if constexpr (SPLIT) {
+        __m512bh xlv = load_bh_n(xl + i * ldx + kk, rest);
+        for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], xlv, wv[j]);
+      }
     }
   }
   for (int i = 0; i < MR; ++i)
@@ -51,43 +62,67 @@ inline void dot_tile_bf16(const uint16_t* x, int64_t ldx, const uint16_t* w, int
     }
 }
 
-template <int NR>
-inline void dot_tile_bf16_rows(int64_t mr, const uint16_t* x, int64_t ldx, const uint16_t* w, int64_t ldw,
-                               int64_t k, const float* bias, float* y, int64_t ldy) {
+template <int NR, bool SPLIT>
+inline void dot_tile_bf16_rows(int64_t mr, const uint16_t* xh, const uint16_t* xl, int64_t ldx, const uint16_t* w,
+                               int64_t ldw, int64_t k, const float* bias, float* y, int64_t ldy) {
   switch (mr) {
-    case 4: dot_tile_bf16<4, NR>(x, ldx, w, ldw, k, bias, y, ldy); break;
-    case 3: dot_tile_bf16<3, NR>(x, ldx, w, ldw, k, bias, y, ldy); break;
-    case 2: dot_tile_bf16<2, NR>(x, ldx, w, ldw, k, bias, y, ldy); break;
-    default: dot_tile_bf16<1, NR>(x, ldx, w, ldw, k, bias, y, ldy); break;
+    case 4: dot_tile_bf16<4, NR, SPLIT>(xh, xl, ldx, w, ldw, k, bias, y, ldy); break;
+    case 3: dot_tile_bf16<3, NR, SPLIT>(xh, xl, ldx, w, ldw, k, bias, y, ldy); break;
+    case 2: dot_tile_bf16<2, NR, SPLIT>(xh, xl, ldx, w, ldw, k, bias, y, ldy); break;
+    default: dot_tile_bf16<1, NR, SPLIT>(xh, xl, ldx, w, ldw, k, bias, y, ldy); break;
   }
 }
 
-// Columns [n0, n1) for all rows; xb is x already rounded to bf16 ([m, k]).
-template <int NR>
-inline void linear_cols_bf16_nr(const uint16_t* xb, const LinearTask& t, int64_t n0, int64_t n1) {
+// Columns [n0, n1) for all rows. Rows of x in passes of 128 (x of a pass stays in L2); within a
+// pass each W tile (NR rows, read as stored) stays in L1 while every 4-row x tile streams past.
+template <int NR, bool SPLIT>
+inline void linear_cols_bf16_nr(const uint16_t* xh, const uint16_t* xl, const LinearTask& t, int64_t n0, int64_t n1) {
   const auto* w = static_cast<const uint16_t*>(t.w);
-  int64_t j = n0;
-  // Row blocks of W small enough to stay in L2 while every x tile passes over them.
-  const int64_t block = (256 * 1024 / (t.k * 2)) / NR * NR > NR ? (256 * 1024 / (t.k * 2)) / NR * NR : NR;
-  for (int64_t b0 = n0; b0 < n1; b0 += block) {
-    const int64_t b1 = b0 + block < n1 ? b0 + block : n1;
-    for (int64_t i = 0; i < t.m; i += 4) {
-      const int64_t mr = t.m - i < 4 ? t.m - i : 4;
-      for (j = b0; j + NR <= b1; j += NR)
-        dot_tile_bf16_rows<NR>(mr, xb + i * t.k, t.k, w + j * t.k, t.k, t.k, t.bias ? t.bias + j : nullptr,
-                               t.y + i * t.n_out + j, t.n_out);
-      for (; j < b1; ++j)
-        dot_tile_bf16_rows<1>(mr, xb + i * t.k, t.k, w + j * t.k, t.k, t.k, t.bias ? t.bias + j : nullptr,
-                              t.y + i * t.n_out + j, t.n_out);
+  constexpr int64_t kPass = 128;
+  for (int64_t m0 = 0; m0 < t.m; m0 += kPass) {
+    const int64_t m1 = m0 + kPass < t.m ? m0 + kPass : t.m;
+    for (int64_t j = n0; j < n1;) {
+      const int64_t nr = n1 - j >= NR ? NR : 1;
+      for (int64_t i = m0; i < m1; i += 4) {
+        const int64_t mr = m1 - i < 4 ? m1 - i : 4;
+        const uint16_t* xli = SPLIT ? xl + i * t.k : nullptr;
+        if (nr == NR)
+          dot_tile_bf16_rows<NR, SPLIT>(mr, xh + i * t.k, xli, t.k, w + j * t.k, t.k, t.k,
+                                        t.bias ? t.bias + j : nullptr, t.y + i * t.n_out + j, t.n_out);
+        else
+          dot_tile_bf16_rows<1, SPLIT>(mr, xh + i * t.k, xli, t.k, w + j * t.k, t.k, t.k,
+                                       t.bias ? t.bias + j : nullptr, t.y + i * t.n_out + j, t.n_out);
+      }
+      j += nr;
     }
   }
 }
 
-inline void linear_cols_bf16dot(const uint16_t* xb, const LinearTask& t, int64_t n0, int64_t n1) {
-  if (t.m == 1)
-    linear_cols_bf16_nr<8>(xb, t, n0, n1);
-  else
-    linear_cols_bf16_nr<6>(xb, t, n0, n1);
+// xl == nullptr: bf16 activations; else split activations (x ≈ xh + xl).
+inline void linear_cols_bf16dot(const uint16_t* xh, const uint16_t* xl, const LinearTask& t, int64_t n0, int64_t n1) {
+  if (xl) {
+    if (t.m == 1)
+      linear_cols_bf16_nr<8, true>(xh, xl, t, n0, n1);
+    else
+      linear_cols_bf16_nr<6, true>(xh, xl, t, n0, n1);
+  } else {
+    if (t.m == 1)
+      linear_cols_bf16_nr<8, false>(xh, xl, t, n0, n1);
+    else
+      linear_cols_bf16_nr<6, false>(xh, xl, t, n0, n1);
+  }
+}
+
+// hi[i] = bf16(x[i]); lo[i] = bf16(x[i] - hi[i]) (x - hi is exact in f32).
+inline void split_bf16(const float* x, int64_t n, uint16_t* hi, uint16_t* lo) {
+  for (int64_t j = 0; j < n; j += kLanes) {
+    const int r = n - j < kLanes ? static_cast<int>(n - j) : kLanes;
+    vf v = vload_n(x + j, r);
+    __m256i h = to_bf16_bits(v);
+    vf hf = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    _mm256_mask_storeu_epi16(hi + j, tail_mask(r), h);
+    _mm256_mask_storeu_epi16(lo + j, tail_mask(r), to_bf16_bits(vsub(v, hf)));
+  }
 }
 #endif
 
