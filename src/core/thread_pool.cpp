@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "core/cpu_features.h"
@@ -38,7 +39,11 @@ bool pin_current_thread(int core) {
 ThreadPool::ThreadPool(int num_threads, std::vector<int> cores)
     : num_threads_(num_threads), cores_(std::move(cores)) {
   if (num_threads < 1) fail("thread pool needs at least 1 thread, got ", num_threads);
-  oversubscribed_ = num_threads > cpu_count();
+  // More threads than cores to run them on (all usable cores, or the distinct cores pinned to).
+  std::vector<int> distinct = cores_;
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  oversubscribed_ = num_threads > (cores_.empty() ? cpu_count() : static_cast<int>(distinct.size()));
   workers_.reserve(num_threads - 1);
   for (int tid = 1; tid < num_threads; ++tid) workers_.emplace_back([this, tid] { worker_main(tid); });
 }
