@@ -189,13 +189,17 @@ void handle_chat_completions(ServerState& s, const httplib::Request& req, httpli
           for (ChoiceDelta& d : deltas) {
             ChatChoice& c = job->choices[size_t(d.index)];
             ReasoningParser::Delta part = split(*job, c, d);
-            if (!part.reasoning.empty() || !part.content.empty() || !d.tokens.empty()) {
-              ojson delta = ojson::object();
-              if (!part.reasoning.empty()) delta["reasoning_content"] = part.reasoning;
-              if (!part.content.empty()) delta["content"] = part.content;
-              ojson lp = job->want_logprobs ? chat_logprobs_json(tk, d.tokens) : ojson(nullptr);
-              if (!write(stream_chunk(*job, d.index, std::move(delta), std::move(lp), std::nullopt))) return false;
-            }
+            // Reasoning and content go in separate chunks (reasoning first); the tokens' logprobs
+            // ride on the last one.
+            ojson lp = job->want_logprobs && !d.tokens.empty() ? chat_logprobs_json(tk, d.tokens) : ojson(nullptr);
+            const bool content_chunk = !part.content.empty() || (part.reasoning.empty() && !d.tokens.empty());
+            if (!part.reasoning.empty() &&
+                !write(stream_chunk(*job, d.index, {{"reasoning_content", part.reasoning}},
+                                    content_chunk ? ojson(nullptr) : std::move(lp), std::nullopt)))
+              return false;
+            if (content_chunk &&
+                !write(stream_chunk(*job, d.index, {{"content", part.content}}, std::move(lp), std::nullopt)))
+              return false;
             if (d.finish_reason && !write(stream_chunk(*job, d.index, ojson::object(), nullptr, d.finish_reason)))
               return false;
           }

@@ -15,9 +15,9 @@ LoopEngineClient::LoopEngineClient(std::unique_ptr<EngineLoop> loop) : owned_(st
 
 EngineClient::Submitted LoopEngineClient::add_request(const EngineRequest& req) {
   size_t best = 0;
-  size_t best_load = loops_[0]->num_active_requests();
+  int64_t best_load = loops_[0]->num_pending_tokens();
   for (size_t i = 1; i < loops_.size(); ++i) {
-    const size_t load = loops_[i]->num_active_requests();
+    const int64_t load = loops_[i]->num_pending_tokens();
     if (load < best_load) {
       best = i;
       best_load = load;
@@ -30,10 +30,9 @@ void LoopEngineClient::finish_request(size_t engine_index, const std::string& re
   loops_.at(engine_index)->finish_request(request_id, reason);
 }
 
-bool LoopEngineClient::is_alive(size_t engine_index) const {
-  // EngineLoop has no liveness query yet: a constructed loop is taken as running.
-  return engine_index < loops_.size();
-}
+bool LoopEngineClient::is_alive(size_t engine_index) const { return loops_.at(engine_index)->is_alive(); }
+
+EngineLoopStats LoopEngineClient::stats(size_t engine_index) const { return loops_.at(engine_index)->stats(); }
 
 int64_t LoopEngineClient::num_active_requests(size_t engine_index) const {
   return int64_t(loops_.at(engine_index)->num_active_requests());

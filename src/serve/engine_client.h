@@ -30,11 +30,14 @@ class EngineClient {
   virtual bool is_alive(size_t engine_index) const = 0;
   // Sequences replica i holds (queued, running or finishing).
   virtual int64_t num_active_requests(size_t engine_index) const = 0;
+  // Replica i's snapshot (running / waiting, KV usage, prefix cache, preemptions), as of its
+  // last step.
+  virtual EngineLoopStats stats(size_t engine_index) const = 0;
 };
 
 // Routes over EngineLoops the caller owns (and keeps alive longer than this client): the replica
-// with the fewest active requests wins, ties to the lowest index. With one loop this is a
-// pass-through.
+// with the fewest pending tokens wins, ties to the lowest index. With one loop this is a
+// pass-through. (For DP serving use ReplicaSetEngineClient, which has the real router.)
 class LoopEngineClient : public EngineClient {
  public:
   explicit LoopEngineClient(std::vector<EngineLoop*> loops);
@@ -46,6 +49,7 @@ class LoopEngineClient : public EngineClient {
   size_t num_engines() const override { return loops_.size(); }
   bool is_alive(size_t engine_index) const override;
   int64_t num_active_requests(size_t engine_index) const override;
+  EngineLoopStats stats(size_t engine_index) const override;
 
  private:
   std::vector<EngineLoop*> loops_;

@@ -70,12 +70,13 @@ void Generation::submit() {
       ++*state_.in_flight[s.engine];
     } catch (const Error& e) {
       // Nothing of this request may stay queued.
-      for (Seq& t : seqs_)
+      for (Seq& t : seqs_) {
         if (t.submitted) {
           state_.ctx.engines->finish_request(t.engine, t.engine_id, FinishReason::Abort);
           release(t);
-          t.finished = true;
         }
+        t.finished = true;
+      }
       num_unfinished_ = 0;
       throw api_error_from_engine(e.what());
     }

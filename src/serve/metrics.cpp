@@ -139,6 +139,20 @@ std::string ServerMetrics::render(const std::string& model_name, const std::vect
         [](const EngineGauges& g) { return g.num_requests_running; });
   gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.",
         [](const EngineGauges& g) { return g.num_requests_waiting; });
+  header(out, "vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.");
+  for (size_t i = 0; i < gauges.size(); ++i)
+    out += "vllm:kv_cache_usage_perc{" + labels(i) + "} " + fmt(gauges[i].kv_cache_usage) + "\n";
+  auto counter = [&](const char* name, const char* help, auto get) {
+    header(out, name, "counter", help);
+    for (size_t i = 0; i < gauges.size(); ++i)
+      out += std::string(name) + "{" + labels(i) + "} " + std::to_string(get(gauges[i])) + "\n";
+  };
+  counter("vllm:num_preemptions_total", "Cumulative number of preemptions from the engine.",
+          [](const EngineGauges& g) { return g.num_preemptions; });
+  counter("vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.",
+          [](const EngineGauges& g) { return g.prefix_cache_queries; });
+  counter("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.",
+          [](const EngineGauges& g) { return g.prefix_cache_hits; });
   gauge("pypto:engine_active_requests", "Requests (sequences) the engine loop holds: queued, running or finishing.",
         [](const EngineGauges& g) { return g.num_active_requests; });
 

@@ -33,6 +33,10 @@ struct EngineGauges {
   int64_t num_requests_running = 0;
   int64_t num_requests_waiting = 0;
   int64_t num_active_requests = 0;  // as the engine loop counts them (pypto:engine_active_requests)
+  double kv_cache_usage = 0;        // fraction of KV blocks held by requests
+  int64_t num_preemptions = 0;      // cumulative (exposed as a counter)
+  int64_t prefix_cache_queries = 0; // tokens looked up (counter)
+  int64_t prefix_cache_hits = 0;    // of those, found (counter)
 };
 
 class ServerMetrics {

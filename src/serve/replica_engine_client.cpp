@@ -19,10 +19,9 @@ void ReplicaSetEngineClient::finish_request(size_t engine_index, const std::stri
 
 size_t ReplicaSetEngineClient::num_engines() const { return replicas_->num_engines(); }
 
-bool ReplicaSetEngineClient::is_alive(size_t engine_index) const {
-  // EngineLoop has no liveness query yet: a constructed replica is taken as running.
-  return engine_index < replicas_->num_engines();
-}
+bool ReplicaSetEngineClient::is_alive(size_t engine_index) const { return replicas_->loop(engine_index).is_alive(); }
+
+EngineLoopStats ReplicaSetEngineClient::stats(size_t engine_index) const { return replicas_->loop(engine_index).stats(); }
 
 int64_t ReplicaSetEngineClient::num_active_requests(size_t engine_index) const {
   return int64_t(replicas_->loop(engine_index).num_active_requests());

@@ -17,6 +17,7 @@ class ReplicaSetEngineClient : public EngineClient {
   size_t num_engines() const override;
   bool is_alive(size_t engine_index) const override;
   int64_t num_active_requests(size_t engine_index) const override;
+  EngineLoopStats stats(size_t engine_index) const override;
 
   ReplicaSet& replicas() { return *replicas_; }
 

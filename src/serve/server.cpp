@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
@@ -42,7 +43,10 @@ Server::~Server() { stop(0); }
 void Server::start() {
   ServerState& s = *state_;
   const ServerOptions& o = s.options;
-  const int threads = o.http_threads > 0 ? o.http_threads : 256;
+  // Every waiting or running generation request holds a worker thread while it streams, so the
+  // pool covers the queue bound plus room for running requests and the small endpoints.
+  const int threads =
+      o.http_threads > 0 ? o.http_threads : int(std::clamp<int64_t>(o.max_queued_requests + 512, 64, 4096));
   s.http.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
   s.http.set_payload_max_length(o.max_body_bytes);
   s.http.set_read_timeout(30, 0);

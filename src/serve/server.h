@@ -38,7 +38,7 @@ struct ServerOptions {
   // --generate-config: defaults for fields a request omits (validate with validate_generate_config).
   nlohmann::json generate_config = nlohmann::json::object();
   std::vector<std::string> allowed_origins;  // CORS; empty: no CORS headers
-  int http_threads = 0;                      // 0: enough for every running and queued request
+  int http_threads = 0;                      // 0: max_queued_requests + 512 (64..4096)
   double shutdown_grace_s = 10;              // SIGINT/SIGTERM: in-flight requests get this long
 };
 

@@ -30,11 +30,15 @@ std::vector<EngineGauges> ServerState::gauges() const {
   std::vector<EngineGauges> g;
   if (!ready) return g;
   for (size_t i = 0; i < ctx.engines->num_engines(); ++i) {
-    const int64_t n = in_flight[i]->load();
+    const EngineLoopStats st = ctx.engines->stats(i);
     EngineGauges e;
-    e.num_requests_running = std::min<int64_t>(n, ctx.max_num_seqs);
-    e.num_requests_waiting = std::max<int64_t>(0, n - ctx.max_num_seqs);
+    e.num_requests_running = st.num_running;
+    e.num_requests_waiting = st.num_waiting;
     e.num_active_requests = ctx.engines->num_active_requests(i);
+    e.kv_cache_usage = st.kv_usage;
+    e.num_preemptions = st.num_preemptions;
+    e.prefix_cache_queries = st.prefix_cache.queried_tokens;
+    e.prefix_cache_hits = st.prefix_cache.hit_tokens;
     g.push_back(e);
   }
   return g;

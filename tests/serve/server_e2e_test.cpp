@@ -188,7 +188,9 @@ TEST_F(ServeE2E, HealthModelsVersionMetrics) {
                            "vllm:num_requests_waiting{", "vllm:prompt_tokens_total{", "vllm:generation_tokens_total{",
                            "vllm:request_success_total{model_name=\"qwen3-script\",engine=\"0\",finished_reason=\"stop\"} 0",
                            "vllm:time_to_first_token_seconds_bucket{", "vllm:inter_token_latency_seconds_bucket{",
-                           "vllm:e2e_request_latency_seconds_count{"})
+                           "vllm:e2e_request_latency_seconds_count{", "vllm:kv_cache_usage_perc{",
+                           "vllm:num_preemptions_total{", "vllm:prefix_cache_queries_total{",
+                           "vllm:prefix_cache_hits_total{"})
     EXPECT_NE(mt->body.find(name), std::string::npos) << name;
   auto nf = client_->Get("/nope");
   ASSERT_TRUE(nf);
@@ -318,6 +320,7 @@ TEST_F(ServeE2E, ChatReasoningSplit) {
   std::string reasoning, content, finish;
   for (size_t i = 1; i + 2 < rep.events.size(); ++i) {
     ojson d = ojson::parse(rep.events[i])["choices"][0];
+    EXPECT_FALSE(d["delta"].contains("reasoning_content") && d["delta"].contains("content")) << rep.events[i];
     reasoning += d["delta"].value("reasoning_content", "");
     content += d["delta"].value("content", "");
     if (!d["finish_reason"].is_null()) finish = d["finish_reason"];
