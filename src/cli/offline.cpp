@@ -5,10 +5,12 @@
 #include <fstream>
 #include <thread>
 
+#include "cli/bench_profile.h"
 #include "cli/generate_config.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/memory.h"
+#include "parallel/replicas/replica_set.h"
 #include "sampling/stop_checker.h"
 #include "tokenizer/detokenizer.h"
 #include "tokenizer/tokenizer.h"
@@ -30,6 +32,7 @@ struct Sequence {
   std::unique_ptr<StopChecker> stop;
   bool stopped_by_string = false;
   double first_token_s = -1;
+  int64_t cached_prompt_tokens = 0;  // served from the prefix cache
 };
 
 std::vector<int32_t> parse_id_list(const std::string& s) {
@@ -80,13 +83,16 @@ int run_offline(const RunOptions& o, const std::string& model_dir) {
     prompt_texts.push_back(tokenizer->decode(prompts.back()));
   }
 
-  EngineLoadOptions lo = engine_load_options(o, model_dir);
-  LoadedEngine le = load_engine(lo);
+  // dp replicas of tp ranks (dp = tp = 1: one engine); prompts are routed over the replicas.
+  LoadedEngine le = load_replicas(replica_load_options(o, model_dir));
+  ReplicaSet& router = *le.replicas;
   char b1[32], b2[32];
   log_info("model ", model_dir, ": ", le.config.num_hidden_layers, " layers, weights ",
            format_bytes(le.weight_bytes, b1, sizeof b1), " staged in ", le.load_seconds, " s; backend ", le.backend_name,
            ", ", le.threads, " thread(s)");
   log_info(le.capacity.summary(), " (", format_bytes(le.capacity.kv_bytes, b2, sizeof b2), ")");
+  if (le.dp * le.tp > 1) log_info("dp ", le.dp, " x tp ", le.tp, ":\n", le.placement);
+  ProfileSession profile(o, le, prompts);  // --profile: warm-up request, then recording
 
   SamplingParams params;
   apply_generate_config(o.generate_config_json, params);
@@ -102,7 +108,7 @@ int run_offline(const RunOptions& o, const std::string& model_dir) {
     req.request_id = "offline-" + std::to_string(i);
     req.prompt_token_ids = prompts[i];
     req.params = params;
-    streams.push_back(le.loop->add_request(req));
+    streams.push_back(router.add_request(req).stream);
     for (int32_t k = 0; k < params.n; k++) {
       Sequence s;
       s.prompt_index = i;
@@ -137,9 +143,10 @@ int run_offline(const RunOptions& o, const std::string& model_dir) {
             // stopped (a sequence that stopped early ignores its further tokens).
             bool all = true;
             for (const Sequence& other : seqs[i]) all = all && (other.stopped_by_string || !other.finish_reason.empty());
-            if (all) le.loop->finish_request("offline-" + std::to_string(i), FinishReason::Stop);
+            if (all) router.finish_request("offline-" + std::to_string(i), FinishReason::Stop);
           }
         }
+        s.cached_prompt_tokens = out.num_cached_tokens;
         if (out.finish_reason) {
           if (!s.stopped_by_string) {
             StopChecker::Result r = s.stop->append(s.detok->flush());
@@ -160,11 +167,14 @@ int run_offline(const RunOptions& o, const std::string& model_dir) {
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
 
   size_t total_tokens = 0;
+  int64_t prompt_tokens = 0, cached_tokens = 0;
   nlohmann::ordered_json results = nlohmann::ordered_json::array();
   for (size_t i = 0; i < prompts.size(); i++) {
     std::printf("-- prompt %zu/%zu --\n", i + 1, prompts.size());
     for (const Sequence& s : seqs[i]) {
       total_tokens += s.token_ids.size();
+      prompt_tokens += static_cast<int64_t>(prompts[i].size());
+      cached_tokens += s.cached_prompt_tokens;
       if (params.n > 1) std::printf("[sample %d]\n", s.index);
       std::printf("text: %s\n", s.text.c_str());
       std::string ids;
@@ -179,10 +189,14 @@ int run_offline(const RunOptions& o, const std::string& model_dir) {
                          {"text", s.text},
                          {"finish_reason", s.finish_reason},
                          {"error", s.error.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(s.error)},
+                         {"num_cached_tokens", s.cached_prompt_tokens},
                          {"timings", {{"time_to_first_token_s", s.first_token_s}, {"total_s", secs}}}});
     }
   }
   std::printf("[generate] %zu tokens in %.3fs (%.2f tok/s)\n", total_tokens, secs, secs > 0 ? total_tokens / secs : 0.0);
+  std::printf("[prefix-cache] %lld of %lld prompt tokens served from the cache\n", static_cast<long long>(cached_tokens),
+              static_cast<long long>(prompt_tokens));
+  profile.finish(secs, int64_t(total_tokens));  // --profile: the timing report and trace
   if (!o.output_json.empty()) {
     std::ofstream f(o.output_json);
     f << nlohmann::ordered_json{{"model", model_dir}, {"results", results},
@@ -191,7 +205,13 @@ int run_offline(const RunOptions& o, const std::string& model_dir) {
       << "\n";
     if (!f) fail(o.output_json, ": cannot write --output-json");
   }
-  le.loop->shutdown();
+  if (le.dp > 1) {
+    const auto counts = router.routed_counts();
+    for (size_t r = 0; r < counts.size(); ++r)
+      std::printf("[replica %zu] %lld request(s), %lld prompt tokens\n", r, static_cast<long long>(counts[r].requests),
+                  static_cast<long long>(counts[r].prompt_tokens));
+  }
+  router.shutdown();
   for (const auto& v : seqs)
     for (const auto& s : v)
       if (s.finish_reason == "error") return 1;

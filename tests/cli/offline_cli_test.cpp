@@ -1,0 +1,158 @@
+// Offline mode end to end, through the real binary on a tiny random-weight model: flag errors,
+// output format, and greedy ids that do not depend on batching, chunking or prefix caching.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "model/test_model.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kBinary = PYPTO_BINARY_DIR "/src/cli/pypto-serving";
+
+struct RunResult {
+  int exit_code;
+  std::string output;  // stdout and stderr together
+};
+
+RunResult run(const std::string& args) {
+  std::string cmd = kBinary + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+class OfflineCli : public ::testing::Test {
+ protected:
+  static fs::path dir_;
+  static void SetUpTestSuite() {
+    dir_ = fs::temp_directory_path() / ("pypto_cli_test_" + std::to_string(getpid()));
+    pypto::TestModelOptions o;
+    o.out_dir = (dir_ / "tiny").string();
+    o.show_progress = false;
+    pypto::make_test_model(o);
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+
+  std::string model() const { return (dir_ / "tiny").string(); }
+
+  // Runs offline mode and returns the --output-json results.
+  nlohmann::json generate(const std::string& args) {
+    std::string json_path = (dir_ / "out.json").string();
+    RunResult r = run("--model " + model() + " --kv-cache-memory 32MiB --output-json " + json_path + " " + args);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    std::ifstream f(json_path);
+    return nlohmann::json::parse(f);
+  }
+};
+fs::path OfflineCli::dir_;
+
+std::string prompts_args(int n) {
+  // Mixed lengths: prompt i repeats a phrase i+1 times.
+  std::string s;
+  for (int i = 0; i < n; i++) {
+    std::string p;
+    for (int k = 0; k <= i; k++) p += "the quick brown fox " + std::to_string(k) + " ";
+    s += " --prompt '" + p + "'";
+  }
+  return s;
+}
+
+}  // namespace
+
+TEST_F(OfflineCli, RejectsBadGenerateConfig) {
+  RunResult r = run("--model " + model() + " --prompt hi --generate-config '{\"max_new_token\": 3}'");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("--generate-config: unknown key 'max_new_token' (allowed: max_new_tokens,"), std::string::npos)
+      << r.output;
+  r = run("--model " + model() + " --prompt hi --generate-config '{\"max_new_tokens\": true}'");
+  EXPECT_NE(r.output.find("--generate-config: 'max_new_tokens' must be an integer, got true"), std::string::npos)
+      << r.output;
+  r = run("--model " + model() + " --prompt hi --generate-config '{\"top_p\": 1.5}'");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("top_p"), std::string::npos) << r.output;
+}
+
+TEST_F(OfflineCli, RejectsBadDeviceGroups) {
+  RunResult r = run("--model " + model() + " --prompt hi --devices 0,1 --tp 2 --dp 2");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("lists 2 device(s) but --dp 2 x --tp 2 needs 4"), std::string::npos) << r.output;
+  r = run("--model " + model() + " --prompt hi --devices 0,0 --tp 2");
+  EXPECT_NE(r.output.find("device 0 is listed twice"), std::string::npos) << r.output;
+  r = run("--model " + model() + " --prompt hi --devices 0,x --tp 2");
+  EXPECT_NE(r.output.find("'x' is not a device id"), std::string::npos) << r.output;
+}
+
+TEST_F(OfflineCli, PrintsTheSeedsOutputFormat) {
+  RunResult r = run("--model " + model() +
+                    " --kv-cache-memory 16MiB --prompt 'Hello' --prompt 'World' --generate-config '{\"max_new_tokens\": 5, "
+                    "\"temperature\": 0}'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("Generating 2 prompt(s): model="), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("-- prompt 1/2 --\ntext: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("-- prompt 2/2 --\ntext: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("finish_reason: length"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("[generate] 10 tokens in "), std::string::npos) << r.output;
+}
+
+TEST_F(OfflineCli, GreedyIdsDoNotDependOnBatchingChunkingOrPrefixCache) {
+  const std::string cfg = " --generate-config '{\"max_new_tokens\": 12, \"temperature\": 0}'";
+  const std::string target = prompts_args(6).substr(prompts_args(5).size());  // the 6th prompt alone
+  nlohmann::json alone = generate(target + cfg);
+  ASSERT_EQ(alone["results"].size(), 1u);
+  const auto want = alone["results"][0]["token_ids"];
+  ASSERT_EQ(want.size(), 12u);
+
+  nlohmann::json batch = generate(prompts_args(16) + cfg);  // 16 mixed-length prompts
+  ASSERT_EQ(batch["results"].size(), 16u);
+  EXPECT_EQ(batch["results"][5]["token_ids"], want) << "batched with 15 others";
+
+  nlohmann::json chunked = generate(prompts_args(16) + cfg + " --long-prefill-token-threshold 7");
+  EXPECT_EQ(chunked["results"][5]["token_ids"], want) << "prompt split into 7-token chunks";
+
+  nlohmann::json no_cache = generate(prompts_args(16) + cfg + " --no-enable-prefix-caching");
+  EXPECT_EQ(no_cache["results"][5]["token_ids"], want) << "prefix caching off";
+
+  // The same long prompt twice: the second copy hits the prefix cache once the first is done.
+  nlohmann::json twice = generate(target + target + cfg + " --max-num-seqs 1");
+  EXPECT_EQ(twice["results"][0]["token_ids"], want);
+  EXPECT_EQ(twice["results"][1]["token_ids"], want) << "served from the prefix cache";
+  EXPECT_GT(twice["results"][1]["num_cached_tokens"].get<int>(), 0) << "the second request must hit the cache";
+}
+
+TEST_F(OfflineCli, TinyKvPoolCompletesEveryRequestThroughPreemption) {
+  // 16 blocks of 16 tokens: at most a couple of 60+-token sequences fit at once.
+  const std::string cfg = " --generate-config '{\"max_new_tokens\": 24, \"temperature\": 0}'";
+  nlohmann::json roomy = generate(prompts_args(16) + cfg);
+  std::string json_path = (dir_ / "small.json").string();
+  RunResult r = run("--model " + model() + " --kv-cache-memory 128KiB --max-model-len 200 --output-json " + json_path +
+                    prompts_args(16) + cfg);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  nlohmann::json small = nlohmann::json::parse(std::ifstream(json_path));
+  ASSERT_EQ(small["results"].size(), 16u);
+  for (int i = 0; i < 16; i++) {
+    EXPECT_EQ(small["results"][i]["finish_reason"], "length") << i;
+    EXPECT_EQ(small["results"][i]["token_ids"], roomy["results"][i]["token_ids"]) << "prompt " << i;
+  }
+}
+
+TEST_F(OfflineCli, SeededSamplingReproduces) {
+  const std::string cfg = " --generate-config '{\"max_new_tokens\": 16, \"temperature\": 1.0, \"seed\": 1234}'";
+  nlohmann::json a = generate(" --prompt 'Once upon a time'" + cfg);
+  nlohmann::json b = generate(prompts_args(4) + " --prompt 'Once upon a time'" + cfg);
+  EXPECT_EQ(a["results"][0]["token_ids"], b["results"][4]["token_ids"]) << "same seed, different batch";
+  nlohmann::json c = generate(" --prompt 'Once upon a time' --generate-config '{\"max_new_tokens\": 16, "
+                              "\"temperature\": 1.0, \"seed\": 99}'");
+  EXPECT_NE(a["results"][0]["token_ids"], c["results"][0]["token_ids"]) << "another seed differs";
+}
