@@ -7,13 +7,6 @@
 #include "cli/commands.h"
 #include "core/error.h"
 
-// TEMPORARY while the tokenize/logits commands are being written: weak so the binary links
-// without them.
-namespace pypto::cli {
-__attribute__((weak)) int cmd_tokenize(int, char**);
-__attribute__((weak)) int cmd_logits(int, char**);
-}  // namespace pypto::cli
-
 namespace {
 
 struct Subcommand {
@@ -42,7 +35,6 @@ int main(int argc, char** argv) {
     if (argc >= 2 && argv[1][0] != '-') {
       for (const auto& s : kSubcommands) {
         if (std::strcmp(argv[1], s.name) == 0) {
-          if (!s.run) throw pypto::Error(std::string(s.name) + " is not built yet");
           // The subcommand sees "pypto-serving <name>" as its argv[0].
           std::string self = std::string("pypto-serving ") + s.name;
           argv[1] = self.data();
