@@ -6,7 +6,8 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
 bash scripts/setup.sh
-bash scripts/build.sh
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+ninja -C build pypto-serving
 if [ "$#" -eq 0 ]; then
   set -- --prompt 'Hello, my name is' --max-model-len 512 --generate-config '{"max_new_tokens": 32}'
 fi
