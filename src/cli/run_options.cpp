@@ -4,6 +4,7 @@
 
 #include "cli/generate_config.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "core/memory.h"
 #include "model/compile_cache.h"
 
@@ -19,8 +20,14 @@ void add_run_options(CLI::App& app, RunOptions& o) {
   app.add_option("--tp,--tensor-parallel-size", o.tp, "devices per replica")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--dp,--data-parallel-size", o.dp, "engine replicas")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--data-parallel-routing", o.data_parallel_routing, "how requests are spread over replicas")
-      ->check(CLI::IsMember({"least_pending_tokens"}))
+      ->check(CLI::IsMember({"least_pending_tokens", "round_robin", "prefix_affinity"}))
       ->capture_default_str();
+  app.add_option("--data-parallel-affinity-slack", o.data_parallel_affinity_slack,
+                 "prefix_affinity: pending tokens a replica holding the prefix may carry above the least loaded")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--cpu-groups", o.cpu_groups,
+                 "CPU: the cores of each device, e.g. 0-7,8-15 (a group may join ranges with +); default: equal split");
   app.add_option("--dtype", o.dtype, "weight dtype: auto keeps the checkpoint's")
       ->check(CLI::IsMember({"auto", "bfloat16", "bf16", "float16", "f16", "float32", "f32"}))
       ->capture_default_str();
@@ -58,41 +65,21 @@ void add_run_options(CLI::App& app, RunOptions& o) {
   app.add_option("--generate-config", o.generate_config, "JSON generation options (offline: per prompt; serve: defaults)")
       ->capture_default_str();
   app.add_option("--output-json", o.output_json, "offline mode: also write the results as JSON to this file");
+  app.add_flag("--profile", o.profile, "offline: print a timing report after generation; serve: enable /start_profile");
+  app.add_option("--profile-level", o.profile_level, "profile detail: e2e, kernel (per layer and op) or verbose")
+      ->check(CLI::IsMember({"e2e", "kernel", "verbose"}))
+      ->capture_default_str();
+  app.add_option("--profile-output", o.profile_output, "write a Chrome/Perfetto trace: a DIR, or FILE.json");
   app.add_option("--host", o.host, "serve mode: bind address")->capture_default_str();
   app.add_option("--port", o.port, "serve mode: port")->check(CLI::Range(1, 65535))->capture_default_str();
 }
 
 void validate_run_options(RunOptions& o) {
   if (o.backend == "cuda") fail("--backend cuda: this build has no CUDA backend yet (use --backend cpu)");
-  // Device groups: len(devices) == dp × tp, no duplicates.
-  std::vector<int> devices;
-  if (!o.devices.empty()) {
-    std::set<int> seen;
-    size_t pos = 0;
-    while (pos <= o.devices.size()) {
-      size_t comma = o.devices.find(',', pos);
-      std::string item = o.devices.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-      size_t used = 0;
-      int v = -1;
-      try {
-        v = std::stoi(item, &used);
-      } catch (...) {
-        used = 0;
-      }
-      if (item.empty() || used != item.size() || v < 0)
-        fail("--devices '", o.devices, "': '", item, "' is not a non-negative integer");
-      if (!seen.insert(v).second) fail("--devices '", o.devices, "': device ", v, " is listed twice");
-      devices.push_back(v);
-      if (comma == std::string::npos) break;
-      pos = comma + 1;
-    }
-    if (static_cast<int>(devices.size()) != o.dp * o.tp)
-      fail("--devices lists ", devices.size(), " device(s) but --dp ", o.dp, " x --tp ", o.tp, " needs ", o.dp * o.tp);
-  } else if (o.dp * o.tp != 1) {
-    fail("--dp ", o.dp, " x --tp ", o.tp, " needs --devices with ", o.dp * o.tp, " ids");
-  }
-  if (o.tp > 1 || o.dp > 1)
-    fail("--tp/--dp above 1: tensor and data parallelism are not available in this build yet");
+  // Device groups: len(devices) == dp × tp, no duplicates; each device a group of cores.
+  o.layout = plan_parallel_layout(o.device, o.devices, o.tp, o.dp, o.cpu_groups, available_cores());
+  if (o.dp == 1 && o.data_parallel_routing != "least_pending_tokens")
+    log_warn("--data-parallel-routing ", o.data_parallel_routing, " has no effect with --dp 1");
   if (o.dtype != "auto")
     fail("--dtype ", o.dtype, ": weights run in the checkpoint's dtype; converting them is not supported (use auto)");
   o.generate_config_json = parse_generate_config(o.generate_config);
@@ -100,6 +87,8 @@ void validate_run_options(RunOptions& o) {
     fail("--compile-cache-dir needs --use-compile-cache");
   if (!o.prompts.empty() && !o.prompt_token_ids.empty())
     fail("give --prompt or --prompt-token-ids, not both");
+  if (!o.profile && (!o.profile_output.empty() || o.profile_level != "e2e"))
+    fail("--profile-level and --profile-output need --profile");
   if (!o.output_json.empty() && o.prompts.empty() && o.prompt_token_ids.empty())
     fail("--output-json is for offline mode: give --prompt or --prompt-token-ids");
 }
@@ -121,6 +110,17 @@ EngineLoadOptions engine_load_options(const RunOptions& o, const std::string& mo
   e.threads = o.threads;
   if (o.use_compile_cache) e.compile_cache_dir = o.compile_cache_dir.empty() ? default_compile_cache_dir() : o.compile_cache_dir;
   return e;
+}
+
+ReplicaLoadOptions replica_load_options(const RunOptions& o, const std::string& model_dir) {
+  ReplicaLoadOptions r;
+  r.engine = engine_load_options(o, model_dir);
+  r.layout = o.layout.cores.empty()
+                 ? plan_parallel_layout(o.device, o.devices, o.tp, o.dp, o.cpu_groups, available_cores())
+                 : o.layout;
+  r.routing = parse_routing_policy(o.data_parallel_routing);
+  r.affinity_slack_tokens = o.data_parallel_affinity_slack;
+  return r;
 }
 
 }  // namespace pypto::cli

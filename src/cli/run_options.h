@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "engine/model_runner.h"
+#include "parallel/device_groups.h"
+#include "parallel/replicas/load_replicas.h"
 
 namespace pypto::cli {
 
@@ -20,6 +22,9 @@ struct RunOptions {
   std::string devices;  // "0,1"
   int tp = 1, dp = 1;
   std::string data_parallel_routing = "least_pending_tokens";
+  int64_t data_parallel_affinity_slack = kDefaultAffinitySlackTokens;  // prefix_affinity, tokens
+  std::string cpu_groups;  // "0-7,8-15": the cores of device 0, 1, ... (default: equal split)
+  ParallelLayout layout;   // filled by validate_run_options
   std::string dtype = "auto";
   std::string kv_cache_dtype = "bf16";
   int64_t max_model_len = 1024;
@@ -39,6 +44,10 @@ struct RunOptions {
   std::vector<std::string> prompt_token_ids;
   std::string generate_config = "{}";
   std::string output_json;
+  // profiling (offline: report after generation; serve: /start_profile and /stop_profile)
+  bool profile = false;
+  std::string profile_level = "e2e";  // e2e, kernel, verbose
+  std::string profile_output;         // DIR or FILE.json for the Chrome/Perfetto trace
   // serve
   std::string host = "0.0.0.0";
   int port = 8000;
@@ -52,5 +61,8 @@ void add_run_options(CLI::App& app, RunOptions& o);
 void validate_run_options(RunOptions& o);
 // The engine's load options from the flags (model dir resolved).
 EngineLoadOptions engine_load_options(const RunOptions& o, const std::string& model_dir);
+// The same plus the device layout and routing: load_replicas(replica_load_options(o, dir)) starts
+// dp replicas of tp ranks each (with dp = tp = 1 the same engine as load_engine()).
+ReplicaLoadOptions replica_load_options(const RunOptions& o, const std::string& model_dir);
 
 }  // namespace pypto::cli

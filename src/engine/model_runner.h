@@ -54,14 +54,24 @@ struct EngineLoadOptions {
   std::string compile_cache_dir;          // --use-compile-cache: where staged slabs are cached
 };
 
+class ReplicaSet;  // parallel/replicas/replica_set.h: the data-parallel router
+
 struct LoadedEngine {
-  std::unique_ptr<EngineLoop> loop;
+  std::unique_ptr<EngineLoop> loop;  // the engine (replica 0 under data parallelism)
   ModelConfig config;
-  KvCapacity capacity;
-  size_t weight_bytes = 0;
+  KvCapacity capacity;      // of one replica
+  size_t weight_bytes = 0;  // staged bytes, all TP ranks (shared by the replicas)
   double load_seconds = 0;  // checkpoint open + staging
   std::string backend_name;
-  int threads = 0;
+  int threads = 0;          // compute threads per rank
+
+  // Set by load_replicas() (parallel/replicas/load_replicas.h), the tensor/data-parallel start-up;
+  // load_engine() leaves them empty. With dp > 1 requests must go through `replicas` (it routes
+  // over loop and more_loops); with dp == 1 `loop` is the whole engine, TP ranks included.
+  int tp = 1, dp = 1;
+  std::vector<std::unique_ptr<EngineLoop>> more_loops;  // replicas 1 .. dp-1
+  std::shared_ptr<ReplicaSet> replicas;                 // routes over every replica (declared after the loops it uses)
+  std::string placement;                                // which devices/cores each rank runs on, for the log
 };
 
 // Throws Error naming the file, tensor or flag at fault.

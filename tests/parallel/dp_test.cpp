@@ -4,7 +4,7 @@
 // replica-invariant). dp 1 x tp 2 gives the same answers too.
 #include <gtest/gtest.h>
 
-#include <map>
+#include <cstdio>
 
 #include "model/model_harness.h"
 #include "parallel/replicas/load_replicas.h"
@@ -30,7 +30,7 @@ struct Answers {
   std::vector<size_t> replica;
 };
 
-Answers run(LoadedReplicas& lr, int n_prompts) {
+Answers run(LoadedEngine& lr, int n_prompts) {
   Answers a;
   std::vector<std::shared_ptr<RequestStream>> streams;
   for (int i = 0; i < n_prompts; ++i) {
@@ -57,42 +57,44 @@ Answers run(LoadedReplicas& lr, int n_prompts) {
 
 TEST(DataParallel, TwoReplicasAnswerLikeOne) {
   Answers single;
+  size_t single_bytes = 0;
   {
-    LoadedReplicas one = load_replicas(options(1, 1, ""));
+    LoadedEngine one = load_replicas(options(1, 1, ""));
     single = run(one, 8);
+    single_bytes = one.weight_bytes;
   }
-  LoadedReplicas two = load_replicas(options(1, 2, "0,1"));
+  LoadedEngine two = load_replicas(options(1, 2, "0,1"));
   EXPECT_EQ(two.replicas->num_engines(), 2u);
-  // One staged slice shared by both replicas: the per-rank byte count is listed once.
-  EXPECT_EQ(two.rank_weight_bytes.size(), 1u);
+  // One staged slice shared by both replicas: the same bytes as a single engine.
+  EXPECT_EQ(two.more_loops.size(), 1u);
+  EXPECT_EQ(two.weight_bytes, single_bytes);
   Answers dp = run(two, 8);
   EXPECT_EQ(dp.tokens, single.tokens);
   for (const auto& t : dp.tokens) EXPECT_EQ(t.size(), 8u);
-  // Submitted back to back: prompt i has 5 + 3i tokens and 8 new ones, nothing has run yet, so
-  // each goes to the replica with fewer routed tokens.
-  const std::vector<size_t> want = {0, 1, 0, 1, 0, 1, 0, 1};
-  EXPECT_EQ(dp.replica, want);
+  // Both replicas served requests (the exact choices for scripted loads are pinned in
+  // replica_set_test.cpp; here the engines run while requests arrive).
   const auto counts = two.replicas->routed_counts();
-  EXPECT_EQ(counts[0].requests, 4);
-  EXPECT_EQ(counts[1].requests, 4);
-  // Everything finished: no load left after the streams ended (the next routing sweeps them).
-  EXPECT_EQ(two.replicas->pending_tokens(0) + two.replicas->pending_tokens(1) >= 0, true);
+  EXPECT_EQ(counts[0].requests + counts[1].requests, 8);
+  EXPECT_GE(counts[0].requests, 1);
+  EXPECT_GE(counts[1].requests, 1);
+  std::printf("[dp] 8 prompts routed %lld / %lld\n", (long long)counts[0].requests, (long long)counts[1].requests);
+  two.replicas->shutdown();
 }
 
 TEST(DataParallel, TensorParallelReplicaAnswersLikeOne) {
   Answers single, tp2;
   {
-    LoadedReplicas one = load_replicas(options(1, 1, ""));
+    LoadedEngine one = load_replicas(options(1, 1, ""));
     single = run(one, 3);
   }
-  LoadedReplicas two = load_replicas(options(2, 1, "0,1"));
-  EXPECT_EQ(two.rank_weight_bytes.size(), 2u);
+  LoadedEngine two = load_replicas(options(2, 1, "0,1"));
+  EXPECT_EQ(two.tp, 2);
   tp2 = run(two, 3);
   EXPECT_EQ(tp2.tokens, single.tokens);
 }
 
 TEST(DataParallel, RejectedRequestLeavesNoLoad) {
-  LoadedReplicas two = load_replicas(options(1, 2, "0,1"));
+  LoadedEngine two = load_replicas(options(1, 2, "0,1"));
   EngineRequest bad;
   bad.request_id = "bad";
   bad.prompt_token_ids = {1, 2, 3};

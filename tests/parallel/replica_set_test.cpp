@@ -42,12 +42,14 @@ class GatedExecutor : public ModelExecutor {
 
 struct Fixture {
   std::vector<std::shared_ptr<GatedExecutor::Gate>> gates;
+  std::vector<std::unique_ptr<EngineLoop>> loops;
   std::unique_ptr<ReplicaSet> set;
   Fixture() = default;
   Fixture(Fixture&&) = default;
   ~Fixture() {  // engines held at a gate could not shut down
     for (auto& g : gates) g->release();
     set.reset();
+    loops.clear();
   }
 };
 
@@ -64,7 +66,8 @@ Fixture make_set(int n, RoutingPolicy policy, int64_t slack = kDefaultAffinitySl
     ReplicaSet::Replica r;
     r.load = std::make_shared<LoadBook>();
     auto ex = std::make_unique<LoadReportingExecutor>(std::make_unique<GatedExecutor>(f.gates.back()), r.load);
-    r.loop = std::make_unique<EngineLoop>(std::make_unique<Engine>(ec, std::move(ex)));
+    f.loops.push_back(std::make_unique<EngineLoop>(std::make_unique<Engine>(ec, std::move(ex))));
+    r.loop = f.loops.back().get();
     reps.push_back(std::move(r));
   }
   RouterOptions ro;
@@ -126,9 +129,10 @@ TEST(ReplicaSet, AbortGoesToTheRecordedReplicaAndFinishedRequestsStopCounting) {
   while (a.stream->next()) {
   }
   // Both finished: the next routing sweeps them, both replicas are idle again, rotation -> 0.
-  EXPECT_EQ(s.add_request(request("c", 8, 4)).engine_index, 0u);
+  auto c = s.add_request(request("c", 8, 4));
+  EXPECT_EQ(c.engine_index, 0u);
   EXPECT_EQ(s.pending_tokens(1), 0);
-  EXPECT_EQ(s.pending_tokens(0), 12);
+  EXPECT_LE(s.pending_tokens(0), 12);  // at most c's 8 + 4 (its engine runs now: the gate is open)
 }
 
 TEST(ReplicaSet, DuplicateIdAndRejectedRequestsChangeNothing) {

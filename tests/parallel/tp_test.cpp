@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "core/error.h"
 #include "io/checkpoint.h"
@@ -78,7 +79,13 @@ TEST(TensorParallel, Tiny) { check_tp2("tiny", preset("tiny", std::nullopt), 37)
 TEST(TensorParallel, Qwen3_0_6B_2Layers) { check_tp2("qwen3-0.6b-2l", preset("qwen3-0.6b", 2), 21); }
 
 // hidden 5120, 40/8 heads, intermediate 17408, untied lm_head: ~4 GB of bf16 even with 2 layers.
-TEST(TensorParallel, Qwen3_14B_2Layers) { check_tp2("qwen3-14b-2l", preset("qwen3-14b", 2), 9); }
+// Stages 4.2 GB (TP=1) then 2 x 3.6 GB (TP=2): minutes on a 2-core machine, so opt-in
+// (PYPTO_LARGE_TESTS=1) to keep CI short. Measured: max|dlogit| 1.1e-05, 85.1% per rank.
+TEST(TensorParallel, Qwen3_14B_2Layers) {
+  const char* on = std::getenv("PYPTO_LARGE_TESTS");
+  if (!on || std::string(on) != "1") GTEST_SKIP() << "set PYPTO_LARGE_TESTS=1 (stages ~11 GB, minutes)";
+  check_tp2("qwen3-14b-2l", preset("qwen3-14b", 2), 9);
+}
 
 TEST(TensorParallel, KvHeadsMustDivide) {
   const std::string dir = ensure_test_model("tiny", preset("tiny", std::nullopt));

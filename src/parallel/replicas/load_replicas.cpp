@@ -13,7 +13,7 @@
 
 namespace pypto {
 
-LoadedReplicas load_replicas(const ReplicaLoadOptions& opt) {
+LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   const EngineLoadOptions& eo = opt.engine;
   const ParallelLayout& L = opt.layout;
   eo.scheduler.validate();
@@ -22,7 +22,9 @@ LoadedReplicas load_replicas(const ReplicaLoadOptions& opt) {
   PYPTO_ASSERT(static_cast<int>(L.cores.size()) == L.tp * L.dp, "layout has ", L.cores.size(), " groups for dp ", L.dp,
                " x tp ", L.tp);
   const auto t0 = std::chrono::steady_clock::now();
-  LoadedReplicas out;
+  LoadedEngine out;
+  out.tp = L.tp;
+  out.dp = L.dp;
 
   auto ck = Checkpoint::open(eo.model_dir);
   const ModelConfig& cfg = ck->config();
@@ -48,7 +50,7 @@ LoadedReplicas load_replicas(const ReplicaLoadOptions& opt) {
   for (int i = 0; i < L.dp; ++i)
     for (int t = 0; t < L.tp; ++t) backends[size_t(i)].push_back(backend_for(i, t));
   out.backend_name = backends[0][0]->name();
-  out.threads_per_rank = threads_for(L.rank_cores(0, 0));
+  out.threads = threads_for(L.rank_cores(0, 0));
   std::vector<std::shared_ptr<const Qwen3Weights>> slices;
   for (int t = 0; t < L.tp; ++t) {
     StagingOptions so;
@@ -56,7 +58,7 @@ LoadedReplicas load_replicas(const ReplicaLoadOptions& opt) {
     so.tp_size = L.tp;
     so.show_progress = eo.show_progress;
     slices.push_back(std::make_shared<const Qwen3Weights>(stage_qwen3_weights(*ck, *backends[0][size_t(t)], so)));
-    out.rank_weight_bytes.push_back(slices.back()->resident_bytes);
+    out.weight_bytes += slices.back()->resident_bytes;
   }
   ck.reset();  // everything lives in the staged slabs now
   out.config = slices[0]->config;
@@ -101,14 +103,19 @@ LoadedReplicas load_replicas(const ReplicaLoadOptions& opt) {
     ReplicaSet::Replica r;
     r.load = std::make_shared<LoadBook>();
     auto executor = std::make_unique<LoadReportingExecutor>(std::move(runner), r.load);
-    r.loop = std::make_unique<EngineLoop>(std::make_unique<Engine>(ec, std::move(executor)));
+    auto loop = std::make_unique<EngineLoop>(std::make_unique<Engine>(ec, std::move(executor)));
+    r.loop = loop.get();
+    if (i == 0)
+      out.loop = std::move(loop);
+    else
+      out.more_loops.push_back(std::move(loop));
     replicas.push_back(std::move(r));
 
     std::string line = str_cat("replica ", i, ":");
     for (int t = 0; t < L.tp; ++t)
       line += str_cat(" rank ", t, " device ", L.devices[size_t(i * L.tp + t)], " cores ",
                       L.pinned ? format_core_list(L.rank_cores(i, t)) : std::string("any"));
-    out.summary += (out.summary.empty() ? "" : "\n") + line;
+    out.placement += (out.placement.empty() ? "" : "\n") + line;
   }
   RouterOptions ro;
   ro.policy = opt.routing;
@@ -116,7 +123,7 @@ LoadedReplicas load_replicas(const ReplicaLoadOptions& opt) {
   ro.block_size = eo.cache.block_size;
   ro.prefix_index_blocks = static_cast<size_t>(std::max<int64_t>(1, out.capacity.num_blocks));
   ro.max_model_len = eo.scheduler.max_model_len;
-  out.replicas = std::make_unique<ReplicaSet>(std::move(replicas), ro);
+  out.replicas = std::make_shared<ReplicaSet>(std::move(replicas), ro);
   return out;
 }
 

@@ -28,18 +28,9 @@ struct ReplicaLoadOptions {
   int64_t affinity_slack_tokens = kDefaultAffinitySlackTokens;
 };
 
-struct LoadedReplicas {
-  std::unique_ptr<ReplicaSet> replicas;
-  ModelConfig config;
-  KvCapacity capacity;                    // of one replica
-  std::vector<size_t> rank_weight_bytes;  // staged bytes of each TP rank's slice (shared by replicas)
-  double load_seconds = 0;                // checkpoint open + staging
-  std::string backend_name;
-  int threads_per_rank = 0;
-  std::string summary;                    // placement, one line per replica, for the start-up log
-};
-
-// Throws Error naming the flag, file or tensor at fault (e.g. --tp not dividing the KV heads).
-LoadedReplicas load_replicas(const ReplicaLoadOptions& opt);
+// The LoadedEngine of load_engine(), plus: tp, dp, more_loops (replicas 1..), replicas (the
+// router over all of them; with dp == 1 it routes everything to `loop`) and placement. Throws
+// Error naming the flag, file or tensor at fault (e.g. --tp not dividing the KV heads).
+LoadedEngine load_replicas(const ReplicaLoadOptions& opt);
 
 }  // namespace pypto

@@ -25,8 +25,6 @@ ReplicaSet::ReplicaSet(std::vector<Replica> replicas, const RouterOptions& opt)
       prefixes_.push_back(std::make_unique<PrefixIndex>(opt.block_size, opt.prefix_index_blocks));
 }
 
-ReplicaSet::~ReplicaSet() { shutdown(); }
-
 void ReplicaSet::sweep_finished() {
   for (auto it = in_flight_.begin(); it != in_flight_.end();) {
     if (it->second.stream->finished()) {

@@ -2,7 +2,8 @@
 // Data parallelism: N independent engine replicas (own scheduler, KV pool, threads) behind one
 // router. add_request picks a replica with the routing policy from each replica's current load
 // (parallel/load_book.h) and queues the request there; finish_request goes to the replica that
-// got it. Thread-safe: HTTP handlers and the offline driver call it concurrently.
+// got it. Thread-safe: HTTP handlers and the offline driver call it concurrently. The loops are
+// owned by the caller (LoadedEngine) and must outlive the set.
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -41,11 +42,10 @@ struct RouterOptions {
 class ReplicaSet {
  public:
   struct Replica {
-    std::unique_ptr<EngineLoop> loop;
+    EngineLoop* loop = nullptr;
     std::shared_ptr<LoadBook> load;  // the same book its LoadReportingExecutor writes
   };
   ReplicaSet(std::vector<Replica> replicas, const RouterOptions& opt);
-  ~ReplicaSet();  // shutdown()
 
   struct Submitted {
     std::shared_ptr<RequestStream> stream;
@@ -71,6 +71,7 @@ class ReplicaSet {
   };
   std::vector<RoutedCounts> routed_counts() const;
 
+  // Shuts every replica's loop down (aborting what is in flight).
   void shutdown();
 
  private:
