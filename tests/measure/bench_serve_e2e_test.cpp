@@ -1,0 +1,89 @@
+// bench serve against our own server (in-process, tiny random-weight model, real tokenizer):
+// every request succeeds with exactly --output-len tokens and the random prompts' lengths, the
+// client's counts match the server's /metrics counters, and the client's TTFT / E2E enclose the
+// server's (the client clock starts before the server's arrival stamp and stops after the
+// server's last output), with the gap printed.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <filesystem>
+#include <regex>
+
+#include "cli/bench_serve.h"
+#include "engine/model_runner.h"
+#include "model/test_model.h"
+#include "serve/engine_client.h"
+#include "serve/server.h"
+
+namespace pypto::bench {
+namespace {
+
+// The value of an unlabelled-by-us sample line "name{...} value" (first match), or -1.
+double metric(const std::string& text, const std::string& name) {
+  std::regex re("(^|\n)" + std::regex_replace(name, std::regex(R"([:])"), ":") + R"((\{[^}]*\})? ([0-9.eE+-]+))");
+  std::smatch m;
+  if (!std::regex_search(text, m, re)) return -1;
+  return std::stod(m[3].str());
+}
+
+TEST(BenchServeE2E, ClientAgreesWithServerMetrics) {
+  const std::string dir = ::testing::TempDir() + "/pypto-measure-serve-tiny";
+  if (!std::filesystem::exists(dir + "/config.json")) {
+    TestModelOptions o;
+    o.out_dir = dir;
+    o.show_progress = false;
+    make_test_model(o);
+  }
+  EngineLoadOptions lo;
+  lo.model_dir = dir;
+  lo.kv_cache_memory = 16 << 20;
+  lo.threads = 2;
+  lo.show_progress = false;
+  lo.scheduler.max_model_len = 256;
+  lo.scheduler.max_num_seqs = 4;
+  LoadedEngine le = load_engine(lo);
+  const ModelConfig config = le.config;
+  auto client = std::make_shared<LoopEngineClient>(std::move(le.loop));
+  ServerOptions so;
+  so.host = "127.0.0.1";
+  so.port = 0;
+  so.served_model_name = "tiny";
+  Server server(so);
+  server.start();
+  server.set_context(make_serve_context(dir, client, config, 256, 4));
+
+  auto tok = Tokenizer::load(dir);
+  const std::vector<DatasetRequest> data = random_dataset(*tok, {12, 6, 0.0, 8, 3});
+  ServeRunOptions o;
+  o.endpoint = {"http://127.0.0.1:" + std::to_string(server.port()), "/v1/completions", "tiny"};
+  o.max_concurrency = 3;
+  o.progress = false;
+  const ServeRun run = run_serve_benchmark(data, o);
+  for (const RequestTiming& r : run.requests) ASSERT_TRUE(r.success) << r.error;
+  EXPECT_EQ(run.metrics.completed, 8u);
+  EXPECT_EQ(run.metrics.total_output, 8 * 6);
+  EXPECT_EQ(run.metrics.total_input, 8 * 12);
+  EXPECT_EQ(run.metrics.tpots_ms.size(), 8u);
+
+  httplib::Client http("127.0.0.1", server.port());
+  auto res = http.Get("/metrics");
+  ASSERT_TRUE(res);
+  const std::string& text = res->body;
+  EXPECT_EQ(metric(text, "vllm:generation_tokens_total"), 48) << text.substr(0, 2000);
+  EXPECT_EQ(metric(text, "vllm:prompt_tokens_total"), 96);
+  const double n = metric(text, "vllm:time_to_first_token_seconds_count");
+  const double ttft_sum = metric(text, "vllm:time_to_first_token_seconds_sum");
+  const double e2e_sum = metric(text, "vllm:e2e_request_latency_seconds_sum");
+  ASSERT_EQ(n, 8);
+  const double server_ttft = ttft_sum / n * 1e3, server_e2e = e2e_sum / n * 1e3;
+  // Client intervals enclose the server's: allow 0.5 ms of clock-reading slack.
+  EXPECT_GE(run.metrics.ttft_ms.mean + 0.5, server_ttft);
+  EXPECT_GE(run.metrics.e2el_ms.mean + 0.5, server_e2e);
+  std::printf("TTFT mean: client %.3f ms, server %.3f ms (%+.1f%%); E2E mean: client %.3f ms, server %.3f ms (%+.1f%%)\n",
+              run.metrics.ttft_ms.mean, server_ttft, 100 * (run.metrics.ttft_ms.mean / server_ttft - 1),
+              run.metrics.e2el_ms.mean, server_e2e, 100 * (run.metrics.e2el_ms.mean / server_e2e - 1));
+  server.stop(0);
+}
+
+}  // namespace
+}  // namespace pypto::bench
