@@ -134,7 +134,9 @@ int run_offline(const RunOptions& o, const std::string& model_dir) {
         for (int32_t id : out.new_token_ids) {
           if (s.stopped_by_string) break;
           s.token_ids.push_back(id);
-          StopChecker::Result r = s.stop->append(s.detok->push(id));
+          // Ids past the tokenizer's vocabulary (Qwen3 pads its 151,669 tokens to 151,936 embedding
+          // rows; only random-weight models sample them) have no text, as in Hugging Face's decode.
+          StopChecker::Result r = s.stop->append(id < tokenizer->vocab_size() ? s.detok->push(id) : std::string());
           s.text += r.text;
           if (r.stopped()) {
             s.stopped_by_string = true;
