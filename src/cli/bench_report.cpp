@@ -17,7 +17,8 @@ const char* kColors[] = {"#2f6fdf", "#e0672b", "#2a9d58", "#a34fc9", "#c9a227", 
 std::string fmt(double v) {
   char b[32];
   const double a = std::fabs(v);
-  if (a != 0 && (a >= 1e5 || a < 1e-2)) std::snprintf(b, sizeof b, "%.2g", v);
+  if (a < 1e5 && v == std::round(v)) std::snprintf(b, sizeof b, "%.0f", v);  // integral: no decimals
+  else if (a != 0 && (a >= 1e5 || a < 1e-2)) std::snprintf(b, sizeof b, "%.2g", v);
   else if (a >= 100) std::snprintf(b, sizeof b, "%.0f", v);
   else if (a >= 10) std::snprintf(b, sizeof b, "%.1f", v);
   else std::snprintf(b, sizeof b, "%.2f", v);
@@ -86,11 +87,13 @@ std::string axes(const Frame& f, const std::vector<double>& xt, const std::vecto
   return s;
 }
 
-std::string legend(const std::vector<Series>& series) {
+// Top-left (for rising lines) or bottom-right (for CDFs, which fill the top-left).
+std::string legend(const std::vector<Series>& series, bool top_left) {
   std::string s;
   char b[300];
   for (size_t i = 0; i < series.size(); ++i) {
-    const int x = kW - kR - 150, y = kT + 6 + int(i) * 15;
+    const int x = top_left ? kL + 10 : kW - kR - 150;
+    const int y = top_left ? kT + 6 + int(i) * 15 : kH - kB - 14 - int(series.size() - 1 - i) * 15;
     std::snprintf(b, sizeof b, "<rect x='%d' y='%d' width='10' height='10' fill='%s'/><text x='%d' y='%d'>", x, y,
                   kColors[i % 8], x + 14, y + 9);
     s += b + html_escape(series[i].label) + "</text>";
@@ -142,11 +145,13 @@ std::string svg_histogram(const std::string& title, const std::string& xlabel, c
   const std::pair<const char*, double> marks[] = {{"mean", sm.mean}, {"p50", sm.median}, {"p99", sm.percentiles[0].second}};
   int k = 0;
   for (const auto& [name, x] : marks) {
+    // Labels right of the line, or left of it near the right edge; one row per mark.
+    const bool right_edge = f.px(x) > kW - kR - 90;
     std::snprintf(b, sizeof b,
                   "<line x1='%.1f' x2='%.1f' y1='%d' y2='%d' stroke='%s' stroke-dasharray='4 3'/>"
-                  "<text x='%.1f' y='%d' fill='%s'>%s %s</text>",
-                  f.px(x), f.px(x), kT, kH - kB, kColors[k + 1], f.px(x) + 3, kT + 10 + 12 * k, kColors[k + 1], name,
-                  fmt(x).c_str());
+                  "<text x='%.1f' y='%d' fill='%s' text-anchor='%s'>%s %s</text>",
+                  f.px(x), f.px(x), kT, kH - kB, kColors[k + 1], f.px(x) + (right_edge ? -3 : 3), kT + 10 + 12 * k,
+                  kColors[k + 1], right_edge ? "end" : "start", name, fmt(x).c_str());
     s += b;
     k++;
   }
@@ -180,7 +185,7 @@ std::string svg_cdf(const std::string& title, const std::string& xlabel, const s
     pts += b;
     s += "<polyline fill='none' stroke-width='1.8' stroke='" + std::string(kColors[i % 8]) + "' points='" + pts + "'/>";
   }
-  return s + legend(series) + "</svg>";
+  return s + legend(series, false) + "</svg>";
 }
 
 std::string svg_lines(const std::string& title, const std::string& xlabel, const std::string& ylabel,
@@ -209,7 +214,7 @@ std::string svg_lines(const std::string& title, const std::string& xlabel, const
     }
     s += "<polyline fill='none' stroke-width='2' stroke='" + std::string(kColors[i % 8]) + "' points='" + pts + "'/>";
   }
-  return s + legend(series) + "</svg>";
+  return s + legend(series, true) + "</svg>";
 }
 
 std::string html_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {

@@ -118,6 +118,7 @@ int cmd_bench(int argc, char** argv) {
                "in-process, on a checkpoint directory. Results go to --result-dir as JSON and a self-contained HTML "
                "report."};
   app.require_subcommand(1);
+  app.fallthrough();  // --result-dir and --no-save may come after the subcommand
   std::string result_dir = "bench-results";
   bool no_save = false;
   app.add_option("--result-dir", result_dir, "where the JSON and HTML results go")->capture_default_str();
