@@ -42,21 +42,19 @@ KvCacheSpec Qwen3Model::kv_cache_spec(int64_t num_blocks, int32_t block_size, DT
   return s;
 }
 
-void Qwen3Model::ensure_scratch(int64_t rows) {
-  if (rows <= scratch_rows_) return;
-  // Round each buffer up to 16 floats so every one starts 64-byte aligned.
-  auto up = [](int64_t n) { return (n + 15) / 16 * 16; };
-  const int64_t sizes[] = {hidden_, hidden_, hidden_, qkv_dim_, q_dim_, kv_dim_, kv_dim_, q_dim_, 2 * inter_, inter_};
-  int64_t total = 0;
-  for (int64_t s : sizes) total += up(s * rows);
-  scratch_ = AlignedBuffer(size_t(total) * sizeof(float));
-  float* p = reinterpret_cast<float*>(scratch_.data());
-  float** bufs[] = {&x_, &h_, &tmp_, &qkv_, &q_, &k_, &v_, &attn_, &gate_up_, &act_};
-  for (int i = 0; i < 10; ++i) {
-    *bufs[i] = p;
-    p += up(sizes[i] * rows);
-  }
-  scratch_rows_ = rows;
+void Qwen3Model::take_scratch(int64_t rows) {
+  arena_.reset();  // everything from the previous step is dead
+  auto take = [&](int64_t per_row) { return arena_.alloc_array<float>(size_t(per_row * rows)); };
+  x_ = take(hidden_);
+  h_ = take(hidden_);
+  tmp_ = take(hidden_);
+  qkv_ = take(qkv_dim_);
+  q_ = take(q_dim_);
+  k_ = take(kv_dim_);
+  v_ = take(kv_dim_);
+  attn_ = take(q_dim_);
+  gate_up_ = take(2 * inter_);
+  act_ = take(inter_);
 }
 
 void Qwen3Model::all_reduce(float* x, int64_t n) {
@@ -76,7 +74,7 @@ void Qwen3Model::forward(const ForwardBatch& batch, KvCache& cache, float* logit
     const int32_t id = batch.token_ids[t];
     if (id < 0 || id >= c.vocab_size) fail("token id ", id, " is outside the vocabulary [0, ", c.vocab_size, ")");
   }
-  ensure_scratch(T);
+  take_scratch(T);
   Backend& be = backend_;
   const int32_t hd = c.head_dim;
   const float eps = float(c.rms_norm_eps);

@@ -5,7 +5,7 @@
 // the batch asks for.
 #include <cstdint>
 
-#include "core/memory.h"
+#include "core/arena.h"
 #include "kernels/backend.h"
 #include "model/forward_batch.h"
 #include "model/kv_cache.h"
@@ -36,7 +36,7 @@ class Qwen3Model {
   void forward(const ForwardBatch& batch, KvCache& cache, float* logits_out);
 
  private:
-  void ensure_scratch(int64_t rows);
+  void take_scratch(int64_t rows);
   // Tensor-parallel hook: sums x[n] over the ranks after o_proj and down_proj. No-op on one rank.
   void all_reduce(float* x, int64_t n);
 
@@ -47,11 +47,10 @@ class Qwen3Model {
   // Sizes of this rank's slices.
   int64_t hidden_, q_dim_, kv_dim_, qkv_dim_, inter_;
 
-  // Per-step activations, f32, grown only when a larger batch arrives (no allocation per step).
-  // Per token row: x, h, tmp [hidden]; qkv [qkv_dim]; q, attn [q_dim]; k, v [kv_dim];
-  // gate_up [2*inter]; act [inter].
-  AlignedBuffer scratch_;
-  int64_t scratch_rows_ = 0;
+  // Per-step activations, f32, from a per-step arena (reset at the start of every forward; it
+  // grows to the high-water mark, so a steady state allocates nothing). Per token row:
+  // x, h, tmp [hidden]; qkv [qkv_dim]; q, attn [q_dim]; k, v [kv_dim]; gate_up [2*inter]; act [inter].
+  Arena arena_;
   float *x_ = nullptr, *h_ = nullptr, *tmp_ = nullptr, *qkv_ = nullptr, *q_ = nullptr, *k_ = nullptr,
         *v_ = nullptr, *attn_ = nullptr, *gate_up_ = nullptr, *act_ = nullptr;
 };
