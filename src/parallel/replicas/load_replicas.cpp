@@ -44,23 +44,28 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
     return make_cpu_backend(threads_for(cores), L.pinned ? cores : std::vector<int>{});
   };
 
-  // Backends of replica 0 stage the slices (so each rank's slab is first touched by threads on
-  // its own cores); the other replicas get their own backends and share the slices.
+  // Every rank of every replica gets its own backend (threads pinned to its cores). Staging uses
+  // a separate unpinned backend: a pool pins the thread that first calls it, and that must be the
+  // rank's own thread (the engine loop for rank 0), not this start-up thread. The packed layout
+  // depends only on the ISA, so any CPU backend's slices fit every rank.
   std::vector<std::vector<std::unique_ptr<Backend>>> backends(size_t(L.dp));
   for (int i = 0; i < L.dp; ++i)
     for (int t = 0; t < L.tp; ++t) backends[size_t(i)].push_back(backend_for(i, t));
   out.backend_name = backends[0][0]->name();
   out.threads = threads_for(L.rank_cores(0, 0));
+  auto stager = make_cpu_backend(cpu_count());
   std::vector<std::shared_ptr<const Qwen3Weights>> slices;
   for (int t = 0; t < L.tp; ++t) {
     StagingOptions so;
     so.tp_rank = t;
     so.tp_size = L.tp;
     so.show_progress = eo.show_progress;
-    slices.push_back(std::make_shared<const Qwen3Weights>(stage_qwen3_weights(*ck, *backends[0][size_t(t)], so)));
+    so.compile_cache_dir = eo.compile_cache_dir;  // --use-compile-cache: slabs keyed by TP rank too
+    slices.push_back(std::make_shared<const Qwen3Weights>(stage_qwen3_weights(*ck, *stager, so)));
     out.weight_bytes += slices.back()->resident_bytes;
   }
   ck.reset();  // everything lives in the staged slabs now
+  stager.reset();
   out.config = slices[0]->config;
   out.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
