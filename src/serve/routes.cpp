@@ -15,7 +15,9 @@ using Handler = void (*)(ServerState&, const httplib::Request&, httplib::Respons
 
 // Runs a handler, turning what it throws into OpenAI's error object. Never lets an exception
 // reach httplib: bad input must not take the server down.
-httplib::Server::Handler wrap(const std::shared_ptr<ServerState>& sp, Handler h) {
+// Captures a plain pointer: the handlers live in s.http, which ServerState owns (a shared_ptr
+// here would be a cycle that leaks the state and the engines).
+httplib::Server::Handler wrap(ServerState* sp, Handler h) {
   return [sp, h](const httplib::Request& req, httplib::Response& res) {
     ServerState& s = *sp;
     ++s.active_http_requests;
@@ -94,9 +96,10 @@ void handle_metrics(ServerState& s, const httplib::Request&, httplib::Response& 
 
 }  // namespace
 
-void register_routes(const std::shared_ptr<ServerState>& sp) {
-  httplib::Server& http = sp->http;
-  ServerState* s = sp.get();
+void register_routes(ServerState& state) {
+  httplib::Server& http = state.http;
+  ServerState* s = &state;
+  ServerState* sp = s;
 
   http.set_pre_routing_handler([s](const httplib::Request& req, httplib::Response& res) {
     add_cors(*s, req, res);

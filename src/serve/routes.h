@@ -21,6 +21,6 @@ std::string render_chat_prompt(const ServerState& s, const nlohmann::ordered_jso
                                const nlohmann::ordered_json& kwargs);
 
 // Registers every endpoint, the API-key check, CORS and the error handlers.
-void register_routes(const std::shared_ptr<ServerState>& s);
+void register_routes(ServerState& s);
 
 }  // namespace pypto

@@ -52,7 +52,7 @@ void Server::start() {
   s.http.set_read_timeout(30, 0);
   s.http.set_write_timeout(30, 0);
   s.http.set_keep_alive_timeout(5);
-  register_routes(state_);
+  register_routes(*state_);
   if (o.port == 0) {
     port_ = s.http.bind_to_any_port(o.host);
     if (port_ < 0) fail("cannot bind an HTTP port on ", o.host);
