@@ -26,8 +26,9 @@ EngineClient::Submitted LoopEngineClient::add_request(const EngineRequest& req) 
   return {loops_[best]->add_request(req), best};
 }
 
-void LoopEngineClient::finish_request(size_t engine_index, const std::string& request_id, FinishReason reason) {
-  loops_.at(engine_index)->finish_request(request_id, reason);
+void LoopEngineClient::finish_request(size_t engine_index, const std::string& request_id, FinishReason reason,
+                                      std::optional<int32_t> index) {
+  loops_.at(engine_index)->finish_request(request_id, reason, index);
 }
 
 bool LoopEngineClient::is_alive(size_t engine_index) const { return loops_.at(engine_index)->is_alive(); }

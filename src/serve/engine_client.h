@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,7 +24,9 @@ class EngineClient {
   // Chooses a replica, validates and queues. Throws Error (nothing queued) when the engine
   // rejects the request.
   virtual Submitted add_request(const EngineRequest& req) = 0;
-  virtual void finish_request(size_t engine_index, const std::string& request_id, FinishReason reason) = 0;
+  // Finishes the request, or only its sequence `index` (a stop string found in one of n).
+  virtual void finish_request(size_t engine_index, const std::string& request_id, FinishReason reason,
+                              std::optional<int32_t> index = std::nullopt) = 0;
 
   virtual size_t num_engines() const = 0;
   // Whether replica i's loop thread is serving (for /health).
@@ -45,7 +48,8 @@ class LoopEngineClient : public EngineClient {
   explicit LoopEngineClient(std::unique_ptr<EngineLoop> loop);
 
   Submitted add_request(const EngineRequest& req) override;
-  void finish_request(size_t engine_index, const std::string& request_id, FinishReason reason) override;
+  void finish_request(size_t engine_index, const std::string& request_id, FinishReason reason,
+                      std::optional<int32_t> index = std::nullopt) override;
   size_t num_engines() const override { return loops_.size(); }
   bool is_alive(size_t engine_index) const override;
   int64_t num_active_requests(size_t engine_index) const override;

@@ -23,7 +23,12 @@ Generation::Generation(ServerState& state, std::string request_id, std::vector<S
     : state_(state), request_id_(std::move(request_id)), skip_special_tokens_(skip_special_tokens), arrival_(arrival) {
   for (SequenceSpec& spec : specs) {
     Seq s;
-    s.engine_id = str_cat(request_id_, "-", spec.prompt_index, "-", spec.index);
+    if (groups_.size() <= spec.prompt_index) groups_.resize(spec.prompt_index + 1);
+    Group& g = groups_[spec.prompt_index];
+    g.engine_id = str_cat(request_id_, "-", spec.prompt_index);
+    if (g.seqs.size() <= size_t(spec.seq_index)) g.seqs.resize(size_t(spec.seq_index) + 1);
+    g.seqs[size_t(spec.seq_index)] = seqs_.size();
+    s.group = spec.prompt_index;
     s.detok = std::make_unique<IncrementalDetokenizer>(state_.ctx.tokenizer, skip_special_tokens_);
     s.stop = std::make_unique<StopChecker>(spec.params.stop);
     s.spec = std::move(spec);
@@ -57,24 +62,29 @@ void Generation::submit() {
   }
   reserved_ = n;
 
-  for (Seq& s : seqs_) {
+  for (Group& g : groups_) {
+    const Seq& first = seqs_[g.seqs.at(0)];
     EngineRequest req;
-    req.request_id = s.engine_id;
-    req.prompt_token_ids = s.spec.prompt_token_ids;
-    req.params = s.spec.params;
+    req.request_id = g.engine_id;
+    req.prompt_token_ids = first.spec.prompt_token_ids;
+    req.params = first.spec.params;  // sequence 0's seed is the base seed
+    req.params.n = int32_t(g.seqs.size());
     try {
       EngineClient::Submitted sub = state_.ctx.engines->add_request(req);
-      s.stream = std::move(sub.stream);
-      s.engine = sub.engine_index;
-      s.submitted = true;
-      ++*state_.in_flight[s.engine];
+      g.stream = std::move(sub.stream);
+      g.engine = sub.engine_index;
+      g.submitted = true;
+      for (size_t i : g.seqs) {
+        seqs_[i].engine = g.engine;
+        seqs_[i].submitted = true;
+        ++*state_.in_flight[g.engine];
+      }
     } catch (const Error& e) {
       // Nothing of this request may stay queued.
+      for (Group& h : groups_)
+        if (h.submitted) state_.ctx.engines->finish_request(h.engine, h.engine_id, FinishReason::Abort);
       for (Seq& t : seqs_) {
-        if (t.submitted) {
-          state_.ctx.engines->finish_request(t.engine, t.engine_id, FinishReason::Abort);
-          release(t);
-        }
+        release(t);
         t.finished = true;
       }
       num_unfinished_ = 0;
@@ -127,7 +137,7 @@ void Generation::handle(Seq& s, RequestOutput& o, ChoiceDelta& d) {
     d.text += r.text;
     if (r.stopped()) {
       state_.metrics->add_generation_tokens(s.engine, consumed);
-      state_.ctx.engines->finish_request(s.engine, s.engine_id, FinishReason::Stop);
+      state_.ctx.engines->finish_request(s.engine, groups_[s.group].engine_id, FinishReason::Stop, s.spec.seq_index);
       finish(s, d, "stop");
       return;
     }
@@ -139,7 +149,7 @@ void Generation::handle(Seq& s, RequestOutput& o, ChoiceDelta& d) {
     if (!r.stopped()) d.text += s.stop->flush();
     if (*o.finish_reason == FinishReason::Error) {
       d.error = o.error.empty() ? std::string("unknown engine error") : o.error;
-      log_warn("request ", s.engine_id, " failed in the engine: ", o.error);
+      log_warn("request ", groups_[s.group].engine_id, " sequence ", s.spec.seq_index, " failed in the engine: ", o.error);
     }
     finish(s, d, r.stopped() ? "stop" : finish_reason_text(*o.finish_reason));
   }
@@ -150,17 +160,22 @@ std::vector<ChoiceDelta> Generation::poll(std::chrono::milliseconds budget) {
   const auto deadline = std::chrono::steady_clock::now() + budget;
   auto sleep = std::chrono::microseconds(200);
   for (;;) {
-    for (Seq& s : seqs_) {
-      if (s.finished || !s.stream) continue;
-      std::vector<RequestOutput> outs = s.stream->drain();
+    for (Group& g : groups_) {
+      if (!g.stream) continue;
+      std::vector<RequestOutput> outs = g.stream->drain();
       if (outs.empty()) continue;
-      ChoiceDelta d;
-      d.index = s.spec.index;
+      std::vector<ChoiceDelta> ds(g.seqs.size());
+      std::vector<bool> touched(g.seqs.size(), false);
       for (RequestOutput& o : outs) {
-        if (s.finished) break;
-        handle(s, o, d);
+        if (o.index < 0 || size_t(o.index) >= g.seqs.size()) continue;
+        Seq& s = seqs_[g.seqs[size_t(o.index)]];
+        if (s.finished) continue;
+        ds[size_t(o.index)].index = s.spec.index;
+        touched[size_t(o.index)] = true;
+        handle(s, o, ds[size_t(o.index)]);
       }
-      deltas.push_back(std::move(d));
+      for (size_t k = 0; k < ds.size(); ++k)
+        if (touched[k]) deltas.push_back(std::move(ds[k]));
     }
     if (!deltas.empty() || done() || std::chrono::steady_clock::now() >= deadline) return deltas;
     std::this_thread::sleep_for(sleep);
@@ -170,9 +185,13 @@ std::vector<ChoiceDelta> Generation::poll(std::chrono::milliseconds budget) {
 
 std::vector<ChoiceDelta> Generation::abort() {
   std::vector<ChoiceDelta> deltas;
+  for (Group& g : groups_) {
+    bool open = false;
+    for (size_t i : g.seqs) open |= !seqs_[i].finished && seqs_[i].submitted;
+    if (open) state_.ctx.engines->finish_request(g.engine, g.engine_id, FinishReason::Abort);
+  }
   for (Seq& s : seqs_) {
     if (s.finished) continue;
-    if (s.submitted) state_.ctx.engines->finish_request(s.engine, s.engine_id, FinishReason::Abort);
     ChoiceDelta d;
     d.index = s.spec.index;
     if (s.submitted) {

@@ -1,7 +1,7 @@
 #pragma once
-// One HTTP generation request as the engines see it: n x prompts sequences, each its own engine
-// request (so a stop string found in one sequence finishes only that one; sequence k of a seeded
-// request draws from seed + k, as the engine does for its own n). Turns engine outputs into text
+// One HTTP generation request as the engines see it: one engine request per prompt with the
+// request's n (the engine shares the prompt's prefill among its n sequences; sequence k draws from
+// seed + k); a stop string found in one sequence finishes only that sequence. Turns engine outputs into text
 // deltas: incremental detokenization (whole UTF-8 characters only), stop strings across token
 // boundaries (trimmed, OpenAI-style), logprobs, finish reasons, metrics, and aborts on the way
 // out (client gone, timeout, shutdown, destructor).
@@ -26,8 +26,9 @@ namespace pypto {
 struct SequenceSpec {
   int32_t index = 0;        // choice index
   size_t prompt_index = 0;  // which prompt (completions with several)
+  int32_t seq_index = 0;    // k: which of the prompt's n sequences (RequestOutput::index)
   std::vector<int32_t> prompt_token_ids;
-  SamplingParams params;    // n = 1, seed already offset by the sequence number
+  SamplingParams params;    // n = 1; the engine request of the prompt gets n and the base seed
 };
 
 // One sampled token with what logprobs responses need.
@@ -71,12 +72,19 @@ class Generation {
   size_t num_sequences() const { return seqs_.size(); }
 
  private:
-  struct Seq {
-    SequenceSpec spec;
+  // The engine request of one prompt: its n sequences share it.
+  struct Group {
     std::string engine_id;
     size_t engine = 0;
     bool submitted = false;
     std::shared_ptr<RequestStream> stream;
+    std::vector<size_t> seqs;  // index into seqs_, by sequence index k
+  };
+  struct Seq {
+    SequenceSpec spec;
+    size_t group = 0;
+    size_t engine = 0;
+    bool submitted = false;
     std::unique_ptr<IncrementalDetokenizer> detok;
     std::unique_ptr<StopChecker> stop;
     int64_t num_tokens = 0;
@@ -92,6 +100,7 @@ class Generation {
   ServerState& state_;
   std::string request_id_;
   std::vector<Seq> seqs_;
+  std::vector<Group> groups_;
   bool skip_special_tokens_;
   std::chrono::steady_clock::time_point arrival_;
   int64_t reserved_ = 0;  // queue room reserved in submit()

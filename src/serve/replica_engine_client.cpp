@@ -13,8 +13,12 @@ EngineClient::Submitted ReplicaSetEngineClient::add_request(const EngineRequest&
   return {std::move(s.stream), s.engine_index};
 }
 
-void ReplicaSetEngineClient::finish_request(size_t engine_index, const std::string& request_id, FinishReason reason) {
-  replicas_->finish_request(engine_index, request_id, reason);
+void ReplicaSetEngineClient::finish_request(size_t engine_index, const std::string& request_id, FinishReason reason,
+                                            std::optional<int32_t> index) {
+  // One sequence goes straight to its replica's loop; the set forgets the request once its stream
+  // has delivered the final output.
+  if (index) replicas_->loop(engine_index).finish_request(request_id, reason, index);
+  else replicas_->finish_request(engine_index, request_id, reason);
 }
 
 size_t ReplicaSetEngineClient::num_engines() const { return replicas_->num_engines(); }

@@ -13,7 +13,8 @@ class ReplicaSetEngineClient : public EngineClient {
   explicit ReplicaSetEngineClient(std::shared_ptr<ReplicaSet> replicas);
 
   Submitted add_request(const EngineRequest& req) override;
-  void finish_request(size_t engine_index, const std::string& request_id, FinishReason reason) override;
+  void finish_request(size_t engine_index, const std::string& request_id, FinishReason reason,
+                      std::optional<int32_t> index = std::nullopt) override;
   size_t num_engines() const override;
   bool is_alive(size_t engine_index) const override;
   int64_t num_active_requests(size_t engine_index) const override;

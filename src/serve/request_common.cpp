@@ -35,6 +35,7 @@ void add_sequences(std::vector<SequenceSpec>& specs, const GenerationFields& g, 
     SequenceSpec spec;
     spec.index = int32_t(prompt_index) * g.n + k;
     spec.prompt_index = prompt_index;
+    spec.seq_index = k;
     spec.prompt_token_ids = prompt_ids;
     spec.params = g.params;
     spec.params.n = 1;
@@ -43,7 +44,6 @@ void add_sequences(std::vector<SequenceSpec>& specs, const GenerationFields& g, 
       throw invalid_request(str_cat("'min_tokens' = ", spec.params.min_tokens, " exceeds the ", max_tokens,
                                     " tokens left for the completion"),
                             "min_tokens");
-    if (spec.params.seed) spec.params.seed = *spec.params.seed + uint64_t(k);
     specs.push_back(std::move(spec));
   }
 }

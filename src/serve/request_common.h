@@ -19,7 +19,7 @@ namespace pypto {
 int32_t resolve_max_tokens(const GenerationFields& g, int64_t prompt_len, int64_t max_model_len,
                            const char* prompt_param);
 
-// n sequences per prompt; sequence k of a seeded request gets seed + k.
+// n sequences per prompt (one engine request with n; the engine gives sequence k seed + k).
 void add_sequences(std::vector<SequenceSpec>& specs, const GenerationFields& g, size_t prompt_index,
                    const std::vector<int32_t>& prompt_ids, int32_t max_tokens);
 

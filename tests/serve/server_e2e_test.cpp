@@ -240,6 +240,15 @@ TEST_F(ServeE2E, StopStringsAndStopTokens) {
   const std::string full = script_text();
   EXPECT_EQ(r["choices"][0]["text"], full.substr(0, full.find("tiny")));
   EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
+  // n = 2 (one engine request, two sequences): each sequence stops on its own.
+  ojson two = post_json("/v1/completions", {{"prompt", "x"}, {"max_tokens", 100}, {"temperature", 0}, {"n", 2},
+                                            {"stop", {"tiny"}}});
+  ASSERT_EQ(two["choices"].size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(two["choices"][i]["text"], full.substr(0, full.find("tiny")));
+    EXPECT_EQ(two["choices"][i]["finish_reason"], "stop");
+  }
+  EXPECT_TRUE(engine_idle());
   // A stop token ends the text before it (and is counted).
   const int32_t third = engine_->script[2];
   ojson t = post_json("/v1/completions", {{"prompt", "x"}, {"max_tokens", 100}, {"temperature", 0},
