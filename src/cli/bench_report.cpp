@@ -130,7 +130,7 @@ std::string svg_histogram(const std::string& title, const std::string& xlabel, c
   std::vector<int> counts(size_t(bins), 0);
   for (double x : v) counts[size_t(std::min(bins - 1, int((x - lo) / (hi - lo) * bins)))]++;
   const int cmax = *std::max_element(counts.begin(), counts.end());
-  std::vector<double> yt = ticks(0, cmax, 4);
+  std::vector<double> yt = ticks(0, std::max(cmax, 4), 4);  // counts: whole-number ticks
   Frame f{lo, hi, 0, std::max(double(cmax), yt.back())};
   std::string s = open_svg(title) + axes(f, ticks(lo, hi), yt, xlabel, "requests / samples", fmt);
   char b[400];

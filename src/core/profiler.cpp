@@ -96,7 +96,7 @@ struct ThreadState {
       Registry& r = registry();
       std::lock_guard<std::mutex> lk(r.mu);
       const int32_t tid = r.next_thread_tid++;
-      buf->track = r.add_track(1, tid, name.empty() ? "thread " + std::to_string(tid) : name);
+      buf->track = r.add_track(1, tid, name.empty() ? "engine thread " + std::to_string(tid) : name);
       r.buffers.push_back(buf);
     }
     return *buf;
