@@ -4,6 +4,7 @@
 #include "cli/commands.h"
 #include "cli/offline.h"
 #include "cli/run_options.h"
+#include "cli/serve_mode.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/progress.h"
@@ -17,6 +18,8 @@ int cmd_run(int argc, char** argv) {
                "--help)."};
   RunOptions o;
   add_run_options(app, o);
+  ServerOptions so;
+  add_serve_options(app, so);
   CLI11_PARSE(app, argc, argv);
   validate_run_options(o);
 
@@ -27,7 +30,7 @@ int cmd_run(int argc, char** argv) {
              " (RANDOM WEIGHTS, qwen3-0.6b shapes, 4 layers: its text is meaningless)");
   }
   if (!o.prompts.empty() || !o.prompt_token_ids.empty()) return run_offline(o, model_dir);
-  fail("serve mode is not built yet; give --prompt for offline generation");
+  return run_serve(o, so, model_dir);
 }
 
 }  // namespace pypto::cli
