@@ -81,7 +81,7 @@ LoadedEngine load_engine(const EngineLoadOptions& opt) {
   le.threads = opt.threads > 0 ? opt.threads : (opt.cores.empty() ? cpu_count() : static_cast<int>(opt.cores.size()));
 
   auto ck = Checkpoint::open(opt.model_dir);
-  const ModelConfig& cfg = ck->config();
+  const ModelConfig cfg = ck->config();  // a copy: the checkpoint is released after staging
   if (opt.scheduler.max_model_len > cfg.max_position_embeddings)
     fail("--max-model-len ", opt.scheduler.max_model_len, " exceeds the model's max_position_embeddings (",
          cfg.max_position_embeddings, ")");
