@@ -27,7 +27,7 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   out.dp = L.dp;
 
   auto ck = Checkpoint::open(eo.model_dir);
-  const ModelConfig& cfg = ck->config();
+  const ModelConfig cfg = ck->config();  // a copy: the checkpoint is released after staging
   if (eo.scheduler.max_model_len > cfg.max_position_embeddings)
     fail("--max-model-len ", eo.scheduler.max_model_len, " exceeds the model's max_position_embeddings (",
          cfg.max_position_embeddings, ")");
