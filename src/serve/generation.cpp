@@ -133,7 +133,10 @@ void Generation::handle(Seq& s, RequestOutput& o, ChoiceDelta& d) {
     if (want_logprobs && i < o.new_logprobs.size())
       d.tokens.push_back({id, o.new_logprobs[i].logprob, o.new_logprobs[i].top_logprobs});
     if (i + 1 == n && last_is_stop_token) break;
-    const StopChecker::Result r = s.stop->append(s.detok->push(id));
+    // Ids past the tokenizer's vocabulary (Qwen3 pads 151,669 tokens to 151,936 embedding rows;
+    // only random-weight models sample them) have no text, as in Hugging Face's decode.
+    const StopChecker::Result r =
+        s.stop->append(id < state_.ctx.tokenizer->vocab_size() ? s.detok->push(id) : std::string());
     d.text += r.text;
     if (r.stopped()) {
       state_.metrics->add_generation_tokens(s.engine, consumed);
