@@ -71,7 +71,7 @@ void add_run_options(CLI::App& app, RunOptions& o) {
       ->capture_default_str();
   app.add_option("--profile-output", o.profile_output, "write a Chrome/Perfetto trace: a DIR, or FILE.json");
   app.add_option("--host", o.host, "serve mode: bind address")->capture_default_str();
-  app.add_option("--port", o.port, "serve mode: port")->check(CLI::Range(1, 65535))->capture_default_str();
+  app.add_option("--port", o.port, "serve mode: port (0: any free port, printed at start)")->check(CLI::Range(0, 65535))->capture_default_str();
 }
 
 void validate_run_options(RunOptions& o) {
