@@ -78,20 +78,40 @@ ProfileReport analyze_trace(const Trace& t, Level level) {
   std::sort(iters.begin(), iters.end(), [](const Iter& a, const Iter& b) {
     return a.span->track != b.span->track ? a.span->track < b.span->track : a.span->ts_ns < b.span->ts_ns;
   });
-  // Assign every engine event to the iteration containing it (same track).
-  for (const Event& e : t.events) {
-    if (cat(e, "request") || (cat(e, "span") && is(e, outer))) continue;
+  // Assign every engine event to the iteration containing it (same track). A step whose
+  // iteration had not closed when the trace was collected (the caller saw its last output,
+  // which is published inside the iteration) stands for its own iteration.
+  auto containing = [&](const Event& e) -> Iter* {
     auto it = std::upper_bound(iters.begin(), iters.end(), e, [](const Event& x, const Iter& i) {
       return x.track != i.span->track ? x.track < i.span->track : x.ts_ns < i.span->ts_ns;
     });
-    if (it == iters.begin()) continue;
+    if (it == iters.begin()) return nullptr;
     --it;
-    if (it->span->track != e.track || e.ts_ns + e.dur_ns > it->end()) continue;
+    if (it->span->track != e.track || e.ts_ns + e.dur_ns > it->end()) return nullptr;
+    return &*it;
+  };
+  std::vector<Iter> orphans;
+  for (const Event& e : t.events) {
+    if (cat(e, "request") || (cat(e, "span") && is(e, outer))) continue;
+    Iter* it = containing(e);
+    if (!it && have_iterations && cat(e, "span") && is(e, "step")) orphans.push_back({&e, &e, {}});
+    if (!it) continue;
     if (cat(e, "span") && is(e, "step")) it->step = &e;
     it->inner.push_back(&e);
   }
   if (!have_iterations)
     for (Iter& i : iters) i.step = i.span;
+  if (!orphans.empty()) {
+    for (Iter& o : orphans)  // their phases and ops lie inside the step span
+      for (const Event& e : t.events)
+        if (&e != o.span && e.track == o.span->track && e.ts_ns >= o.span->ts_ns &&
+            e.ts_ns + e.dur_ns <= o.span->ts_ns + o.span->dur_ns && !cat(e, "request"))
+          o.inner.push_back(&e);
+    iters.insert(iters.end(), orphans.begin(), orphans.end());
+    std::sort(iters.begin(), iters.end(), [](const Iter& a, const Iter& b) {
+      return a.span->track != b.span->track ? a.span->track < b.span->track : a.span->ts_ns < b.span->ts_ns;
+    });
+  }
   // Keep iterations that ran work (the step was annotated with its tokens).
   std::vector<Iter> busy;
   for (Iter& i : iters)
@@ -134,7 +154,7 @@ ProfileReport analyze_trace(const Trace& t, Level level) {
     L.model_host = ms(forward - kernel);
     L.sched_prep = ms(schedule + (execute - forward));
     L.sampling = ms(sample + update);
-    L.wrap = ms((it.span->dur_ns - (have_iterations ? it.step->dur_ns : 0)) + (it.step->dur_ns - phases));
+    L.wrap = ms((it.span != it.step ? it.span->dur_ns - it.step->dur_ns : 0) + (it.step->dur_ns - phases));
     step_fam["sampling"] += ms(sample);
     if (s.is_decode()) {
       for (auto& [k2, v] : step_fam) fam[k2] += v;

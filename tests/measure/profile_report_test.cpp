@@ -81,6 +81,20 @@ TEST(ProfileReport, LayersAddUpToTheStepTime) {
     EXPECT_NE(text.find(s), std::string::npos) << s << "\n" << text;
 }
 
+TEST(ProfileReport, StepOfAnUnclosedIterationStillCounts) {
+  Builder b;
+  b.iteration(0, 0, 1);
+  b.iteration(12, 0, 1);
+  // The second iteration had not closed when the trace was collected.
+  std::erase_if(b.t.events, [](const Event& e) { return std::string(e.name) == "iteration" && e.ts_ns > 0; });
+  ProfileReport r = analyze_trace(b.t, Level::Kernel);
+  ASSERT_EQ(r.decode_steps, 2u);
+  EXPECT_NEAR(r.steps[1].layers.e2e, 8.5, 1e-9);      // its step span
+  EXPECT_NEAR(r.steps[1].layers.kernel, 3.0, 1e-9);
+  EXPECT_NEAR(r.steps[1].layers.wrap, 0.5, 1e-9);     // only the step's own bookkeeping
+  EXPECT_NEAR(r.steps[0].layers.e2e, 13.0, 1e-9);     // up to the next step's start
+}
+
 TEST(ProfileReport, E2eLevelMergesKernelAndHost) {
   Builder b;
   b.iteration(0, 0, 1);
