@@ -156,3 +156,21 @@ TEST_F(OfflineCli, SeededSamplingReproduces) {
                               "\"temperature\": 1.0, \"seed\": 99}'");
   EXPECT_NE(a["results"][0]["token_ids"], c["results"][0]["token_ids"]) << "another seed differs";
 }
+
+// Data parallelism end to end: 8 prompts over --dp 2 give the single engine's greedy ids, and
+// the router spreads them over both replicas (the offline summary reports the split).
+TEST_F(OfflineCli, DataParallelTwoReplicasAnswerEveryPrompt) {
+  const std::string cfg = " --generate-config '{\"max_new_tokens\": 10, \"temperature\": 0}'";
+  nlohmann::json one = generate(prompts_args(8) + cfg);
+  std::string json_path = (dir_ / "dp2.json").string();
+  RunResult r = run("--model " + model() + " --kv-cache-memory 32MiB --devices 0,1 --dp 2 --output-json " + json_path +
+                    prompts_args(8) + cfg);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  nlohmann::json two = nlohmann::json::parse(std::ifstream(json_path));
+  ASSERT_EQ(two["results"].size(), 8u);
+  for (int i = 0; i < 8; i++) EXPECT_EQ(two["results"][i]["token_ids"], one["results"][i]["token_ids"]) << i;
+  // Equal-length-ish prompts under least_pending_tokens: both replicas get work.
+  EXPECT_NE(r.output.find("[replica 1] "), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("[replica 0] 0 request"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("[replica 1] 0 request"), std::string::npos) << r.output;
+}

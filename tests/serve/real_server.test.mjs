@@ -81,3 +81,26 @@ test('errors are OpenAI errors and the server goes on', async () => {
   const models = await client.models.list();
   assert.equal(models.data[0].id, 'tiny');
 });
+
+test('data parallel: --dp 2 over HTTP answers concurrent clients like one engine', async () => {
+  const prompts = Array.from({ length: 8 }, (_, i) => `Request ${i}: count to ${i + 3}`);
+  const want = await Promise.all(prompts.map((p) =>
+    client.completions.create({ model: 'tiny', prompt: p, max_tokens: 8, temperature: 0 })));
+  const dp = await startServer(binary, ['--model', model, '--served-model-name', 'tiny', '--devices', '0,1', '--dp', '2',
+                                        ...ENGINE_ARGS]);
+  try {
+    const c2 = new OpenAI({ apiKey: 'none', baseURL: dp.baseURL + '/v1', maxRetries: 0, timeout: 60000 });
+    const got = await Promise.all(prompts.map((p) =>
+      c2.completions.create({ model: 'tiny', prompt: p, max_tokens: 8, temperature: 0 })));
+    for (let i = 0; i < prompts.length; i++) assert.equal(got[i].choices[0].text, want[i].choices[0].text, `prompt ${i}`);
+    // Both replicas served requests, labelled engine="0" and engine="1" in /metrics.
+    const metrics = await (await fetch(dp.baseURL + '/metrics')).text();
+    for (const e of ['0', '1']) {
+      const done = [...metrics.matchAll(new RegExp(`^vllm:request_success_total\\{[^}]*engine="${e}"[^}]*\\} (\\d+)`, 'gm'))]
+        .reduce((s, m) => s + Number(m[1]), 0);
+      assert.ok(done > 0, `replica ${e} finished no request:\n${metrics}`);
+    }
+  } finally {
+    await stopServer(dp.server);
+  }
+});
