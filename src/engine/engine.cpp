@@ -1,5 +1,8 @@
 #include "engine/engine.h"
 
+#include "core/profiler.h"
+#include "engine/engine_trace.h"
+
 #include <chrono>
 #include <exception>
 
@@ -146,16 +149,19 @@ RequestOutput Engine::to_output(const EngineCoreOutput& o) {
 }
 
 std::vector<RequestOutput> Engine::step() {
+  PYPTO_PROF_SPAN(prof::Level::E2E, "step", "schedule");  // profiling (core/profiler.h)
   std::vector<RequestOutput> outs = std::move(pending_);
   pending_.clear();
   if (!scheduler_.has_unfinished_requests()) return outs;
   Clock::time_point t = Clock::now();
   SchedulerOutput so = scheduler_.schedule();
+  trace_schedule(so, scheduler_);  // profiling: step tokens, request tracks
   stats_.schedule_seconds += seconds_since(t);
   if (so.empty()) return outs;
   ++stats_.steps;
   stats_.scheduled_tokens += so.total_num_scheduled_tokens;
 
+  PYPTO_PROF_PHASE(prof::Level::E2E, "execute");
   ExecutorOutput eo;
   std::string error;
   t = Clock::now();
@@ -195,6 +201,7 @@ std::vector<RequestOutput> Engine::step() {
   }
 
   t = Clock::now();
+  PYPTO_PROF_PHASE(prof::Level::E2E, "sample");
   std::vector<SamplerRow> rows;
   std::vector<size_t> row_of;  // scheduled index of each sampler row
   for (size_t i = 0; i < so.scheduled.size(); ++i) {
@@ -211,6 +218,7 @@ std::vector<RequestOutput> Engine::step() {
 
   t = Clock::now();
 
+  PYPTO_PROF_PHASE(prof::Level::E2E, "update");
   for (const EngineCoreOutput& o : scheduler_.update_from_output(so, aligned)) {
     RequestOutput out = to_output(o);
     if (out.index == 0) {

@@ -1,5 +1,7 @@
 #include "engine/engine_loop.h"
 
+#include "core/profiler.h"
+
 #include <exception>
 
 #include "core/error.h"
@@ -59,6 +61,7 @@ std::shared_ptr<RequestStream> EngineLoop::add_request(const EngineRequest& req)
     new_requests_.push_back(req);
     queued_tokens_ += (int64_t(req.prompt_token_ids.size()) + req.params.max_tokens) * req.params.n;
   }
+  if (prof::active(prof::Level::E2E)) prof::request_arrived(req.request_id);  // profiling
   cv_.notify_all();
   return stream;
 }
@@ -162,6 +165,7 @@ void EngineLoop::loop_body() {
       stopping = stop_;
     }
 
+    PYPTO_PROF_SPAN(prof::Level::E2E, "iteration");  // profiling: one loop pass that has work
     std::vector<RequestOutput> outs;
     for (const EngineRequest& req : adds) {
       try {

@@ -1,5 +1,7 @@
 #include "model/qwen3_model.h"
 
+#include "core/profiler.h"
+
 #include <cstring>
 
 #include "core/error.h"
@@ -66,6 +68,7 @@ void Qwen3Model::forward(const ForwardBatch& batch, KvCache& cache, float* logit
   const ModelConfig& c = w_.config;
   const int64_t T = batch.num_tokens();
   if (T == 0) return;
+  PYPTO_PROF_SPAN(prof::Level::E2E, "forward", "host.validate", -1, "op");  // profiling: ops below
   PYPTO_ASSERT(cache.num_layers() == c.num_hidden_layers && cache.spec().n_kv_heads == w_.n_kv_heads &&
                    cache.spec().head_dim == c.head_dim,
                "KV cache shape does not match the model");
@@ -82,49 +85,66 @@ void Qwen3Model::forward(const ForwardBatch& batch, KvCache& cache, float* logit
   const AttentionBatch attn_batch = batch.attention();
 
   // x [T, hidden]: the residual stream.
+  PYPTO_PROF_OP("embedding");
   be.embedding(batch.token_ids.data(), T, w_.embed, w_.embed_dtype, hidden_, x_);
 
+  PYPTO_PROF_PHASE(prof::Level::Kernel, "layers");
   for (int32_t li = 0; li < c.num_hidden_layers; ++li) {
+    PYPTO_PROF_LAYER(li, "norm.input");
     const Qwen3LayerWeights& L = w_.layers[li];
     // --- attention block ---
     be.rms_norm(x_, L.input_norm, T, hidden_, eps, h_);        // h [T, hidden]
+    PYPTO_PROF_OP("attention.qkv_proj");
     be.linear(h_, T, L.qkv, L.qkv_bias, qkv_);                 // qkv [T, q_dim | kv_dim | kv_dim]
     // Split the fused rows into contiguous q [T, nq, hd], k, v [T, nkv, hd]: the per-head ops
     // below take dense [rows, heads, head_dim] arrays.
+    PYPTO_PROF_OP("host.qkv_split");
     for (int64_t t = 0; t < T; ++t) {
       const float* row = qkv_ + t * qkv_dim_;
       std::memcpy(q_ + t * q_dim_, row, sizeof(float) * q_dim_);
       std::memcpy(k_ + t * kv_dim_, row + q_dim_, sizeof(float) * kv_dim_);
       std::memcpy(v_ + t * kv_dim_, row + q_dim_ + kv_dim_, sizeof(float) * kv_dim_);
     }
+    PYPTO_PROF_OP("norm.qk");
     if (c.qk_norm) {  // Qwen3: RMSNorm over each head's head_dim values, before RoPE
       be.rms_norm(q_, L.q_norm, T * w_.n_heads, hd, eps, q_);
       be.rms_norm(k_, L.k_norm, T * w_.n_kv_heads, hd, eps, k_);
     }
+    PYPTO_PROF_OP("attention.core");  // rope, kv store, paged attention
     be.rope(q_, batch.positions.data(), T, w_.n_heads, hd, theta);
     be.rope(k_, batch.positions.data(), T, w_.n_kv_heads, hd, theta);
     const KvCacheLayer& kv = cache.layer(li);
     be.kv_store(k_, v_, batch.slot_mapping.data(), T, kv);
     be.paged_attention(q_, T, w_.n_heads, kv, attn_batch, attn_);  // attn [T, nq, hd]
+    PYPTO_PROF_OP("attention.o_proj");
     be.linear(attn_, T, L.o_proj, nullptr, tmp_);                  // tmp [T, hidden] (partial under TP)
+    PYPTO_PROF_OP("residual.add");
     all_reduce(tmp_, T * hidden_);
     be.add_inplace(x_, tmp_, T * hidden_);
     // --- MLP block ---
+    PYPTO_PROF_OP("norm.post");
     be.rms_norm(x_, L.post_norm, T, hidden_, eps, h_);
+    PYPTO_PROF_OP("mlp.gate_up");
     be.linear(h_, T, L.gate_up, nullptr, gate_up_);  // gate_up [T, gate (inter) | up (inter)]
+    PYPTO_PROF_OP("mlp.silu_mul");
     be.silu_mul(gate_up_, T, inter_, act_);          // act [T, inter]
+    PYPTO_PROF_OP("mlp.down");
     be.linear(act_, T, L.down, nullptr, tmp_);       // tmp [T, hidden] (partial under TP)
+    PYPTO_PROF_OP("residual.add");
     all_reduce(tmp_, T * hidden_);
     be.add_inplace(x_, tmp_, T * hidden_);
   }
 
   // Final norm and lm_head only for the rows that need logits: gather them into h [n, hidden].
+  PYPTO_PROF_OP("host.gather");
   const int64_t n = batch.num_logits();
   if (n == 0) return;
   PYPTO_ASSERT(logits_out != nullptr, "logits requested without an output buffer");
   for (int64_t r = 0; r < n; ++r)
     std::memcpy(h_ + r * hidden_, x_ + int64_t(batch.logits_indices[r]) * hidden_, sizeof(float) * hidden_);
+  PYPTO_PROF_OP("norm.final");
   be.rms_norm(h_, w_.final_norm, n, hidden_, eps, h_);
+  PYPTO_PROF_OP("lm_head");
   be.linear(h_, n, w_.lm_head, nullptr, logits_out);  // logits [n, vocab]
   be.synchronize();
 }

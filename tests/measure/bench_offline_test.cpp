@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <set>
 
 #include "cli/bench_offline.h"
 #include "core/error.h"
@@ -13,7 +14,6 @@
 #include "model/test_model.h"
 
 namespace pypto::bench {
-namespace {
 
 LoadedEngine* g_engine = nullptr;
 
@@ -47,6 +47,8 @@ struct ShutdownEngine : ::testing::Environment {
 [[maybe_unused]] ::testing::Environment* const kShutdown = ::testing::AddGlobalTestEnvironment(new ShutdownEngine);
 
 int32_t vocab() { return int32_t(tiny_engine().config.vocab_size); }
+
+namespace {
 
 TEST(BenchLatency, MeasuresPrefillAndTpotExcludingWarmup) {
   LatencyOptions o;
@@ -108,3 +110,54 @@ TEST(BenchOffline, RejectsBadOptions) {
 
 }  // namespace
 }  // namespace pypto::bench
+
+namespace pypto::prof {
+namespace {
+
+// A recorded bench latency run on the real engine and model (hooks in engine_loop.cpp,
+// engine.cpp, qwen3_model.cpp): warm-up excluded, steps classified, layers disjoint and
+// non-negative, kernel detail per layer, one track per request.
+TEST(ProfileE2E, KernelLevelLatencyRun) {
+  bench::LatencyOptions o;
+  o.input_len = 8;
+  o.output_len = 5;
+  o.num_iters = 2;
+  o.num_iters_warmup = 1;
+  o.progress = false;
+  o.profile_level = Level::Kernel;
+  bench::run_latency_benchmark(*bench::tiny_engine().loop, bench::vocab(), o);
+  EXPECT_FALSE(active(Level::E2E));  // recording stops with the run
+  const Trace t = collect();
+  const ProfileReport r = analyze_trace(t, Level::Kernel);
+  EXPECT_EQ(r.prefill_steps, 2u);
+  EXPECT_EQ(r.prefill_tokens, 16);
+  EXPECT_EQ(r.decode_steps, 8u);  // 4 per iteration; the warm-up iteration is not recorded
+  EXPECT_EQ(r.decode_tokens, 8);
+  EXPECT_EQ(r.decode_step_ms.n, 8u);
+  ASSERT_TRUE(r.has_kernel_detail);
+  for (const StepRecord& s : r.steps) {
+    const StepLayers& L = s.layers;
+    EXPECT_GT(L.kernel, 0);
+    EXPECT_GE(L.model_host, 0);
+    EXPECT_GE(L.sched_prep, 0);
+    EXPECT_GT(L.sampling, 0);
+    EXPECT_GE(L.wrap, 0);
+    // The layers are disjoint parts of [iteration start, next iteration start).
+    EXPECT_GE(L.residual(), -1e-3) << "layers overlap: they sum past the step time";
+  }
+  const int layers = int(bench::tiny_engine().config.num_hidden_layers);
+  EXPECT_EQ(r.layers.size(), size_t(layers));
+  std::set<std::string> families;
+  for (const NamedTime& f : r.families) families.insert(f.name);
+  for (const char* f : {"attention", "mlp", "norm", "lm_head", "sampling", "embedding", "residual", "host"})
+    EXPECT_TRUE(families.count(f)) << f;
+  size_t layer_spans = 0, requests = 0;
+  for (const Event& e : t.events) layer_spans += std::string_view(e.name) == "layer";
+  for (const Track& tr : t.tracks) requests += tr.pid == 2 && tr.name.find("bench-latency") != std::string::npos;
+  EXPECT_EQ(layer_spans, size_t(layers) * 10);  // 2 prefill + 8 decode forwards
+  EXPECT_EQ(requests, 2u);
+  EXPECT_EQ(request_ttfts_s(t).size(), 2u);
+}
+
+}  // namespace
+}  // namespace pypto::prof
