@@ -56,6 +56,7 @@ int run_serve(const RunOptions& o, ServerOptions so, const std::string& model_di
   so.model_dir = model_dir;
   so.served_model_name = o.served_model_name;
   so.generate_config = o.generate_config_json;
+  so.profile = o.profile, so.profile_level = o.profile_level, so.profile_output = o.profile_output;
   validate_generate_config(so.generate_config);
   return run_server(so, [&]() {
     auto le = std::make_shared<LoadedEngine>(load_replicas(replica_load_options(o, model_dir)));

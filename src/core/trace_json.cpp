@@ -46,8 +46,11 @@ std::string chrome_trace_json(const Trace& t) {
     if (!first) out += ",\n";
     first = false;
   };
-  std::set<int32_t> pids;
-  for (const Track& tr : t.tracks) pids.insert(tr.pid);
+  // Name only the tracks this trace has events on (the registry keeps every track ever made).
+  std::set<int32_t> used, pids;
+  for (const Event& e : t.events) used.insert(e.track);
+  for (int32_t i : used)
+    if (i >= 0 && size_t(i) < t.tracks.size()) pids.insert(t.tracks[size_t(i)].pid);
   for (int32_t pid : pids) {
     sep();
     std::snprintf(b, sizeof b, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"%s\"}}", pid,
@@ -57,7 +60,9 @@ std::string chrome_trace_json(const Trace& t) {
     std::snprintf(b, sizeof b, "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%d,\"tid\":0,\"args\":{\"sort_index\":%d}}", pid, pid);
     out += b;
   }
-  for (const Track& tr : t.tracks) {
+  for (int32_t i : used) {
+    if (i < 0 || size_t(i) >= t.tracks.size()) continue;
+    const Track& tr = t.tracks[size_t(i)];
     sep();
     std::snprintf(b, sizeof b, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"", tr.pid, tr.tid);
     out += b;

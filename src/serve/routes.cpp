@@ -156,6 +156,10 @@ void register_routes(ServerState& state) {
   http.Post("/v1/chat/completions", wrap(sp, handle_chat_completions));
   http.Post("/tokenize", wrap(sp, handle_tokenize));
   http.Post("/detokenize", wrap(sp, handle_detokenize));
+  if (s->options.profile) {  // --profile: trace windows (docs/measurement.md)
+    http.Post("/start_profile", wrap(sp, handle_start_profile));
+    http.Post("/stop_profile", wrap(sp, handle_stop_profile));
+  }
 }
 
 }  // namespace pypto

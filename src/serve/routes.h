@@ -13,6 +13,8 @@ void handle_completions(ServerState& s, const httplib::Request& req, httplib::Re
 void handle_chat_completions(ServerState& s, const httplib::Request& req, httplib::Response& res);
 void handle_tokenize(ServerState& s, const httplib::Request& req, httplib::Response& res);
 void handle_detokenize(ServerState& s, const httplib::Request& req, httplib::Response& res);
+void handle_start_profile(ServerState& s, const httplib::Request& req, httplib::Response& res);  // profile_routes.cpp
+void handle_stop_profile(ServerState& s, const httplib::Request& req, httplib::Response& res);
 
 // Renders the chat prompt (messages, tools, add_generation_prompt, template kwargs) with the
 // model's template; 400 when the template raises or the model has none.

@@ -40,6 +40,11 @@ struct ServerOptions {
   std::vector<std::string> allowed_origins;  // CORS; empty: no CORS headers
   int http_threads = 0;                      // 0: max_queued_requests + 512 (64..4096)
   double shutdown_grace_s = 10;              // SIGINT/SIGTERM: in-flight requests get this long
+  // --profile: POST /start_profile and /stop_profile record a trace at profile_level into
+  // profile_output (DIR or FILE.json; empty: ./pypto-traces). Without it they are 404.
+  bool profile = false;
+  std::string profile_level = "e2e";
+  std::string profile_output;
 };
 
 // What the server serves. Built by the caller (cmd_run: load_engine + tokenizer + template).

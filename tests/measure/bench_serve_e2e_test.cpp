@@ -7,6 +7,8 @@
 #include <httplib.h>
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <regex>
 
 #include "cli/bench_serve.h"
@@ -83,6 +85,87 @@ TEST(BenchServeE2E, ClientAgreesWithServerMetrics) {
               run.metrics.ttft_ms.mean, server_ttft, 100 * (run.metrics.ttft_ms.mean / server_ttft - 1),
               run.metrics.e2el_ms.mean, server_e2e, 100 * (run.metrics.e2el_ms.mean / server_e2e - 1));
   server.stop(0);
+}
+
+// POST /start_profile and /stop_profile over HTTP, twice in a row: idempotent, and each stop
+// returns a complete trace file with the window's requests; 404 without --profile.
+TEST(BenchServeE2E, StartStopProfileTwice) {
+  const std::string dir = ::testing::TempDir() + "/pypto-measure-serve-tiny";
+  if (!std::filesystem::exists(dir + "/config.json")) {
+    TestModelOptions o;
+    o.out_dir = dir;
+    o.show_progress = false;
+    make_test_model(o);
+  }
+  EngineLoadOptions lo;
+  lo.model_dir = dir;
+  lo.kv_cache_memory = 16 << 20;
+  lo.threads = 2;
+  lo.show_progress = false;
+  lo.scheduler.max_model_len = 256;
+  LoadedEngine le = load_engine(lo);
+  const ModelConfig config = le.config;
+  auto client = std::make_shared<LoopEngineClient>(std::move(le.loop));
+  const std::string traces = ::testing::TempDir() + "/pypto-serve-traces";
+  ServerOptions so;
+  so.host = "127.0.0.1";
+  so.port = 0;
+  so.served_model_name = "tiny";
+  so.profile = true;
+  so.profile_level = "kernel";
+  so.profile_output = traces;
+  Server server(so);
+  server.start();
+  server.set_context(make_serve_context(dir, client, config, 256, 4));
+  httplib::Client http("127.0.0.1", server.port());
+  std::vector<std::string> files;
+  for (int round = 0; round < 2; ++round) {
+    for (int k = 0; k < 2; ++k) {
+      auto r = http.Post("/start_profile", "", "application/json");
+      ASSERT_TRUE(r);
+      ASSERT_EQ(r->status, 200) << r->body;
+      EXPECT_EQ(nlohmann::json::parse(r->body)["started"], k == 0);
+    }
+    auto g = http.Post("/v1/completions", R"({"model":"tiny","prompt":"hello","max_tokens":3,"ignore_eos":true})",
+                       "application/json");
+    ASSERT_TRUE(g);
+    ASSERT_EQ(g->status, 200) << g->body;
+    auto stop = http.Post("/stop_profile", "", "application/json");
+    ASSERT_TRUE(stop);
+    ASSERT_EQ(stop->status, 200) << stop->body;
+    auto j = nlohmann::json::parse(stop->body);
+    ASSERT_TRUE(j["trace"].is_string()) << stop->body;
+    files.push_back(j["trace"].get<std::string>());
+    std::ifstream f(files.back());
+    std::stringstream ss;
+    ss << f.rdbuf();
+    auto trace = nlohmann::json::parse(ss.str());  // complete and valid when stop returned
+    size_t steps = 0, layers = 0, request_tracks = 0;
+    for (const auto& e : trace["traceEvents"]) {
+      if (e["ph"] == "X" && e["name"] == "step") steps++;
+      if (e["ph"] == "X" && e["name"] == "layer") layers++;
+      if (e["ph"] == "M" && e["name"] == "thread_name" && e["pid"] == 2) request_tracks++;
+    }
+    EXPECT_GE(steps, 3u);  // prefill + 2 decodes
+    EXPECT_GE(layers, 3u * size_t(config.num_hidden_layers));
+    EXPECT_EQ(request_tracks, 1u);
+    auto again = http.Post("/stop_profile", "", "application/json");
+    ASSERT_TRUE(again);
+    EXPECT_EQ(again->status, 200);
+    EXPECT_TRUE(nlohmann::json::parse(again->body)["trace"].is_null());
+  }
+  EXPECT_NE(files[0], files[1]);
+  server.stop(0);
+
+  ServerOptions off = so;
+  off.profile = false;
+  Server plain(off);
+  plain.start();
+  httplib::Client http2("127.0.0.1", plain.port());
+  auto r = http2.Post("/start_profile", "", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  plain.stop(0);
 }
 
 }  // namespace
