@@ -3,7 +3,7 @@
 // with PYPTO_FAKE_SERVER (the binary) and PYPTO_NPM_DIR (node_modules) set; CTest sets both.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawnServer, stopServer } from './real_server_support.mjs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 
@@ -25,36 +25,15 @@ let baseURL;
 let client;
 
 before(async () => {
-  server = spawn(serverBin, ['--api-key', API_KEY, '--max-model-len', '512'], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let log = '';
-  const port = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('server did not start: ' + log)), 30000);
-    const onData = (d) => {
-      log += d.toString();
-      const m = log.match(/on http:\/\/127\.0\.0\.1:(\d+)/);
-      if (m) {
-        clearTimeout(timer);
-        resolve(Number(m[1]));
-      }
-    };
-    server.stdout.on('data', onData);
-    server.stderr.on('data', onData);
-    server.on('exit', (code) => reject(new Error(`server exited with ${code}: ${log}`)));
-  });
-  baseURL = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 300; i++) {  // bounded: 30 s
-    const r = await fetch(baseURL + '/health').catch(() => null);
-    if (r && r.status === 200) break;
-    await new Promise((res) => setTimeout(res, 100));
-  }
+  const srv = await spawnServer(serverBin, ['--api-key', API_KEY, '--max-model-len', '512']);
+  server = srv.server;
+  baseURL = srv.baseURL;
   client = new OpenAI({ apiKey: API_KEY, baseURL: baseURL + '/v1', maxRetries: 0, timeout: 30000 });
 });
 
 after(async () => {
   if (!server) return;
-  const exited = new Promise((resolve) => server.on('exit', (code, signal) => resolve({ code, signal })));
-  server.kill('SIGTERM');
-  const { code } = await exited;
+  const { code } = await stopServer(server);
   assert.equal(code, 0, 'SIGTERM shuts the server down cleanly');
 });
 

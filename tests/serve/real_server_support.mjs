@@ -1,10 +1,16 @@
-// Starting the real pypto-serving binary on a checkpoint, for node tests and the load benchmark:
-// binds 127.0.0.1 on a free port, waits for /health, and stops it with SIGTERM.
+// Starting a server binary (the real pypto-serving, or the scripted-model test server) for node
+// tests and the load benchmark: waits for its "on http://127.0.0.1:PORT" line and for /health,
+// and stops it with SIGTERM. startServer binds pypto-serving to 127.0.0.1 on a free port;
+// spawnServer runs a binary with exactly the given arguments.
 import { spawn, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 
 export async function startServer(binary, args) {
-  const server = spawn(binary, ['--host', '127.0.0.1', '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  return spawnServer(binary, ['--host', '127.0.0.1', '--port', '0', ...args]);
+}
+
+export async function spawnServer(binary, args) {
+  const server = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   let log = '';
   const port = await new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error('server did not start: ' + log)), 120000);
