@@ -2,7 +2,7 @@
 // real pypto-serving binary, each response checked against its own request.
 //
 //   node bench/serve/load_test.mjs --binary build/src/cli/pypto-serving [--model DIR]
-//        [--clients 64] [--seconds 30] [--max-tokens 16]
+//        [--clients 64] [--seconds 30] [--max-tokens 16] [--kv-cache-memory 64MiB]
 //
 // Without --model a tiny random-weight model is made in a temporary directory. First every
 // client's prompt is answered once, alone (greedy): that is the expected text. Then all clients
@@ -24,6 +24,9 @@ if (!binary) throw new Error('usage: node bench/serve/load_test.mjs --binary PAT
 const clients = Number(args.clients ?? 64);
 const seconds = Number(args.seconds ?? 30);
 const maxTokens = Number(args['max-tokens'] ?? 16);
+// The KV pool is mapped lazily: its pages become resident as blocks are first used, so the
+// server's RSS climbs until every block has been touched once, then stays flat.
+const kvCacheMemory = args['kv-cache-memory'] ?? '64MiB';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'pypto-load-'));
 let model = args.model;
@@ -74,7 +77,7 @@ const pct = (v, p) => {
   return s.length ? s[Math.min(s.length - 1, Math.floor(p * s.length))] : NaN;
 };
 
-const srv = await startServer(binary, ['--model', model, '--kv-cache-memory', '512MiB', '--max-model-len', '256',
+const srv = await startServer(binary, ['--model', model, '--kv-cache-memory', kvCacheMemory, '--max-model-len', '256',
                                        '--max-num-seqs', String(Math.min(clients, 64))]);
 try {
   const prompts = Array.from({ length: clients }, (_, i) => `Client ${i} asks: tell me about the number ${i * 7919 % 1000}.`);
@@ -86,6 +89,9 @@ try {
   const ttfts = [];
   const t0 = performance.now();
   let lastReport = 0;
+  // Server RSS every 5 s: it should level off, not grow with the number of requests served.
+  const rssSeries = [];
+  const sampler = setInterval(() => rssSeries.push(Number(rssMiB(srv.server.pid).toFixed(1))), 5000);
   await Promise.all(prompts.map(async (p, i) => {
     while (performance.now() < deadline) {
       try {
@@ -103,17 +109,19 @@ try {
       }
     }
   }));
+  clearInterval(sampler);
   const elapsed = (performance.now() - t0) / 1000;
   const rssAfter = rssMiB(srv.server.pid);
   if (process.stderr.isTTY) process.stderr.write('\n');
   const result = {
     clients, seconds: elapsed, requests, errors, mismatches, requests_per_s: requests / elapsed,
     ttft_p50_s: pct(ttfts, 0.5), ttft_p99_s: pct(ttfts, 0.99), rss_before_mib: rssBefore, rss_after_mib: rssAfter,
+    rss_every_5s_mib: rssSeries,
   };
   console.log(`${clients} streaming clients for ${elapsed.toFixed(1)} s: ${requests} requests ` +
               `(${result.requests_per_s.toFixed(2)}/s), ${errors} errors, ${mismatches} mismatched responses`);
   console.log(`TTFT p50 ${(result.ttft_p50_s * 1000).toFixed(0)} ms, p99 ${(result.ttft_p99_s * 1000).toFixed(0)} ms; ` +
-              `server RSS ${rssBefore.toFixed(0)} MiB -> ${rssAfter.toFixed(0)} MiB`);
+              `server RSS ${rssBefore.toFixed(0)} MiB -> ${rssAfter.toFixed(0)} MiB (every 5 s: ${rssSeries.join(', ')})`);
   console.log(JSON.stringify(result));
   process.exitCode = errors || mismatches ? 1 : 0;
 } finally {
