@@ -17,6 +17,7 @@
 // Unicode 14, its utf8proc Unicode 15 and Node 20 Unicode 17, so a character added since is a
 // letter or digit to the oracle but "unassigned" to us (HF's Oniguruma has its own version).
 #include "tokenizer/corpus.h"
+#include "tokenizer/jinja_text.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -49,23 +50,7 @@ class Rng {
   uint64_t s_;
 };
 
-void put(std::string& out, char32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
+void put(std::string& out, char32_t cp) { jinja::append_utf8(out, cp); }
 
 // Whether PCRE2's Unicode tables know the code point (it is not in \p{Cn}).
 bool pcre2_assigned(char32_t cp) {
