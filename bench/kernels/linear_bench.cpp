@@ -3,6 +3,8 @@
 //     weight (>= 256 MiB in all) are cycled so each call streams from DRAM, as in a real decode
 //     where 1.2 GB of weights pass per token, not from the 32 MiB L3.
 //   GEMM (m = 128, 512, prefill): GFLOP/s and % of the f32-FMA and bf16-dot peaks.
+//   Batched GEMM (m = 16: a decode step of 16 sequences, m = 512) for each activation precision
+//   of the backend (f32, split hi+lo bf16, bf16; CpuBackendOptions): BM_GemmPrecision.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -13,6 +15,7 @@
 #include "core/dtype.h"
 #include "core/memory.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/cpu_backend.h"
 
 namespace pypto::bench {
 namespace {
@@ -31,13 +34,18 @@ const LinearShape kShapes[] = {
     {"lm_head_1024x151936", 151936, 1024},
 };
 
-Backend& backend() {
-  static std::unique_ptr<Backend> b = [] {
+// precision 0: f32 activations (the default backend), 1: split hi+lo bf16, 2: bf16.
+Backend& backend(int precision = 0) {
+  static std::unique_ptr<Backend> b[3];
+  if (!b[precision]) {
     std::vector<int> cores(bench_threads());
     for (int i = 0; i < bench_threads(); ++i) cores[i] = i;
-    return make_cpu_backend(bench_threads(), cores);
-  }();
-  return *b;
+    CpuBackendOptions o;
+    o.split_bf16_activations = precision == 1;
+    o.bf16_activations = precision == 2;
+    b[precision] = make_cpu_backend_for_isa(cpu_isa(), bench_threads(), cores, o);
+  }
+  return *b[precision];
 }
 
 struct Weights {
@@ -105,6 +113,23 @@ void BM_Gemm(benchmark::State& state) {
 BENCHMARK(BM_Gemm)->ArgsProduct({{0, 1, 2}, {128, 512}})->Repetitions(5)->ReportAggregatesOnly(true)
     ->ComputeStatistics("max", max_of)
     ->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_GemmPrecision(benchmark::State& state) {
+  const LinearShape& s = kShapes[state.range(0)];
+  const int64_t m = state.range(1);
+  Backend& be = backend(static_cast<int>(state.range(2)));
+  Weights w = make_weights(s, 0);  // packed by the default backend: plain row-major for all three
+  std::vector<float> x(m * s.k, 0.01f), y(m * s.n);
+  for (auto _ : state) {
+    be.linear(x.data(), m, w.w[0], nullptr, y.data());
+    benchmark::ClobberMemory();
+  }
+  const double flops = 2.0 * m * s.n * s.k;
+  state.SetLabel(std::string(s.name) + " " + be.name());
+  state.counters["GFLOP/s"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_GemmPrecision)->ArgsProduct({{1, 2}, {16, 512}, {0, 1, 2}})->Repetitions(3)->ReportAggregatesOnly(true)
+    ->ComputeStatistics("max", max_of)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace pypto::bench

@@ -1,12 +1,16 @@
 // Whole-model speed at batch 1 (issue: "fast on real shapes").
 //
 //   bench_model --model DIR [--threads N] [--runs 5] [--contexts 128,2048] [--prompts 128,512]
+//               [--decode-batches 1,16] [--matmul-precision highest|high|medium]
 //
 // Decode: tokens/s of one sequence whose cache already holds `context` tokens (each measured
 // step is one token at position context + i). Prefill: tokens/s for a prompt of N tokens in one
 // forward call. Medians of --runs runs. Decode is compared with the memory-bandwidth bound:
 // every weight byte is read once per token (bytes/token ÷ measured read bandwidth = the fastest
 // possible step), so "fraction of bound" = bound time / measured time.
+// Batched decode (--decode-batches): B sequences, each with 128 cached tokens, one new token each
+// per step — the engine's decode step under continuous batching. While the step stays bound by
+// weight bytes, its time grows far slower than B (the weights are read once for all B rows).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -55,20 +59,57 @@ size_t weight_bytes_per_token(const Qwen3Weights& w) {
   return b + lin(w.lm_head);
 }
 
+// B sequences with `ctx` cached tokens each step one token together; prints the step time and
+// tokens/s (B per step). Each sequence owns its own blocks in a fresh cache.
+void bench_decode_batch(Qwen3Model& m, int B, int runs, double bound_s) {
+  const int32_t bs = 16, ctx = 128, steps = 8;
+  const int32_t per_seq = (ctx + steps + 1 + bs - 1) / bs;
+  KvCache cache(m.kv_cache_spec(int64_t(B) * per_seq, bs, DType::BF16));
+  std::vector<int32_t> tables(size_t(B) * per_seq);
+  std::iota(tables.begin(), tables.end(), 0);
+  std::vector<int32_t> ids(ctx + steps + 1);
+  for (size_t i = 0; i < ids.size(); i++) ids[i] = 1000 + int32_t(i * 7919) % 50000;
+  std::vector<float> logits(size_t(B) * m.vocab_size());
+  ForwardBatch fb;
+  auto step = [&](int start, int n) {  // every sequence: n tokens at positions start..
+    fb.clear();
+    fb.max_blocks_per_seq = per_seq;
+    for (int b = 0; b < B; b++)
+      fb.add_sequence(ids.data() + start, n, start, tables.data() + size_t(b) * per_seq, per_seq, bs,
+                      ForwardBatch::Logits::Last);
+    auto t0 = Clock::now();
+    m.forward(fb, cache, logits.data());
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+  };
+  step(0, ctx);  // prefill every sequence's context
+  std::vector<double> t;
+  for (int r = 0; r < runs; r++) {
+    double sum = 0;
+    for (int i = 0; i < steps; i++) sum += step(ctx + i, 1);
+    t.push_back(sum / steps);
+  }
+  const double s = median(t);
+  std::printf("decode batch %-3d @ ctx %-6d %12.2f %12.2f %9.1f%%  (step %.1f ms)\n", B, ctx, B / s, s * 1e3 / B,
+              100.0 * bound_s / s, s * 1e3);
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string model;
+  std::string model, precision = "high";
   int threads = 0, runs = 5;
-  std::vector<int> contexts = {128, 2048}, prompts = {128, 512};
+  std::vector<int> contexts = {128, 2048}, prompts = {128, 512}, decode_batches;
   for (int i = 1; i < argc; i++) {
     if (!std::strcmp(argv[i], "--model") && i + 1 < argc) model = argv[++i];
     else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) threads = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--runs") && i + 1 < argc) runs = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--contexts") && i + 1 < argc) contexts = parse_list(argv[++i]);
     else if (!std::strcmp(argv[i], "--prompts") && i + 1 < argc) prompts = parse_list(argv[++i]);
+    else if (!std::strcmp(argv[i], "--matmul-precision") && i + 1 < argc) precision = argv[++i];
+    else if (!std::strcmp(argv[i], "--decode-batches") && i + 1 < argc) decode_batches = parse_list(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: bench_model --model DIR [--threads N] [--runs 5] [--contexts 128,2048] [--prompts 128,512]\n");
+      std::fprintf(stderr, "usage: bench_model --model DIR [--threads N] [--runs 5] [--contexts 128,2048] [--prompts 128,512] [--decode-batches 1,16] [--matmul-precision high]\n");
       return 2;
     }
   }
@@ -78,7 +119,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (threads <= 0) threads = bench::bench_threads();
-    auto backend = make_cpu_backend(threads);
+    auto backend = make_cpu_backend(threads, {}, parse_matmul_precision(precision));
     auto ck = Checkpoint::open(model);
     Qwen3Weights w = stage_qwen3_weights(*ck, *backend, {});
     ck.reset();
@@ -136,6 +177,7 @@ int main(int argc, char** argv) {
       std::printf("prefill %-20d %12.1f %12.3f %10s\n", p, p / s, s * 1e3 / p, "");
       std::fflush(stdout);
     }
+    for (int B : decode_batches) bench_decode_batch(m, B, runs, bound_s);
     return 0;
   } catch (const Error& e) {
     std::fprintf(stderr, "bench_model: error: %s\n", e.what());

@@ -76,6 +76,7 @@ int cmd_logits(int argc, char** argv) {
   std::string model_dir, token_ids, prompt, out, kv_dtype = "bf16";
   int threads = 0, chunk = 0;
   bool scalar = false;
+  std::string precision = matmul_precision_name(kDefaultMatmulPrecision);
   app.add_option("--model", model_dir, "checkpoint directory (config.json, *.safetensors)")->required();
   auto* ids_opt = app.add_option("--token-ids", token_ids, "comma-separated token ids, e.g. 1,2,3");
   auto* prompt_opt =
@@ -87,6 +88,9 @@ int cmd_logits(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--threads", threads, "kernel threads (0 = all cores)")->check(CLI::NonNegativeNumber);
   app.add_option("--chunk", chunk, "prompt tokens per forward call (0 = all at once)")->check(CLI::NonNegativeNumber);
+  app.add_option("--matmul-precision", precision, "inputs of the matrix products: highest, high or medium")
+      ->check(CLI::IsMember({"highest", "high", "medium"}))
+      ->capture_default_str();
   app.add_flag("--scalar-kernels", scalar, "use the scalar reference kernels (slow; for checking)");
   try {
     app.parse(argc, argv);
@@ -103,7 +107,7 @@ int cmd_logits(int argc, char** argv) {
 
     auto ck = Checkpoint::open(model_dir);
     const int nthreads = threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency()));
-    std::unique_ptr<Backend> backend = scalar ? make_reference_backend() : make_cpu_backend(nthreads);
+    std::unique_ptr<Backend> backend = scalar ? make_reference_backend() : make_cpu_backend(nthreads, {}, parse_matmul_precision(precision));
     StagingOptions sopt;
     Qwen3Weights weights = stage_qwen3_weights(*ck, *backend, sopt);
     Qwen3Model model(weights, *backend);

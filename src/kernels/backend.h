@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/dtype.h"
@@ -92,9 +93,25 @@ class Backend {
   virtual void synchronize() {}
 };
 
+// What the matrix products may round their f32 inputs to (weights are always used as stored and
+// accumulation is always f32). Named as torch.set_float32_matmul_precision names its levels:
+//   Highest: x in f32, f32 FMA (24 significant bits).
+//   High:    x ≈ hi + lo, two bf16 (~16 bits), two AVX512_BF16 dot products per pair: the f32-FMA
+//            rate without widening W; max|Δlogit| ~1e-5 of the logit range. The default.
+//   Medium:  x rounded to one bf16 (8 bits): twice the multiply-add rate, logits off by ~1e-2 of
+//            their range (measured in the kernels report), for throughput over exactness.
+// High and Medium apply to bf16 weights on CPUs with AVX512_BF16; elsewhere the f32 path runs
+// (which is at least as exact) and Backend::name() says which path is in use.
+enum class MatmulPrecision { Highest, High, Medium };
+inline constexpr MatmulPrecision kDefaultMatmulPrecision = MatmulPrecision::High;
+const char* matmul_precision_name(MatmulPrecision p);  // "highest" | "high" | "medium"
+// Parses a --matmul-precision value; an unknown one is an error naming the allowed values.
+MatmulPrecision parse_matmul_precision(const std::string& s);
+
 // The CPU backend for the best ISA of this CPU (cpu_isa(), capped by $PYPTO_ISA), running its
 // ops on `num_threads` threads pinned to `cores` (empty = no pinning).
-std::unique_ptr<Backend> make_cpu_backend(int num_threads, const std::vector<int>& cores = {});
+std::unique_ptr<Backend> make_cpu_backend(int num_threads, const std::vector<int>& cores = {},
+                                          MatmulPrecision precision = kDefaultMatmulPrecision);
 // The scalar reference backend (single thread): the definition every optimised kernel is tested
 // against.
 std::unique_ptr<Backend> make_reference_backend();

@@ -6,12 +6,13 @@
 // the single-core read bandwidth; the GEMM widens W blocks to f32 in scratch, so a packed layout
 // bought nothing measurable, and a plain layout lets a tied lm_head share the embedding table.
 //
-// Numerics: activations and accumulation are f32 (weights widened exactly in registers, f32 FMA).
-// Rounding activations to bf16 for VDPBF16PS (CpuBackendOptions::bf16_activations) doubles the
-// compute rate but measured max|Δlogit| / max|logit| = 7.7e-3 on a 28-layer qwen3-0.6b test model,
-// 7.7x the 1e-3 the reference test allows, so it is off by default. Splitting x into two bf16
-// (CpuBackendOptions::split_bf16_activations) keeps ~16 bits: 1.2e-5 there, +9% prefill, also off
-// by default (activations stay f32 as DESIGN.md says). All three are batch-invariant.
+// Numerics (MatmulPrecision, kernels/backend.h): activations and accumulation are f32 everywhere
+// except the inputs of linear. Highest: weights widened exactly in registers, f32 FMA. High (the
+// default, bf16 weights on AVX512_BF16): x split into two bf16 for VDPBF16PS, ~16 bits, measured
+// max|Δlogit| / max|logit| = 1.2e-5 on a 28-layer qwen3-0.6b test model (the reference test allows
+// 1e-3), 1.5x the f32 path at 16 rows (no widening of W) and +10% at 512. Medium: x rounded to
+// one bf16, twice the rate again but 7.7e-3 there, so only on request. All three are
+// batch-invariant: each uses the same kernels whatever the number of rows.
 #include "kernels/cpu/cpu_backend.h"
 
 #include <algorithm>
@@ -277,8 +278,26 @@ std::unique_ptr<Backend> make_cpu_backend_for_isa(Isa isa, int num_threads, cons
   return std::make_unique<CpuBackend>(*kt, num_threads, cores, options);
 }
 
-std::unique_ptr<Backend> make_cpu_backend(int num_threads, const std::vector<int>& cores) {
-  return make_cpu_backend_for_isa(cpu_isa(), num_threads, cores);
+const char* matmul_precision_name(MatmulPrecision p) {
+  switch (p) {
+    case MatmulPrecision::Highest: return "highest";
+    case MatmulPrecision::High: return "high";
+    case MatmulPrecision::Medium: return "medium";
+  }
+  return "?";
+}
+
+MatmulPrecision parse_matmul_precision(const std::string& s) {
+  for (MatmulPrecision p : {MatmulPrecision::Highest, MatmulPrecision::High, MatmulPrecision::Medium})
+    if (s == matmul_precision_name(p)) return p;
+  fail("--matmul-precision must be one of highest, high, medium; got '", s, "'");
+}
+
+std::unique_ptr<Backend> make_cpu_backend(int num_threads, const std::vector<int>& cores, MatmulPrecision precision) {
+  CpuBackendOptions o;
+  o.split_bf16_activations = precision == MatmulPrecision::High;
+  o.bf16_activations = precision == MatmulPrecision::Medium;
+  return make_cpu_backend_for_isa(cpu_isa(), num_threads, cores, o);
 }
 
 }  // namespace pypto

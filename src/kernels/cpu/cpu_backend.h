@@ -9,14 +9,15 @@
 
 namespace pypto {
 
+// make_cpu_backend() maps MatmulPrecision (kernels/backend.h) onto these; both false = Highest.
 struct CpuBackendOptions {
-  // Round activations to bf16 inside linear and use AVX512_BF16 dot products (only for bf16
-  // weights on the AVX-512 ISA; ignored elsewhere). About twice the prefill compute rate, but x
-  // keeps 8 significant bits instead of 24: off by default (see tests/kernels and the report).
+  // Medium: round activations to bf16 inside linear and use AVX512_BF16 dot products (only for
+  // bf16 weights on the AVX-512 ISA; the f32 path elsewhere). About twice the prefill compute
+  // rate, but x keeps 8 significant bits instead of 24 (see tests/kernels and the report).
   bool bf16_activations = false;
-  // Split activations x ≈ hi + lo (two bf16 each) and two VDPBF16PS per 32 k (bf16 weights,
-  // AVX-512 only): ~16 significant bits of x at the f32-FMA multiply-add rate, with W read as
-  // stored. Off by default; ignored when bf16_activations is set.
+  // High (the default precision): split activations x ≈ hi + lo (two bf16 each) and two
+  // VDPBF16PS per 32 k (bf16 weights, AVX-512 only): ~16 significant bits of x at the f32-FMA
+  // multiply-add rate, with W read as stored. Ignored when bf16_activations is set.
   bool split_bf16_activations = false;
 };
 
