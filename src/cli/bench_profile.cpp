@@ -1,8 +1,8 @@
 #include "cli/bench_profile.h"
 
-#include <chrono>
 #include <cstdio>
 
+#include "cli/profile_warmup.h"
 #include "core/log.h"
 #include "core/trace_json.h"
 
@@ -12,19 +12,11 @@ ProfileSession::ProfileSession(const RunOptions& o, const LoadedEngine& le, cons
     : output_(o.profile_output), load_s_(le.load_seconds) {
   if (!o.profile) return;
   level_ = prof::parse_level(o.profile_level);
-  // Warm-up: one request shaped like the first prompt (synthetic ids, so it leaves nothing in
-  // the prefix cache that the real prompts could hit), a few tokens, timed and then discarded.
+  // Warm-up: on every replica (--dp > 1 too), one request shaped like the first prompt
+  // (synthetic ids, so it leaves nothing in the prefix cache that the real prompts could hit), a
+  // few tokens, timed and then discarded.
   const size_t len = prompts.empty() ? 1 : std::max<size_t>(1, prompts[0].size());
-  EngineRequest req;
-  req.request_id = "profile-warmup";
-  for (size_t i = 0; i < len; ++i) req.prompt_token_ids.push_back(int32_t((i * 7919 + 13) % size_t(le.config.vocab_size)));
-  req.params.max_tokens = 4;
-  req.params.ignore_eos = true;
-  req.params.temperature = 0.0f;
-  const auto t0 = std::chrono::steady_clock::now();
-  auto stream = le.loop->add_request(req);
-  while (stream->next()) {}
-  warmup_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  warmup_s_ = warm_up_replicas(replica_loops(le), len, le.config.vocab_size);
   prof::reset();
   prof::set_level(level_);
 }

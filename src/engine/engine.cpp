@@ -56,6 +56,7 @@ void Engine::add_request(const EngineRequest& req) {
   validate_request(req);
   if (parents_.contains(req.request_id)) fail("request ", req.request_id, ": a request with this id is already running");
   const int32_t n = req.params.n;
+  const Clock::time_point arrival = req.arrival_time.value_or(Clock::now());
   Parent parent;
   parent.num_unfinished = n;
   for (int32_t k = 0; k < n; ++k) {
@@ -66,7 +67,9 @@ void Engine::add_request(const EngineRequest& req) {
       parent.deferred.push_back(std::move(seq));
     else
       scheduler_.add_request(std::move(seq));
-    sequences_[seq_id] = {req.request_id, k};
+    Sequence& entry = sequences_[seq_id];
+    entry = {req.request_id, k, {}};
+    entry.times.arrival = arrival;
     parent.seq_ids.push_back(seq_id);
   }
   parents_[req.request_id] = std::move(parent);
@@ -122,6 +125,7 @@ bool Engine::finish_request(const std::string& request_id, FinishReason reason, 
     out.finish_reason = reason;
     out.num_prompt_tokens = r->num_prompt_tokens();
     out.num_cached_tokens = r->num_cached_tokens.value_or(0);
+    out.times = sequences_.at(seq_id).times;
     const std::string id = seq_id;
     scheduler_.finish_requests(std::span<const std::string>(&id, 1), status_for(reason));
     finish_sequence(out);
@@ -134,8 +138,12 @@ bool Engine::finish_request(const std::string& request_id, FinishReason reason, 
   return true;
 }
 
-RequestOutput Engine::to_output(const EngineCoreOutput& o) {
-  const Sequence& seq = sequences_.at(o.req_id);
+RequestOutput Engine::to_output(const EngineCoreOutput& o, Clock::time_point now) {
+  Sequence& seq = sequences_.at(o.req_id);
+  if (!o.new_token_ids.empty()) {
+    if (!seq.times.first_token) seq.times.first_token = now;
+    seq.times.last_token = now;
+  }
   RequestOutput out;
   out.request_id = seq.request_id;
   out.index = seq.index;
@@ -145,6 +153,7 @@ RequestOutput Engine::to_output(const EngineCoreOutput& o) {
   out.stop_token_id = o.stop_token_id;
   out.num_prompt_tokens = o.num_prompt_tokens;
   out.num_cached_tokens = o.num_cached_tokens;
+  out.times = seq.times;
   return out;
 }
 
@@ -155,6 +164,13 @@ std::vector<RequestOutput> Engine::step() {
   if (!scheduler_.has_unfinished_requests()) return outs;
   Clock::time_point t = Clock::now();
   SchedulerOutput so = scheduler_.schedule();
+  // One timestamp for the step, taken before scheduling as vLLM's SCHEDULED event is. is_new is
+  // also set when a preempted sequence resumes; the first scheduling is kept.
+  for (const ScheduledRequest& s : so.scheduled)
+    if (s.is_new) {
+      RequestTimes& times = sequences_.at(s.req_id).times;
+      if (!times.first_scheduled) times.first_scheduled = t;
+    }
   trace_schedule(so, scheduler_);  // profiling: step tokens, request tracks
   stats_.schedule_seconds += seconds_since(t);
   if (so.empty()) return outs;
@@ -188,6 +204,7 @@ std::vector<RequestOutput> Engine::step() {
       out.finish_reason = FinishReason::Error;
       out.error = error;
       out.num_prompt_tokens = r->num_prompt_tokens();
+      out.times = sequences_.at(s.req_id).times;
       scheduler_.finish_requests(std::span<const std::string>(&s.req_id, 1), RequestStatus::FinishedError);
       if (out.index == 0) {
         // Sequence 0 will not compute the prompt for the others: they compute it themselves.
@@ -219,8 +236,11 @@ std::vector<RequestOutput> Engine::step() {
   t = Clock::now();
 
   PYPTO_PROF_PHASE(prof::Level::E2E, "update");
-  for (const EngineCoreOutput& o : scheduler_.update_from_output(so, aligned)) {
-    RequestOutput out = to_output(o);
+  const std::vector<EngineCoreOutput> core_outs = scheduler_.update_from_output(so, aligned);
+  // The tokens' timestamp (vLLM's engine-core output timestamp): the step's outputs exist now.
+  const Clock::time_point produced = Clock::now();
+  for (const EngineCoreOutput& o : core_outs) {
+    RequestOutput out = to_output(o, produced);
     if (out.index == 0) {
       // Sequence 0 has computed the prompt (and its blocks are published): release the others.
       auto p = parents_.find(out.request_id);

@@ -6,6 +6,7 @@
 // from seed + k. With prefix caching, sequences 1..n-1 are queued only once sequence 0 has
 // computed the prompt (its first output), so they find its full prompt blocks in the cache
 // instead of computing the prompt n times.
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -33,6 +34,24 @@ struct EngineRequest {
   std::string request_id;
   std::vector<int32_t> prompt_token_ids;
   SamplingParams params;
+  // When the request reached the engine (vLLM's QUEUED event): EngineLoop::add_request stamps
+  // it on the caller's thread, so the wait for the engine thread counts as queueing. Unset:
+  // Engine::add_request stamps it.
+  std::optional<std::chrono::steady_clock::time_point> arrival_time;
+};
+
+// Engine-side timestamps of one sequence on the steady clock (vLLM's RequestStateStats), from
+// which the server derives the per-request queue / prefill / decode / inference times. Every
+// output carries the sequence's times so far, so a consumer that stops reading early (a stop
+// string found on the output side, a client gone) still has them up to its last output.
+struct RequestTimes {
+  std::chrono::steady_clock::time_point arrival{};
+  // The step that first scheduled the sequence. A preempted sequence is scheduled again later;
+  // only the first scheduling counts, so preemption time belongs to prefill / decode, not queue.
+  std::optional<std::chrono::steady_clock::time_point> first_scheduled;
+  // When the steps that produced the first and the latest token finished (outputs assembled).
+  std::optional<std::chrono::steady_clock::time_point> first_token;
+  std::optional<std::chrono::steady_clock::time_point> last_token;
 };
 
 // What one step produced for one sequence of a request.
@@ -47,6 +66,7 @@ struct RequestOutput {
   int64_t num_prompt_tokens = 0;
   int64_t num_cached_tokens = 0;
   bool request_finished = false;  // every sequence of the request has finished
+  RequestTimes times;             // this sequence's timestamps up to this output
 };
 
 struct EngineStats {
@@ -91,6 +111,7 @@ class Engine {
   struct Sequence {
     std::string request_id;
     int32_t index = 0;
+    RequestTimes times;
   };
   struct Parent {
     std::vector<std::string> seq_ids;
@@ -99,7 +120,7 @@ class Engine {
     std::vector<std::unique_ptr<Request>> deferred;
   };
   void release_deferred(Parent& parent);
-  RequestOutput to_output(const EngineCoreOutput& o);
+  RequestOutput to_output(const EngineCoreOutput& o, std::chrono::steady_clock::time_point now);
   void finish_sequence(RequestOutput& out);
 
   EngineConfig config_;

@@ -2,6 +2,7 @@
 
 #include "core/profiler.h"
 
+#include <chrono>
 #include <exception>
 
 #include "core/error.h"
@@ -59,6 +60,8 @@ std::shared_ptr<RequestStream> EngineLoop::add_request(const EngineRequest& req)
     if (streams_.contains(req.request_id)) fail("request ", req.request_id, ": a request with this id is already running");
     streams_[req.request_id] = stream;
     new_requests_.push_back(req);
+    // The engine's arrival (queue time starts here, as prof::request_arrived's "queued" track).
+    if (!new_requests_.back().arrival_time) new_requests_.back().arrival_time = std::chrono::steady_clock::now();
     queued_tokens_ += (int64_t(req.prompt_token_ids.size()) + req.params.max_tokens) * req.params.n;
   }
   if (prof::active(prof::Level::E2E)) prof::request_arrived(req.request_id);  // profiling

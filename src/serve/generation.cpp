@@ -106,12 +106,14 @@ void Generation::finish(Seq& s, ChoiceDelta& d, const std::string& reason) {
   --num_unfinished_;
   d.finish_reason = reason;
   const double e2e = std::chrono::duration<double>(std::chrono::steady_clock::now() - arrival_).count();
-  state_.metrics->request_finished(s.engine, reason, int64_t(s.spec.prompt_token_ids.size()), s.num_tokens, e2e);
+  state_.metrics->request_finished(s.engine, reason, int64_t(s.spec.prompt_token_ids.size()), s.num_tokens, e2e,
+                                   request_phase_times(s.times, s.num_tokens));
   release(s);
 }
 
 void Generation::handle(Seq& s, RequestOutput& o, ChoiceDelta& d) {
   const auto now = std::chrono::steady_clock::now();
+  s.times = o.times;
   if (!o.new_token_ids.empty()) {
     const double dt = std::chrono::duration<double>(now - (s.got_output ? s.last_output : arrival_)).count();
     if (s.got_output) state_.metrics->observe_itl(s.engine, dt);

@@ -92,6 +92,7 @@ class Generation {
     bool got_output = false;
     bool finished = false;
     std::chrono::steady_clock::time_point last_output;
+    RequestTimes times;  // the engine's timestamps as of the latest output (phase histograms)
   };
   void handle(Seq& s, RequestOutput& o, ChoiceDelta& d);
   void finish(Seq& s, ChoiceDelta& d, const std::string& reason);

@@ -1,5 +1,7 @@
 #include "serve/metrics.h"
 
+#include <charconv>
+#include <chrono>
 #include <cstdio>
 
 namespace pypto {
@@ -15,10 +17,13 @@ std::vector<double> token_buckets(int64_t max_model_len) {
     }
 }
 
+// The shortest text that reads back as v, as Python's repr (prometheus_client) writes it: bucket
+// bounds come out as le="0.3", not le="0.29999999999999999", so queries written against vLLM's
+// exposition match ours.
 std::string fmt(double v) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  std::string s = buf;
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  std::string s(buf, ec == std::errc() ? end : buf);
   if (s.find_first_of(".eni") == std::string::npos) s += ".0";
   return s;
 }
@@ -71,13 +76,41 @@ void Histogram::render(std::string& out, const std::string& name, const std::str
   out += name + "_count{" + labels + "} " + std::to_string(count_) + "\n";
 }
 
+RequestPhaseTimes request_phase_times(const RequestTimes& t, int64_t num_output_tokens) {
+  RequestPhaseTimes p;
+  if (!t.first_scheduled) return p;  // never scheduled (aborted or failed while waiting)
+  auto secs = [](auto from, auto to) { return std::chrono::duration<double>(to - from).count(); };
+  p.queue = secs(t.arrival, *t.first_scheduled);
+  if (!t.first_token || !t.last_token) return p;  // scheduled, but no token yet
+  p.prefill = secs(*t.first_scheduled, *t.first_token);
+  p.decode = secs(*t.first_token, *t.last_token);
+  p.inference = secs(*t.first_scheduled, *t.last_token);
+  // vLLM leaves the prefill's token out; one token has no decode to divide.
+  if (num_output_tokens > 1) p.time_per_output_token = *p.decode / double(num_output_tokens - 1);
+  return p;
+}
+
+namespace {
+// vLLM's buckets (vllm/v1/metrics/loggers.py): request_latency_buckets serve e2e and the four
+// phase histograms; inter-token latency and per-request time per output token share theirs.
+const std::vector<double> kRequestLatencyBuckets = {0.3, 0.5, 0.8, 1,  1.5, 2,   2.5, 5,   10,   15,  20,
+                                                    30,  40,  50,  60, 120, 240, 480, 960, 1920, 7680};
+const std::vector<double> kTokenLatencyBuckets = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5,
+                                                  0.75, 1,     2.5,  5,     7.5, 10,   20,  40,  80};
+}  // namespace
+
 ServerMetrics::PerEngine::PerEngine(int64_t max_model_len)
     : ttft({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, 160,
             640, 2560}),
-      itl({0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80}),
-      e2e({0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920, 7680}),
+      itl(kTokenLatencyBuckets),
+      e2e(kRequestLatencyBuckets),
       prompt_len(token_buckets(max_model_len)),
-      generation_len(token_buckets(max_model_len)) {}
+      generation_len(token_buckets(max_model_len)),
+      queue(kRequestLatencyBuckets),
+      prefill(kRequestLatencyBuckets),
+      decode(kRequestLatencyBuckets),
+      inference(kRequestLatencyBuckets),
+      tpot(kTokenLatencyBuckets) {}
 
 ServerMetrics::ServerMetrics(size_t num_engines, int64_t max_model_len) {
   for (size_t i = 0; i < num_engines; ++i) engines_.emplace_back(max_model_len);
@@ -99,7 +132,7 @@ void ServerMetrics::add_generation_tokens(size_t engine, int64_t n) {
 }
 
 void ServerMetrics::request_finished(size_t engine, const std::string& finish_reason, int64_t prompt_tokens,
-                                     int64_t generation_tokens, double e2e_seconds) {
+                                     int64_t generation_tokens, double e2e_seconds, const RequestPhaseTimes& phases) {
   std::lock_guard lock(mu_);
   PerEngine& e = engines_.at(engine);
   ++e.success[finish_reason];
@@ -107,6 +140,11 @@ void ServerMetrics::request_finished(size_t engine, const std::string& finish_re
   e.e2e.observe(e2e_seconds);
   e.prompt_len.observe(double(prompt_tokens));
   e.generation_len.observe(double(generation_tokens));
+  if (phases.queue) e.queue.observe(*phases.queue);
+  if (phases.prefill) e.prefill.observe(*phases.prefill);
+  if (phases.decode) e.decode.observe(*phases.decode);
+  if (phases.inference) e.inference.observe(*phases.inference);
+  if (phases.time_per_output_token) e.tpot.observe(*phases.time_per_output_token);
 }
 
 void ServerMetrics::request_rejected(const std::string& reason) {
@@ -176,7 +214,15 @@ std::string ServerMetrics::render(const std::string& model_name, const std::vect
   };
   hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", &PerEngine::ttft);
   hist("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", &PerEngine::itl);
+  hist("vllm:request_time_per_output_token_seconds", "Histogram of time_per_output_token_seconds per request.",
+       &PerEngine::tpot);
   hist("vllm:e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.", &PerEngine::e2e);
+  hist("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", &PerEngine::queue);
+  hist("vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.",
+       &PerEngine::inference);
+  hist("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.",
+       &PerEngine::prefill);
+  hist("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", &PerEngine::decode);
   hist("vllm:request_prompt_tokens", "Number of prefill tokens processed.", &PerEngine::prompt_len);
   hist("vllm:request_generation_tokens", "Number of generation tokens processed.", &PerEngine::generation_len);
 

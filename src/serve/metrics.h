@@ -6,13 +6,35 @@
 // Clocks: TTFT is measured from the HTTP request's arrival (before tokenization) to the first
 // output of a sequence; ITL between successive outputs of a sequence; e2e from arrival to the
 // final output. All on the steady clock.
+//
+// The per-request phase histograms (queue, prefill, decode, inference, time per output token)
+// use the engine's own timestamps (RequestTimes), as vLLM's use its engine core's: they cover the
+// part of e2e the engine sees, from the engine loop's arrival to the step that produced the last
+// token, and exclude tokenization and the HTTP hand-off on either side.
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "engine/engine.h"
+
 namespace pypto {
+
+// vLLM's FinishedRequestStats timing of one finished sequence, in seconds. What exists depends on
+// how far the sequence got (as in vLLM's ScheduledTiming / CompletedTiming): queue once it was
+// scheduled; prefill, decode and inference once it produced a token; time per output token once
+// it produced two (the first token belongs to prefill).
+//   queue     = arrival -> first scheduled (a preempted sequence keeps its first scheduling)
+//   prefill   = first scheduled -> first token
+//   decode    = first token -> last token
+//   inference = first scheduled -> last token  (= prefill + decode)
+//   time per output token = decode / (output tokens - 1)
+struct RequestPhaseTimes {
+  std::optional<double> queue, prefill, decode, inference, time_per_output_token;
+};
+RequestPhaseTimes request_phase_times(const RequestTimes& t, int64_t num_output_tokens);
 
 class Histogram {
  public:
@@ -46,9 +68,10 @@ class ServerMetrics {
   void observe_ttft(size_t engine, double seconds);
   void observe_itl(size_t engine, double seconds);
   void add_generation_tokens(size_t engine, int64_t n);
-  // One finished sequence (a request with n > 1 counts n times, as in vLLM v1).
+  // One finished sequence (a request with n > 1 counts n times, as in vLLM v1). Each phase
+  // histogram observes the phase when `phases` has it.
   void request_finished(size_t engine, const std::string& finish_reason, int64_t prompt_tokens,
-                        int64_t generation_tokens, double e2e_seconds);
+                        int64_t generation_tokens, double e2e_seconds, const RequestPhaseTimes& phases = {});
   void request_rejected(const std::string& reason);
 
   std::string render(const std::string& model_name, const std::vector<EngineGauges>& gauges) const;
@@ -63,6 +86,7 @@ class ServerMetrics {
     uint64_t prompt_tokens = 0;
     uint64_t generation_tokens = 0;
     Histogram ttft, itl, e2e, prompt_len, generation_len;
+    Histogram queue, prefill, decode, inference, tpot;  // RequestPhaseTimes
   };
   mutable std::mutex mu_;
   std::vector<PerEngine> engines_;

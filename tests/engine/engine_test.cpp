@@ -392,3 +392,90 @@ TEST(Engine, AbortingSequenceZeroReleasesTheDeferredOnes) {
 
 }  // namespace
 }  // namespace pypto
+
+// The timestamps behind the server's queue / prefill / decode / inference histograms
+// (RequestTimes): arrival from the request, first scheduling kept across preemption, first and
+// last token from the steps that produced them.
+namespace pypto {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+TEST(Engine, TimesFollowQueueingThenTheSteps) {
+  EngineConfig c = engine_config();
+  c.scheduler.max_num_seqs = 1;  // b waits until a has finished
+  Engine e(c, std::make_unique<FakeExecutor>(64, 4, Logits::Peaked));
+  const Clock::time_point before = Clock::now();
+  EngineRequest a = greedy_request("a", prompt_of(1, 6), 4);
+  a.arrival_time = before - std::chrono::seconds(10);  // stamped by the engine loop in practice
+  e.add_request(a);
+  e.add_request(greedy_request("b", prompt_of(2, 6), 3));  // unstamped: the engine stamps it
+  std::map<std::string, std::vector<RequestTimes>> seen;
+  for (int i = 0; i < 100 && e.has_unfinished_requests(); ++i)
+    for (const RequestOutput& o : e.step()) seen[o.request_id].push_back(o.times);
+  ASSERT_EQ(seen["a"].size(), 4u);
+  ASSERT_EQ(seen["b"].size(), 3u);
+  for (const auto& [id, outs] : seen) {
+    const RequestTimes& first = outs.front();
+    const RequestTimes& last = outs.back();
+    ASSERT_TRUE(last.first_scheduled && last.first_token && last.last_token) << id;
+    EXPECT_LE(last.arrival, *last.first_scheduled) << id;
+    EXPECT_LE(*last.first_scheduled, *last.first_token) << id;
+    EXPECT_LT(*last.first_token, *last.last_token) << id;  // 3 or 4 tokens: later steps
+    EXPECT_EQ(first.first_token, first.last_token) << id;  // the first output is the first token
+    for (size_t k = 1; k < outs.size(); ++k) {
+      EXPECT_EQ(outs[k].first_scheduled, first.first_scheduled) << id;
+      EXPECT_EQ(outs[k].first_token, first.first_token) << id;
+      EXPECT_GT(*outs[k].last_token, *outs[k - 1].last_token) << id;  // one step per token
+    }
+  }
+  EXPECT_EQ(seen["a"].back().arrival, a.arrival_time);
+  EXPECT_GE(seen["b"].back().arrival, before);
+  // Queue time: a was scheduled at once (its 10 s are the loop's wait); b only after a's last token.
+  EXPECT_GE(*seen["a"].back().first_scheduled - seen["a"].back().arrival, std::chrono::seconds(10));
+  EXPECT_GE(*seen["b"].back().first_scheduled, *seen["a"].back().last_token);
+}
+
+TEST(Engine, PreemptionKeepsTheFirstScheduling) {
+  auto e = make_engine(Logits::Peaked, -1, /*num_blocks=*/12);
+  for (int i = 0; i < 6; ++i) e->add_request(greedy_request("r" + std::to_string(i), prompt_of(i, 12), 20));
+  std::map<std::string, std::vector<RequestTimes>> seen;
+  std::map<std::string, int32_t> preemptions;
+  bool preempted_after_a_token = false;  // the case a "latest scheduling" bug would break
+  for (int i = 0; i < 5000 && e->has_unfinished_requests(); ++i) {
+    for (const RequestOutput& o : e->step()) seen[o.request_id].push_back(o.times);
+    for (int r = 0; r < 6; ++r) {
+      const std::string id = "r" + std::to_string(r);
+      const Request* req = e->scheduler().get_request(id);
+      if (!req) continue;
+      if (req->num_preemptions > preemptions[id] && !seen[id].empty()) preempted_after_a_token = true;
+      preemptions[id] = req->num_preemptions;
+    }
+  }
+  EXPECT_GT(e->scheduler().num_preemptions(), 0);
+  EXPECT_TRUE(preempted_after_a_token);
+  for (const auto& [id, outs] : seen) {
+    ASSERT_EQ(outs.size(), 20u) << id;
+    for (const RequestTimes& t : outs) {
+      ASSERT_TRUE(t.first_scheduled && t.first_token) << id;
+      EXPECT_EQ(t.first_scheduled, outs.front().first_scheduled) << id;
+      EXPECT_LE(*t.first_scheduled, *t.first_token) << id;
+    }
+  }
+}
+
+TEST(EngineLoop, StampsArrivalWhenTheRequestIsAdded) {
+  EngineLoop loop(make_engine());
+  const Clock::time_point before = Clock::now();
+  auto stream = loop.add_request(greedy_request("r", prompt_of(3, 5), 2));
+  const Clock::time_point after_add = Clock::now();
+  std::optional<RequestTimes> last;
+  while (auto o = stream->next()) last = o->times;
+  ASSERT_TRUE(last && last->first_scheduled && last->last_token);
+  EXPECT_GE(last->arrival, before);
+  EXPECT_LE(last->arrival, after_add);  // on the caller's thread, before the engine thread takes it
+  EXPECT_LE(last->arrival, *last->first_scheduled);
+}
+
+}  // namespace
+}  // namespace pypto

@@ -77,6 +77,21 @@ TEST(BenchServeE2E, ClientAgreesWithServerMetrics) {
   const double ttft_sum = metric(text, "vllm:time_to_first_token_seconds_sum");
   const double e2e_sum = metric(text, "vllm:e2e_request_latency_seconds_sum");
   ASSERT_EQ(n, 8);
+  // The engine-side phase histograms: one observation per request (6 tokens each, so time per
+  // output token too); inference = prefill + decode; queue + inference is the part of e2e the
+  // engine sees.
+  for (const char* name : {"vllm:request_queue_time_seconds_count", "vllm:request_prefill_time_seconds_count",
+                           "vllm:request_decode_time_seconds_count", "vllm:request_inference_time_seconds_count",
+                           "vllm:request_time_per_output_token_seconds_count"})
+    EXPECT_EQ(metric(text, name), 8) << name;
+  const double queue_sum = metric(text, "vllm:request_queue_time_seconds_sum");
+  const double prefill_sum = metric(text, "vllm:request_prefill_time_seconds_sum");
+  const double decode_sum = metric(text, "vllm:request_decode_time_seconds_sum");
+  const double inference_sum = metric(text, "vllm:request_inference_time_seconds_sum");
+  EXPECT_NEAR(inference_sum, prefill_sum + decode_sum, 1e-9);
+  EXPECT_GT(decode_sum, 0);
+  EXPECT_LE(queue_sum + inference_sum, e2e_sum);
+  EXPECT_NEAR(metric(text, "vllm:request_time_per_output_token_seconds_sum"), decode_sum / 5, 1e-9);
   const double server_ttft = ttft_sum / n * 1e3, server_e2e = e2e_sum / n * 1e3;
   // Client intervals enclose the server's: allow 0.5 ms of clock-reading slack.
   EXPECT_GE(run.metrics.ttft_ms.mean + 0.5, server_ttft);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <map>
 #include <thread>
 
 #include <httplib.h>
@@ -190,8 +191,16 @@ TEST_F(ServeE2E, HealthModelsVersionMetrics) {
                            "vllm:time_to_first_token_seconds_bucket{", "vllm:inter_token_latency_seconds_bucket{",
                            "vllm:e2e_request_latency_seconds_count{", "vllm:kv_cache_usage_perc{",
                            "vllm:num_preemptions_total{", "vllm:prefix_cache_queries_total{",
-                           "vllm:prefix_cache_hits_total{"})
+                           "vllm:prefix_cache_hits_total{",
+                           "vllm:request_queue_time_seconds_count{model_name=\"qwen3-script\",engine=\"0\"} 0",
+                           "vllm:request_prefill_time_seconds_bucket{", "vllm:request_decode_time_seconds_sum{",
+                           "vllm:request_inference_time_seconds_count{",
+                           "vllm:request_time_per_output_token_seconds_bucket{"})
     EXPECT_NE(mt->body.find(name), std::string::npos) << name;
+  for (const char* name : {"time_to_first_token_seconds", "inter_token_latency_seconds", "e2e_request_latency_seconds",
+                           "request_queue_time_seconds", "request_prefill_time_seconds", "request_decode_time_seconds",
+                           "request_inference_time_seconds", "request_time_per_output_token_seconds"})
+    EXPECT_NE(mt->body.find(std::string("# TYPE vllm:") + name + " histogram\n"), std::string::npos) << name;
   auto nf = client_->Get("/nope");
   ASSERT_TRUE(nf);
   EXPECT_EQ(nf->status, 404);
@@ -610,6 +619,84 @@ TEST_F(ServeE2E, CorsOnlyForAllowedOrigins) {
   auto no = client_->Get("/v1/models", httplib::Headers{{"Origin", "http://evil.example"}});
   ASSERT_TRUE(no);
   EXPECT_FALSE(no->has_header("Access-Control-Allow-Origin"));
+}
+
+// The per-request phase histograms over HTTP: every finished request adds exactly one observation
+// to queue / prefill / decode / inference time, and one to time per output token when it has two
+// tokens or more; inference = prefill + decode; the engine's phases fit inside the HTTP e2e.
+TEST_F(ServeE2E, PhaseHistogramsObserveEachFinishedRequestOnce) {
+  start(ServerOptions{}, 256, /*max_num_seqs=*/1);  // one running request: a second one queues
+  engine_->delay_ms->store(10);                     // every step >= 10 ms
+  struct Hist {
+    double count = -1, sum = -1;
+  };
+  const char* names[] = {"e2e_request_latency_seconds", "request_queue_time_seconds",
+                         "request_prefill_time_seconds", "request_decode_time_seconds",
+                         "request_inference_time_seconds", "request_time_per_output_token_seconds"};
+  auto scrape = [&] {
+    auto mt = client_->Get("/metrics");
+    EXPECT_TRUE(mt);
+    std::map<std::string, Hist> h;
+    for (const char* name : names) {
+      auto value = [&](const char* suffix) {
+        const std::string key = std::string("\nvllm:") + name + suffix + "{model_name=\"qwen3-script\",engine=\"0\"} ";
+        const size_t at = mt ? mt->body.find(key) : std::string::npos;
+        return at == std::string::npos ? -1.0 : std::stod(mt->body.substr(at + key.size()));
+      };
+      h[name] = {value("_count"), value("_sum")};
+    }
+    return h;
+  };
+  // Deltas of count and sum between two scrapes.
+  auto delta = [](std::map<std::string, Hist>& a, std::map<std::string, Hist>& b, const char* name) {
+    return Hist{b[name].count - a[name].count, b[name].sum - a[name].sum};
+  };
+  auto complete = [&](int max_tokens) {
+    post_json("/v1/completions", {{"prompt", "Say hi"}, {"max_tokens", max_tokens}, {"ignore_eos", true},
+                                  {"temperature", 0}});
+  };
+
+  auto h0 = scrape();
+  complete(5);
+  auto h1 = scrape();
+  for (const char* name : names) EXPECT_EQ(delta(h0, h1, name).count, 1) << name;
+  const double e2e = delta(h0, h1, "e2e_request_latency_seconds").sum;
+  const double queue = delta(h0, h1, "request_queue_time_seconds").sum;
+  const double prefill = delta(h0, h1, "request_prefill_time_seconds").sum;
+  const double decode = delta(h0, h1, "request_decode_time_seconds").sum;
+  const double inference = delta(h0, h1, "request_inference_time_seconds").sum;
+  const double tpot = delta(h0, h1, "request_time_per_output_token_seconds").sum;
+  EXPECT_NEAR(inference, prefill + decode, 1e-9);
+  EXPECT_LE(queue + inference, e2e);  // e2e adds tokenization and the hand-offs on either side
+  EXPECT_GE(prefill, 0.010);          // the prefill step
+  EXPECT_GE(decode, 4 * 0.010);       // four decode steps after the first token
+  EXPECT_NEAR(tpot, decode / 4, 1e-9);
+
+  // One token: no time per output token, and no decode time to speak of.
+  complete(1);
+  auto h2 = scrape();
+  for (const char* name : names)
+    EXPECT_EQ(delta(h1, h2, name).count, std::string(name) == "request_time_per_output_token_seconds" ? 0 : 1) << name;
+  EXPECT_EQ(delta(h1, h2, "request_decode_time_seconds").sum, 0);
+
+  // Two at once with one running slot: the second waits in the queue for the first's 20 steps
+  // (>= 200 ms, less the 30 ms head start).
+  std::thread first([&] {
+    httplib::Client c("127.0.0.1", server_->port());  // its own connection: this one is busy
+    c.set_read_timeout(30, 0);
+    auto res = c.Post("/v1/completions", R"({"prompt": "Say hi", "max_tokens": 20, "ignore_eos": true})",
+                      "application/json");
+    EXPECT_TRUE(res && res->status == 200);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  complete(5);
+  first.join();
+  auto h3 = scrape();
+  for (const char* name : names) EXPECT_EQ(delta(h2, h3, name).count, 2) << name;
+  EXPECT_GE(delta(h2, h3, "request_queue_time_seconds").sum, 0.1);
+  EXPECT_NEAR(delta(h2, h3, "request_inference_time_seconds").sum,
+              delta(h2, h3, "request_prefill_time_seconds").sum + delta(h2, h3, "request_decode_time_seconds").sum,
+              1e-9);
 }
 
 }  // namespace
