@@ -54,12 +54,7 @@ inline void dot_tile_bf16(const uint16_t* xh, const uint16_t* xl, int64_t ldx, c
       }
     }
   }
-  for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < NR; ++j) {
-      float s = hsum(acc[i][j]);
-      if (bias) s += bias[j];
-      y[i * ldy + j] = s;
-    }
+  tile_store<MR, NR>(acc, bias, y, ldy);  // linear_impl.h: hsum8 of the lane sums, + bias
 }
 
 template <int NR, bool SPLIT>
@@ -73,12 +68,15 @@ inline void dot_tile_bf16_rows(int64_t mr, const uint16_t* xh, const uint16_t* x
   }
 }
 
-// Columns [n0, n1) for all rows. Rows of x in passes of 128 (x of a pass stays in L2); within a
-// pass each W tile (NR rows, read as stored) stays in L1 while every 4-row x tile streams past.
+// Columns [n0, n1) for all rows. Rows of x in passes that stay in L2 (≤ 512 KiB of bf16 x: 128
+// rows at k = 1024 with hi only, 40 with hi + lo at k = 3072, the down projection); within a pass
+// each W tile (NR rows, read as stored) stays in L1 while every 4-row x tile streams past.
 template <int NR, bool SPLIT>
 inline void linear_cols_bf16_nr(const uint16_t* xh, const uint16_t* xl, const LinearTask& t, int64_t n0, int64_t n1) {
   const auto* w = static_cast<const uint16_t*>(t.w);
-  constexpr int64_t kPass = 128;
+  const int64_t row_bytes = t.k * int64_t(sizeof(uint16_t)) * (SPLIT ? 2 : 1);
+  int64_t kPass = (int64_t(512) << 10) / row_bytes / 4 * 4;
+  kPass = kPass < 4 ? 4 : kPass > 128 ? 128 : kPass;
   for (int64_t m0 = 0; m0 < t.m; m0 += kPass) {
     const int64_t m1 = m0 + kPass < t.m ? m0 + kPass : t.m;
     for (int64_t j = n0; j < n1;) {

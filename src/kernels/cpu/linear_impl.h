@@ -68,12 +68,20 @@ inline void dot_tile_accumulate(const float* x, int64_t ldx, const typename W::T
   }
 }
 
-// y[i, j] = hsum(acc[i][j]) (+ bias[j]).
+// y[i, j] = hsum(acc[i][j]) (+ bias[j]): the accumulators reduced 8 at a time by hsum8() (the
+// same bits as hsum(), fewer instructions), padded with zero vectors to a multiple of 8.
 template <int MR, int NR>
 inline void tile_store(vf (&acc)[MR][NR], const float* bias, float* y, int64_t ldy) {
+  constexpr int kN = MR * NR, kGroups = (kN + 7) / 8;
+  float sums[kGroups * 8];
+  for (int g = 0; g < kGroups; ++g) {
+    vf v[8];
+    for (int q = 0; q < 8; ++q) v[q] = g * 8 + q < kN ? acc[(g * 8 + q) / NR][(g * 8 + q) % NR] : vzero();
+    hsum8(v, sums + g * 8);
+  }
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) {
-      float s = hsum(acc[i][j]);
+      float s = sums[i * NR + j];
       if (bias) s += bias[j];
       y[i * ldy + j] = s;
     }
