@@ -3,7 +3,9 @@
 //   t_full    lm_head GEMV [1, hidden] x [vocab, hidden]^T (what rank 0 runs when it is replicated);
 //   t_half    the same over vocab/2 rows (what each rank would run vocab-parallel, before a gather).
 // Prints the decode step each design would give at TP=2 (ignoring all-reduce costs, identical in
-// both): replicated ≈ t_layers/2 + t_full, vocab-parallel ≈ t_layers/2 + t_half.
+// both): replicated ≈ t_layers/2 + t_full, vocab-parallel ≈ t_layers/2 + t_half. This measurement
+// chose the design: the engine now ships the vocab-parallel lm_head (and embedding); it stages the
+// model at TP=1 here to time both halves on one thread.
 // Usage: bench_lm_head MODEL_DIR [iterations]   (one thread pinned to the first available core)
 #include <sched.h>
 

@@ -18,7 +18,7 @@
 namespace pypto {
 
 // Bump when the slab layout produced by stage_qwen3_weights changes.
-inline constexpr int kStagingLayoutVersion = 1;
+inline constexpr int kStagingLayoutVersion = 2;  // 2: vocab-parallel embedding and lm_head under TP
 
 std::string default_compile_cache_dir();  // <cache_dir()>/compile-cache
 // Hex SHA-256 fingerprint of the slab a staging run would produce.

@@ -30,7 +30,13 @@ Qwen3Model::Qwen3Model(const Qwen3Weights& weights, Backend& backend, Communicat
     PYPTO_ASSERT(l.down.n_out == hidden_ && l.down.k_in == inter_, "down shape");
     PYPTO_ASSERT(!c.attention_bias || l.qkv_bias != nullptr, "attention_bias without staged biases");
   }
-  PYPTO_ASSERT(w_.lm_head.n_out == c.vocab_size && w_.lm_head.k_in == hidden_, "lm_head shape");
+  PYPTO_ASSERT(w_.vocab_rows > 0 && w_.vocab_begin >= 0 && w_.vocab_begin + w_.vocab_rows <= c.vocab_size,
+               "vocabulary slice [", w_.vocab_begin, ", +", w_.vocab_rows, ") of ", c.vocab_size);
+  PYPTO_ASSERT(w_.lm_head.n_out == w_.vocab_rows && w_.lm_head.k_in == hidden_, "lm_head shape");
+  vocab_parallel_ = w_.vocab_rows < c.vocab_size;
+  if (vocab_parallel_ && comm_ == nullptr)
+    fail("rank ", w_.tp_rank, "/", w_.tp_size, " holds vocabulary rows [", w_.vocab_begin, ", ",
+         w_.vocab_begin + w_.vocab_rows, ") only and needs a communicator");
 }
 
 KvCacheSpec Qwen3Model::kv_cache_spec(int64_t num_blocks, int32_t block_size, DType dtype) const {
@@ -64,6 +70,49 @@ void Qwen3Model::all_reduce(float* x, int64_t n) {
   comm_->all_reduce_sum(x, n);  // every rank of the group calls this at the same point
 }
 
+void Qwen3Model::embed(const ForwardBatch& batch, int64_t T) {
+  Backend& be = backend_;
+  if (!vocab_parallel_) {
+    be.embedding(batch.token_ids.data(), T, w_.embed, w_.embed_dtype, hidden_, x_);  // x [T, hidden]
+    return;
+  }
+  // Vocab-parallel lookup: this rank's table holds rows [v0, v0 + rows). Ids outside it read any
+  // local row (row 0) and are then zeroed, so x [T, hidden] holds this rank's rows and zeros; the
+  // all-reduce sums the ranks' x in rank order, and as exactly one rank holds each row (the others
+  // add +0) every embedding arrives bitwise as a single rank would have looked it up.
+  const int64_t v0 = w_.vocab_begin, rows = w_.vocab_rows;
+  local_ids_.resize(size_t(T));
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t id = batch.token_ids[t];
+    local_ids_[size_t(t)] = (id >= v0 && id < v0 + rows) ? int32_t(id - v0) : 0;
+  }
+  be.embedding(local_ids_.data(), T, w_.embed, w_.embed_dtype, hidden_, x_);
+  be.synchronize();  // the zeroing below is host code
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t id = batch.token_ids[t];
+    if (id < v0 || id >= v0 + rows) std::memset(x_ + t * hidden_, 0, sizeof(float) * size_t(hidden_));
+  }
+  all_reduce(x_, T * hidden_);
+}
+
+void Qwen3Model::lm_head(int64_t n, float* logits_out) {
+  Backend& be = backend_;
+  if (!vocab_parallel_) {
+    be.linear(h_, n, w_.lm_head, nullptr, logits_out);  // logits [n, vocab]
+    be.synchronize();
+    return;
+  }
+  // Vocab-parallel: this rank's logits [n, vocab_rows] for its vocabulary rows, then the column
+  // blocks of all ranks are gathered, in rank order (= vocabulary order), into rank 0's
+  // logits_out [n, vocab]. Each logit is the same dot product a single rank computes. (part lives
+  // in the step arena: n is the sampling rows of a step, e.g. 32 x 75968 floats = 9.7 MB at TP=2.)
+  float* part = arena_.alloc_array<float>(size_t(n * w_.vocab_rows));
+  be.linear(h_, n, w_.lm_head, nullptr, part);
+  be.synchronize();
+  PYPTO_PROF_OP("lm_head.gather");
+  comm_->gather_columns(part, n, w_.vocab_rows, logits_out, kLogitsRank);
+}
+
 void Qwen3Model::forward(const ForwardBatch& batch, KvCache& cache, float* logits_out) {
   const ModelConfig& c = w_.config;
   const int64_t T = batch.num_tokens();
@@ -77,6 +126,9 @@ void Qwen3Model::forward(const ForwardBatch& batch, KvCache& cache, float* logit
     const int32_t id = batch.token_ids[t];
     if (id < 0 || id >= c.vocab_size) fail("token id ", id, " is outside the vocabulary [0, ", c.vocab_size, ")");
   }
+  // Checked before the first collective: a rank that threw later would leave the others waiting.
+  const bool receives = comm_ == nullptr || comm_->rank() == kLogitsRank;
+  PYPTO_ASSERT(!receives || batch.num_logits() == 0 || logits_out != nullptr, "logits requested without an output buffer");
   take_scratch(T);
   Backend& be = backend_;
   const int32_t hd = c.head_dim;
@@ -86,7 +138,7 @@ void Qwen3Model::forward(const ForwardBatch& batch, KvCache& cache, float* logit
 
   // x [T, hidden]: the residual stream.
   PYPTO_PROF_OP("embedding");
-  be.embedding(batch.token_ids.data(), T, w_.embed, w_.embed_dtype, hidden_, x_);
+  embed(batch, T);
 
   PYPTO_PROF_PHASE(prof::Level::Kernel, "layers");
   for (int32_t li = 0; li < c.num_hidden_layers; ++li) {
@@ -136,17 +188,16 @@ void Qwen3Model::forward(const ForwardBatch& batch, KvCache& cache, float* logit
   }
 
   // Final norm and lm_head only for the rows that need logits: gather them into h [n, hidden].
+  // (n is the same on every rank: they run the same batch.)
   PYPTO_PROF_OP("host.gather");
   const int64_t n = batch.num_logits();
   if (n == 0) return;
-  PYPTO_ASSERT(logits_out != nullptr, "logits requested without an output buffer");
   for (int64_t r = 0; r < n; ++r)
     std::memcpy(h_ + r * hidden_, x_ + int64_t(batch.logits_indices[r]) * hidden_, sizeof(float) * hidden_);
   PYPTO_PROF_OP("norm.final");
   be.rms_norm(h_, w_.final_norm, n, hidden_, eps, h_);
   PYPTO_PROF_OP("lm_head");
-  be.linear(h_, n, w_.lm_head, nullptr, logits_out);  // logits [n, vocab]
-  be.synchronize();
+  lm_head(n, receives ? logits_out : nullptr);
 }
 
 }  // namespace pypto

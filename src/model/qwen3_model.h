@@ -4,6 +4,7 @@
 // decodes mixed) through every layer, writing K/V into the paged cache and logits for the rows
 // the batch asks for.
 #include <cstdint>
+#include <vector>
 
 #include "core/arena.h"
 #include "kernels/backend.h"
@@ -33,16 +34,29 @@ class Qwen3Model {
   // Runs batch.num_tokens() tokens through the model. Writes their K/V into `cache` at
   // batch.slot_mapping and logits_out[r, :] (f32, [batch.num_logits(), vocab]) for token row
   // batch.logits_indices[r]. Throws Error for a token id outside the vocabulary.
+  // Tensor parallel: every rank runs the same batch (logits rows included: each computes the
+  // logits of its vocabulary rows); only rank kLogitsRank receives the full logits, the others'
+  // logits_out is ignored and may be null.
   void forward(const ForwardBatch& batch, KvCache& cache, float* logits_out);
+
+  // The tensor-parallel rank that receives the gathered logits (and samples).
+  static constexpr int kLogitsRank = 0;
 
  private:
   void take_scratch(int64_t rows);
+  // x [T, hidden] ← embeddings of batch.token_ids (vocab-parallel: this rank's rows + all-reduce).
+  void embed(const ForwardBatch& batch, int64_t T);
+  // Logits of the n normed rows in h [n, hidden] into logits_out [n, vocab] (vocab-parallel: this
+  // rank's columns, gathered onto kLogitsRank; logits_out is null on the other ranks).
+  void lm_head(int64_t n, float* logits_out);
   // Tensor-parallel hook: sums x[n] over the ranks after o_proj and down_proj. No-op on one rank.
   void all_reduce(float* x, int64_t n);
 
   const Qwen3Weights& w_;
   Backend& backend_;
   Communicator* comm_;
+  bool vocab_parallel_ = false;    // this rank holds a slice of the vocabulary (embedding, lm_head)
+  std::vector<int32_t> local_ids_;  // vocab-parallel lookup: ids relative to the slice [T]
 
   // Sizes of this rank's slices.
   int64_t hidden_, q_dim_, kv_dim_, qkv_dim_, inter_;

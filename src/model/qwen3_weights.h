@@ -30,10 +30,15 @@ struct Qwen3Weights {
   int tp_rank = 0, tp_size = 1;
   int32_t n_heads = 0, n_kv_heads = 0;  // this rank's query / KV heads
   int64_t inter = 0;                    // this rank's intermediate columns
-  const void* embed = nullptr;          // [vocab, hidden] plain, in embed_dtype
+  // Vocabulary parallelism: this rank holds vocabulary rows [vocab_begin, vocab_begin + vocab_rows)
+  // of the embedding table and of lm_head (the whole vocabulary when tp_size == 1). The model
+  // looks up only its rows (the others read as zero; an all-reduce completes the embeddings) and
+  // computes the logits of its rows, gathered onto rank 0.
+  int64_t vocab_begin = 0, vocab_rows = 0;
+  const void* embed = nullptr;          // [vocab_rows, hidden] plain, in embed_dtype
   DType embed_dtype = DType::BF16;
   const float* final_norm = nullptr;    // [hidden] f32
-  LinearWeight lm_head;                 // [vocab, hidden] (shares embed's memory when tied and plain)
+  LinearWeight lm_head;                 // [vocab_rows, hidden] (shares embed's memory when tied and plain)
   std::vector<Qwen3LayerWeights> layers;
   size_t resident_bytes = 0;            // size of the slab holding all of the above
   bool from_compile_cache = false;      // the slab was read back from the compile cache

@@ -97,6 +97,11 @@ void release_range(const uint8_t* p, size_t n) {
 
 }  // namespace
 
+VocabSlice vocab_slice(int64_t vocab, int tp_size, int tp_rank) {
+  PYPTO_ASSERT(tp_size >= 1 && tp_rank >= 0 && tp_rank < tp_size, "rank ", tp_rank, " of ", tp_size);
+  return {vocab * tp_rank / tp_size, vocab * (tp_rank + 1) / tp_size};
+}
+
 void validate_qwen3_checkpoint(const Checkpoint& ck) {
   const ModelConfig& c = ck.config();
   const TensorRef* embed = ck.find("model.embed_tokens.weight");
@@ -132,6 +137,7 @@ Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, c
     fail("--tp ", tp, ": num_key_value_heads (", c.num_key_value_heads, ") is not divisible by it");
   if (c.intermediate_size % tp)
     fail("--tp ", tp, ": intermediate_size (", c.intermediate_size, ") is not divisible by it");
+  if (c.vocab_size < tp) fail("--tp ", tp, ": exceeds vocab_size (", c.vocab_size, ")");
 
   Qwen3Weights w;
   w.config = c;
@@ -140,7 +146,12 @@ Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, c
   w.n_heads = c.num_attention_heads / tp;
   w.n_kv_heads = c.num_key_value_heads / tp;
   w.inter = c.intermediate_size / tp;
-  const int64_t H = c.hidden_size, hd = c.head_dim, V = c.vocab_size;
+  const int64_t H = c.hidden_size, hd = c.head_dim;
+  // This rank's vocabulary rows of the embedding table and lm_head: [v0, v0 + V).
+  const VocabSlice vs = vocab_slice(c.vocab_size, tp, rank);
+  const int64_t v0 = vs.begin, V = vs.end - vs.begin;
+  w.vocab_begin = v0;
+  w.vocab_rows = V;
   const int64_t q_rows = int64_t(w.n_heads) * hd, kv_rows = int64_t(w.n_kv_heads) * hd;
   const int64_t qkv_rows = q_rows + 2 * kv_rows;
   const DType wdt = ck.get("model.embed_tokens.weight").info->dtype;
@@ -231,19 +242,22 @@ Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, c
     release(*r);
   };
 
-  // Embedding: plain rows in the checkpoint dtype, copied in chunks whose source pages are
-  // released as we go (it is the largest tensor: 311 MB for qwen3-0.6b).
+  // Embedding: this rank's rows [v0, v0 + V) as plain rows in the checkpoint dtype, copied in
+  // chunks whose source pages are released as we go (it is the largest tensor: 311 MB for
+  // qwen3-0.6b, half of it per rank at TP=2).
   {
     const TensorRef& e = src("model.embed_tokens.weight");
+    const uint8_t* rows = e.data() + static_cast<size_t>(v0 * H) * esz;
     const size_t bytes = static_cast<size_t>(V * H) * esz, chunk = 16u << 20;
     for (size_t off = 0; off < bytes; off += chunk) {
       size_t n = std::min(chunk, bytes - off);
-      std::memcpy(embed_p + off, e.data() + off, n);
-      release_range(e.data() + off, n);
+      std::memcpy(embed_p + off, rows + off, n);
+      release_range(rows + off, n);
     }
     norm_to_f32("model.norm.weight", H, norm_p, false);
-    if (!share_lm_head) {
-      const uint8_t* lm_src = c.tie_word_embeddings ? embed_p : src("lm_head.weight").data();
+    if (!share_lm_head) {  // lm_head rows [v0, v0 + V): a contiguous row range of [vocab, H]
+      const uint8_t* lm_src =
+          c.tie_word_embeddings ? embed_p : src("lm_head.weight").data() + static_cast<size_t>(v0 * H) * esz;
       backend.pack_weight(lm_src, wdt, V, H, lm_p);
       if (!c.tie_word_embeddings) release(src("lm_head.weight"));
     }

@@ -25,8 +25,17 @@ struct StagingOptions {
 };
 
 // Stages the weights of rank tp_rank of tp_size: query/KV heads, intermediate columns and the
-// matching o_proj/down_proj input columns are this rank's share (Megatron-style); embeddings,
-// norms and lm_head are replicated.
+// matching o_proj/down_proj input columns are this rank's share (Megatron-style); so are the
+// vocabulary rows of the embedding table and of lm_head (vocab_slice below: vocab-parallel, so a
+// rank holds ~1/tp of every large tensor — for tied-embedding models the table is most of the
+// bytes); only the norms are replicated.
 Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, const StagingOptions& opt);
+
+// Rank tp_rank's vocabulary rows [begin, end) of `vocab`: contiguous, in rank order, sizes
+// differing by at most one row when tp_size does not divide the vocabulary.
+struct VocabSlice {
+  int64_t begin = 0, end = 0;
+};
+VocabSlice vocab_slice(int64_t vocab, int tp_size, int tp_rank);
 
 }  // namespace pypto

@@ -10,6 +10,11 @@
 //    summed in rank order starting from rank 0, so the result is bitwise identical on every rank
 //    and does not depend on timing;
 //  - a collective returns only when the caller's buffers may be reused.
+//
+// NCCL / MPI mapping: all_reduce_sum is ncclAllReduce / MPI_Allreduce (with a fixed reduction
+// order; NCCL's ring order is deterministic for a fixed group), all_gather is ncclAllGather /
+// MPI_Allgather, gather_columns is MPI_Gatherv into a [size][rows × cols_r] staging buffer (NCCL:
+// grouped ncclSend / ncclRecv to the root) followed by a local transpose into the column blocks.
 #include <cstdint>
 
 namespace pypto {
@@ -25,6 +30,12 @@ class Communicator {
   virtual void all_reduce_sum(float* x, int64_t n) = 0;
   // out[size * n] ← [in_0 | in_1 | ... | in_{size-1}] (rank r contributes in[n] at out + r*n).
   virtual void all_gather(const float* in, int64_t n, float* out) = 0;
+  // Gathers a matrix split by columns onto `root`. Rank r holds in[rows, cols] (row-major, its own
+  // cols, which may differ between ranks; rows is the same everywhere). On the root, out becomes
+  // [rows, C] with C = Σ cols over ranks, rank r's block at columns [Σ_{q<r} cols_q, + cols_r):
+  // the logits of a vocab-parallel lm_head (rank r's vocab slice) → the full [rows, vocab] logits.
+  // `out` is ignored (may be null) on the other ranks.
+  virtual void gather_columns(const float* in, int64_t rows, int64_t cols, float* out, int root) = 0;
   // Returns once every rank has called it.
   virtual void barrier() = 0;
 };

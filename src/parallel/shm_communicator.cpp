@@ -47,6 +47,7 @@ class ShmGroup {
   struct alignas(64) Slot {
     float* out = nullptr;
     const float* in = nullptr;
+    int64_t count = 0;  // gather_columns: this rank's column count
   };
   Slot& slot(int r) { return slots_[r]; }
 
@@ -100,6 +101,30 @@ void ShmCommunicator::all_gather(const float* in, int64_t n, float* out) {
     if (out + r * n != src) std::memcpy(out + r * n, src, sizeof(float) * n);
   }
   group_->barrier();  // nobody's input is released before everyone has copied it
+}
+
+void ShmCommunicator::gather_columns(const float* in, int64_t rows, int64_t cols, float* out, int root) {
+  const int size = group_->size();
+  PYPTO_ASSERT(root >= 0 && root < size, "gather root ", root, " of ", size, " ranks");
+  PYPTO_ASSERT(rows >= 0 && cols >= 0, "gather of ", rows, " x ", cols);
+  if (rank_ == root) PYPTO_ASSERT(out != nullptr || rows == 0, "gather root without an output buffer");
+  if (size == 1) {
+    if (rows > 0 && cols > 0 && out != in) std::memcpy(out, in, sizeof(float) * size_t(rows * cols));
+    return;
+  }
+  group_->slot(rank_).count = cols;
+  if (rank_ == root) group_->slot(root).out = out;
+  group_->barrier();  // every count and the root's pointer are published
+  int64_t total = 0, offset = 0;
+  for (int r = 0; r < size; ++r) {
+    if (r == rank_) offset = total;
+    total += group_->slot(r).count;
+  }
+  // Row i of this rank's block: in[i, 0:cols] → out[i, offset : offset + cols] (out is [rows, total]).
+  float* dst = group_->slot(root).out;
+  if (cols > 0)
+    for (int64_t i = 0; i < rows; ++i) std::memcpy(dst + i * total + offset, in + i * cols, sizeof(float) * size_t(cols));
+  group_->barrier();  // the root's buffer is complete, and no rank reuses `in` or the slots early
 }
 
 std::vector<std::unique_ptr<Communicator>> make_shm_communicators(int size) {

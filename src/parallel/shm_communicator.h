@@ -7,6 +7,9 @@
 // chunk r of the element range over all ranks (in rank order, so the result is deterministic and
 // identical everywhere) and writes the sum into every rank's buffer; a second barrier ends it.
 // Chunks are cache-line aligned so two ranks never write the same line.
+//
+// gather_columns: the root publishes its output pointer, every rank publishes its column count,
+// and each rank copies its own block into the root's rows (the copies run in parallel).
 #include <memory>
 #include <vector>
 
@@ -24,6 +27,7 @@ class ShmCommunicator : public Communicator {
   int size() const override;
   void all_reduce_sum(float* x, int64_t n) override;
   void all_gather(const float* in, int64_t n, float* out) override;
+  void gather_columns(const float* in, int64_t rows, int64_t cols, float* out, int root) override;
   void barrier() override;
 
  private:

@@ -1,5 +1,6 @@
 // The in-process shared-memory communicator: all_reduce_sum equals the rank-order sum bitwise on
-// every rank, all_gather concatenates in rank order, and repeated collectives of varying sizes
+// every rank, all_gather concatenates in rank order, gather_columns places each rank's column
+// block (uneven widths, any root) into the root's rows and leaves the other ranks alone, and repeated collectives of varying sizes
 // (including sizes that are not multiples of a cache line, and n < size) do not mix rounds.
 #include <gtest/gtest.h>
 
@@ -67,6 +68,35 @@ TEST(ShmCommunicator, AllGatherConcatenatesInRankOrder) {
   });
   for (int r = 0; r < size; ++r)
     for (int k = 0; k < size * n; ++k) EXPECT_EQ(out[size_t(r)][size_t(k)], float(k / n + 1));
+}
+
+TEST(ShmCommunicator, GatherColumnsPlacesEachRanksBlockOnTheRoot) {
+  // Rank r holds in[rows, cols_r] with value 1000*r + 10*i + j at (i, j): the root's out[i, c]
+  // must come from the rank owning column c, at row i and column c - offset(rank).
+  const int size = 3;
+  const int64_t rows = 4;
+  const int64_t cols[size] = {5, 3, 6};  // uneven, as the last rank of an indivisible vocabulary
+  const int64_t total = 14;
+  for (int root : {0, 2}) {
+    std::vector<std::vector<float>> out(size, std::vector<float>(size_t(rows * total), -1.f));
+    on_ranks(size, [&](int r, Communicator& c) {
+      std::vector<float> in(size_t(rows * cols[r]));
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols[r]; ++j) in[size_t(i * cols[r] + j)] = float(1000 * r + 10 * i + j);
+      for (int round = 0; round < 3; ++round)  // repeated rounds must not mix
+        c.gather_columns(in.data(), rows, cols[r], out[size_t(r)].data(), root);  // ignored off the root
+    });
+    for (int64_t i = 0; i < rows; ++i) {
+      int64_t col = 0;
+      for (int r = 0; r < size; ++r)
+        for (int64_t j = 0; j < cols[r]; ++j, ++col)
+          ASSERT_EQ(out[size_t(root)][size_t(i * total + col)], float(1000 * r + 10 * i + j))
+              << "root " << root << " row " << i << " column " << col;
+    }
+    for (int r = 0; r < size; ++r)
+      if (r != root)
+        for (float v : out[size_t(r)]) ASSERT_EQ(v, -1.f) << "rank " << r << " is not the root";
+  }
 }
 
 TEST(ShmCommunicator, ManyRoundsStayInStep) {

@@ -14,8 +14,8 @@ namespace pypto::test {
 // The tp slices of `dir`, staged on the CPU backend.
 std::vector<std::shared_ptr<const Qwen3Weights>> stage_slices(const std::string& dir, int tp);
 
-// Logits of every row of `prompt` ([T, vocab] row-major), computed by tp ranks in lockstep; also
-// checks every rank produced bitwise the same logits (their all-reduced activations are equal).
+// Logits of every row of `prompt` ([T, vocab] row-major), computed by tp ranks in lockstep (each
+// rank its vocabulary columns, gathered onto rank 0, which returns them).
 std::vector<float> tp_prompt_logits(const std::vector<std::shared_ptr<const Qwen3Weights>>& slices,
                                     const std::vector<int32_t>& prompt);
 

@@ -1,6 +1,7 @@
 #include "parallel/replicas/tp_model_runner.h"
 
 #include "core/error.h"
+#include "core/profiler.h"
 
 namespace pypto {
 namespace {
@@ -18,7 +19,9 @@ void wait_change(const std::atomic<T>& word, T old) {
 
 }  // namespace
 
-TpModelRunner::TpModelRunner(std::vector<TpRankParts> ranks, int64_t num_blocks, int32_t block_size, DType kv_dtype) {
+TpModelRunner::TpModelRunner(std::vector<TpRankParts> ranks, int64_t num_blocks, int32_t block_size, DType kv_dtype,
+                             std::string track_prefix)
+    : track_prefix_(std::move(track_prefix)) {
   const int tp = static_cast<int>(ranks.size());
   PYPTO_ASSERT(tp >= 1, "no ranks");
   for (int r = 0; r < tp; ++r) {
@@ -45,6 +48,7 @@ TpModelRunner::~TpModelRunner() {
 }
 
 void TpModelRunner::rank_main(int r) {
+  prof::name_this_thread(str_cat(track_prefix_, "tp rank ", r));
   uint64_t seen = 0;
   Rank& rk = ranks_[size_t(r)];
   while (true) {
@@ -52,7 +56,7 @@ void TpModelRunner::rank_main(int r) {
     seen = epoch_.load(std::memory_order_acquire);
     if (stop_) return;
     try {
-      rk.model->forward(side_batch_, *rk.cache, nullptr);
+      rk.model->forward(*batch_, *rk.cache, nullptr);  // its logits columns go to rank 0
     } catch (...) {
       rk.error = std::current_exception();
     }
@@ -68,11 +72,15 @@ void TpModelRunner::execute(const SchedulerOutput& so, ExecutorOutput& out) {
   if (batch.num_tokens() == 0) return;
   const int tp = this->tp();
   if (tp > 1) {
-    // The other ranks read the same batch minus its logits rows (rank 0 alone runs the
-    // replicated lm_head). Every rank validates the same ids and slots before its first
-    // collective, so a bad batch throws on all ranks and none waits in an all-reduce.
-    side_batch_ = batch;
-    side_batch_.logits_indices.clear();
+    if (!engine_thread_named_) {  // rank 0 runs on the thread that calls execute()
+      prof::name_this_thread(str_cat(track_prefix_, "tp rank 0 (engine)"));
+      engine_thread_named_ = true;
+    }
+    // The other ranks read the same batch, logits rows included (each computes the logits of its
+    // vocabulary rows); it stays unchanged until they are done. Every rank validates the same
+    // ids and slots before its first collective, so a bad batch throws on all ranks and none
+    // waits in an all-reduce.
+    batch_ = &batch;
     for (Rank& rk : ranks_) rk.error = nullptr;
     pending_.store(tp - 1, std::memory_order_relaxed);
     epoch_.fetch_add(1, std::memory_order_release);

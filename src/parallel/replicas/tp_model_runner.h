@@ -4,11 +4,16 @@
 // lockstep on its own thread: its own weight slice (its query/KV heads and MLP columns), its own
 // backend (threads pinned to its core group), its own share of the KV cache (its KV heads, the
 // same block ids on every rank) and a communicator that all-reduces the partial o_proj/down_proj
-// outputs. lm_head is replicated and only rank 0 computes logits (the other ranks stop after the
-// last layer). With tp == 1 this is the plain single-rank ModelRunner.
+// outputs and the vocab-parallel embeddings. lm_head is vocab-parallel too: every rank computes
+// the logits of its vocabulary rows and rank 0 gathers them into the step's [rows, vocab] logits
+// (Qwen3Model::kLogitsRank). With tp == 1 this is the plain single-rank ModelRunner.
+//
+// Profiling: rank r's thread is the trace track "tp rank r" (rank 0 is the engine thread that
+// calls execute(): "tp rank 0 (engine)"), prefixed by `track_prefix` ("replica 1 " under dp).
 #include <atomic>
 #include <exception>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -33,7 +38,8 @@ class TpModelRunner : public ModelExecutor {
  public:
   // Allocates every rank's KV cache ([num_blocks, block_size, rank's KV heads, head_dim] per
   // layer) and starts tp - 1 rank threads (rank 0 runs on the caller of execute()).
-  TpModelRunner(std::vector<TpRankParts> ranks, int64_t num_blocks, int32_t block_size, DType kv_dtype);
+  TpModelRunner(std::vector<TpRankParts> ranks, int64_t num_blocks, int32_t block_size, DType kv_dtype,
+                std::string track_prefix = "");
   ~TpModelRunner() override;
 
   void execute(const SchedulerOutput& so, ExecutorOutput& out) override;
@@ -53,7 +59,9 @@ class TpModelRunner : public ModelExecutor {
 
   std::vector<Rank> ranks_;
   std::unique_ptr<ModelRunner> runner_;  // rank 0: block tables and the batch
-  ForwardBatch side_batch_;              // ranks >= 1: the batch without logits rows
+  const ForwardBatch* batch_ = nullptr;  // the current step's batch, read by every rank
+  std::string track_prefix_;
+  bool engine_thread_named_ = false;
   std::vector<std::thread> threads_;
   alignas(64) std::atomic<uint64_t> epoch_{0};  // bumped once per step (and at shutdown)
   alignas(64) std::atomic<int> pending_{0};     // rank threads still running the current step
