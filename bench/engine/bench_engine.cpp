@@ -12,6 +12,9 @@
 //     16 requests sharing a 1,000-token prefix, sent one after another (each waits for the
 //     previous to finish) with prefix caching on, then off: prompt tokens actually computed and
 //     time to first token (median), on vs off.
+//
+//   Both take --tp N [--devices 0,1,..] to run the engine as one replica of N tensor-parallel
+//   ranks (load_replicas; rank r pinned to core group r, default devices 0..N-1).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -26,6 +29,8 @@
 #include "core/log.h"
 #include "core/progress.h"
 #include "engine/model_runner.h"
+#include "parallel/device_groups.h"
+#include "parallel/replicas/load_replicas.h"
 
 using namespace pypto;
 using Clock = std::chrono::steady_clock;
@@ -38,6 +43,8 @@ struct Args {
   int prompt_min = 32, prompt_max = 512, output_min = 32, output_max = 256;
   uint64_t seed = 0;
   std::string kv_cache_memory = "2GiB";
+  int tp = 1;
+  std::string devices;  // default with --tp N: 0..N-1
 };
 
 double median(std::vector<double> v) {
@@ -53,7 +60,15 @@ LoadedEngine load(const Args& a, int max_num_seqs, bool prefix_caching, int64_t 
   o.cache.enable_prefix_caching = prefix_caching;
   o.kv_cache_memory = static_cast<int64_t>(parse_byte_size("--kv-cache-memory", a.kv_cache_memory.c_str()));
   o.show_progress = false;
-  return load_engine(o);
+  if (a.tp == 1 && a.devices.empty()) return load_engine(o);
+  // One replica of tp ranks: le.loop is still the whole engine.
+  ReplicaLoadOptions r;
+  r.engine = o;
+  std::string devices = a.devices;
+  if (devices.empty())
+    for (int d = 0; d < a.tp; ++d) devices += (d ? "," : "") + std::to_string(d);
+  r.layout = plan_parallel_layout(0, devices, a.tp, 1, "", available_cores());
+  return load_replicas(r);
 }
 
 std::vector<int32_t> random_prompt(std::mt19937_64& rng, int n) {
@@ -124,8 +139,8 @@ int bench_throughput(const Args& a) {
   }
   const int64_t max_len = a.prompt_max + a.output_max;
   LoadedEngine le = load(a, a.max_num_seqs, /*prefix_caching=*/true, max_len);
-  std::printf("model %s, backend %s, %d threads, KV %s\n", a.model.c_str(), le.backend_name.c_str(), le.threads,
-              le.capacity.summary().c_str());
+  std::printf("model %s, backend %s, tp %d, %d threads per rank, KV %s\n", a.model.c_str(), le.backend_name.c_str(),
+              le.tp, le.threads, le.capacity.summary().c_str());
 
   // Batch-1 decode: one request alone; decode tokens/s from the time after its first token.
   std::sort(prompt_lens.begin(), prompt_lens.end());
@@ -208,6 +223,8 @@ int main(int argc, char** argv) {
     else if (f == "--prefix-len") a.prefix_len = std::atoi(next());
     else if (f == "--suffix-len") a.suffix_len = std::atoi(next());
     else if (f == "--kv-cache-memory") a.kv_cache_memory = next();
+    else if (f == "--tp") a.tp = std::atoi(next());
+    else if (f == "--devices") a.devices = next();
     else {
       std::fprintf(stderr, "bench_engine: unknown option %s\n", f.c_str());
       return 2;
@@ -215,6 +232,10 @@ int main(int argc, char** argv) {
   }
   if (a.model.empty()) {
     std::fprintf(stderr, "bench_engine: --model DIR is required\n");
+    return 2;
+  }
+  if (a.tp < 1) {
+    std::fprintf(stderr, "bench_engine: --tp must be a positive number of ranks\n");
     return 2;
   }
   try {

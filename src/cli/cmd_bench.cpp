@@ -75,6 +75,9 @@ struct EngineFlags {
   int64_t max_model_len = 0;
   int threads = 0;
   bool prefix_caching = true;
+  int tp = 1;               // tensor-parallel ranks (one replica: the benchmark drives one engine)
+  std::string devices;      // --devices (default with --tp N: 0..N-1)
+  std::string cpu_groups;   // --cpu-groups
 };
 
 void add_engine_flags(CLI::App* app, EngineFlags& f) {
@@ -85,6 +88,11 @@ void add_engine_flags(CLI::App* app, EngineFlags& f) {
   app->add_option("--max-model-len", f.max_model_len, "tokens per request (default: input + output length)");
   app->add_option("--threads", f.threads, "compute threads (default: all cores)");
   app->add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", f.prefix_caching, "prefix cache")->capture_default_str();
+  app->add_option("--tp,--tensor-parallel-size", f.tp, "tensor-parallel ranks (one engine replica)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app->add_option("--devices", f.devices, "device ids of the ranks (default with --tp N: 0,1,..,N-1)");
+  app->add_option("--cpu-groups", f.cpu_groups, "CPU: the cores of each device, e.g. 0-7,8-15 (default: equal split)");
 }
 
 LoadedEngine load_for_bench(const EngineFlags& f, int64_t needed_len, int32_t max_num_seqs) {
@@ -97,17 +105,26 @@ LoadedEngine load_for_bench(const EngineFlags& f, int64_t needed_len, int32_t ma
   ro.long_prefill_token_threshold = std::max<int64_t>(ro.long_prefill_token_threshold, 1);
   ro.threads = f.threads;
   ro.enable_prefix_caching = f.prefix_caching;
-  EngineLoadOptions lo = engine_load_options(ro, f.model);
-  lo.show_progress = Progress::enabled();
-  LoadedEngine le = load_engine(lo);
+  // One replica of f.tp ranks (load_replicas; with tp 1 the same engine as load_engine). The
+  // benchmarks drive le.loop, which is the whole engine when dp is 1.
+  ro.tp = f.tp;
+  ro.devices = f.devices;
+  if (ro.devices.empty() && f.tp > 1)
+    for (int d = 0; d < f.tp; ++d) ro.devices += (d ? "," : "") + std::to_string(d);
+  ro.cpu_groups = f.cpu_groups;
+  ReplicaLoadOptions lo = replica_load_options(ro, f.model);
+  lo.engine.show_progress = Progress::enabled();
+  LoadedEngine le = load_replicas(lo);
   log_info("bench: model ", f.model, " (", le.config.num_hidden_layers, " layers) loaded in ", le.load_seconds, " s; backend ",
-           le.backend_name, ", ", le.threads, " thread(s)");
+           le.backend_name, ", tp ", le.tp, ", ", le.threads, " thread(s) per rank");
+  if (le.tp > 1) log_info("bench: ", le.placement);
   return le;
 }
 
 ordered_json engine_config_json(const EngineFlags& f, const LoadedEngine& le) {
   return {{"model", f.model},           {"layers", le.config.num_hidden_layers}, {"backend", le.backend_name},
-          {"threads", le.threads},      {"kv_cache_memory", f.kv_cache_memory},  {"max_num_seqs", f.max_num_seqs},
+          {"threads", le.threads},      {"tp", le.tp},                           {"kv_cache_memory", f.kv_cache_memory},
+          {"max_num_seqs", f.max_num_seqs},
           {"load_seconds", le.load_seconds}};
 }
 
