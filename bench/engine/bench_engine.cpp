@@ -14,7 +14,8 @@
 //     time to first token (median), on vs off.
 //
 //   Both take --tp N [--devices 0,1,..] to run the engine as one replica of N tensor-parallel
-//   ranks (load_replicas; rank r pinned to core group r, default devices 0..N-1).
+//   ranks (load_replicas; rank r pinned to core group r, default devices 0..N-1), and
+//   --matmul-precision highest|high|medium (default high, as the server's flag).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -45,6 +46,7 @@ struct Args {
   std::string kv_cache_memory = "2GiB";
   int tp = 1;
   std::string devices;  // default with --tp N: 0..N-1
+  std::string matmul_precision = matmul_precision_name(kDefaultMatmulPrecision);
 };
 
 double median(std::vector<double> v) {
@@ -60,6 +62,7 @@ LoadedEngine load(const Args& a, int max_num_seqs, bool prefix_caching, int64_t 
   o.cache.enable_prefix_caching = prefix_caching;
   o.kv_cache_memory = static_cast<int64_t>(parse_byte_size("--kv-cache-memory", a.kv_cache_memory.c_str()));
   o.show_progress = false;
+  o.matmul_precision = parse_matmul_precision(a.matmul_precision);
   if (a.tp == 1 && a.devices.empty()) return load_engine(o);
   // One replica of tp ranks: le.loop is still the whole engine.
   ReplicaLoadOptions r;
@@ -225,6 +228,7 @@ int main(int argc, char** argv) {
     else if (f == "--kv-cache-memory") a.kv_cache_memory = next();
     else if (f == "--tp") a.tp = std::atoi(next());
     else if (f == "--devices") a.devices = next();
+    else if (f == "--matmul-precision") a.matmul_precision = next();
     else {
       std::fprintf(stderr, "bench_engine: unknown option %s\n", f.c_str());
       return 2;

@@ -55,6 +55,11 @@ void add_run_options(CLI::App& app, RunOptions& o) {
   app.add_flag("--enable-chunked-prefill,!--no-enable-chunked-prefill", o.enable_chunked_prefill,
                "split long prompts over steps")
       ->capture_default_str();
+  app.add_option("--matmul-precision", o.matmul_precision,
+                 "inputs of the matrix products: highest (f32), high (two bf16, ~16 bits), medium (one bf16: "
+                 "fastest, logits off by ~1e-2)")
+      ->check(CLI::IsMember({"highest", "high", "medium"}))
+      ->capture_default_str();
   app.add_option("--threads", o.threads, "compute threads (default: all cores of the device group)")->check(CLI::PositiveNumber);
   app.add_flag("--use-compile-cache,!--no-use-compile-cache", o.use_compile_cache,
                "keep staged weights in a fingerprinted cache and map them on the next start")
@@ -93,7 +98,10 @@ void validate_run_options(RunOptions& o) {
     fail("--output-json is for offline mode: give --prompt or --prompt-token-ids");
 }
 
-EngineLoadOptions engine_load_options(const RunOptions& o, const std::string& model_dir) {
+namespace {
+
+// The per-replica engine options (everything but the device layout).
+EngineLoadOptions engine_options(const RunOptions& o, const std::string& model_dir) {
   EngineLoadOptions e;
   e.model_dir = model_dir;
   e.scheduler.max_num_seqs = o.max_num_seqs;
@@ -108,13 +116,25 @@ EngineLoadOptions engine_load_options(const RunOptions& o, const std::string& mo
   e.memory_utilization = o.memory_utilization;
   e.kv_cache_dtype = (o.kv_cache_dtype == "fp32" || o.kv_cache_dtype == "float32") ? DType::F32 : DType::BF16;
   e.threads = o.threads;
+  e.matmul_precision = parse_matmul_precision(o.matmul_precision);
   if (o.use_compile_cache) e.compile_cache_dir = o.compile_cache_dir.empty() ? default_compile_cache_dir() : o.compile_cache_dir;
   return e;
 }
 
+}  // namespace
+
+EngineLoadOptions engine_load_options(const RunOptions& o, const std::string& model_dir) {
+  // load_engine() builds one rank of one replica: dropping --tp/--dp here would silently run a
+  // different configuration than asked for.
+  if (o.tp != 1 || o.dp != 1)
+    fail("--tp ", o.tp, " --dp ", o.dp, ": engine_load_options()/load_engine() start a single rank; use "
+         "load_replicas(replica_load_options(...)) (parallel/replicas/load_replicas.h) for tensor/data parallelism");
+  return engine_options(o, model_dir);
+}
+
 ReplicaLoadOptions replica_load_options(const RunOptions& o, const std::string& model_dir) {
   ReplicaLoadOptions r;
-  r.engine = engine_load_options(o, model_dir);
+  r.engine = engine_options(o, model_dir);
   r.layout = o.layout.cores.empty()
                  ? plan_parallel_layout(o.device, o.devices, o.tp, o.dp, o.cpu_groups, available_cores())
                  : o.layout;

@@ -27,6 +27,7 @@ struct RunOptions {
   ParallelLayout layout;   // filled by validate_run_options
   std::string dtype = "auto";
   std::string kv_cache_dtype = "bf16";
+  std::string matmul_precision = "high";  // highest | high | medium (kernels/backend.h)
   int64_t max_model_len = 1024;
   int32_t block_size = 16;
   double memory_utilization = 0.9;
@@ -59,7 +60,8 @@ struct RunOptions {
 void add_run_options(CLI::App& app, RunOptions& o);
 // Cross-flag validation after parsing (device groups, parallel sizes, dtypes); Error on misuse.
 void validate_run_options(RunOptions& o);
-// The engine's load options from the flags (model dir resolved).
+// The engine's load options from the flags (model dir resolved), for load_engine(): one rank, one
+// replica. Error when --tp or --dp is not 1 (naming load_replicas, which honours them).
 EngineLoadOptions engine_load_options(const RunOptions& o, const std::string& model_dir);
 // The same plus the device layout and routing: load_replicas(replica_load_options(o, dir)) starts
 // dp replicas of tp ranks each (with dp = tp = 1 the same engine as load_engine()).

@@ -3,8 +3,10 @@
 // SchedulerOutput into one ForwardBatch (prefill chunks and decodes together), runs the Qwen3
 // forward pass over the paged KV cache and returns logits for the rows that sample.
 //
-// load_engine() is the whole start-up path: checkpoint → staged weights → model → KV cache sized
-// from the memory budget → Engine on its EngineLoop thread.
+// load_engine() is the whole start-up path of one rank: checkpoint → staged weights → model → KV
+// cache sized from the memory budget → Engine on its EngineLoop thread. Tensor/data parallelism
+// (--tp/--dp) is load_replicas() (parallel/replicas/load_replicas.h), which sits above the engine
+// library; cli's engine_load_options() refuses --tp/--dp != 1 rather than drop them.
 #include <memory>
 #include <optional>
 #include <string>
@@ -49,6 +51,7 @@ struct EngineLoadOptions {
   double memory_utilization = kDefaultMemoryUtilization;
   DType kv_cache_dtype = DType::BF16;
   int threads = 0;                        // 0: every core this process may use
+  MatmulPrecision matmul_precision = kDefaultMatmulPrecision;  // --matmul-precision
   std::vector<int> cores;                 // pin threads to these cores (empty: no pinning)
   bool show_progress = true;
   std::string compile_cache_dir;          // --use-compile-cache: where staged slabs are cached
@@ -74,7 +77,7 @@ struct LoadedEngine {
   std::string placement;                                // which devices/cores each rank runs on, for the log
 };
 
-// Throws Error naming the file, tensor or flag at fault.
+// Throws Error naming the file, tensor or flag at fault. One rank, one replica (tp = dp = 1).
 LoadedEngine load_engine(const EngineLoadOptions& opt);
 
 }  // namespace pypto

@@ -41,7 +41,7 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   };
   auto backend_for = [&](int replica, int rank) {
     const std::vector<int>& cores = L.rank_cores(replica, rank);
-    return make_cpu_backend(threads_for(cores), L.pinned ? cores : std::vector<int>{});
+    return make_cpu_backend(threads_for(cores), L.pinned ? cores : std::vector<int>{}, eo.matmul_precision);
   };
 
   // Every rank of every replica gets its own backend (threads pinned to its cores). Staging uses
@@ -104,7 +104,7 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
       parts.push_back(std::move(p));
     }
     auto runner = std::make_unique<TpModelRunner>(std::move(parts), out.capacity.num_blocks, eo.cache.block_size,
-                                                  eo.kv_cache_dtype);
+                                                  eo.kv_cache_dtype, L.dp > 1 ? str_cat("replica ", i, " ") : "");
     ReplicaSet::Replica r;
     r.load = std::make_shared<LoadBook>();
     auto executor = std::make_unique<LoadReportingExecutor>(std::move(runner), r.load);
