@@ -140,7 +140,8 @@ int bench_throughput(const Args& a) {
     prompt_lens.push_back(p);
     reqs.push_back(make_request("t" + std::to_string(i), random_prompt(rng, p), o));
   }
-  const int64_t max_len = a.prompt_max + a.output_max;
+  // Room for the longest request and for the batch-1 probe below (median prompt + 33 tokens).
+  const int64_t max_len = std::max(a.prompt_max + a.output_max, a.prompt_max + 33);
   LoadedEngine le = load(a, a.max_num_seqs, /*prefix_caching=*/true, max_len);
   std::printf("model %s, backend %s, tp %d, %d threads per rank, KV %s\n", a.model.c_str(), le.backend_name.c_str(),
               le.tp, le.threads, le.capacity.summary().c_str());
