@@ -196,5 +196,84 @@ TEST(PagedAttention, ChunkedPrefillIsBitwiseIdentical) {
   }
 }
 
+// Every row of a prefill, bitwise, whether it is computed inside the whole prefill, alone (a
+// decode-style call: one query, context up to its position) or inside a 7-row chunk — across
+// GQA groups 1..16 (16 query-heads per column-path vector, so single rows of groups >= 8 take
+// the column path and single rows of smaller groups the row path), row counts that are not
+// multiples of any tile, first positions other than 0, blocks of 5 / 8 / 16 / 32 / 40 keys and a
+// generic head_dim. Before each smaller call the cache slots past its context are overwritten
+// with NaN: a key read past a query's causal limit, or a masked key not given probability
+// exactly 0, turns its output into NaN.
+TEST(PagedAttention, RowsAloneAndInChunksMatchPrefillBitwise) {
+  auto ref = make_reference_backend();
+  struct Case {
+    int32_t nh, nkv, hd, bs, start, rows;
+  };
+  const Case cases[] = {
+      {4, 4, 64, 16, 0, 45},     // no GQA
+      {4, 2, 128, 16, 100, 45},  // GQA 2 (Qwen3-0.6B / 1.7B), prefix of 100 in cache
+      {8, 2, 128, 32, 37, 45},   // GQA 4, two key groups per block
+      {8, 1, 64, 16, 5, 45},     // GQA 8: a single row is a column-path task
+      {16, 2, 256, 16, 20, 23},  // GQA 8, head_dim 256
+      {10, 2, 128, 16, 3, 40},   // GQA 5 (Qwen3-14B)
+      {6, 2, 128, 8, 50, 45},    // GQA 3, blocks smaller than a key group
+      {4, 1, 128, 5, 7, 30},     // GQA 4, odd block size
+      {4, 2, 64, 40, 60, 45},    // block size not a multiple of the lanes
+      {32, 2, 64, 16, 0, 20},    // GQA 16: 4 rows per task
+      {4, 2, 40, 16, 10, 30},    // generic head_dim
+  };
+  int seed = 300;
+  for (const auto& cs : cases)
+    for (DType dt : {DType::BF16, DType::F32}) {
+      const int32_t ctx = cs.start + cs.rows;
+      const int64_t qrow = int64_t(cs.nh) * cs.hd;
+      const std::string what = "nh=" + std::to_string(cs.nh) + " nkv=" + std::to_string(cs.nkv) +
+                               " hd=" + std::to_string(cs.hd) + " bs=" + std::to_string(cs.bs) + " " + dtype_name(dt);
+      Scenario sc({{ctx, cs.rows}}, cs.nh, cs.nkv, cs.hd, cs.bs, dt, seed++);
+      const std::vector<uint8_t> k0 = sc.cache->k, v0 = sc.cache->v;
+      auto want = sc.run(*ref);
+      // Calls [a, b) of prefill rows, latest end first (the NaN poisoning only ever grows).
+      std::vector<std::pair<int32_t, int32_t>> calls;
+      for (int32_t r = 0; r < cs.rows; ++r) calls.push_back({r, r + 1});
+      for (int32_t a : {0, 9, cs.rows - 7}) calls.push_back({a, a + 7});
+      std::sort(calls.begin(), calls.end(), [](auto x, auto y) { return x.second != y.second ? x.second > y.second : x.first < y.first; });
+      for (const auto& c : optimised_cases()) {
+        auto opt = make_case(c);
+        sc.cache->k = k0;
+        sc.cache->v = v0;
+        auto all = sc.run(*opt);
+        ASSERT_TRUE(std::none_of(all.begin(), all.end(), [](float x) { return std::isnan(x); })) << c.label << " " << what;
+        expect_close(all, want, sc.max_abs_v, c.label + " " + what);
+        int32_t poisoned = ctx;  // positions >= this hold NaN
+        for (auto [a, b] : calls) {
+          for (; poisoned > cs.start + b; --poisoned) {
+            const int32_t p = poisoned - 1;
+            const int64_t slot = int64_t(sc.tables[p / cs.bs]) * cs.bs + p % cs.bs;
+            const size_t es = dtype_size(dt), n = size_t(cs.nkv) * cs.hd;
+            for (size_t e = 0; e < n; ++e) {
+              const size_t off = (slot * n + e) * es;
+              if (dt == DType::F32) {
+                const float nan = NAN;
+                std::memcpy(sc.cache->k.data() + off, &nan, 4);
+                std::memcpy(sc.cache->v.data() + off, &nan, 4);
+              } else {
+                const uint16_t nan = 0x7fc0;
+                std::memcpy(sc.cache->k.data() + off, &nan, 2);
+                std::memcpy(sc.cache->v.data() + off, &nan, 2);
+              }
+            }
+          }
+          int32_t qs[2] = {0, b - a}, cl = cs.start + b;
+          AttentionBatch one{1, qs, &cl, sc.tables.data(), sc.max_blocks};
+          std::vector<float> out((b - a) * qrow, -1.0f);
+          auto layer = sc.cache->layer();
+          opt->paged_attention(sc.q.data() + a * qrow, b - a, cs.nh, layer, one, out.data());
+          ASSERT_TRUE(bitwise_equal(out.data(), all.data() + a * qrow, out.size()))
+              << c.label << " " << what << " rows [" << a << ", " << b << ")";
+        }
+      }
+    }
+}
+
 }  // namespace
 }  // namespace pypto::test

@@ -16,9 +16,35 @@
 // p + 1)), scores use the fixed-order dot product, sums run over j in increasing order. Which
 // other queries share the task, or how the prompt was chunked, never enters.
 //
-// Two variants: attention_fast<HC> for head_dim = HC · L (64 / 128 / 256 with AVX-512): q held
-// in registers, the scores of L keys at a time reduced together by reduce_lanes(), softmax on one
-// vector; attention_generic for any other head_dim. A given head_dim always takes the same one.
+// attention_generic serves any head_dim. attention_fast<HC> (head_dim = HC · L: 64 / 128 / 256
+// with AVX-512, L = kLanes) walks each block in key groups of L keys ([kb0 + iL, ...) within the
+// block) and gives every query-head, for every group it sees, this one sequence of operations:
+//   score s_j = scale · tree(chain_0 .. chain_L-1), chain_r = Σ_c q[r + cL]·k_j[r + cL] by FMA
+//     in increasing c from 0, tree = reduce_lanes' fixed pairing;
+//   keys j >= nk (past the query's position, or past the cache) get s_j = -inf;
+//   m' = m > max_j s_j ? m : max_j s_j (max in hmax's order), α = vexp(m - m'),
+//   p_j = vexp(s_j - m'), l' = l·α + Σ_j p_j (in hsum's fixed tree);
+//   acc = α·acc, then acc += p_j·v_j by FMA for j = 0 .. nk-1 only (keys past nk are skipped,
+//     not added with probability 0).
+// Two implementations of that sequence, bit-identical, chosen per block by how many query-heads
+// of the task see the block (a choice that therefore never changes a result):
+//  * row path (fewer than kAttnColsMin, e.g. decode): one query-head at a time, q in
+//    registers; lane r of the accumulator of key j is chain_r, reduce_lanes() sums the chains of
+//    L keys at once; softmax on one vector of L scores (hmax, exp_scalar, hsum).
+//  * column path (prefill, chunks, wide GQA groups): the task's query-heads are transposed once
+//    into vectors of L query-heads ([head_dim][L]); scores_cols computes the same chains with
+//    query-heads in the lanes — a broadcast key element times a query vector per FMA, a register
+//    tile of kAttnTileKeys keys × kAttnTileQv query vectors, so each load feeds 1.3-2 FMAs — and
+//    adds them in the same tree by vertical adds, no horizontal reduction. softmax_cols then runs
+//    the softmax for L query-heads at once, key by key, with the max and the sum over keys done
+//    as the same pairings as hmax / hsum and the same vexp lane by lane; lanes of query-heads
+//    that see none of the group keep their state. P·V shares each value-row load among up to
+//    kAttnTile query-heads that see the same number of keys (pv_update: the same FMA order for
+//    any number of them).
+// Lanes are independent in every vertical operation, so neither which lane a query-head lands
+// in nor its companions (other rows, padding lanes, heads) can change its bits; masked keys are
+// replaced by -inf with a select (their content, even NaN, never enters), and cache rows past
+// the block's end are never read (zeros stand in for them).
 #include <cmath>
 #include <cstdint>
 
@@ -29,8 +55,12 @@ namespace pypto::cpu::PYPTO_ISA_NS {
 inline int64_t round_lanes(int64_t n) { return (n + kLanes - 1) / kLanes * kLanes; }
 
 inline int64_t attention_scratch_floats(int32_t block_size, int32_t head_dim) {
-  return 2 * static_cast<int64_t>(block_size) * round_lanes(head_dim) + round_lanes(block_size) +
-         2 * kAttentionMaxQueries;
+  // Generic: K, V blocks [bs, ldk] + scores [round_lanes(bs)] + 2 × [64]. Fast: K, V blocks
+  // [round_lanes(bs), hd] + transposed queries [64 + L, hd] + scores [2, L, L] + alpha [2, L] +
+  // 2 × [64 + L] + [L].
+  const int64_t ld = round_lanes(head_dim), slots = kAttentionMaxQueries + kLanes;
+  return 2 * round_lanes(block_size) * ld + slots * ld + 2 * kLanes * kLanes + 2 * kLanes + 2 * slots + kLanes +
+         round_lanes(block_size);
 }
 
 // Σ_e a[e]·b[e] over n elements, lane-then-tree order.
@@ -150,104 +180,366 @@ inline void attention_generic(const AttentionTask& t, float* scratch) {
 
 namespace pypto::cpu::PYPTO_ISA_NS {
 
+// Query-heads sharing each value load in P·V.
+constexpr int kAttnTile = kLanes == 16 ? 4 : 2;
+// A cache block goes through the column path when at least this many query-heads of the task see
+// it; below that (decode) the row path is cheaper.
+constexpr int32_t kAttnColsMin = 8;
+// Column-path register tile: keys × query vectors (kLanes query-heads each).
+constexpr int kAttnTileKeys = kLanes == 16 ? 4 : 2;
+constexpr int kAttnTileQv = 2;
+
+// r[i] lane j -> r[j] lane i (kLanes × kLanes, exact: only moves).
+inline void transpose_lanes(vf (&r)[kLanes]) {
+  constexpr int L = kLanes;
+  vf t[L];
+  for (int i = 0; i < L / 2; ++i) {
+#if defined(__AVX512F__)
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+#else
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+#endif
+  }
+  // u[4i + k], 128-bit group g: column 4g + k of rows 4i .. 4i + 3.
+  vf u[L];
+  for (int i = 0; i < L / 4; ++i) {
+#if defined(__AVX512F__)
+    auto lo = [](vf a, vf b) { return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a), _mm512_castps_pd(b))); };
+    auto hi = [](vf a, vf b) { return _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a), _mm512_castps_pd(b))); };
+#else
+    auto lo = [](vf a, vf b) { return _mm256_castpd_ps(_mm256_unpacklo_pd(_mm256_castps_pd(a), _mm256_castps_pd(b))); };
+    auto hi = [](vf a, vf b) { return _mm256_castpd_ps(_mm256_unpackhi_pd(_mm256_castps_pd(a), _mm256_castps_pd(b))); };
+#endif
+    u[4 * i] = lo(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 1] = hi(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 2] = lo(t[4 * i + 1], t[4 * i + 3]);
+    u[4 * i + 3] = hi(t[4 * i + 1], t[4 * i + 3]);
+  }
+  // Column 4g + k = group g of u[k], u[4 + k], ... in order.
+  for (int k = 0; k < 4; ++k) {
+#if defined(__AVX512F__)
+    const vf v1 = _mm512_shuffle_f32x4(u[k], u[4 + k], 0x88), v2 = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], 0x88);
+    const vf w1 = _mm512_shuffle_f32x4(u[k], u[4 + k], 0xdd), w2 = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], 0xdd);
+    r[k] = _mm512_shuffle_f32x4(v1, v2, 0x88);
+    r[8 + k] = _mm512_shuffle_f32x4(v1, v2, 0xdd);
+    r[4 + k] = _mm512_shuffle_f32x4(w1, w2, 0x88);
+    r[12 + k] = _mm512_shuffle_f32x4(w1, w2, 0xdd);
+#else
+    r[k] = _mm256_permute2f128_ps(u[k], u[4 + k], 0x20);
+    r[4 + k] = _mm256_permute2f128_ps(u[k], u[4 + k], 0x31);
+#endif
+  }
+}
+
+// Row path: one online-softmax step of one query-head over one key group. s: the group's scores
+// (scaled); lanes >= nk are not keys of this query (any content: replaced by -inf, probability
+// exactly 0). Updates the running max m and sum l, sets alpha = e^(m_old - m_new), returns the
+// probabilities. hmax / hsum / exp_scalar: the column path does exactly these operations lane-wise.
+inline vf softmax_step(vf s, int nk, float& m, float& l, float& alpha) {
+  alignas(64) static constexpr float kLaneIndex[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  s = vselect_lt(vload(kLaneIndex), vset1(static_cast<float>(nk)), s, vset1(-INFINITY));
+  const float gmax = hmax(s);
+  const float m_new = m > gmax ? m : gmax;
+  alpha = exp_scalar(m - m_new);  // 0 on the first group (m = -inf)
+  const vf p = vexp(vsub(s, vset1(m_new)));
+  l = l * alpha + hsum(p);
+  m = m_new;
+  return p;
+}
+
+// Column path scores: J keys × QV query vectors; lane i of st[qv][j] = score of query-head i of
+// vector qv against key j. k: key rows f32 (row j at k + j·hd), qt: the query vectors transposed,
+// [hd][L] each, qt_step floats apart. Summed exactly as the row path sums a score — chain r
+// (r < L) = Σ_c q[r + cL]·k[r + cL] by FMA in increasing c from 0 (the row path's lane r), then
+// the chains added in reduce_lanes' fixed tree: G_g = (r_4g + r_4g+2) + (r_4g+1 + r_4g+3), total
+// (G0 + G1) + (G2 + G3) with 16 lanes, G0 + G1 with 8 — and scaled. Per FMA step: QV query loads
+// and J key broadcasts feed J·QV FMAs.
+template <int HC, int J, int QV>
+inline void scores_cols(const float* k, const float* qt, int64_t qt_step, float scale, float* st) {
+  constexpr int L = kLanes, hd = HC * L;
+  using Acc = vf[J][QV];
+  // Chains r0 and r1 at once.
+  auto chains = [&](int r0, int r1, Acc& c0, Acc& c1) __attribute__((always_inline)) {
+    for (int j = 0; j < J; ++j)
+      for (int v = 0; v < QV; ++v) c0[j][v] = c1[j][v] = vzero();
+    for (int cc = 0; cc < HC; ++cc) {
+      const int d0 = cc * L + r0, d1 = cc * L + r1;
+      vf q0[QV], q1[QV];
+      for (int v = 0; v < QV; ++v) {
+        q0[v] = vload(qt + v * qt_step + d0 * L);
+        q1[v] = vload(qt + v * qt_step + d1 * L);
+      }
+      for (int j = 0; j < J; ++j) {
+        const vf b0 = vset1(k[j * hd + d0]), b1 = vset1(k[j * hd + d1]);
+        for (int v = 0; v < QV; ++v) {
+          c0[j][v] = vfma(b0, q0[v], c0[j][v]);
+          c1[j][v] = vfma(b1, q1[v], c1[j][v]);
+        }
+      }
+    }
+  };
+  Acc g[L / 4];
+  for (int q = 0; q < L / 4; ++q) {
+    Acc x, y, a;
+    chains(4 * q, 4 * q + 2, x, y);
+    for (int j = 0; j < J; ++j)
+      for (int v = 0; v < QV; ++v) a[j][v] = vadd(x[j][v], y[j][v]);
+    chains(4 * q + 1, 4 * q + 3, x, y);
+    for (int j = 0; j < J; ++j)
+      for (int v = 0; v < QV; ++v) g[q][j][v] = vadd(a[j][v], vadd(x[j][v], y[j][v]));
+  }
+  const vf vs = vset1(scale);
+  for (int j = 0; j < J; ++j)
+    for (int v = 0; v < QV; ++v) {
+      vf s;
+      if constexpr (L == 16)
+        s = vadd(vadd(g[0][j][v], g[1][j][v]), vadd(g[2][j][v], g[3][j][v]));
+      else
+        s = vadd(g[0][j][v], g[1][j][v]);
+      vstore(st + (v * L + j) * L, vmul(s, vs));
+    }
+}
+
+// Some lane of nk is in (0, kLanes): a query-head that sees only part of the group.
+inline bool any_partial(vf nk) {
+  const vf one = vset1(1.0f), zero = vzero();
+  return hmax(vselect_lt(zero, nk, vselect_lt(nk, vset1(static_cast<float>(kLanes)), one, zero), zero)) > 0.0f;
+}
+
+// Column path softmax for one query vector and one key group: st = [L keys][L lanes] scores →
+// probabilities. nk: per lane the keys of the group the query-head sees (lanes with nk <= 0 are
+// left unchanged in m and l). The same operations as softmax_step, lane-wise: the max and the
+// sum over keys in hmax's / hsum's order ((l, l + L/2), then halves down to (0, 1)), the same
+// operand order for max, exp lane by lane.
+inline void softmax_cols(float* st, vf nk, bool masked, float* m, float* l, float* alpha) {
+  constexpr int L = kLanes;
+  vf s[L], t[L / 2];
+  for (int j = 0; j < L; ++j) {
+    s[j] = vload(st + j * L);
+    if (masked) s[j] = vselect_lt(vset1(static_cast<float>(j)), nk, s[j], vset1(-INFINITY));
+  }
+  for (int j = 0; j < L / 2; ++j) t[j] = vmax(s[j], s[j + L / 2]);
+  for (int w = L / 4; w >= 1; w /= 2)
+    for (int j = 0; j < w; ++j) t[j] = vmax(t[j], t[j + w]);
+  const vf m_old = vload(m), l_old = vload(l);
+  const vf m_new = vmax(m_old, t[0]);  // = m_old > gmax ? m_old : gmax
+  const vf a = vexp(vsub(m_old, m_new));
+  for (int j = 0; j < L; ++j) {
+    s[j] = vexp(vsub(s[j], m_new));
+    vstore(st + j * L, s[j]);
+  }
+  for (int j = 0; j < L / 2; ++j) t[j] = vadd(s[j], s[j + L / 2]);
+  for (int w = L / 4; w >= 1; w /= 2)
+    for (int j = 0; j < w; ++j) t[j] = vadd(t[j], t[j + w]);
+  const vf l_new = vadd(vmul(l_old, a), t[0]);
+  const vf zero = vzero();
+  vstore(m, vselect_lt(zero, nk, m_new, m_old));
+  vstore(l, vselect_lt(zero, nk, l_new, l_old));
+  vstore(alpha, a);
+}
+
+// P·V of N query-heads over the first nk keys of one group (value rows vg[j · HC·L]):
+// o_i = alpha_i · o_i, then o_i += p_i[j] · v_j for j = 0 .. nk-1 in order, by FMA — the same
+// for any N. p_i[j] = p[i + j · pj]. Each value load feeds N FMAs, each broadcast probability CB.
+template <int HC, int N>
+inline void pv_update(float* const* o, const float* alpha, const float* p, int pj, const float* vg, int nk) {
+  constexpr int L = kLanes, hd = HC * L;
+  constexpr int kHalfRegs = L == 16 ? 16 : 8;
+  constexpr int CB = (HC <= kHalfRegs / N) ? HC : (8 <= kHalfRegs / N ? 8 : (4 <= kHalfRegs / N ? 4 : 2));
+  static_assert(HC % CB == 0);
+  for (int ch0 = 0; ch0 < HC; ch0 += CB) {
+    vf a[N][CB];
+    for (int i = 0; i < N; ++i) {
+      const vf va = vset1(alpha[i]);
+      for (int cb = 0; cb < CB; ++cb) a[i][cb] = vmul(vload(o[i] + (ch0 + cb) * L), va);
+    }
+    for (int j = 0; j < nk; ++j) {
+      vf pv[N];
+      for (int i = 0; i < N; ++i) pv[i] = vset1(p[i + j * pj]);
+      for (int cb = 0; cb < CB; ++cb) {
+        const vf v = vload(vg + static_cast<int64_t>(j) * hd + (ch0 + cb) * L);
+        for (int i = 0; i < N; ++i) a[i][cb] = vfma(pv[i], v, a[i][cb]);
+      }
+    }
+    for (int i = 0; i < N; ++i)
+      for (int cb = 0; cb < CB; ++cb) vstore(o[i] + (ch0 + cb) * L, a[i][cb]);
+  }
+}
+
+template <int HC, int N = kAttnTile>
+inline void pv_run(int n, float* const* o, const float* alpha, const float* p, int pj, const float* vg, int nk) {
+  if constexpr (N > 1)
+    if (n < N) return pv_run<HC, N - 1>(n, o, alpha, p, pj, vg, nk);
+  pv_update<HC, N>(o, alpha, p, pj, vg, nk);
+}
+
 template <int HC>
 inline void attention_fast(const AttentionTask& t, float* scratch) {
+  constexpr int L = kLanes, J = kAttnTileKeys, QV = kAttnTileQv;
+  constexpr int32_t hd = HC * L;
   const KvCacheLayer& c = *t.cache;
   const AttentionBatch& b = *t.batch;
-  constexpr int32_t hd = HC * kLanes;
   const int32_t bs = c.block_size;
   const int32_t group = t.n_heads / c.n_kv_heads;
   const int32_t q0 = b.query_start[t.seq], q1 = b.query_start[t.seq + 1];
   const int32_t first_pos = b.context_len[t.seq] - (q1 - q0);
   const int32_t* table = b.block_tables + static_cast<int64_t>(t.seq) * b.max_blocks_per_seq;
   const int32_t nq = (t.t1 - t.t0) * group;
+  const int32_t nqv = (nq + L - 1) / L;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int64_t row_elems = static_cast<int64_t>(c.n_kv_heads) * hd;
+  constexpr int kMaxQ = kAttentionMaxQueries + kLanes;  // query-head slots, padded to whole vectors
 
-  float* kf = scratch;                            // [bs, hd]  this block's keys, f32
-  float* vfb = kf + static_cast<int64_t>(bs) * hd;  // [bs, hd]  this block's values, f32
-  float* p = vfb + static_cast<int64_t>(bs) * hd;   // [kLanes]  probabilities of one key group
-  float* run_max = p + round_lanes(bs);           // [nq]
-  float* run_sum = run_max + kAttentionMaxQueries;  // [nq]
+  float* kf = scratch;                            // [round_lanes(bs), hd]  this block's keys, f32
+  float* vfb = kf + round_lanes(bs) * hd;         // [round_lanes(bs), hd]  this block's values, f32
+  float* qt = vfb + round_lanes(bs) * hd;         // [nqv][hd][L]  query vectors, transposed
+  float* st = qt + static_cast<int64_t>(kMaxQ) * hd;  // [QV][L][L]  scores → probabilities
+  float* alpha = st + QV * L * L;                 // [QV][L]
+  float* run_max = alpha + QV * L;                // [kMaxQ]
+  float* run_sum = run_max + kMaxQ;               // [kMaxQ]
+  float* p = run_sum + kMaxQ;                     // [L]  row path probabilities
 
+  // Query-head qi = (row - t0) · group + head within the group.
+  const float* qp[kAttentionMaxQueries];
+  float* op[kAttentionMaxQueries];
+  int32_t pos[kMaxQ];
+  alignas(64) float posf[kMaxQ];  // positions as f32 (exact below 2^24)
   for (int32_t qi = 0; qi < nq; ++qi) {
+    const int32_t row = t.t0 + qi / group, h = t.kv_head * group + qi % group;
+    qp[qi] = t.q + (static_cast<int64_t>(row) * t.n_heads + h) * hd;
+    op[qi] = t.out + (static_cast<int64_t>(row) * t.n_heads + h) * hd;
+    pos[qi] = first_pos + (row - q0);
+    posf[qi] = static_cast<float>(pos[qi]);
     run_max[qi] = -INFINITY;
     run_sum[qi] = 0.0f;
-    const int32_t row = t.t0 + qi / group, h = t.kv_head * group + qi % group;
-    float* o = t.out + (static_cast<int64_t>(row) * t.n_heads + h) * hd;
-    for (int ch = 0; ch < HC; ++ch) vstore(o + ch * kLanes, vzero());
+    for (int ch = 0; ch < HC; ++ch) vstore(op[qi] + ch * L, vzero());
   }
+  for (int32_t qi = nq; qi < nqv * L; ++qi) {  // padding lanes: see nothing
+    pos[qi] = -1;
+    posf[qi] = -1.0f;
+    run_max[qi] = -INFINITY;
+    run_sum[qi] = 0.0f;
+  }
+  // First query-head that sees key `key` (rows are in position order).
+  auto first_seeing = [&](int32_t key) {
+    const int32_t row = q0 + (key - first_pos) > t.t0 ? q0 + (key - first_pos) : t.t0;
+    return (row - t.t0) * group;
+  };
+  bool have_qt = false;
 
   const int32_t last_pos = first_pos + (t.t1 - 1 - q0);
   for (int32_t kb0 = 0; kb0 <= last_pos; kb0 += bs) {
     const int32_t kb1 = kb0 + bs <= last_pos + 1 ? kb0 + bs : last_pos + 1;
+    const int32_t nrows = kb1 - kb0;
     const int64_t block = table[kb0 / bs];
-    for (int32_t j = 0; j < kb1 - kb0; ++j) {
+    for (int32_t j = 0; j < nrows; ++j) {
       const int64_t off = (block * bs + j) * row_elems + static_cast<int64_t>(t.kv_head) * hd;
       if (c.dtype == DType::F32) {
         const float* ks = static_cast<const float*>(c.k) + off;
         const float* vs = static_cast<const float*>(c.v) + off;
         for (int ch = 0; ch < HC; ++ch) {
-          vstore(kf + j * hd + ch * kLanes, vload(ks + ch * kLanes));
-          vstore(vfb + j * hd + ch * kLanes, vload(vs + ch * kLanes));
+          vstore(kf + j * hd + ch * L, vload(ks + ch * L));
+          vstore(vfb + j * hd + ch * L, vload(vs + ch * L));
         }
       } else {
         const uint16_t* ks = static_cast<const uint16_t*>(c.k) + off;
         const uint16_t* vs = static_cast<const uint16_t*>(c.v) + off;
         for (int ch = 0; ch < HC; ++ch) {
-          vstore(kf + j * hd + ch * kLanes, load_bf16(ks + ch * kLanes));
-          vstore(vfb + j * hd + ch * kLanes, load_bf16(vs + ch * kLanes));
+          vstore(kf + j * hd + ch * L, load_bf16(ks + ch * L));
+          vstore(vfb + j * hd + ch * L, load_bf16(vs + ch * L));
         }
       }
     }
-    for (int32_t qi = 0; qi < nq; ++qi) {
-      const int32_t row = t.t0 + qi / group, h = t.kv_head * group + qi % group;
-      const int32_t pos = first_pos + (row - q0);
-      if (pos < kb0) continue;
-      const int32_t limit = pos + 1 < kb1 ? pos + 1 : kb1;  // keys [kb0, limit) are visible
-      const float* qp = t.q + (static_cast<int64_t>(row) * t.n_heads + h) * hd;
-      float* o = t.out + (static_cast<int64_t>(row) * t.n_heads + h) * hd;
-      vf qv[HC];
-      for (int ch = 0; ch < HC; ++ch) qv[ch] = vload(qp + ch * kLanes);
-      // Key groups of kLanes within the block: one online-softmax update per group.
-      for (int32_t g0 = kb0; g0 < limit; g0 += kLanes) {
-        const int nk = limit - g0 < kLanes ? limit - g0 : kLanes;
+
+    // Key rows past the block's end up to a whole group: zeros (their scores are masked anyway).
+    for (int32_t j = nrows; j < round_lanes(nrows); ++j)
+      for (int ch = 0; ch < HC; ++ch) vstore(kf + j * hd + ch * L, vzero());
+
+    if (nq - first_seeing(kb0) >= kAttnColsMin) {
+      // Column path: scores for whole query vectors (kLanes query-heads), softmax lane-wise.
+      if (!have_qt) {
+        for (int32_t v = 0; v < nqv; ++v)
+          for (int ch = 0; ch < HC; ++ch) {
+            vf r[L];
+            for (int i = 0; i < L; ++i) r[i] = v * L + i < nq ? vload(qp[v * L + i] + ch * L) : vzero();
+            transpose_lanes(r);
+            for (int e = 0; e < L; ++e) vstore(qt + (static_cast<int64_t>(v) * hd + ch * L + e) * L, r[e]);
+          }
+        have_qt = true;
+      }
+      for (int32_t g0 = kb0; g0 < kb1; g0 += L) {
+        const int nkeys = kb1 - g0 < L ? kb1 - g0 : L;  // keys of this group in the cache
         const float* kg = kf + static_cast<int64_t>(g0 - kb0) * hd;
-        vf acc[kLanes];
-        for (int j = 0; j < kLanes; ++j) {
-          acc[j] = vzero();
-          if (j < nk)
-            for (int ch = 0; ch < HC; ++ch) acc[j] = vfma(qv[ch], vload(kg + j * hd + ch * kLanes), acc[j]);
-        }
-        vf s = vmul(reduce_lanes(acc), vset1(scale));
-        // Lanes past nk are not keys of this query: -inf, so their probability is exactly 0.
-        float sl[kLanes];
-        vstore(sl, s);
-        for (int j = nk; j < kLanes; ++j) sl[j] = -INFINITY;
-        s = vload(sl);
-        const float gmax = hmax(s);
-        const float m_new = run_max[qi] > gmax ? run_max[qi] : gmax;
-        const float alpha = exp_scalar(run_max[qi] - m_new);
-        vf pv = vexp(vsub(s, vset1(m_new)));
-        run_sum[qi] = run_sum[qi] * alpha + hsum(pv);
-        run_max[qi] = m_new;
-        vstore(p, pv);
         const float* vg = vfb + static_cast<int64_t>(g0 - kb0) * hd;
-        const vf va = vset1(alpha);
-        for (int ch = 0; ch < HC; ++ch) {
-          vf a = vmul(vload(o + ch * kLanes), va);
-          for (int j = 0; j < nk; ++j) a = vfma(vset1(p[j]), vload(vg + j * hd + ch * kLanes), a);
-          vstore(o + ch * kLanes, a);
+        for (int32_t v0 = first_seeing(g0) / L; v0 < nqv; v0 += QV) {
+          const int nv = nqv - v0 < QV ? nqv - v0 : QV;
+          const float* qtv = qt + static_cast<int64_t>(v0) * hd * L;
+          for (int j0 = 0; j0 < nkeys; j0 += J) {
+            if (nv == QV)
+              scores_cols<HC, J, QV>(kg + j0 * hd, qtv, static_cast<int64_t>(hd) * L, scale, st + j0 * L);
+            else
+              scores_cols<HC, J, 1>(kg + j0 * hd, qtv, static_cast<int64_t>(hd) * L, scale, st + j0 * L);
+          }
+          for (int v = 0; v < nv; ++v) {
+            const int32_t qb = (v0 + v) * L;
+            float* sv = st + v * L * L;
+            float* av = alpha + v * L;
+            // Keys of the group each lane sees: [g0, min(pos + 1, kb1)), at most L (exact in f32).
+            const vf nkv = vmin(vsub(vmin(vload(posf + qb), vset1(static_cast<float>(kb1 - 1))),
+                                     vset1(static_cast<float>(g0 - 1))),
+                                vset1(static_cast<float>(L)));
+            alignas(64) float nkf[16];
+            vstore(nkf, nkv);
+            // Masking needed unless every lane sees the whole group or nothing of it.
+            const bool masked = nkeys < L || any_partial(nkv);
+            softmax_cols(sv, nkv, masked, run_max + qb, run_sum + qb, av);
+            // P·V: consecutive query-heads that see the same keys share the value loads.
+            const int iend = nq - qb < L ? nq - qb : L;
+            for (int i = 0; i < iend;) {
+              if (nkf[i] <= 0.0f) {
+                ++i;
+                continue;
+              }
+              int e = i + 1;
+              while (e < iend && e - i < kAttnTile && nkf[e] == nkf[i]) ++e;
+              pv_run<HC>(e - i, op + qb + i, av + i, sv + i, L, vg, static_cast<int>(nkf[i]));
+              i = e;
+            }
+          }
+        }
+      }
+    } else {
+      // Row path (few query-heads, e.g. decode): one query-head at a time, L keys per step.
+      for (int32_t qi = first_seeing(kb0); qi < nq; ++qi) {
+        const int32_t limit = pos[qi] + 1 < kb1 ? pos[qi] + 1 : kb1;
+        float* o = op[qi];
+        vf qv[HC];
+        for (int ch = 0; ch < HC; ++ch) qv[ch] = vload(qp[qi] + ch * L);
+        for (int32_t g0 = kb0; g0 < limit; g0 += L) {
+          const int nk = limit - g0 < L ? limit - g0 : L;
+          const float* kg = kf + static_cast<int64_t>(g0 - kb0) * hd;
+          // Lane r of acc[j]: chain r of key j (see scores_cols); reduce_lanes adds the chains.
+          // All L rows of the group are read (rows past the block are zeros): keys >= nk are
+          // masked by softmax_step whatever their scores.
+          vf acc[L];
+          for (int j = 0; j < L; ++j) acc[j] = vzero();
+          for (int ch = 0; ch < HC; ++ch)
+            for (int j = 0; j < L; ++j) acc[j] = vfma(qv[ch], vload(kg + j * hd + ch * L), acc[j]);
+          const vf s = vmul(reduce_lanes(acc), vset1(scale));
+          float a;
+          vstore(p, softmax_step(s, nk, run_max[qi], run_sum[qi], a));
+          pv_update<HC, 1>(&o, &a, p, 1, vfb + static_cast<int64_t>(g0 - kb0) * hd, nk);
         }
       }
     }
   }
 
   for (int32_t qi = 0; qi < nq; ++qi) {
-    const int32_t row = t.t0 + qi / group, h = t.kv_head * group + qi % group;
-    float* o = t.out + (static_cast<int64_t>(row) * t.n_heads + h) * hd;
+    float* o = op[qi];
     const vf inv = vset1(1.0f / run_sum[qi]);
-    for (int ch = 0; ch < HC; ++ch) vstore(o + ch * kLanes, vmul(vload(o + ch * kLanes), inv));
+    for (int ch = 0; ch < HC; ++ch) vstore(o + ch * L, vmul(vload(o + ch * L), inv));
   }
 }
 
