@@ -228,7 +228,9 @@ std::vector<RequestOutput> Engine::step() {
     rows.push_back({&r->sampling_params, r->prompt_token_ids, r->output_token_ids, r->eos_token_ids, r->seed});
     row_of.push_back(i);
   }
-  const std::vector<SampledToken> sampled = sample_batch(eo.logits, eo.vocab_size, rows, config_.sampler_threads);
+  const std::vector<SampledToken> sampled = sample_batch(
+      eo.logits, eo.vocab_size, rows,
+      [this](int64_t n, const std::function<void(int64_t)>& fn) { executor_->parallel_rows(n, fn); });
   std::vector<SampledToken> aligned(so.scheduled.size());
   for (size_t k = 0; k < row_of.size(); ++k) aligned[row_of[k]] = sampled[k];
   stats_.sample_seconds += seconds_since(t);

@@ -27,7 +27,6 @@ struct EngineConfig {
   CacheConfig cache;
   int64_t vocab_size = 0;              // bounds token ids in prompts and sampling params
   std::vector<int32_t> eos_token_ids;  // from config.json and generation_config.json
-  int sampler_threads = 0;             // threads sampling the rows of a step (0: OpenMP's default)
 };
 
 struct EngineRequest {

@@ -21,6 +21,7 @@
 // The engine, not the executor, samples (src/sampling): the sampler is per row, seeded per
 // request, and identical for every executor.
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "engine/scheduler_output.h"
@@ -36,6 +37,11 @@ class ModelExecutor {
  public:
   virtual ~ModelExecutor() = default;
   virtual void execute(const SchedulerOutput& so, ExecutorOutput& out) = 0;
+  // Runs fn(i) for i in [0, n) on the executor's compute threads between steps (the engine's
+  // sampler uses it); the default runs them on the calling thread. fn must not throw.
+  virtual void parallel_rows(int64_t n, const std::function<void(int64_t)>& fn) {
+    for (int64_t i = 0; i < n; ++i) fn(i);
+  }
 };
 
 }  // namespace pypto

@@ -31,6 +31,10 @@ class ModelRunner : public ModelExecutor {
   // `model` and `cache` must outlive the runner.
   ModelRunner(Qwen3Model& model, KvCache& cache);
   void execute(const SchedulerOutput& so, ExecutorOutput& out) override;
+  // On the model's backend threads (the pool the kernels use).
+  void parallel_rows(int64_t n, const std::function<void(int64_t)>& fn) override {
+    model_.backend().parallel_rows(n, fn);
+  }
   // The first half of execute(): applies `so` to the block tables and fills the step's
   // ForwardBatch (valid until the next call). A tensor-parallel executor builds the batch once
   // here and runs it on every rank (parallel/replicas/tp_model_runner.h).

@@ -10,6 +10,7 @@
 // on what else is in the batch or how its prompt was chunked.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -91,6 +92,13 @@ class Backend {
 
   // (optional) wait for queued work; CPU backends are synchronous.
   virtual void synchronize() {}
+
+  // Host work between kernels, row by row (the engine's sampler): fn(i) for every i in [0, n),
+  // returning when all are done. The CPU backend spreads rows over its own (pinned) threads;
+  // the default runs them on the calling thread. fn must not throw.
+  virtual void parallel_rows(int64_t n, const std::function<void(int64_t)>& fn) {
+    for (int64_t i = 0; i < n; ++i) fn(i);
+  }
 };
 
 // What the matrix products may round their f32 inputs to (weights are always used as stored and

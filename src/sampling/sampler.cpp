@@ -4,10 +4,10 @@
 #include <array>
 #include <iterator>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <optional>
 
-#include <omp.h>
 
 #include "core/error.h"
 #include "sampling/logits_processors.h"
@@ -94,6 +94,41 @@ int32_t draw_in_id_order(const std::vector<float>& w, double total, double u) {
   return last;  // rounding left target == total: the last token with weight
 }
 
+// e^x for x <= 0: see exp_nonpositive() (sampler.h, defined below), inlined so loops vectorise.
+inline float exp_nonpositive_inline(float x) {
+  const float xc = x < -87.0f ? -87.0f : x;
+  const float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  const float n = (xc * 1.44269504088896341f + kRound) - kRound;
+  const float r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float er = p * r * r + r + 1.0f;
+  const uint32_t bits = uint32_t(int32_t(n) + 127) << 23;  // 2^n, n in [-126, 0]
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return x < -87.0f ? 0.0f : er * scale;
+}
+
+// The largest value of x (NaN-free input): 16 independent running maxima, which the compiler
+// vectorises; a maximum is exact whatever the order.
+float max_value(std::span<const float> x) {
+  constexpr size_t kW = 16;
+  float part[kW];
+  for (size_t j = 0; j < kW; ++j) part[j] = kNegInf;
+  size_t i = 0;
+  for (; i + kW <= x.size(); i += kW)
+    for (size_t j = 0; j < kW; ++j) part[j] = x[i + j] > part[j] ? x[i + j] : part[j];
+  float best = kNegInf;
+  for (size_t j = 0; j < kW; ++j) best = part[j] > best ? part[j] : best;
+  for (; i < x.size(); ++i) best = x[i] > best ? x[i] : best;
+  return best;
+}
+
+
 // temperature, top-k, top-p, min-p and one draw, all O(vocab): selections, no sort. The kept
 // tokens are those at least as likely as a boundary token in (logit desc, id asc) order; the draw
 // walks them in id order, so the result depends only on the row and u.
@@ -102,15 +137,13 @@ int32_t sample_random(std::span<float> x, const SamplingParams& p, double u) {
   const float inv_t = 1.0f / p.temperature;
   // Clamped so a huge logit over a small temperature stays finite (exp(x - max) needs it).
   for (float& v : x) v = std::min(v * inv_t, std::numeric_limits<float>::max());
-  const float max = *std::max_element(x.begin(), x.end());
+  const float max = max_value(x);
   if (max == kNegInf) return argmax_lowest_id(x);  // everything masked: nothing to draw from
 
   std::vector<float> w(vocab);
-  double total = 0.0;
-  for (size_t i = 0; i < vocab; ++i) {
-    w[i] = std::exp(x[i] - max);  // the max token weighs 1
-    total += double(w[i]);
-  }
+  for (size_t i = 0; i < vocab; ++i) w[i] = exp_nonpositive_inline(x[i] - max);  // the max token weighs 1
+  double total = 0.0;  // in id order, as the draw walks them
+  for (size_t i = 0; i < vocab; ++i) total += double(w[i]);
 
   const bool top_p = p.top_p < 1.0f;
   std::optional<Cand> boundary;  // least likely kept token; none = keep all
@@ -179,12 +212,23 @@ int32_t sample_random(std::span<float> x, const SamplingParams& p, double u) {
 
 }  // namespace
 
+// e^x for x <= 0 (x = logit - max), written without calls or branches so the loop over the
+// vocabulary vectorises (std::exp is a scalar call per token: ~1 ms per 152k-token row). Cody-Waite
+// reduction x = n ln2 + r, |r| <= ln2 / 2, and the degree-6 minimax polynomial of e^r from
+// Cephes' expf: within 2 ulp of e^x. Below -87 (e^x < 2^-125 of the top token's weight) it is 0,
+// so -inf (masked tokens) weighs exactly 0.
+float exp_nonpositive(float x) { return exp_nonpositive_inline(x); }
+
+
 int32_t argmax_lowest_id(std::span<const float> logits) {
   PYPTO_ASSERT(!logits.empty());
-  size_t best = 0;
-  for (size_t i = 1; i < logits.size(); ++i)
-    if (logits[i] > logits[best]) best = i;
-  return int32_t(best);
+  // Two passes the compiler vectorises (a greedy step runs this over 152k logits per row): the
+  // maximum, then the first id holding it (ties -> lowest id). NaNs never get here
+  // (sanitize_logits maps them to -inf first).
+  const float best = max_value(logits);
+  for (size_t k = 0; k < logits.size(); ++k)
+    if (logits[k] == best) return int32_t(k);
+  return 0;  // every logit is NaN: unreachable after sanitize_logits, id 0 as before
 }
 
 std::vector<TokenLogprob> top_logprobs(std::span<const float> logits, int32_t k) {
@@ -247,15 +291,17 @@ SampledToken sample_row(std::span<float> x, const SamplerRow& row) {
 }
 
 std::vector<SampledToken> sample_batch(std::span<float> logits, int64_t vocab_size,
-                                       std::span<const SamplerRow> rows, int max_threads) {
+                                       std::span<const SamplerRow> rows, const RowRunner& run_rows) {
   PYPTO_ASSERT(vocab_size > 0 && logits.size() == rows.size() * size_t(vocab_size), "logits ",
                logits.size(), " for ", rows.size(), " rows of vocab ", vocab_size);
   std::vector<SampledToken> out(rows.size());
   const int64_t n = int64_t(rows.size());
-  const int threads = max_threads > 0 ? int(std::min<int64_t>(max_threads, n)) : omp_get_max_threads();
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (n > 1 && threads > 1)
-  for (int64_t r = 0; r < n; ++r)
-    out[r] = sample_row(logits.subspan(size_t(r * vocab_size), size_t(vocab_size)), rows[r]);
+  auto one = [&](int64_t r) {
+    out[size_t(r)] = sample_row(logits.subspan(size_t(r * vocab_size), size_t(vocab_size)), rows[size_t(r)]);
+  };
+  if (run_rows && n > 1) run_rows(n, one);
+  else
+    for (int64_t r = 0; r < n; ++r) one(r);
   return out;
 }
 

@@ -14,6 +14,7 @@
 // Logprobs are those of the model's raw distribution (log_softmax of the logits as given), as
 // vLLM reports them by default.
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -44,14 +45,21 @@ struct SamplerRow {
 // Samples one row; `logits` is modified in place (it holds the processed logits afterwards).
 SampledToken sample_row(std::span<float> logits, const SamplerRow& row);
 
-// Samples every row of logits [rows.size(), vocab_size] (modified in place). Rows run in
-// parallel on up to `max_threads` OpenMP threads (0: OpenMP's default; a DP replica pinned to a
-// core group should pass its group's size); results are in row order and never depend on the
-// thread count.
+// Runs fn(i) for every i in [0, n), possibly in parallel, and returns when all are done. The
+// engine passes its backend's thread pool (ModelExecutor::parallel_rows), so sampling runs on the
+// same pinned threads as the kernels instead of a second pool whose idle threads would spin
+// against them.
+using RowRunner = std::function<void(int64_t n, const std::function<void(int64_t)>& fn)>;
+
+// Samples every row of logits [rows.size(), vocab_size] (modified in place), rows spread by
+// `run_rows` (empty: one after another on the calling thread); results are in row order and never
+// depend on how rows were spread.
 std::vector<SampledToken> sample_batch(std::span<float> logits, int64_t vocab_size,
-                                       std::span<const SamplerRow> rows, int max_threads = 0);
+                                       std::span<const SamplerRow> rows, const RowRunner& run_rows = {});
 
 // Building blocks, exposed for tests.
+// e^x for x <= 0 within 2 ulp, 0 below -87 (so e^-inf = 0): the sampler's weights e^(logit - max).
+float exp_nonpositive(float x);
 // argmax with ties broken towards the lowest id.
 int32_t argmax_lowest_id(std::span<const float> logits);
 // The k most likely tokens as (id, logprob) under log_softmax(logits), most likely first,

@@ -1,5 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <random>
+
+#include <thread>
+
 #include <cmath>
 #include <limits>
 #include <algorithm>
@@ -39,6 +43,36 @@ TEST(Sampler, GreedyTiesGoToLowestId) {
   p.temperature = 0.0f;
   EXPECT_EQ(sample({1.0f, 3.0f, 3.0f, 2.0f}, p).token_id, 1);
   EXPECT_EQ(argmax_lowest_id(std::vector<float>{5.0f, 5.0f}), 0);
+}
+
+// The vectorised argmax against the plain first-maximum scan: sizes around its 16-wide blocks,
+// the maximum (and its ties) in the blocks, in the tail and at both ends, all -inf.
+TEST(Sampler, ArgmaxMatchesAPlainScan) {
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> small(-3, 3);  // few distinct values: many ties
+  for (size_t n : {size_t(1), size_t(15), size_t(16), size_t(17), size_t(33), size_t(151936)}) {
+    for (int trial = 0; trial < 20; ++trial) {
+      std::vector<float> x(n);
+      for (float& v : x) v = trial % 5 == 0 ? -std::numeric_limits<float>::infinity() : float(small(rng)) * 0.5f;
+      if (trial % 5 == 1) x.back() = 100.0f;  // unique maximum in the tail
+      if (trial % 5 == 2) x.front() = 100.0f;
+      size_t want = 0;
+      for (size_t i = 1; i < n; ++i)
+        if (x[i] > x[want]) want = i;
+      ASSERT_EQ(argmax_lowest_id(x), int32_t(want)) << "n " << n << " trial " << trial;
+    }
+  }
+}
+
+TEST(Sampler, ExpOfNonPositiveMatchesStdExp) {
+  EXPECT_EQ(exp_nonpositive(0.0f), 1.0f);
+  EXPECT_EQ(exp_nonpositive(-std::numeric_limits<float>::infinity()), 0.0f);
+  EXPECT_EQ(exp_nonpositive(-200.0f), 0.0f);
+  for (float x = -87.0f; x <= 0.0f; x += 0.001373f) {
+    const double want = std::exp(double(x));
+    const double rel = std::fabs(double(exp_nonpositive(x)) - want) / want;
+    ASSERT_LE(rel, 3e-7) << "x = " << x;  // 2 ulp of a float is <= 2.4e-7 relative
+  }
 }
 
 TEST(Sampler, NanNeverWins) {
@@ -266,11 +300,17 @@ TEST(Sampler, BatchRowsAreIndependent) {
   std::vector<SamplerRow> rows = {{&greedy, prompt, out, {}, 1234},
                                   {&fancy, prompt, out, {}, 1234},
                                   {&plain, prompt, out, {}, 1234}};
-  for (int threads : {0, 1, 2, 3}) {
+  // Serially, and with the rows spread over threads in a scrambled order (last row first).
+  const RowRunner reversed_threads = [](int64_t n, const std::function<void(int64_t)>& fn) {
+    std::vector<std::thread> ts;
+    for (int64_t i = n - 1; i >= 0; --i) ts.emplace_back([&fn, i] { fn(i); });
+    for (auto& t : ts) t.join();
+  };
+  for (const RowRunner& runner : {RowRunner{}, reversed_threads}) {
     std::vector<float> b = batch;
-    const auto got = sample_batch(b, vocab, rows, threads);
+    const auto got = sample_batch(b, vocab, rows, runner);
     ASSERT_EQ(got.size(), 3u);
-    for (int i = 0; i < 3; ++i) EXPECT_EQ(got[i].token_id, alone[i]) << "row " << i << " threads " << threads;
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(got[i].token_id, alone[i]) << "row " << i << (runner ? " threaded" : " serial");
   }
 }
 

@@ -55,6 +55,16 @@ class CpuBackend final : public Backend {
   }
   bool weight_layout_is_plain(DType) const override { return true; }
 
+  void parallel_rows(int64_t n, const std::function<void(int64_t)>& fn) override {
+    if (n <= 1) {
+      if (n == 1) fn(0);
+      return;
+    }
+    pool_.parallel_for_dynamic(n, 1, [&](int64_t b, int64_t e, int) {
+      for (int64_t i = b; i < e; ++i) fn(i);
+    });
+  }
+
   // --- ops -----------------------------------------------------------------------------------
   void linear(const float* x, int64_t m, const LinearWeight& w, const float* bias, float* y) override {
     check_weight_dtype(w.dtype);

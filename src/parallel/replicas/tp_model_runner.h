@@ -43,6 +43,8 @@ class TpModelRunner : public ModelExecutor {
   ~TpModelRunner() override;
 
   void execute(const SchedulerOutput& so, ExecutorOutput& out) override;
+  // Rank 0's threads (the engine thread's pool); the other ranks idle between steps.
+  void parallel_rows(int64_t n, const std::function<void(int64_t)>& fn) override { runner_->parallel_rows(n, fn); }
 
   int tp() const { return static_cast<int>(ranks_.size()); }
   // Bytes of rank r's KV cache.
