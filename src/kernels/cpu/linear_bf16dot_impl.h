@@ -22,14 +22,19 @@ inline __m512bh load_bh_n(const uint16_t* p, int n) {
 }
 
 // y[i, j] = Σ_k x[i, k] · w[j, k] (+ bias[j]); x = xh (+ xl when SPLIT), all bf16; [MR, k] / [NR, k].
+// pf (or nullptr): the next W tile ([NR, k], same stride), prefetched line by line alongside this
+// one, so a tile's first pass over the rows of x streams W from memory while it computes instead
+// of stalling on each new line (prefetch is a hint: the arithmetic is unchanged).
 template <int MR, int NR, bool SPLIT>
 inline void dot_tile_bf16(const uint16_t* xh, const uint16_t* xl, int64_t ldx, const uint16_t* w, int64_t ldw,
-                          int64_t k, const float* bias, float* y, int64_t ldy) {
+                          int64_t k, const float* bias, float* y, int64_t ldy, const uint16_t* pf = nullptr) {
   vf acc[MR][NR];
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) acc[i][j] = vzero();
   int64_t kk = 0;
   for (; kk + 32 <= k; kk += 32) {
+    if (pf)
+      for (int j = 0; j < NR; ++j) _mm_prefetch(reinterpret_cast<const char*>(pf + j * ldw + kk), _MM_HINT_T0);
     __m512bh wv[NR];
     for (int j = 0; j < NR; ++j) wv[j] = load_bh(w + j * ldw + kk);
     for (int i = 0; i < MR; ++i) {
@@ -59,12 +64,13 @@ inline void dot_tile_bf16(const uint16_t* xh, const uint16_t* xl, int64_t ldx, c
 
 template <int NR, bool SPLIT>
 inline void dot_tile_bf16_rows(int64_t mr, const uint16_t* xh, const uint16_t* xl, int64_t ldx, const uint16_t* w,
-                               int64_t ldw, int64_t k, const float* bias, float* y, int64_t ldy) {
+                               int64_t ldw, int64_t k, const float* bias, float* y, int64_t ldy,
+                               const uint16_t* pf = nullptr) {
   switch (mr) {
-    case 4: dot_tile_bf16<4, NR, SPLIT>(xh, xl, ldx, w, ldw, k, bias, y, ldy); break;
-    case 3: dot_tile_bf16<3, NR, SPLIT>(xh, xl, ldx, w, ldw, k, bias, y, ldy); break;
-    case 2: dot_tile_bf16<2, NR, SPLIT>(xh, xl, ldx, w, ldw, k, bias, y, ldy); break;
-    default: dot_tile_bf16<1, NR, SPLIT>(xh, xl, ldx, w, ldw, k, bias, y, ldy); break;
+    case 4: dot_tile_bf16<4, NR, SPLIT>(xh, xl, ldx, w, ldw, k, bias, y, ldy, pf); break;
+    case 3: dot_tile_bf16<3, NR, SPLIT>(xh, xl, ldx, w, ldw, k, bias, y, ldy, pf); break;
+    case 2: dot_tile_bf16<2, NR, SPLIT>(xh, xl, ldx, w, ldw, k, bias, y, ldy, pf); break;
+    default: dot_tile_bf16<1, NR, SPLIT>(xh, xl, ldx, w, ldw, k, bias, y, ldy, pf); break;
   }
 }
 
@@ -81,12 +87,15 @@ inline void linear_cols_bf16_nr(const uint16_t* xh, const uint16_t* xl, const Li
     const int64_t m1 = m0 + kPass < t.m ? m0 + kPass : t.m;
     for (int64_t j = n0; j < n1;) {
       const int64_t nr = n1 - j >= NR ? NR : 1;
+      // The first x tile of each W tile prefetches the next W tile (full tiles only).
+      const uint16_t* next = nr == NR && j + 2 * NR <= n1 ? w + (j + NR) * t.k : nullptr;
       for (int64_t i = m0; i < m1; i += 4) {
         const int64_t mr = m1 - i < 4 ? m1 - i : 4;
         const uint16_t* xli = SPLIT ? xl + i * t.k : nullptr;
         if (nr == NR)
           dot_tile_bf16_rows<NR, SPLIT>(mr, xh + i * t.k, xli, t.k, w + j * t.k, t.k, t.k,
-                                        t.bias ? t.bias + j : nullptr, t.y + i * t.n_out + j, t.n_out);
+                                        t.bias ? t.bias + j : nullptr, t.y + i * t.n_out + j, t.n_out,
+                                        i == m0 ? next : nullptr);
         else
           dot_tile_bf16_rows<1, SPLIT>(mr, xh + i * t.k, xli, t.k, w + j * t.k, t.k, t.k,
                                        t.bias ? t.bias + j : nullptr, t.y + i * t.n_out + j, t.n_out);
