@@ -131,6 +131,27 @@ TEST_F(OfflineCli, GreedyIdsDoNotDependOnBatchingChunkingOrPrefixCache) {
   EXPECT_GT(twice["results"][1]["num_cached_tokens"].get<int>(), 0) << "the second request must hit the cache";
 }
 
+// Every --matmul-precision level keeps a request's greedy ids independent of its batch and of
+// how its prompt is chunked (each level uses one kernel order for every batch size); a level
+// name outside the three is refused naming them.
+TEST_F(OfflineCli, EveryMatmulPrecisionIsBatchInvariant) {
+  const std::string target = prompts_args(6).substr(prompts_args(5).size());
+  for (const char* level : {"highest", "high", "medium"}) {
+    SCOPED_TRACE(level);
+    const std::string cfg = std::string(" --matmul-precision ") + level +
+                            " --generate-config '{\"max_new_tokens\": 10, \"temperature\": 0}'";
+    const auto want = generate(target + cfg)["results"][0]["token_ids"];
+    ASSERT_EQ(want.size(), 10u);
+    EXPECT_EQ(generate(prompts_args(16) + cfg)["results"][5]["token_ids"], want) << "batched with 15 others";
+    EXPECT_EQ(generate(prompts_args(16) + cfg + " --long-prefill-token-threshold 5")["results"][5]["token_ids"], want)
+        << "prompt split into 5-token chunks";
+  }
+  RunResult r = run("--model " + model() + " --prompt hi --matmul-precision low");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--matmul-precision"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("highest"), std::string::npos) << r.output;
+}
+
 TEST_F(OfflineCli, TinyKvPoolCompletesEveryRequestThroughPreemption) {
   // 16 blocks of 16 tokens: at most a couple of 60+-token sequences fit at once.
   const std::string cfg = " --generate-config '{\"max_new_tokens\": 24, \"temperature\": 0}'";
