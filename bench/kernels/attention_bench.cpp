@@ -1,10 +1,12 @@
 // The backend's paged attention at Qwen3-0.6B head shapes (16 query heads, 8 KV heads, head_dim
-// 128, bf16 KV, block 16): one decode token at context 128 / 2048, and a 512-token prefill.
+// 128, bf16 KV, block 16): one decode token at context 128 / 2048, and a 512-token prefill; and a
+// continuous-batching decode step (BM_AttentionDecodeBatch): many sequences, one query each.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <memory>
 #include <numeric>
+#include <random>
 #include <vector>
 
 #include "bench_common.h"
@@ -46,6 +48,48 @@ void BM_Attention(benchmark::State& state) {
   state.SetLabel(be->name());
 }
 BENCHMARK(BM_Attention)->Args({128, 1})->Args({2048, 1})->Args({512, 512})->Repetitions(5)
+    ->ReportAggregatesOnly(true)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// One decode step of `seqs` sequences (one new token each) at context `ctx`, the KV cache coming
+// from DRAM: kPools batches of sequences live in one pool and the iterations cycle through them,
+// so the cache read (kPools × 32 MiB at context 512) far exceeds the 32 MiB L3. Third argument 1:
+// the blocks shuffled, as in a long-running paged cache; 0: each sequence's blocks consecutive
+// (as right after prefill), a stride the hardware prefetchers follow. GB/s counts the K and V
+// bytes read.
+void BM_AttentionDecodeBatch(benchmark::State& state) {
+  const int32_t ctx = static_cast<int32_t>(state.range(0)), seqs = static_cast<int32_t>(state.range(1));
+  const int32_t nh = 16, nkv = 8, hd = 128, bs = 16;
+  constexpr int kPools = 6;
+  std::vector<int> cores(bench_threads());
+  std::iota(cores.begin(), cores.end(), 0);
+  auto be = make_cpu_backend(bench_threads(), cores);
+  const int32_t per_seq = (ctx + bs - 1) / bs, blocks = per_seq * seqs * kPools;
+  AlignedBuffer k(size_t(blocks) * bs * nkv * hd * 2), v(k.size());
+  for (size_t i = 0; i < k.size() / 2; ++i) {
+    reinterpret_cast<uint16_t*>(k.data())[i] = 0x3c00 + (i % 97);
+    reinterpret_cast<uint16_t*>(v.data())[i] = 0x3c00 + (i % 89);
+  }
+  KvCacheLayer cache{k.data(), v.data(), DType::BF16, blocks, bs, nkv, hd};
+  std::vector<int32_t> ids(blocks);
+  std::iota(ids.begin(), ids.end(), 0);
+  if (state.range(2)) std::shuffle(ids.begin(), ids.end(), std::mt19937(7));
+  std::vector<int32_t> qs(seqs + 1), lens(seqs, ctx);
+  std::iota(qs.begin(), qs.end(), 0);
+  std::vector<float> q(size_t(seqs) * nh * hd), out(q.size());
+  for (size_t i = 0; i < q.size(); ++i) q[i] = 0.01f * float(i % 13);
+  int pool = 0;
+  for (auto _ : state) {
+    AttentionBatch batch{seqs, qs.data(), lens.data(), ids.data() + size_t(pool) * per_seq * seqs, per_seq};
+    be->paged_attention(q.data(), seqs, nh, cache, batch, out.data());
+    benchmark::ClobberMemory();
+    pool = (pool + 1) % kPools;
+  }
+  const double macs = double(seqs) * ctx * nh * hd * 2, bytes = double(seqs) * ctx * nkv * hd * 2 * 2;
+  state.counters["GFLOP/s"] = benchmark::Counter(2 * macs / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GB/s"] = benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(be->name());
+}
+BENCHMARK(BM_AttentionDecodeBatch)->Args({512, 16, 1})->Args({300, 16, 1})->Args({512, 16, 0})->Repetitions(5)
     ->ReportAggregatesOnly(true)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace

@@ -188,6 +188,9 @@ constexpr int32_t kAttnColsMin = 8;
 // Column-path register tile: keys × query vectors (kLanes query-heads each).
 constexpr int kAttnTileKeys = kLanes == 16 ? 4 : 2;
 constexpr int kAttnTileQv = 2;
+// How far ahead a task prefetches its K / V rows, in cache blocks (see attention_fast; 2 and 4
+// measured no faster than 1 on a 16-sequence decode step from DRAM).
+constexpr int32_t kAttnPrefetchBlocks = 1;
 
 // r[i] lane j -> r[j] lane i (kLanes × kLanes, exact: only moves).
 inline void transpose_lanes(vf (&r)[kLanes]) {
@@ -430,11 +433,40 @@ inline void attention_fast(const AttentionTask& t, float* scratch) {
   bool have_qt = false;
 
   const int32_t last_pos = first_pos + (t.t1 - 1 - q0);
+  // This head's K / V rows of the block kAttnPrefetchBlocks ahead (head_dim pieces n_kv_heads ·
+  // head_dim apart, a pattern the hardware prefetchers do not follow) are prefetched into L2 while
+  // a block is widened, so a decode task, little arithmetic per byte, streams the cache instead of
+  // waiting on each block: 16 sequences × context 512 from DRAM, 1.5× faster with the blocks
+  // scattered over the pool (a long-running cache), ~1.1× with each sequence's blocks consecutive
+  // (a stride the hardware follows across blocks). Into L2: measured slightly faster than L1,
+  // which the f32 scratch blocks share. A hint only: no value changes.
+  const int64_t esize = c.dtype == DType::F32 ? 4 : 2, row_bytes = hd * esize;
+  const char* kbase = static_cast<const char*>(c.k) + static_cast<int64_t>(t.kv_head) * hd * esize;
+  const char* vbase = static_cast<const char*>(c.v) + static_cast<int64_t>(t.kv_head) * hd * esize;
+  const int64_t slot_bytes = row_elems * esize;
+  // (Captures by value: capturing by reference measured as slow as no prefetch at all.)
+  auto prefetch_rows = [kbase, vbase, slot_bytes, row_bytes, bs](int64_t blk, int32_t j)
+                           __attribute__((always_inline)) {
+    const int64_t poff = (blk * bs + j) * slot_bytes;
+    for (int64_t e = 0; e < row_bytes; e += 64) {
+      _mm_prefetch(kbase + poff + e, _MM_HINT_T1);
+      _mm_prefetch(vbase + poff + e, _MM_HINT_T1);
+    }
+  };
+  for (int32_t b = 1; b < kAttnPrefetchBlocks && b * bs <= last_pos; ++b) {
+    const int32_t rows = (b + 1) * bs <= last_pos + 1 ? bs : last_pos + 1 - b * bs;
+    for (int32_t j = 0; j < rows; ++j) prefetch_rows(table[b], j);
+  }
   for (int32_t kb0 = 0; kb0 <= last_pos; kb0 += bs) {
     const int32_t kb1 = kb0 + bs <= last_pos + 1 ? kb0 + bs : last_pos + 1;
     const int32_t nrows = kb1 - kb0;
     const int64_t block = table[kb0 / bs];
+    // Block kb0 / bs + kAttnPrefetchBlocks: rows of this head to prefetch while this one is used.
+    const int32_t pf0 = kb0 + kAttnPrefetchBlocks * bs;
+    const int32_t next_rows = pf0 <= last_pos ? (pf0 + bs <= last_pos + 1 ? bs : last_pos + 1 - pf0) : 0;
+    const int64_t next_block = next_rows > 0 ? table[pf0 / bs] : 0;
     for (int32_t j = 0; j < nrows; ++j) {
+      if (j < next_rows) prefetch_rows(next_block, j);
       const int64_t off = (block * bs + j) * row_elems + static_cast<int64_t>(t.kv_head) * hd;
       if (c.dtype == DType::F32) {
         const float* ks = static_cast<const float*>(c.k) + off;
