@@ -11,30 +11,14 @@
 #include "core/profiler.h"
 #include "core/trace_json.h"
 #include "engine/model_runner.h"
-#include "model/test_model.h"
+#include "tiny_engine.h"
 
 namespace pypto::bench {
 
 LoadedEngine* g_engine = nullptr;
 
 LoadedEngine& tiny_engine() {
-  static LoadedEngine* le = g_engine = [] {
-    const std::string dir = ::testing::TempDir() + "/pypto-measure-tiny";
-    if (!std::filesystem::exists(dir + "/config.json")) {
-      TestModelOptions o;
-      o.preset = "tiny";
-      o.out_dir = dir;
-      o.show_progress = false;
-      make_test_model(o);
-    }
-    EngineLoadOptions lo;
-    lo.model_dir = dir;
-    lo.kv_cache_memory = 16 << 20;
-    lo.threads = 2;
-    lo.show_progress = false;
-    lo.scheduler.max_model_len = 256;
-    return new LoadedEngine(load_engine(lo));
-  }();
+  static LoadedEngine* le = g_engine = new LoadedEngine(load_tiny_engine("pypto-measure-tiny"));
   return *le;
 }
 

@@ -13,9 +13,9 @@
 
 #include "cli/bench_serve.h"
 #include "engine/model_runner.h"
-#include "model/test_model.h"
 #include "serve/engine_client.h"
 #include "serve/server.h"
+#include "tiny_engine.h"
 
 namespace pypto::bench {
 namespace {
@@ -29,21 +29,8 @@ double metric(const std::string& text, const std::string& name) {
 }
 
 TEST(BenchServeE2E, ClientAgreesWithServerMetrics) {
-  const std::string dir = ::testing::TempDir() + "/pypto-measure-serve-tiny";
-  if (!std::filesystem::exists(dir + "/config.json")) {
-    TestModelOptions o;
-    o.out_dir = dir;
-    o.show_progress = false;
-    make_test_model(o);
-  }
-  EngineLoadOptions lo;
-  lo.model_dir = dir;
-  lo.kv_cache_memory = 16 << 20;
-  lo.threads = 2;
-  lo.show_progress = false;
-  lo.scheduler.max_model_len = 256;
-  lo.scheduler.max_num_seqs = 4;
-  LoadedEngine le = load_engine(lo);
+  const std::string dir = tiny_model_dir("pypto-measure-serve-tiny");
+  LoadedEngine le = load_tiny_engine("pypto-measure-serve-tiny", /*max_num_seqs=*/4);
   const ModelConfig config = le.config;
   auto client = std::make_shared<LoopEngineClient>(std::move(le.loop));
   ServerOptions so;
@@ -105,20 +92,8 @@ TEST(BenchServeE2E, ClientAgreesWithServerMetrics) {
 // POST /start_profile and /stop_profile over HTTP, twice in a row: idempotent, and each stop
 // returns a complete trace file with the window's requests; 404 without --profile.
 TEST(BenchServeE2E, StartStopProfileTwice) {
-  const std::string dir = ::testing::TempDir() + "/pypto-measure-serve-tiny";
-  if (!std::filesystem::exists(dir + "/config.json")) {
-    TestModelOptions o;
-    o.out_dir = dir;
-    o.show_progress = false;
-    make_test_model(o);
-  }
-  EngineLoadOptions lo;
-  lo.model_dir = dir;
-  lo.kv_cache_memory = 16 << 20;
-  lo.threads = 2;
-  lo.show_progress = false;
-  lo.scheduler.max_model_len = 256;
-  LoadedEngine le = load_engine(lo);
+  const std::string dir = tiny_model_dir("pypto-measure-serve-tiny");
+  LoadedEngine le = load_tiny_engine("pypto-measure-serve-tiny");
   const ModelConfig config = le.config;
   auto client = std::make_shared<LoopEngineClient>(std::move(le.loop));
   const std::string traces = ::testing::TempDir() + "/pypto-serve-traces";

@@ -1,0 +1,39 @@
+#pragma once
+// The measurement tests' engine: the tiny random-weight test model (made once under the test
+// temp dir, in `subdir`) loaded as one engine with a 16 MiB KV pool, 2 threads and max-model-len
+// 256; max_num_seqs > 0 overrides the scheduler's default.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "engine/model_runner.h"
+#include "model/test_model.h"
+
+namespace pypto::bench {
+
+// The model's directory (made on first use).
+inline std::string tiny_model_dir(const std::string& subdir) {
+  const std::string dir = ::testing::TempDir() + "/" + subdir;
+  if (!std::filesystem::exists(dir + "/config.json")) {
+    TestModelOptions o;
+    o.preset = "tiny";
+    o.out_dir = dir;
+    o.show_progress = false;
+    make_test_model(o);
+  }
+  return dir;
+}
+
+inline LoadedEngine load_tiny_engine(const std::string& subdir, int max_num_seqs = 0) {
+  EngineLoadOptions lo;
+  lo.model_dir = tiny_model_dir(subdir);
+  lo.kv_cache_memory = 16 << 20;
+  lo.threads = 2;
+  lo.show_progress = false;
+  lo.scheduler.max_model_len = 256;
+  if (max_num_seqs > 0) lo.scheduler.max_num_seqs = max_num_seqs;
+  return load_engine(lo);
+}
+
+}  // namespace pypto::bench
