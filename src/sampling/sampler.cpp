@@ -4,10 +4,8 @@
 #include <array>
 #include <iterator>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <optional>
-
 
 #include "core/error.h"
 #include "sampling/logits_processors.h"
@@ -94,27 +92,8 @@ int32_t draw_in_id_order(const std::vector<float>& w, double total, double u) {
   return last;  // rounding left target == total: the last token with weight
 }
 
-// e^x for x <= 0: see exp_nonpositive() (sampler.h, defined below), inlined so loops vectorise.
-inline float exp_nonpositive_inline(float x) {
-  const float xc = x < -87.0f ? -87.0f : x;
-  const float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  const float n = (xc * 1.44269504088896341f + kRound) - kRound;
-  const float r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const float er = p * r * r + r + 1.0f;
-  const uint32_t bits = uint32_t(int32_t(n) + 127) << 23;  // 2^n, n in [-126, 0]
-  float scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  return x < -87.0f ? 0.0f : er * scale;
-}
-
-// The largest value of x (NaN-free input): 16 independent running maxima, which the compiler
-// vectorises; a maximum is exact whatever the order.
+// The largest value of x (NaN-free input), from 16 independent running maxima (no loop-carried
+// index as in std::max_element); a maximum is exact whatever the order.
 float max_value(std::span<const float> x) {
   constexpr size_t kW = 16;
   float part[kW];
@@ -128,7 +107,6 @@ float max_value(std::span<const float> x) {
   return best;
 }
 
-
 // temperature, top-k, top-p, min-p and one draw, all O(vocab): selections, no sort. The kept
 // tokens are those at least as likely as a boundary token in (logit desc, id asc) order; the draw
 // walks them in id order, so the result depends only on the row and u.
@@ -141,9 +119,11 @@ int32_t sample_random(std::span<float> x, const SamplingParams& p, double u) {
   if (max == kNegInf) return argmax_lowest_id(x);  // everything masked: nothing to draw from
 
   std::vector<float> w(vocab);
-  for (size_t i = 0; i < vocab; ++i) w[i] = exp_nonpositive_inline(x[i] - max);  // the max token weighs 1
-  double total = 0.0;  // in id order, as the draw walks them
-  for (size_t i = 0; i < vocab; ++i) total += double(w[i]);
+  double total = 0.0;
+  for (size_t i = 0; i < vocab; ++i) {
+    w[i] = std::exp(x[i] - max);  // the max token weighs 1
+    total += double(w[i]);
+  }
 
   const bool top_p = p.top_p < 1.0f;
   std::optional<Cand> boundary;  // least likely kept token; none = keep all
@@ -212,19 +192,10 @@ int32_t sample_random(std::span<float> x, const SamplingParams& p, double u) {
 
 }  // namespace
 
-// e^x for x <= 0 (x = logit - max), written without calls or branches so the loop over the
-// vocabulary vectorises (std::exp is a scalar call per token: ~1 ms per 152k-token row). Cody-Waite
-// reduction x = n ln2 + r, |r| <= ln2 / 2, and the degree-6 minimax polynomial of e^r from
-// Cephes' expf: within 2 ulp of e^x. Below -87 (e^x < 2^-125 of the top token's weight) it is 0,
-// so -inf (masked tokens) weighs exactly 0.
-float exp_nonpositive(float x) { return exp_nonpositive_inline(x); }
-
-
 int32_t argmax_lowest_id(std::span<const float> logits) {
   PYPTO_ASSERT(!logits.empty());
-  // Two passes the compiler vectorises (a greedy step runs this over 152k logits per row): the
-  // maximum, then the first id holding it (ties -> lowest id). NaNs never get here
-  // (sanitize_logits maps them to -inf first).
+  // Two passes over the row (152k logits per greedy step): the maximum, then the first id holding
+  // it (ties -> lowest id). NaNs never get here (sanitize_logits maps them to -inf first).
   const float best = max_value(logits);
   for (size_t k = 0; k < logits.size(); ++k)
     if (logits[k] == best) return int32_t(k);

@@ -58,8 +58,6 @@ std::vector<SampledToken> sample_batch(std::span<float> logits, int64_t vocab_si
                                        std::span<const SamplerRow> rows, const RowRunner& run_rows = {});
 
 // Building blocks, exposed for tests.
-// e^x for x <= 0 within 2 ulp, 0 below -87 (so e^-inf = 0): the sampler's weights e^(logit - max).
-float exp_nonpositive(float x);
 // argmax with ties broken towards the lowest id.
 int32_t argmax_lowest_id(std::span<const float> logits);
 // The k most likely tokens as (id, logprob) under log_softmax(logits), most likely first,
