@@ -44,6 +44,8 @@ struct Args {
   int prompt_min = 32, prompt_max = 512, output_min = 32, output_max = 256;
   uint64_t seed = 0;
   std::string kv_cache_memory = "2GiB";
+  int64_t max_num_batched_tokens = SchedulerConfig{}.max_num_batched_tokens;
+  int64_t long_prefill_token_threshold = SchedulerConfig{}.long_prefill_token_threshold;
   int tp = 1;
   std::string devices;  // default with --tp N: 0..N-1
   std::string matmul_precision = matmul_precision_name(kDefaultMatmulPrecision);
@@ -59,6 +61,8 @@ LoadedEngine load(const Args& a, int max_num_seqs, bool prefix_caching, int64_t 
   o.model_dir = a.model;
   o.scheduler.max_num_seqs = max_num_seqs;
   o.scheduler.max_model_len = max_len;
+  o.scheduler.max_num_batched_tokens = a.max_num_batched_tokens;
+  o.scheduler.long_prefill_token_threshold = a.long_prefill_token_threshold;
   o.cache.enable_prefix_caching = prefix_caching;
   o.kv_cache_memory = static_cast<int64_t>(parse_byte_size("--kv-cache-memory", a.kv_cache_memory.c_str()));
   o.show_progress = false;
@@ -226,6 +230,8 @@ int main(int argc, char** argv) {
     else if (f == "--output-max") a.output_max = std::atoi(next());
     else if (f == "--prefix-len") a.prefix_len = std::atoi(next());
     else if (f == "--suffix-len") a.suffix_len = std::atoi(next());
+    else if (f == "--max-num-batched-tokens") a.max_num_batched_tokens = std::atoll(next());
+    else if (f == "--long-prefill-token-threshold") a.long_prefill_token_threshold = std::atoll(next());
     else if (f == "--kv-cache-memory") a.kv_cache_memory = next();
     else if (f == "--tp") a.tp = std::atoi(next());
     else if (f == "--devices") a.devices = next();

@@ -178,7 +178,7 @@ std::vector<RequestOutput> Engine::step() {
   stats_.scheduled_tokens += so.total_num_scheduled_tokens;
 
   PYPTO_PROF_PHASE(prof::Level::E2E, "execute");
-  ExecutorOutput eo;
+  ExecutorOutput& eo = step_output_;
   std::string error;
   t = Clock::now();
   try {

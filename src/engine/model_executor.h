@@ -36,6 +36,8 @@ struct ExecutorOutput {
 class ModelExecutor {
  public:
   virtual ~ModelExecutor() = default;
+  // `out` is the previous step's output (reused so its buffer is not reallocated every step):
+  // set every field and resize logits to [rows, vocab_size].
   virtual void execute(const SchedulerOutput& so, ExecutorOutput& out) = 0;
   // Runs fn(i) for i in [0, n) on the executor's compute threads between steps (the engine's
   // sampler uses it); the default runs them on the calling thread. fn must not throw.
