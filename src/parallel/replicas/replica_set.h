@@ -25,6 +25,8 @@ class LoadReportingExecutor : public ModelExecutor {
  public:
   LoadReportingExecutor(std::unique_ptr<ModelExecutor> inner, std::shared_ptr<LoadBook> book);
   void execute(const SchedulerOutput& so, ExecutorOutput& out) override;
+  // The sampler's rows run on the wrapped executor's compute threads (not one by one here).
+  void parallel_rows(int64_t n, const std::function<void(int64_t)>& fn) override { inner_->parallel_rows(n, fn); }
 
  private:
   std::unique_ptr<ModelExecutor> inner_;
