@@ -167,3 +167,31 @@ TEST(ReplicaSet, PrefixAffinityFollowsTheCachedPrefixWithinTheSlack) {
 
 }  // namespace
 }  // namespace pypto
+
+namespace pypto {
+namespace {
+
+// Counts the rows it is asked to run in parallel (as a backend's thread pool would run them).
+class RowCountingExecutor : public ModelExecutor {
+ public:
+  void execute(const SchedulerOutput&, ExecutorOutput& out) override { out.vocab_size = kVocab; }
+  void parallel_rows(int64_t n, const std::function<void(int64_t)>& fn) override {
+    rows_ += n;
+    for (int64_t i = 0; i < n; ++i) fn(i);
+  }
+  int64_t rows_ = 0;
+};
+
+// The sampler's rows go to the wrapped executor's threads, not the engine thread one by one.
+TEST(LoadReportingExecutor, ForwardsParallelRowsToTheWrappedExecutor) {
+  auto inner = std::make_unique<RowCountingExecutor>();
+  RowCountingExecutor* seen = inner.get();
+  LoadReportingExecutor wrapped(std::move(inner), std::make_shared<LoadBook>());
+  int64_t ran = 0;
+  wrapped.parallel_rows(16, [&](int64_t) { ++ran; });
+  EXPECT_EQ(ran, 16);
+  EXPECT_EQ(seen->rows_, 16);
+}
+
+}  // namespace
+}  // namespace pypto
