@@ -66,6 +66,7 @@ LoadedEngine load(const Args& a, int max_num_seqs, bool prefix_caching, int64_t 
   o.cache.enable_prefix_caching = prefix_caching;
   o.kv_cache_memory = static_cast<int64_t>(parse_byte_size("--kv-cache-memory", a.kv_cache_memory.c_str()));
   o.show_progress = false;
+  o.prefault_kv_cache = true;  // steady state: a server that has run a while has mapped its pool
   o.matmul_precision = parse_matmul_precision(a.matmul_precision);
   if (a.tp == 1 && a.devices.empty()) return load_engine(o);
   // One replica of tp ranks: le.loop is still the whole engine.

@@ -56,9 +56,12 @@ namespace {
 // Everything the engine thread's executor needs, owned together (declaration order = lifetime).
 class OwningModelRunner : public ModelExecutor {
  public:
-  OwningModelRunner(std::unique_ptr<Backend> backend, std::unique_ptr<Qwen3Weights> weights, const KvCacheSpec& spec)
+  OwningModelRunner(std::unique_ptr<Backend> backend, std::unique_ptr<Qwen3Weights> weights, const KvCacheSpec& spec,
+                    bool prefault)
       : backend_(std::move(backend)), weights_(std::move(weights)), model_(*weights_, *backend_), cache_(spec),
-        runner_(model_, cache_) {}
+        runner_(model_, cache_) {
+    if (prefault) cache_.prefault();
+  }
   void execute(const SchedulerOutput& so, ExecutorOutput& out) override { runner_.execute(so, out); }
 
  private:
@@ -119,7 +122,8 @@ LoadedEngine load_engine(const EngineLoadOptions& opt) {
   ec.cache.num_blocks = static_cast<int32_t>(spec.num_blocks);
   ec.vocab_size = cfg.vocab_size;
   ec.eos_token_ids = cfg.eos_token_ids;
-  auto executor = std::make_unique<OwningModelRunner>(std::move(backend), std::move(weights), spec);
+  auto executor = std::make_unique<OwningModelRunner>(std::move(backend), std::move(weights), spec,
+                                                      opt.prefault_kv_cache);
   le.loop = std::make_unique<EngineLoop>(std::make_unique<Engine>(ec, std::move(executor)));
   return le;
 }

@@ -59,6 +59,7 @@ struct EngineLoadOptions {
   std::vector<int> cores;                 // pin threads to these cores (empty: no pinning)
   bool show_progress = true;
   std::string compile_cache_dir;          // --use-compile-cache: where staged slabs are cached
+  bool prefault_kv_cache = false;         // map every KV page at load (KvCache::prefault)
 };
 
 class ReplicaSet;  // parallel/replicas/replica_set.h: the data-parallel router

@@ -38,4 +38,10 @@ KvCache::KvCache(const KvCacheSpec& spec) : spec_(spec) {
   }
 }
 
+void KvCache::prefault() {
+  // One write per 4 KiB page (the smallest page the pool can be mapped with).
+  volatile uint8_t* p = storage_.data();
+  for (size_t off = 0; off < storage_.size(); off += 4096) p[off] = 0;
+}
+
 }  // namespace pypto

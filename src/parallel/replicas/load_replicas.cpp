@@ -105,6 +105,7 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
     }
     auto runner = std::make_unique<TpModelRunner>(std::move(parts), out.capacity.num_blocks, eo.cache.block_size,
                                                   eo.kv_cache_dtype, L.dp > 1 ? str_cat("replica ", i, " ") : "");
+    if (eo.prefault_kv_cache) runner->prefault_kv_caches();
     ReplicaSet::Replica r;
     r.load = std::make_shared<LoadBook>();
     auto executor = std::make_unique<LoadReportingExecutor>(std::move(runner), r.load);

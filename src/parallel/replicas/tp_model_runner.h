@@ -47,6 +47,10 @@ class TpModelRunner : public ModelExecutor {
   void parallel_rows(int64_t n, const std::function<void(int64_t)>& fn) override { runner_->parallel_rows(n, fn); }
 
   int tp() const { return static_cast<int>(ranks_.size()); }
+  // Every rank's KV cache (KvCache::prefault).
+  void prefault_kv_caches() {
+    for (Rank& rk : ranks_) rk.cache->prefault();
+  }
   // Bytes of rank r's KV cache.
   size_t kv_bytes(int r) const { return ranks_[size_t(r)].cache->bytes(); }
 
