@@ -1,0 +1,43 @@
+#pragma once
+// The run-time layout of bf16 weights for the bf16-dot linear (MatmulPrecision high / medium):
+// W[n, k] stored as panels of 16 output columns by k-pairs, so one 64-byte load holds, for 16
+// columns, the two weights VDPBF16PS multiplies with one broadcast pair of x:
+//
+//   Wp[p][q][c][s] = W[16p + c][2q + s]    p < ceil(n / 16), q < ceil(k / 2), c < 16, s < 2
+//
+// (zeros past n or k). Panel p is one contiguous run of ceil(k / 2) · 64 bytes, so a GEMV streams
+// a few long runs and a GEMM keeps a group of panels in L2 while rows of x pass by. Accumulators
+// then hold 16 outputs each: no horizontal sums, and the k order of every output is simply
+// q = 0, 1, 2, ... whatever the tile shape (kernels/cpu/linear_bf16dot_impl.h).
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace pypto::cpu {
+
+constexpr int64_t kPanelCols = 16;
+
+inline int64_t bf16_panel_count(int64_t n) { return (n + kPanelCols - 1) / kPanelCols; }
+inline int64_t bf16_panel_pairs(int64_t k) { return (k + 1) / 2; }
+// Elements (uint16) of one panel: pairs × 16 columns × 2.
+inline int64_t bf16_panel_elems(int64_t k) { return bf16_panel_pairs(k) * kPanelCols * 2; }
+// Bytes of the whole layout (a multiple of 64: one panel row of a pair is 64 bytes).
+inline size_t bf16_panels_bytes(int64_t n, int64_t k) {
+  return static_cast<size_t>(bf16_panel_count(n) * bf16_panel_elems(k)) * sizeof(uint16_t);
+}
+
+// src: plain row-major W[n, k] (bf16 bits); dst: bf16_panels_bytes(n, k) bytes.
+inline void pack_bf16_panels(const uint16_t* src, int64_t n, int64_t k, uint16_t* dst) {
+  std::memset(dst, 0, bf16_panels_bytes(n, k));
+  const int64_t pairs = bf16_panel_pairs(k);
+  for (int64_t r = 0; r < n; ++r) {
+    uint16_t* panel = dst + (r / kPanelCols) * bf16_panel_elems(k) + (r % kPanelCols) * 2;
+    const uint16_t* row = src + r * k;
+    for (int64_t q = 0; q < pairs; ++q) {
+      panel[q * kPanelCols * 2] = row[2 * q];
+      if (2 * q + 1 < k) panel[q * kPanelCols * 2 + 1] = row[2 * q + 1];
+    }
+  }
+}
+
+}  // namespace pypto::cpu
