@@ -53,9 +53,11 @@ struct Weights {
   std::vector<LinearWeight> w;
 };
 
-Weights make_weights(const LinearShape& s, size_t min_total) {
+// At least `min_total` bytes of copies (so that cycling through them reads W from memory), each
+// in the run-time layout of `be`.
+Weights make_weights(const LinearShape& s, size_t min_total, Backend& be = backend()) {
   Weights out;
-  const size_t bytes = backend().packed_weight_bytes(DType::BF16, s.n, s.k);
+  const size_t bytes = be.packed_weight_bytes(DType::BF16, s.n, s.k);
   const size_t copies = std::max<size_t>(1, (min_total + bytes - 1) / bytes);
   std::vector<uint16_t> plain(s.n * s.k);
   uint32_t state = 12345;
@@ -65,7 +67,7 @@ Weights make_weights(const LinearShape& s, size_t min_total) {
   }
   for (size_t c = 0; c < copies; ++c) {
     out.copies.emplace_back(bytes);
-    backend().pack_weight(plain.data(), DType::BF16, s.n, s.k, out.copies.back().data());
+    be.pack_weight(plain.data(), DType::BF16, s.n, s.k, out.copies.back().data());
     out.w.push_back({out.copies.back().data(), DType::BF16, s.n, s.k});
   }
   return out;
@@ -118,10 +120,14 @@ void BM_GemmPrecision(benchmark::State& state) {
   const LinearShape& s = kShapes[state.range(0)];
   const int64_t m = state.range(1);
   Backend& be = backend(static_cast<int>(state.range(2)));
-  Weights w = make_weights(s, 0);  // packed by the default backend: plain row-major for all three
+  // In the layout of the backend under test. At 16 rows (a decode step) W comes from memory, as
+  // in the model: copies of 256 MiB in all, cycled.
+  Weights w = make_weights(s, m <= 16 ? size_t(256) << 20 : 0, be);
   std::vector<float> x(m * s.k, 0.01f), y(m * s.n);
+  size_t i = 0;
   for (auto _ : state) {
-    be.linear(x.data(), m, w.w[0], nullptr, y.data());
+    be.linear(x.data(), m, w.w[i], nullptr, y.data());
+    i = (i + 1) % w.w.size();
     benchmark::ClobberMemory();
   }
   const double flops = 2.0 * m * s.n * s.k;
