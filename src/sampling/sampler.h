@@ -58,6 +58,9 @@ std::vector<SampledToken> sample_batch(std::span<float> logits, int64_t vocab_si
                                        std::span<const SamplerRow> rows, const RowRunner& run_rows = {});
 
 // Building blocks, exposed for tests.
+// The random draw (temperature, top-k, top-p, min-p, u in [0, 1)) always over the whole
+// vocabulary, without sample_row's shortcut for a small top-k (which must draw the same token).
+int32_t sample_random_full_vocab(std::span<float> logits, const SamplingParams& p, double u);
 // argmax with ties broken towards the lowest id.
 int32_t argmax_lowest_id(std::span<const float> logits);
 // The k most likely tokens as (id, logprob) under log_softmax(logits), most likely first,

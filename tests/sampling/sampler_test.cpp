@@ -175,6 +175,34 @@ TEST(Sampler, SelectionMatchesSortBasedTruncation) {
   }
 }
 
+// A small top-k (k · 16 < vocab) draws from the k best tokens alone; it must give exactly the token
+// the whole-vocabulary path gives, for any top-p / min-p / temperature and any u (ties included).
+TEST(Sampler, SmallTopKShortcutDrawsWhatTheFullVocabularyPathDraws) {
+  uint64_t state = 99;
+  auto next = [&] { return philox_uniform(5, state++); };
+  int differing_from_greedy = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    const size_t vocab = 400 + size_t(next() * 3000);
+    std::vector<float> x(vocab);
+    for (float& v : x) v = trial % 4 == 0 ? float(std::round(next() * 24.0)) / 4.0f : float(next() * 12.0 - 6.0);
+    SamplingParams p;
+    p.temperature = float(0.2 + 1.5 * next());
+    p.top_k = 1 + int32_t(next() * double(vocab / 16 - 1));
+    ASSERT_LT(size_t(*p.top_k) * 16, vocab);
+    if (trial % 3 != 0) p.top_p = float(0.05 + 0.95 * next());
+    if (trial % 5 == 0) p.min_p = float(0.3 * next());
+    for (int d = 0; d < 8; ++d) {
+      std::vector<float> a = x, b = x;
+      const SampledToken fast = sample_row(a, SamplerRow{&p, {}, std::vector<int32_t>(size_t(d)), {}, 0});
+      // sample_row draws with u = philox_uniform(seed 0, draw d); feed the full path the same u.
+      const int32_t full = sample_random_full_vocab(b, p, philox_uniform(0, uint64_t(d)));
+      ASSERT_EQ(fast.token_id, full) << "trial " << trial << " draw " << d << " vocab " << vocab << " k " << *p.top_k;
+      differing_from_greedy += fast.token_id != argmax_lowest_id(x);
+    }
+  }
+  EXPECT_GT(differing_from_greedy, 100);  // the comparison covered real draws, not only the top token
+}
+
 TEST(Sampler, TopKOneIsGreedy) {
   SamplingParams p;
   p.top_k = 1;
