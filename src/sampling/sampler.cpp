@@ -35,6 +35,26 @@ struct CandMoreLikely {
   bool operator()(const Cand& a, const Cand& b) const { return a.x > b.x || (a.x == b.x && a.id < b.id); }
 };
 
+// The k most likely of x (k <= x.size()) as a heap whose front is the least likely of them (w left
+// 0): a bounded heap, so most tokens cost one comparison with the front.
+std::vector<Cand> best_k_heap(std::span<const float> x, size_t k) {
+  const CandMoreLikely more;
+  std::vector<Cand> heap;
+  heap.reserve(k + 1);
+  for (size_t i = 0; i < x.size() && k > 0; ++i) {
+    const Cand c{x[i], 0.0f, int32_t(i)};
+    if (heap.size() < k) {
+      heap.push_back(c);
+      std::push_heap(heap.begin(), heap.end(), more);
+    } else if (more(c, heap.front())) {
+      std::pop_heap(heap.begin(), heap.end(), more);
+      heap.back() = c;
+      std::push_heap(heap.begin(), heap.end(), more);
+    }
+  }
+  return heap;
+}
+
 // Weight thresholds (relative to the most likely token, which weighs 1) tried as prefilters: the
 // tokens at or above one form a prefix of the (logit desc, id asc) order, so when that prefix
 // provably holds the kept set, truncation only looks at it. Real distributions are peaked, so
@@ -115,19 +135,7 @@ float max_value(std::span<const float> x) {
 // request draws the same token either way (tested against the general path).
 int32_t sample_small_top_k(std::span<const float> x, const SamplingParams& p, double u, float max, size_t k) {
   const CandMoreLikely more;
-  std::vector<Cand> cands;
-  cands.reserve(k + 1);
-  for (size_t i = 0; i < x.size(); ++i) {
-    const Cand c{x[i], 0.0f, int32_t(i)};
-    if (cands.size() < k) {
-      cands.push_back(c);
-      std::push_heap(cands.begin(), cands.end(), more);
-    } else if (more(c, cands.front())) {
-      std::pop_heap(cands.begin(), cands.end(), more);
-      cands.back() = c;
-      std::push_heap(cands.begin(), cands.end(), more);
-    }
-  }
+  std::vector<Cand> cands = best_k_heap(x, k);
   for (Cand& c : cands) c.w = std::exp(c.x - max);
   Cand boundary = cands.front();
   if (p.top_p < 1.0f) {
@@ -171,20 +179,8 @@ int32_t sample_full_vocab(std::span<const float> x, const SamplingParams& p, dou
     const size_t k = size_t(*p.top_k);
     const CandMoreLikely more;
     if (k * 16 < vocab) {
-      // A bounded heap whose front is the least likely of the best k so far: most tokens cost
-      // one comparison with it.
-      cands.reserve(k + 1);
-      for (size_t i = 0; i < vocab; ++i) {
-        const Cand c{x[i], w[i], int32_t(i)};
-        if (cands.size() < k) {
-          cands.push_back(c);
-          std::push_heap(cands.begin(), cands.end(), more);
-        } else if (more(c, cands.front())) {
-          std::pop_heap(cands.begin(), cands.end(), more);
-          cands.back() = c;
-          std::push_heap(cands.begin(), cands.end(), more);
-        }
-      }
+      cands = best_k_heap(x, k);
+      for (Cand& c : cands) c.w = w[size_t(c.id)];
       boundary = cands.front();
     } else {
       cands.resize(vocab);
@@ -260,22 +256,10 @@ int32_t argmax_lowest_id(std::span<const float> logits) {
 std::vector<TokenLogprob> top_logprobs(std::span<const float> logits, int32_t k) {
   const float max = *std::max_element(logits.begin(), logits.end());
   const double lse = log_sum_exp(logits, max);
-  // A bounded heap of the best k (k <= kMaxTopLogprobs): most tokens cost one comparison.
+  // The best k (k <= kMaxTopLogprobs), most likely first.
   const size_t n = std::min(size_t(std::max(k, 0)), logits.size());
   const CandMoreLikely more;
-  std::vector<Cand> heap;
-  heap.reserve(n + 1);
-  for (size_t i = 0; i < logits.size() && n > 0; ++i) {
-    const Cand c{logits[i], 0.0f, int32_t(i)};
-    if (heap.size() < n) {
-      heap.push_back(c);
-      std::push_heap(heap.begin(), heap.end(), more);
-    } else if (more(c, heap.front())) {
-      std::pop_heap(heap.begin(), heap.end(), more);
-      heap.back() = c;
-      std::push_heap(heap.begin(), heap.end(), more);
-    }
-  }
+  std::vector<Cand> heap = best_k_heap(logits, n);
   std::sort_heap(heap.begin(), heap.end(), more);  // most likely first
   std::vector<TokenLogprob> out;
   out.reserve(heap.size());
