@@ -4,7 +4,7 @@
 #include "serve/reasoning_parser.h"
 #include "serve/request_common.h"
 #include "serve/routes.h"
-#include "serve/sse.h"
+#include "serve/sse_stream.h"
 
 namespace pypto {
 
@@ -169,54 +169,39 @@ void handle_chat_completions(ServerState& s, const httplib::Request& req, httpli
     return;
   }
 
-  ServerState* sp = &s;
-  res.set_header("Cache-Control", "no-cache");
-  res.set_header("X-Accel-Buffering", "no");
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [job, sp](size_t, httplib::DataSink& sink) {
-        const Tokenizer& tk = *sp->ctx.tokenizer;
-        auto write = [&](const ojson& chunk) {
-          const std::string ev = sse_event(chunk);
-          return sink.write(ev.data(), ev.size());
-        };
-        for (size_t i = 0; i < job->choices.size(); ++i)
-          if (!write(stream_chunk(*job, int32_t(i), {{"role", "assistant"}, {"content", ""}}, nullptr, std::nullopt))) {
-            job->gen->abort();
-            return false;
-          }
-        const bool alive = drive_generation(*sp, *job->gen, job->arrival, [&](std::vector<ChoiceDelta>& deltas) {
-          for (ChoiceDelta& d : deltas) {
-            ChatChoice& c = job->choices[size_t(d.index)];
-            ReasoningParser::Delta part = split(*job, c, d);
-            // Reasoning and content go in separate chunks (reasoning first); the tokens' logprobs
-            // ride on the last one.
-            ojson lp = job->want_logprobs && !d.tokens.empty() ? chat_logprobs_json(tk, d.tokens) : ojson(nullptr);
-            const bool content_chunk = !part.content.empty() || (part.reasoning.empty() && !d.tokens.empty());
-            if (!part.reasoning.empty() &&
-                !write(stream_chunk(*job, d.index, {{"reasoning_content", part.reasoning}},
-                                    content_chunk ? ojson(nullptr) : std::move(lp), std::nullopt)))
-              return false;
-            if (content_chunk &&
-                !write(stream_chunk(*job, d.index, {{"content", part.content}}, std::move(lp), std::nullopt)))
-              return false;
-            if (d.finish_reason && !write(stream_chunk(*job, d.index, ojson::object(), nullptr, d.finish_reason)))
-              return false;
-          }
-          return true;
-        });
-        if (!alive) return false;
-        if (job->include_usage) {
-          ojson u = chunk_base(*job);
-          u["choices"] = ojson::array();
-          u["usage"] = usage_json(*job->gen);
-          if (!write(u)) return false;
-        }
-        if (!sink.write(kSseDone.data(), kSseDone.size())) return false;
-        sink.done();
-        return true;
-      },
-      [job](bool) { job->gen->abort(); });
+  const Tokenizer* tk = s.ctx.tokenizer.get();
+  SseStream st;
+  st.job = job;
+  st.gen = job->gen.get();
+  st.arrival = job->arrival;
+  st.include_usage = job->include_usage;
+  st.usage_base = chunk_base(*job);
+  st.opening = [job](const SseWrite& write) {
+    for (size_t i = 0; i < job->choices.size(); ++i)
+      if (!write(stream_chunk(*job, int32_t(i), {{"role", "assistant"}, {"content", ""}}, nullptr, std::nullopt)))
+        return false;
+    return true;
+  };
+  st.on_deltas = [job, tk](std::vector<ChoiceDelta>& deltas, const SseWrite& write) {
+    for (ChoiceDelta& d : deltas) {
+      ChatChoice& c = job->choices[size_t(d.index)];
+      ReasoningParser::Delta part = split(*job, c, d);
+      // Reasoning and content go in separate chunks (reasoning first); the tokens' logprobs ride
+      // on the last one.
+      ojson lp = job->want_logprobs && !d.tokens.empty() ? chat_logprobs_json(*tk, d.tokens) : ojson(nullptr);
+      const bool content_chunk = !part.content.empty() || (part.reasoning.empty() && !d.tokens.empty());
+      if (!part.reasoning.empty() &&
+          !write(stream_chunk(*job, d.index, {{"reasoning_content", part.reasoning}},
+                              content_chunk ? ojson(nullptr) : std::move(lp), std::nullopt)))
+        return false;
+      if (content_chunk && !write(stream_chunk(*job, d.index, {{"content", part.content}}, std::move(lp), std::nullopt)))
+        return false;
+      if (d.finish_reason && !write(stream_chunk(*job, d.index, ojson::object(), nullptr, d.finish_reason)))
+        return false;
+    }
+    return true;
+  };
+  stream_sse(res, s, std::move(st));
 }
 
 }  // namespace pypto

@@ -3,7 +3,7 @@
 
 #include "core/error.h"
 #include "serve/request_common.h"
-#include "serve/sse.h"
+#include "serve/sse_stream.h"
 
 namespace pypto {
 
@@ -140,46 +140,30 @@ void handle_completions(ServerState& s, const httplib::Request& req, httplib::Re
     return;
   }
 
-  ServerState* sp = &s;
-  res.set_header("Cache-Control", "no-cache");
-  res.set_header("X-Accel-Buffering", "no");
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [job, sp](size_t, httplib::DataSink& sink) {
-        const Tokenizer& tk = *sp->ctx.tokenizer;
-        auto write = [&](const ojson& chunk) {
-          const std::string ev = sse_event(chunk);
-          return sink.write(ev.data(), ev.size());
-        };
-        for (size_t c = 0; c < job->echo.size(); ++c)
-          if (!write(stream_chunk(*job, int32_t(c), job->echo[c], nullptr, std::nullopt))) {
-            job->gen->abort();
-            return false;
-          }
-        const bool alive = drive_generation(*sp, *job->gen, job->arrival, [&](std::vector<ChoiceDelta>& deltas) {
-          for (ChoiceDelta& d : deltas) {
-            if (!d.text.empty() || !d.tokens.empty()) {
-              ojson lp = job->want_logprobs
-                             ? completion_logprobs_json(tk, d.tokens, job->text_offset[size_t(d.index)])
-                             : ojson(nullptr);
-              if (!write(stream_chunk(*job, d.index, d.text, lp, std::nullopt))) return false;
-            }
-            if (d.finish_reason && !write(stream_chunk(*job, d.index, "", nullptr, d.finish_reason))) return false;
-          }
-          return true;
-        });
-        if (!alive) return false;
-        if (job->include_usage) {
-          ojson u = chunk_base(*job);
-          u["choices"] = ojson::array();
-          u["usage"] = usage_json(*job->gen);
-          if (!write(u)) return false;
-        }
-        if (!sink.write(kSseDone.data(), kSseDone.size())) return false;
-        sink.done();
-        return true;
-      },
-      [job](bool) { job->gen->abort(); });
+  const Tokenizer* tk = s.ctx.tokenizer.get();
+  SseStream st;
+  st.job = job;
+  st.gen = job->gen.get();
+  st.arrival = job->arrival;
+  st.include_usage = job->include_usage;
+  st.usage_base = chunk_base(*job);
+  st.opening = [job](const SseWrite& write) {
+    for (size_t c = 0; c < job->echo.size(); ++c)
+      if (!write(stream_chunk(*job, int32_t(c), job->echo[c], nullptr, std::nullopt))) return false;
+    return true;
+  };
+  st.on_deltas = [job, tk](std::vector<ChoiceDelta>& deltas, const SseWrite& write) {
+    for (ChoiceDelta& d : deltas) {
+      if (!d.text.empty() || !d.tokens.empty()) {
+        ojson lp = job->want_logprobs ? completion_logprobs_json(*tk, d.tokens, job->text_offset[size_t(d.index)])
+                                      : ojson(nullptr);
+        if (!write(stream_chunk(*job, d.index, d.text, lp, std::nullopt))) return false;
+      }
+      if (d.finish_reason && !write(stream_chunk(*job, d.index, "", nullptr, d.finish_reason))) return false;
+    }
+    return true;
+  };
+  stream_sse(res, s, std::move(st));
 }
 
 }  // namespace pypto
