@@ -170,12 +170,7 @@ void handle_chat_completions(ServerState& s, const httplib::Request& req, httpli
   }
 
   const Tokenizer* tk = s.ctx.tokenizer.get();
-  SseStream st;
-  st.job = job;
-  st.gen = job->gen.get();
-  st.arrival = job->arrival;
-  st.include_usage = job->include_usage;
-  st.usage_base = chunk_base(*job);
+  SseStream st = sse_stream_for(job, chunk_base(*job));
   st.opening = [job](const SseWrite& write) {
     for (size_t i = 0; i < job->choices.size(); ++i)
       if (!write(stream_chunk(*job, int32_t(i), {{"role", "assistant"}, {"content", ""}}, nullptr, std::nullopt)))

@@ -141,12 +141,7 @@ void handle_completions(ServerState& s, const httplib::Request& req, httplib::Re
   }
 
   const Tokenizer* tk = s.ctx.tokenizer.get();
-  SseStream st;
-  st.job = job;
-  st.gen = job->gen.get();
-  st.arrival = job->arrival;
-  st.include_usage = job->include_usage;
-  st.usage_base = chunk_base(*job);
+  SseStream st = sse_stream_for(job, chunk_base(*job));
   st.opening = [job](const SseWrite& write) {
     for (size_t c = 0; c < job->echo.size(); ++c)
       if (!write(stream_chunk(*job, int32_t(c), job->echo[c], nullptr, std::nullopt))) return false;

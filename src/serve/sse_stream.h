@@ -27,6 +27,19 @@ struct SseStream {
   std::function<bool(std::vector<ChoiceDelta>&, const SseWrite&)> on_deltas;  // each step's
 };
 
+// The frame's fields taken from a request's job (gen, arrival, include_usage); the caller sets
+// opening and on_deltas.
+template <class Job>
+SseStream sse_stream_for(const std::shared_ptr<Job>& job, nlohmann::ordered_json usage_base) {
+  SseStream st;
+  st.job = job;
+  st.gen = job->gen.get();
+  st.arrival = job->arrival;
+  st.include_usage = job->include_usage;
+  st.usage_base = std::move(usage_base);
+  return st;
+}
+
 void stream_sse(httplib::Response& res, ServerState& s, SseStream stream);
 
 }  // namespace pypto
