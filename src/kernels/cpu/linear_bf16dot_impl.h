@@ -17,7 +17,8 @@
 // acc = dpbf16(acc, x pair q, w pair q) (hi then lo when split); y = acc + bias. So the op is
 // batch-invariant. The sum runs in one f32 lane over k / 2 pairs (the cost: a rounding bound of
 // ~k · 2^-24 · Σ|x w| instead of ~k / 16 · 2^-24 · Σ|x w| for 16 interleaved partial sums; in
-// practice the random-walk √k, measured in docs/architecture.md's numerics table).
+// practice errors grow like √k: with split activations the linear test measures 2.1e-6 / 3.3e-6
+// of max|y| at k = 1024 / 3072, and the model's logits stay within 1.2e-4 of the reference).
 #include <cstdint>
 
 #include "kernels/cpu/bf16_panels.h"
