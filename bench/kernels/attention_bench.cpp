@@ -19,6 +19,20 @@ namespace {
 // Best repetition: on a machine shared with other processes the fastest pass is the least disturbed.
 double max_of(const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); }
 
+// A bf16 KV cache of `blocks` blocks filled with fixed finite values.
+struct BenchKv {
+  AlignedBuffer k, v;
+  KvCacheLayer layer;
+  BenchKv(int32_t blocks, int32_t bs, int32_t nkv, int32_t hd)
+      : k(size_t(blocks) * bs * nkv * hd * 2), v(k.size()) {
+    for (size_t i = 0; i < k.size() / 2; ++i) {
+      reinterpret_cast<uint16_t*>(k.data())[i] = 0x3c00 + (i % 97);
+      reinterpret_cast<uint16_t*>(v.data())[i] = 0x3c00 + (i % 89);
+    }
+    layer = {k.data(), v.data(), DType::BF16, blocks, bs, nkv, hd};
+  }
+};
+
 void BM_Attention(benchmark::State& state) {
   const int32_t ctx = static_cast<int32_t>(state.range(0)), n_new = static_cast<int32_t>(state.range(1));
   const int32_t nh = 16, nkv = 8, hd = 128, bs = 16;
@@ -26,12 +40,8 @@ void BM_Attention(benchmark::State& state) {
   std::iota(cores.begin(), cores.end(), 0);
   auto be = make_cpu_backend(bench_threads(), cores);
   const int32_t blocks = (ctx + bs - 1) / bs;
-  AlignedBuffer k(size_t(blocks) * bs * nkv * hd * 2), v(k.size());
-  for (size_t i = 0; i < k.size() / 2; ++i) {
-    reinterpret_cast<uint16_t*>(k.data())[i] = 0x3c00 + (i % 97);
-    reinterpret_cast<uint16_t*>(v.data())[i] = 0x3c00 + (i % 89);
-  }
-  KvCacheLayer cache{k.data(), v.data(), DType::BF16, blocks, bs, nkv, hd};
+  BenchKv kv(blocks, bs, nkv, hd);
+  const KvCacheLayer& cache = kv.layer;
   std::vector<int32_t> table(blocks);
   std::iota(table.begin(), table.end(), 0);
   int32_t qs[2] = {0, n_new};
@@ -64,12 +74,8 @@ void BM_AttentionDecodeBatch(benchmark::State& state) {
   std::iota(cores.begin(), cores.end(), 0);
   auto be = make_cpu_backend(bench_threads(), cores);
   const int32_t per_seq = (ctx + bs - 1) / bs, blocks = per_seq * seqs * kPools;
-  AlignedBuffer k(size_t(blocks) * bs * nkv * hd * 2), v(k.size());
-  for (size_t i = 0; i < k.size() / 2; ++i) {
-    reinterpret_cast<uint16_t*>(k.data())[i] = 0x3c00 + (i % 97);
-    reinterpret_cast<uint16_t*>(v.data())[i] = 0x3c00 + (i % 89);
-  }
-  KvCacheLayer cache{k.data(), v.data(), DType::BF16, blocks, bs, nkv, hd};
+  BenchKv kv(blocks, bs, nkv, hd);
+  const KvCacheLayer& cache = kv.layer;
   std::vector<int32_t> ids(blocks);
   std::iota(ids.begin(), ids.end(), 0);
   if (state.range(2)) std::shuffle(ids.begin(), ids.end(), std::mt19937(7));
