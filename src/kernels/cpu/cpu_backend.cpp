@@ -163,10 +163,11 @@ class CpuBackend final : public Backend {
   // on cores shared with other processes a descheduled thread then holds up one chunk, not a
   // whole static share. Chunking never changes results: every element is computed on its own.
   //
-  // Columns of a linear per chunk: a multiple of 48 (whole W blocks / tiles of every ISA).
-  int64_t column_chunk(int64_t n_out) const {
+  // Columns of a linear per chunk: a multiple of `unit` (48: whole W blocks / tiles of every ISA
+  // on plain rows; 64: whole panel groups of the bf16-dot kernel).
+  int64_t column_chunk(int64_t n_out, int64_t unit = 48) const {
     int64_t c = (n_out + 4 * pool_.num_threads() - 1) / (4 * pool_.num_threads());
-    return (c + 47) / 48 * 48;
+    return (c + unit - 1) / unit * unit;
   }
   // Runs fn(row_begin, row_end) over m rows of `row_elems` elements, on the pool when worth it.
   template <typename F>
@@ -198,10 +199,7 @@ class CpuBackend final : public Backend {
       }
     });
     if (t.m * t.n_out * t.k < kLinearSerialMacs) return kt_.linear_cols_bf16dot(xh, xl, t, 0, t.n_out);
-    // Chunks of whole 64-column panel groups (the kernel's register tile).
-    int64_t chunk = (t.n_out + 4 * pool_.num_threads() - 1) / (4 * pool_.num_threads());
-    chunk = (chunk + 63) / 64 * 64;
-    pool_.parallel_for_dynamic(t.n_out, chunk,
+    pool_.parallel_for_dynamic(t.n_out, column_chunk(t.n_out, 64),
                                [&](int64_t b, int64_t e, int) { kt_.linear_cols_bf16dot(xh, xl, t, b, e); });
   }
 
