@@ -169,7 +169,7 @@ void handle_chat_completions(ServerState& s, const httplib::Request& req, httpli
     return;
   }
 
-  const Tokenizer* tk = s.ctx.tokenizer.get();
+  std::shared_ptr<const Tokenizer> tk = s.ctx.tokenizer;  // held by the stream
   SseStream st = sse_stream_for(job, chunk_base(*job));
   st.opening = [job](const SseWrite& write) {
     for (size_t i = 0; i < job->choices.size(); ++i)

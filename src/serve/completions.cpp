@@ -140,7 +140,7 @@ void handle_completions(ServerState& s, const httplib::Request& req, httplib::Re
     return;
   }
 
-  const Tokenizer* tk = s.ctx.tokenizer.get();
+  std::shared_ptr<const Tokenizer> tk = s.ctx.tokenizer;  // held by the stream
   SseStream st = sse_stream_for(job, chunk_base(*job));
   st.opening = [job](const SseWrite& write) {
     for (size_t c = 0; c < job->echo.size(); ++c)
