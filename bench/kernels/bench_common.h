@@ -24,8 +24,19 @@ double bandwidth_bound();
 // (vdpbf16ps) and f32 FMA (vfmadd231ps zmm). 0 when the CPU lacks them.
 double bf16_peak_flops();
 double f32_peak_flops();
-// One thread's loop of `iters` × 16 independent instructions; returns multiply-adds done.
+// AMX tile products on bench_threads() threads: TDPBF16PS (flops/s) and TDPBUSD (u8 × s8, ops/s,
+// 2 per multiply-add). 0 where AMX is not usable (core/cpu_features.h amx_usable()).
+double amx_bf16_peak_flops();
+double amx_int8_peak_ops();
+// The peak of the matrix products a CPU backend with `parts` bf16 parts of x runs (parts 0 =
+// f32 FMA; 1 = medium, 2 = high: the bf16-dot or AMX peak divided by the parts), by its name()
+// ("…amx…" = AMX tiles). flops/s of useful multiply-adds.
+double matrix_peak_flops(const char* backend_name);
+// One thread's loop of `iters` × 16 independent instructions (AMX: × 4 tile products); returns
+// multiply-adds done.
 int64_t bf16_dot_loop(int64_t iters);
 int64_t f32_fma_loop(int64_t iters);
+int64_t amx_bf16_loop(int64_t iters);
+int64_t amx_int8_loop(int64_t iters);
 
 }  // namespace pypto::bench

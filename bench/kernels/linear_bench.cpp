@@ -3,8 +3,8 @@
 //     weight (>= 256 MiB in all) are cycled so each call streams from DRAM, as in a real decode
 //     where 1.2 GB of weights pass per token, not from the 32 MiB L3.
 //   GEMM (m = 128, 512, prefill): GFLOP/s and % of the f32-FMA and bf16-dot peaks.
-//   Batched GEMM (m = 16: a decode step of 16 sequences, m = 512) for each activation precision
-//   of the backend (f32, split hi+lo bf16, bf16; CpuBackendOptions): BM_GemmPrecision.
+//   Every kernel path (f32 FMA; bf16 dot product and AMX tiles at high and medium) at m = 1, 16
+//   and 512, against its own measured peak: BM_GemmPath.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -116,26 +116,56 @@ BENCHMARK(BM_Gemm)->ArgsProduct({{0, 1, 2}, {128, 512}})->Repetitions(5)->Report
     ->ComputeStatistics("max", max_of)
     ->Unit(benchmark::kMillisecond)->UseRealTime();
 
-void BM_GemmPrecision(benchmark::State& state) {
+// Every kernel path of this CPU at m = 1 (a decode step), 16 (16 sequences decoding) and 512 (a
+// prefill): GFLOP/s and % of the peak of the path's own instructions, measured in the same run
+// (bench_common.h matrix_peak_flops). Paths the CPU lacks are skipped, saying why. At m <= 16 W
+// comes from memory, as in the model: copies of 256 MiB in all, cycled.
+struct Path {
+  const char* label;
+  int precision;  // as backend()
+  CpuLinearKernel kernel;
+};
+const Path kPaths[] = {{"f32", 0, CpuLinearKernel::F32},
+                       {"bf16dot-high", 1, CpuLinearKernel::Bf16Dot},
+                       {"bf16dot-medium", 2, CpuLinearKernel::Bf16Dot},
+                       {"amx-high", 1, CpuLinearKernel::Amx},
+                       {"amx-medium", 2, CpuLinearKernel::Amx}};
+
+void BM_GemmPath(benchmark::State& state) {
   const LinearShape& s = kShapes[state.range(0)];
   const int64_t m = state.range(1);
-  Backend& be = backend(static_cast<int>(state.range(2)));
-  // In the layout of the backend under test. At 16 rows (a decode step) W comes from memory, as
-  // in the model: copies of 256 MiB in all, cycled.
-  Weights w = make_weights(s, m <= 16 ? size_t(256) << 20 : 0, be);
+  const Path& path = kPaths[state.range(2)];
+  std::unique_ptr<Backend> be;
+  try {
+    std::vector<int> cores(bench_threads());
+    for (int i = 0; i < bench_threads(); ++i) cores[i] = i;
+    CpuBackendOptions o;
+    o.split_bf16_activations = path.precision == 1;
+    o.bf16_activations = path.precision == 2;
+    o.linear_kernel = path.kernel;
+    be = make_cpu_backend_for_isa(cpu_isa(), bench_threads(), cores, o);
+  } catch (const std::exception& e) {
+    return state.SkipWithError(e.what());
+  }
+  Weights w = make_weights(s, m <= 16 ? size_t(256) << 20 : 0, *be);
   std::vector<float> x(m * s.k, 0.01f), y(m * s.n);
   size_t i = 0;
   for (auto _ : state) {
-    be.linear(x.data(), m, w.w[i], nullptr, y.data());
+    be->linear(x.data(), m, w.w[i], nullptr, y.data());
     i = (i + 1) % w.w.size();
     benchmark::ClobberMemory();
   }
   const double flops = 2.0 * m * s.n * s.k;
-  state.SetLabel(std::string(s.name) + " " + be.name());
+  state.SetLabel(std::string(s.name) + " " + path.label + " (" + be->name() + ")");
   state.counters["GFLOP/s"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["pct_peak"] = benchmark::Counter(100.0 * flops / matrix_peak_flops(be->name()),
+                                                  benchmark::Counter::kIsIterationInvariantRate);
+  if (m <= 16)
+    state.counters["pct_bw"] = benchmark::Counter(100.0 * double(s.n) * s.k * 2 / bandwidth_bound(),
+                                                  benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_GemmPrecision)->ArgsProduct({{1, 2}, {16, 512}, {0, 1, 2}})->Repetitions(3)->ReportAggregatesOnly(true)
-    ->ComputeStatistics("max", max_of)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_GemmPath)->ArgsProduct({{1, 2}, {1, 16, 512}, {0, 1, 2, 3, 4}})->Repetitions(3)
+    ->ReportAggregatesOnly(true)->ComputeStatistics("max", max_of)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace pypto::bench

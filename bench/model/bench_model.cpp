@@ -2,6 +2,7 @@
 //
 //   bench_model --model DIR [--threads N] [--runs 5] [--contexts 128,2048] [--prompts 128,512]
 //               [--decode-batches 1,16] [--matmul-precision highest|high|medium]
+//               [--cpu-linear-kernel auto|f32|bf16dot|amx]
 //
 // Decode: tokens/s of one sequence whose cache already holds `context` tokens (each measured
 // step is one token at position context + i). Prefill: tokens/s for a prompt of N tokens in one
@@ -11,7 +12,11 @@
 // again just before each decode run (median of the per-run ratios; the start-up figure is shown).
 // Batched decode (--decode-batches): B sequences, each with 128 cached tokens, one new token each
 // per step — the engine's decode step under continuous batching. While the step stays bound by
-// weight bytes, its time grows far slower than B (the weights are read once for all B rows).
+// weight bytes, its time grows far slower than B (the weights are read once for all B rows); its
+// roofline is max(bytes read ÷ bandwidth, matrix FLOPs ÷ matrix peak), both measured in this run.
+// Prefill is compared with the matrix peak of the backend's own instructions (AMX tiles, AVX-512
+// BF16 dot products or f32 FMA, divided by the bf16 parts of x: 2 at high), measured in this run:
+// "of peak" counts the FLOPs of the linear layers (attention's are left out, so it understates).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -53,6 +58,18 @@ double median(std::vector<double> v) {
 
 // Bytes a decode step must read: every projection, the lm_head and one embedding row
 // (norm gammas are negligible).
+// Multiply-adds of the linear layers for one token (all layers), and of the lm_head.
+struct LinearMacs {
+  double layers = 0, lm_head = 0;
+};
+LinearMacs linear_macs(const Qwen3Weights& w) {
+  LinearMacs m;
+  auto macs = [](const LinearWeight& l) { return double(l.n_out) * double(l.k_in); };
+  for (const auto& L : w.layers) m.layers += macs(L.qkv) + macs(L.o_proj) + macs(L.gate_up) + macs(L.down);
+  m.lm_head = macs(w.lm_head);
+  return m;
+}
+
 size_t weight_bytes_per_token(const Qwen3Weights& w) {
   size_t b = 0;
   auto lin = [](const LinearWeight& l) { return static_cast<size_t>(l.n_out * l.k_in) * dtype_size(l.dtype); };
@@ -62,7 +79,7 @@ size_t weight_bytes_per_token(const Qwen3Weights& w) {
 
 // B sequences with `ctx` cached tokens each step one token together; prints the step time and
 // tokens/s (B per step). Each sequence owns its own blocks in a fresh cache.
-void bench_decode_batch(Qwen3Model& m, int B, int runs, double bound_s) {
+void bench_decode_batch(Qwen3Model& m, int B, int runs, double bound_s, double macs_per_row, double peak) {
   const int32_t bs = 16, ctx = 128, steps = 8;
   const int32_t per_seq = (ctx + steps + 1 + bs - 1) / bs;
   KvCache cache(m.kv_cache_spec(int64_t(B) * per_seq, bs, DType::BF16));
@@ -90,15 +107,16 @@ void bench_decode_batch(Qwen3Model& m, int B, int runs, double bound_s) {
     t.push_back(sum / steps);
   }
   const double s = median(t);
-  std::printf("decode batch %-3d @ ctx %-6d %12.2f %12.2f %9.1f%%  (step %.1f ms)\n", B, ctx, B / s, s * 1e3 / B,
-              100.0 * bound_s / s, s * 1e3);
+  const double roof = std::max(bound_s, 2.0 * macs_per_row * B / peak);
+  std::printf("decode batch %-3d @ ctx %-6d %12.2f %12.2f %9.1f%%  (step %.1f ms; roofline %.1f ms, %.2fx of it)\n", B,
+              ctx, B / s, s * 1e3 / B, 100.0 * bound_s / s, s * 1e3, roof * 1e3, s / roof);
   std::fflush(stdout);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string model, precision = "high";
+  std::string model, precision = "high", kernel = "auto";
   int threads = 0, runs = 5;
   std::vector<int> contexts = {128, 2048}, prompts = {128, 512}, decode_batches;
   for (int i = 1; i < argc; i++) {
@@ -109,8 +127,9 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--prompts") && i + 1 < argc) prompts = parse_list(argv[++i]);
     else if (!std::strcmp(argv[i], "--matmul-precision") && i + 1 < argc) precision = argv[++i];
     else if (!std::strcmp(argv[i], "--decode-batches") && i + 1 < argc) decode_batches = parse_list(argv[++i]);
+    else if (!std::strcmp(argv[i], "--cpu-linear-kernel") && i + 1 < argc) kernel = argv[++i];
     else {
-      std::fprintf(stderr, "usage: bench_model --model DIR [--threads N] [--runs 5] [--contexts 128,2048] [--prompts 128,512] [--decode-batches 1,16] [--matmul-precision high]\n");
+      std::fprintf(stderr, "usage: bench_model --model DIR [--threads N] [--runs 5] [--contexts 128,2048] [--prompts 128,512] [--decode-batches 1,16] [--matmul-precision high] [--cpu-linear-kernel auto]\n");
       return 2;
     }
   }
@@ -120,7 +139,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (threads <= 0) threads = bench::bench_threads();
-    auto backend = make_cpu_backend(threads, {}, parse_matmul_precision(precision));
+    auto backend = make_cpu_backend(threads, {}, parse_matmul_precision(precision), parse_cpu_linear_kernel(kernel));
     auto ck = Checkpoint::open(model);
     Qwen3Weights w = stage_qwen3_weights(*ck, *backend, {});
     ck.reset();
@@ -154,6 +173,10 @@ int main(int argc, char** argv) {
     const double bound_s = bytes_tok / bw;
     std::printf("memory bandwidth bound: %.2f GB/s read; %.1f MB of weights per token -> at most %.1f tokens/s\n",
                 bw / 1e9, bytes_tok / 1e6, 1.0 / bound_s);
+    const double peak = bench::matrix_peak_flops(backend->name());
+    const LinearMacs macs = linear_macs(w);
+    std::printf("matrix peak of %s: %.0f GFLOP/s (%s); %.2f GFLOP of linear layers per token\n", backend->name(),
+                peak / 1e9, describe_cpu_linear_choice().c_str(), 2.0 * (macs.layers + macs.lm_head) / 1e9);
 
     run(0, 16);  // warm-up (page faults in the KV cache and activations)
     std::printf("%-28s %12s %12s %10s\n", "case", "tokens/s", "ms/token", "of bound");
@@ -179,10 +202,11 @@ int main(int argc, char** argv) {
       std::vector<double> t;
       for (int r = 0; r < runs; r++) t.push_back(run(0, p));
       double s = median(t);
-      std::printf("prefill %-20d %12.1f %12.3f %10s\n", p, p / s, s * 1e3 / p, "");
+      const double flops = 2.0 * (macs.layers * p + macs.lm_head);  // logits of the last token only
+      std::printf("prefill %-20d %12.1f %12.3f %9.1f%% of peak\n", p, p / s, s * 1e3 / p, 100.0 * flops / s / peak);
       std::fflush(stdout);
     }
-    for (int B : decode_batches) bench_decode_batch(m, B, runs, bound_s);
+    for (int B : decode_batches) bench_decode_batch(m, B, runs, bound_s, macs.layers + macs.lm_head, peak);
     return 0;
   } catch (const Error& e) {
     std::fprintf(stderr, "bench_model: error: %s\n", e.what());

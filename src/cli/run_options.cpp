@@ -60,6 +60,11 @@ void add_run_options(CLI::App& app, RunOptions& o) {
                  "fastest, logits off by ~1e-2)")
       ->check(CLI::IsMember({"highest", "high", "medium"}))
       ->capture_default_str();
+  app.add_option("--cpu-linear-kernel", o.cpu_linear_kernel,
+                 "kernel for bf16 weights at high/medium: auto (per CPU), f32, bf16dot (AVX-512 BF16), amx "
+                 "(AMX tiles). On this CPU auto runs " + describe_cpu_linear_choice())
+      ->check(CLI::IsMember({"auto", "f32", "bf16dot", "amx"}))
+      ->capture_default_str();
   app.add_option("--threads", o.threads, "compute threads (default: all cores of the device group)")->check(CLI::PositiveNumber);
   app.add_flag("--use-compile-cache,!--no-use-compile-cache", o.use_compile_cache,
                "keep staged weights in a fingerprinted cache and map them on the next start")
@@ -117,6 +122,7 @@ EngineLoadOptions engine_options(const RunOptions& o, const std::string& model_d
   e.kv_cache_dtype = (o.kv_cache_dtype == "fp32" || o.kv_cache_dtype == "float32") ? DType::F32 : DType::BF16;
   e.threads = o.threads;
   e.matmul_precision = parse_matmul_precision(o.matmul_precision);
+  e.cpu_linear_kernel = parse_cpu_linear_kernel(o.cpu_linear_kernel);
   if (o.use_compile_cache) e.compile_cache_dir = o.compile_cache_dir.empty() ? default_compile_cache_dir() : o.compile_cache_dir;
   return e;
 }

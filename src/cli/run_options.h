@@ -28,6 +28,7 @@ struct RunOptions {
   std::string dtype = "auto";
   std::string kv_cache_dtype = "bf16";
   std::string matmul_precision = "high";  // highest | high | medium (kernels/backend.h)
+  std::string cpu_linear_kernel = "auto";  // auto | f32 | bf16dot | amx (kernels/backend.h)
   int64_t max_model_len = 1024;
   int32_t block_size = 16;
   double memory_utilization = 0.9;

@@ -2,11 +2,16 @@
 
 #include <cpuid.h>
 #include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <cstdlib>
 #include <cstring>
 
 #include "core/error.h"
+#include "core/log.h"
 
 namespace pypto {
 
@@ -32,8 +37,16 @@ static CpuFeatures detect() {
     f.avx512vl = zmm_ok && (b & bit_AVX512VL);
     f.avx512dq = zmm_ok && (b & bit_AVX512DQ);
     f.avx512_vnni = zmm_ok && (c & bit_AVX512VNNI);
+    // cpuid.7.0 EDX: 22 AMX-BF16, 24 AMX-TILE, 25 AMX-INT8.
+    f.amx_bf16 = d & (1u << 22);
+    f.amx_tile = d & (1u << 24);
+    f.amx_int8 = d & (1u << 25);
+    f.amx_os_state = (xcr0 & (3ull << 17)) == (3ull << 17);
   }
-  if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx512_bf16 = zmm_ok && (a & bit_AVX512BF16);
+  if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) {
+    f.avx512_bf16 = zmm_ok && (a & bit_AVX512BF16);
+    f.avx_vnni = ymm_ok && (a & (1u << 4));
+  }
   if (!ymm_ok) f.fma = f.f16c = false;
   return f;
 }
@@ -74,6 +87,41 @@ Isa cpu_isa() {
     return want;
   }();
   return isa;
+}
+
+namespace {
+// Linux: arch_prctl codes of the dynamically enabled tile data state (asm/prctl.h, since 5.16).
+constexpr int kArchReqXcompPerm = 0x1023;
+constexpr int kXfeatureXtiledata = 18;
+
+enum class AmxGrant { Absent, Refused, Granted };
+
+AmxGrant request_amx() {
+  const CpuFeatures& f = cpu_features();
+  if (!(f.amx_tile && f.amx_bf16 && f.amx_int8 && f.amx_os_state)) return AmxGrant::Absent;
+  if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) != 0) {
+    log_warn("AMX: the kernel refused the tile state (arch_prctl ARCH_REQ_XCOMP_PERM: ", std::strerror(errno),
+             "); matrix products use the AVX-512 kernels");
+    return AmxGrant::Refused;
+  }
+  return AmxGrant::Granted;
+}
+
+AmxGrant amx_grant() {
+  static const AmxGrant g = request_amx();
+  return g;
+}
+}  // namespace
+
+bool amx_usable() { return amx_grant() == AmxGrant::Granted; }
+
+std::string amx_status() {
+  switch (amx_grant()) {
+    case AmxGrant::Absent: return "amx absent";
+    case AmxGrant::Refused: return "amx refused by the OS";
+    case AmxGrant::Granted: return "amx-bf16+int8";
+  }
+  return "?";
 }
 
 int cpu_count() {

@@ -88,7 +88,7 @@ LoadedEngine load_engine(const EngineLoadOptions& opt) {
   if (opt.scheduler.max_model_len > cfg.max_position_embeddings)
     fail("--max-model-len ", opt.scheduler.max_model_len, " exceeds the model's max_position_embeddings (",
          cfg.max_position_embeddings, ")");
-  auto backend = make_cpu_backend(le.threads, opt.cores, opt.matmul_precision);
+  auto backend = make_cpu_backend(le.threads, opt.cores, opt.matmul_precision, opt.cpu_linear_kernel);
   le.backend_name = backend->name();
   StagingOptions so;
   so.show_progress = opt.show_progress;

@@ -56,6 +56,7 @@ struct EngineLoadOptions {
   DType kv_cache_dtype = DType::BF16;
   int threads = 0;                        // 0: every core this process may use
   MatmulPrecision matmul_precision = kDefaultMatmulPrecision;  // --matmul-precision
+  CpuLinearKernel cpu_linear_kernel = CpuLinearKernel::Auto;    // --cpu-linear-kernel
   std::vector<int> cores;                 // pin threads to these cores (empty: no pinning)
   bool show_progress = true;
   std::string compile_cache_dir;          // --use-compile-cache: where staged slabs are cached

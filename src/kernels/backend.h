@@ -116,10 +116,23 @@ const char* matmul_precision_name(MatmulPrecision p);  // "highest" | "high" | "
 // Parses a --matmul-precision value; an unknown one is an error naming the allowed values.
 MatmulPrecision parse_matmul_precision(const std::string& s);
 
+// Which CPU kernel runs the products of bf16 weights at High and Medium (Highest is always the
+// f32 FMA kernel). Auto picks per CPU (cpu_backend.cpp, choose_linear_kernel): AMX tiles where
+// the OS grants them, else the AVX-512 BF16 dot product where it measures faster than f32 FMA
+// for the precision, else f32 FMA. Asking for a kernel this CPU cannot run is an error.
+enum class CpuLinearKernel { Auto, F32, Bf16Dot, Amx };
+const char* cpu_linear_kernel_name(CpuLinearKernel k);  // "auto" | "f32" | "bf16dot" | "amx"
+// Parses a --cpu-linear-kernel value; an unknown one is an error naming the allowed values.
+CpuLinearKernel parse_cpu_linear_kernel(const std::string& s);
+// One line for --help and the start-up log: what Auto picks on this CPU for each precision and
+// why (e.g. "amx tiles (amx-bf16+int8) for high and medium; f32 FMA for highest").
+std::string describe_cpu_linear_choice();
+
 // The CPU backend for the best ISA of this CPU (cpu_isa(), capped by $PYPTO_ISA), running its
 // ops on `num_threads` threads pinned to `cores` (empty = no pinning).
 std::unique_ptr<Backend> make_cpu_backend(int num_threads, const std::vector<int>& cores = {},
-                                          MatmulPrecision precision = kDefaultMatmulPrecision);
+                                          MatmulPrecision precision = kDefaultMatmulPrecision,
+                                          CpuLinearKernel kernel = CpuLinearKernel::Auto);
 // The scalar reference backend (single thread): the definition every optimised kernel is tested
 // against.
 std::unique_ptr<Backend> make_reference_backend();

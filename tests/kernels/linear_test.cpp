@@ -156,6 +156,7 @@ TEST(LinearBf16Activations, MatchesRoundedReferenceAndIsBatchInvariant) {
     CpuBackendOptions opt;
     opt.bf16_activations = !split;
     opt.split_bf16_activations = split;
+    opt.linear_kernel = CpuLinearKernel::Bf16Dot;  // the AMX kernel has its own test (linear_amx_test.cpp)
     for (int threads : {1, 2}) {
       auto be = make_cpu_backend_for_isa(Isa::Avx512, threads, {}, opt);
       for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 37, 1}, {3, 19, 33}, {37, 64, 1024}, {7, 200, 129},

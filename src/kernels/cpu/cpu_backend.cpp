@@ -38,14 +38,41 @@ namespace {
 constexpr int64_t kLinearSerialMacs = 1 << 16;
 constexpr int64_t kRowsSerialElems = 1 << 15;
 
+// The kernel a backend runs for bf16 weights: CpuLinearKernel::Auto resolved for this CPU, or the
+// one asked for, checked. Highest (neither option set) always runs f32 FMA.
+CpuLinearKernel resolve_linear_kernel(const cpu::KernelTable& kt, const CpuBackendOptions& o) {
+  const bool reduced = o.bf16_activations || o.split_bf16_activations;
+  switch (o.linear_kernel) {
+    case CpuLinearKernel::Auto:
+      if (!reduced) return CpuLinearKernel::F32;
+      if (kt.linear_cols_amx) return CpuLinearKernel::Amx;
+      return kt.linear_cols_bf16dot ? CpuLinearKernel::Bf16Dot : CpuLinearKernel::F32;
+    case CpuLinearKernel::F32: return CpuLinearKernel::F32;
+    case CpuLinearKernel::Bf16Dot:
+    case CpuLinearKernel::Amx: {
+      const char* name = cpu_linear_kernel_name(o.linear_kernel);
+      if (!reduced) fail("--cpu-linear-kernel ", name, " needs --matmul-precision high or medium (highest runs f32 FMA)");
+      if (o.linear_kernel == CpuLinearKernel::Amx && !kt.linear_cols_amx)
+        fail("--cpu-linear-kernel amx: AMX is not usable here (", kt.name, ", ", amx_status(),
+             "); use auto, bf16dot or f32");
+      if (o.linear_kernel == CpuLinearKernel::Bf16Dot && !kt.linear_cols_bf16dot)
+        fail("--cpu-linear-kernel bf16dot needs AVX512_BF16 (", kt.name, " has none); use auto or f32");
+      return o.linear_kernel;
+    }
+  }
+  return CpuLinearKernel::F32;
+}
+
 class CpuBackend final : public Backend {
  public:
   CpuBackend(const cpu::KernelTable& kt, int num_threads, std::vector<int> cores, const CpuBackendOptions& opt)
       : kt_(kt), pool_(num_threads, std::move(cores)), scratch_(num_threads), scratch_floats_(num_threads, 0),
-        bf16_act_(opt.bf16_activations && kt.linear_cols_bf16dot != nullptr),
-        split_act_(!bf16_act_ && opt.split_bf16_activations && kt.linear_cols_bf16dot != nullptr) {}
+        kernel_(resolve_linear_kernel(kt, opt)),
+        bf16_act_(kernel_ != CpuLinearKernel::F32 && opt.bf16_activations),
+        split_act_(kernel_ != CpuLinearKernel::F32 && !bf16_act_ && opt.split_bf16_activations) {}
 
   const char* name() const override {
+    if (kernel_ == CpuLinearKernel::Amx) return bf16_act_ ? "cpu-avx512-amx-bf16act" : "cpu-avx512-amx-bf16x2act";
     return bf16_act_ ? "cpu-avx512-bf16act" : split_act_ ? "cpu-avx512-bf16x2act" : kt_.name;
   }
 
@@ -79,7 +106,7 @@ class CpuBackend final : public Backend {
     check_weight_dtype(w.dtype);
     if (m <= 0 || w.n_out <= 0) return;
     cpu::LinearTask t{x, m, w.k_in, w.data, w.dtype, w.n_out, bias, y};
-    if ((bf16_act_ || split_act_) && w.dtype == DType::BF16) return linear_bf16act(t);
+    if (panels(w.dtype)) return kernel_ == CpuLinearKernel::Amx ? linear_amx(t) : linear_bf16act(t);
     reserve_scratch(kt_.linear_scratch_floats(w.k_in));
     if (m * w.n_out * w.k_in < kLinearSerialMacs) {
       kt_.linear_cols(t, 0, w.n_out, scratch(0));
@@ -203,13 +230,48 @@ class CpuBackend final : public Backend {
                                [&](int64_t b, int64_t e, int) { kt_.linear_cols_bf16dot(xh, xl, t, b, e); });
   }
 
+  // AMX linear: x as one (medium) or two (high) bf16 parts, zero-padded to whole tiles
+  // (AmxActivations), rows converted in parallel, then tile products over columns in chunks of
+  // 32 (two B tiles).
+  void linear_amx(const cpu::LinearTask& t) {
+    cpu::AmxActivations a;
+    a.parts = split_act_ ? 2 : 1;
+    a.m_pad = (t.m + 15) / 16 * 16;
+    a.ldx = (t.k + 31) / 32 * 32;
+    const int64_t part = a.m_pad * a.ldx;
+    const size_t need = static_cast<size_t>(a.parts * part) * sizeof(uint16_t);
+    if (xb_.size() < need) xb_ = AlignedBuffer(need);
+    auto* xh = reinterpret_cast<uint16_t*>(xb_.data());
+    uint16_t* xl = split_act_ ? xh + part : nullptr;
+    for_rows(t.m, t.k, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        uint16_t* h = xh + i * a.ldx;
+        uint16_t* l = xl ? xl + i * a.ldx : nullptr;
+        if (l)
+          kt_.split_bf16(t.x + i * t.k, t.k, h, l);
+        else
+          kt_.from_f32(t.x + i * t.k, t.k, h, DType::BF16);
+        std::memset(h + t.k, 0, static_cast<size_t>(a.ldx - t.k) * sizeof(uint16_t));
+        if (l) std::memset(l + t.k, 0, static_cast<size_t>(a.ldx - t.k) * sizeof(uint16_t));
+      }
+    });
+    const size_t pad_rows = static_cast<size_t>((a.m_pad - t.m) * a.ldx) * sizeof(uint16_t);
+    std::memset(xh + t.m * a.ldx, 0, pad_rows);
+    if (xl) std::memset(xl + t.m * a.ldx, 0, pad_rows);
+    a.data = xh;
+    if (t.m * t.n_out * t.k < kLinearSerialMacs) return kt_.linear_cols_amx(a, t, 0, t.n_out);
+    pool_.parallel_for_dynamic(t.n_out, column_chunk(t.n_out, 32),
+                               [&](int64_t b, int64_t e, int) { kt_.linear_cols_amx(a, t, b, e); });
+  }
+
   const cpu::KernelTable& kt_;
   ThreadPool pool_;
   std::vector<AlignedBuffer> scratch_;   // per thread: linear W blocks / attention K,V blocks
   std::vector<int64_t> scratch_floats_;
+  CpuLinearKernel kernel_ = CpuLinearKernel::F32;  // resolved: never Auto
   bool bf16_act_ = false;
   bool split_act_ = false;
-  // True when weights of `dtype` go through the bf16-dot kernel, in pair panels.
+  // True when weights of `dtype` go through the bf16-dot or AMX kernel, in pair panels.
   bool panels(DType dtype) const { return (bf16_act_ || split_act_) && dtype == DType::BF16; }
   AlignedBuffer xb_;  // [m, k] bf16 activations (hi, then lo when split) of the current bf16-dot linear
   // cos / sin of every (position, pair) for one (head_dim, theta): [rope_positions_, head_dim / 2].
@@ -315,10 +377,40 @@ MatmulPrecision parse_matmul_precision(const std::string& s) {
   fail("--matmul-precision must be one of highest, high, medium; got '", s, "'");
 }
 
-std::unique_ptr<Backend> make_cpu_backend(int num_threads, const std::vector<int>& cores, MatmulPrecision precision) {
+const char* cpu_linear_kernel_name(CpuLinearKernel k) {
+  switch (k) {
+    case CpuLinearKernel::Auto: return "auto";
+    case CpuLinearKernel::F32: return "f32";
+    case CpuLinearKernel::Bf16Dot: return "bf16dot";
+    case CpuLinearKernel::Amx: return "amx";
+  }
+  return "?";
+}
+
+CpuLinearKernel parse_cpu_linear_kernel(const std::string& s) {
+  for (CpuLinearKernel k : {CpuLinearKernel::Auto, CpuLinearKernel::F32, CpuLinearKernel::Bf16Dot, CpuLinearKernel::Amx})
+    if (s == cpu_linear_kernel_name(k)) return k;
+  fail("--cpu-linear-kernel must be one of auto, f32, bf16dot, amx; got '", s, "'");
+}
+
+std::string describe_cpu_linear_choice() {
+  const cpu::KernelTable* kt = cpu::kernel_table(cpu_isa());
+  if (!kt) return "scalar reference kernels (no AVX2 here)";
+  CpuBackendOptions o;
+  o.split_bf16_activations = true;
+  const CpuLinearKernel k = resolve_linear_kernel(*kt, o);
+  std::string what = k == CpuLinearKernel::Amx       ? "AMX tiles"
+                     : k == CpuLinearKernel::Bf16Dot ? "AVX-512 BF16 dot products"
+                                                     : "f32 FMA";
+  return str_cat(what, " for high and medium, f32 FMA for highest (", kt->name, ", ", amx_status(), ")");
+}
+
+std::unique_ptr<Backend> make_cpu_backend(int num_threads, const std::vector<int>& cores, MatmulPrecision precision,
+                                          CpuLinearKernel kernel) {
   CpuBackendOptions o;
   o.split_bf16_activations = precision == MatmulPrecision::High;
   o.bf16_activations = precision == MatmulPrecision::Medium;
+  o.linear_kernel = kernel;
   return make_cpu_backend_for_isa(cpu_isa(), num_threads, cores, o);
 }
 

@@ -19,6 +19,8 @@ struct CpuBackendOptions {
   // VDPBF16PS per 32 k (bf16 weights, AVX-512 only): ~16 significant bits of x at the f32-FMA
   // multiply-add rate, with W read as stored. Ignored when bf16_activations is set.
   bool split_bf16_activations = false;
+  // The kernel for bf16 weights when one of the above is set (backend.h CpuLinearKernel).
+  CpuLinearKernel linear_kernel = CpuLinearKernel::Auto;
 };
 
 // isa must be supported by this CPU; Isa::Scalar gives the reference backend. num_threads <= 0

@@ -9,6 +9,7 @@ namespace pypto::cpu {
 void fill_linear_avx512(KernelTable& t);
 void fill_elementwise_avx512(KernelTable& t);
 void fill_attention_avx512(KernelTable& t);
+void fill_linear_amx(KernelTable& t);
 void fill_linear_avx2(KernelTable& t);
 void fill_elementwise_avx2(KernelTable& t);
 void fill_attention_avx2(KernelTable& t);
@@ -31,6 +32,7 @@ const KernelTable& kernel_table_avx512() {
     fill_linear_avx512(t);
     fill_elementwise_avx512(t);
     fill_attention_avx512(t);
+    fill_linear_amx(t);
     return t;
   }();
   return table;

@@ -25,6 +25,14 @@ struct LinearTask {
   float* y = nullptr;          // [m, n_out]
 };
 
+// Activations of an AMX linear: x as `parts` bf16 terms (x ≈ Σ parts), each [m_pad, ldx]
+// row-major with zeros past m and k: m_pad = ceil(m / 16) · 16, ldx = ceil(k / 32) · 32.
+struct AmxActivations {
+  const uint16_t* data = nullptr;  // parts × [m_pad, ldx]
+  int parts = 1;
+  int64_t m_pad = 0, ldx = 0;
+};
+
 // Attention for the query rows [t0, t1) of sequence `seq`, all query heads of KV head `kv_head`.
 struct AttentionTask {
   const float* q = nullptr;  // [m, n_heads, head_dim]
@@ -49,6 +57,9 @@ struct KernelTable {
   // nullptr where the ISA has no bf16 dot product.
   void (*linear_cols_bf16dot)(const uint16_t* xh, const uint16_t* xl, const LinearTask& t, int64_t n0,
                               int64_t n1) = nullptr;
+  // (optional, AMX-BF16 where the OS granted the tile state) the same product on AMX tiles,
+  // columns [n0, n1) (n0 a multiple of 16), W in pair panels; see linear_amx_impl.h.
+  void (*linear_cols_amx)(const AmxActivations& x, const LinearTask& t, int64_t n0, int64_t n1) = nullptr;
   // (optional, with linear_cols_bf16dot) hi = bf16(x), lo = bf16(x - hi) for n elements.
   void (*split_bf16)(const float* x, int64_t n, uint16_t* hi, uint16_t* lo) = nullptr;
   // Rows [r0, r1) of rms_norm (y may alias x).

@@ -41,7 +41,8 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   };
   auto backend_for = [&](int replica, int rank) {
     const std::vector<int>& cores = L.rank_cores(replica, rank);
-    return make_cpu_backend(threads_for(cores), L.pinned ? cores : std::vector<int>{}, eo.matmul_precision);
+    return make_cpu_backend(threads_for(cores), L.pinned ? cores : std::vector<int>{}, eo.matmul_precision,
+                            eo.cpu_linear_kernel);
   };
 
   // Every rank of every replica gets its own backend (threads pinned to its cores). Staging uses
@@ -53,7 +54,8 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
     for (int t = 0; t < L.tp; ++t) backends[size_t(i)].push_back(backend_for(i, t));
   out.backend_name = backends[0][0]->name();
   out.threads = threads_for(L.rank_cores(0, 0));
-  auto stager = make_cpu_backend(cpu_count());
+  // The stager packs in the ranks' layout, which depends on the precision (pair panels or plain rows).
+  auto stager = make_cpu_backend(cpu_count(), {}, eo.matmul_precision, eo.cpu_linear_kernel);
   std::vector<std::shared_ptr<const Qwen3Weights>> slices;
   for (int t = 0; t < L.tp; ++t) {
     StagingOptions so;

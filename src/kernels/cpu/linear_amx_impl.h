@@ -1,0 +1,125 @@
+#pragma once
+// linear on AMX-BF16 tiles (TDPBF16PS), bf16 weights in pair panels (kernels/cpu/bf16_panels.h).
+// One TDPBF16PS multiplies a 16 × 32 bf16 A tile (16 rows of x, 16 pairs of k) by a 16-pair × 16
+// column B tile (exactly one 1 KiB run of a panel) into 16 × 16 f32 accumulators: 8,192
+// multiply-adds per instruction, ~16× the AVX-512 BF16 dot product's rate.
+//
+// x arrives as `parts` bf16 terms (AmxActivations): medium one (x rounded to bf16), high two
+// (x ≈ hi + lo, ~16 bits), each zero-padded to [ceil(m / 16) · 16, ceil(k / 32) · 32], so every
+// tile is full and no tile configuration depends on m, k or n.
+//
+// Register blocking: up to 2 row tiles × 2 column tiles of C (tmm0-3), A in tmm4-5, B in tmm6-7.
+// Per 32 k: load B (2 tiles), then for each part load A (2 tiles) and issue 4 products.
+//
+// Order (batch invariance): an output's accumulator starts at zero and takes, for k block
+// s = 0, 1, ... (32 k each), the part-0 tile product, then the part-1 product, ...; then bias is
+// added. A tile product's result for one element depends only on its row of A and column of B
+// (which rows share the tile never matters), so a row gives the same bits alone, in a batch of
+// 16 or 512, in chunks and through the prefix cache. The products are not the AVX-512 BF16 dot
+// product's (TDPBF16PS rounds its pair sums differently: measured on Xeon, about half of the
+// results differ in the last bit from a VDPBF16PS chain), so a backend that uses AMX uses it for
+// every m, including one-row decode steps, where it streams W as fast as the dot-product kernel.
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/amx_tile.h"
+#include "kernels/cpu/bf16_panels.h"
+#include "kernels/cpu/kernel_table.h"
+
+namespace pypto::cpu::amx {
+
+// Rows of x swept per pass over a thread's columns: the A tiles of the pass stay in L2
+// (256 rows × k 3072 × 2 bytes × 2 parts = 3 MiB at the largest Qwen3-0.6B k; most are smaller).
+constexpr int64_t kRowPass = 256;
+
+// Writes C tile rows [0, rows) × columns [0, cols) (+ bias) to y (row stride ldy).
+inline void store_tile(const float* c, int64_t rows, int64_t cols, const float* bias, float* y, int64_t ldy) {
+  const __mmask16 mask = cols >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << cols) - 1u);
+  const __m512 b = bias ? _mm512_maskz_loadu_ps(mask, bias) : _mm512_setzero_ps();
+  for (int64_t r = 0; r < rows; ++r) {
+    __m512 v = _mm512_load_ps(c + 16 * r);
+    if (bias) v = _mm512_add_ps(v, b);
+    _mm512_mask_storeu_ps(y + r * ldy, mask, v);
+  }
+}
+
+// C[RT × 16 rows, CT × 16 columns] for rows [i, i + 16 RT) of the padded x and panels p, p + 1.
+template <int RT, int CT, int PARTS>
+inline void tile_block(const AmxActivations& x, int64_t i, const uint16_t* wp, int64_t pstride, const LinearTask& t,
+                       int64_t c0, int64_t cols) {
+  _tile_zero(0);
+  if constexpr (CT == 2) _tile_zero(1);
+  if constexpr (RT == 2) _tile_zero(2);
+  if constexpr (RT == 2 && CT == 2) _tile_zero(3);
+  const int64_t lda = x.ldx * 2;  // bytes per row of A
+  const int64_t part_elems = x.m_pad * x.ldx;
+  const int64_t ksteps = x.ldx / 32;
+  for (int64_t s = 0; s < ksteps; ++s) {
+    const uint16_t* b = wp + s * (kPanelTilePairs * kPanelCols * 2);
+    _tile_loadd(6, b, kAmxTileBytes);
+    if constexpr (CT == 2) _tile_loadd(7, b + pstride, kAmxTileBytes);
+    for (int p = 0; p < PARTS; ++p) {
+      const uint16_t* a = x.data + p * part_elems + i * x.ldx + s * 32;
+      _tile_loadd(4, a, lda);
+      if constexpr (RT == 2) _tile_loadd(5, a + 16 * x.ldx, lda);
+      _tile_dpbf16ps(0, 4, 6);
+      if constexpr (CT == 2) _tile_dpbf16ps(1, 4, 7);
+      if constexpr (RT == 2) _tile_dpbf16ps(2, 5, 6);
+      if constexpr (RT == 2 && CT == 2) _tile_dpbf16ps(3, 5, 7);
+    }
+  }
+  alignas(64) float c[4][16 * 16];
+  _tile_stored(0, c[0], kAmxTileBytes);
+  if constexpr (CT == 2) _tile_stored(1, c[1], kAmxTileBytes);
+  if constexpr (RT == 2) _tile_stored(2, c[2], kAmxTileBytes);
+  if constexpr (RT == 2 && CT == 2) _tile_stored(3, c[3], kAmxTileBytes);
+  for (int r = 0; r < RT; ++r) {
+    const int64_t row0 = i + 16 * r;
+    if (row0 >= t.m) break;
+    const int64_t rows = t.m - row0 < 16 ? t.m - row0 : 16;
+    for (int ct = 0; ct < CT; ++ct) {
+      const int64_t col0 = c0 + 16 * ct;
+      const int64_t n = cols - 16 * ct < 16 ? cols - 16 * ct : 16;
+      store_tile(c[2 * r + ct], rows, n, t.bias ? t.bias + col0 : nullptr, t.y + row0 * t.n_out + col0, t.n_out);
+    }
+  }
+}
+
+template <int PARTS>
+inline void linear_cols_parts(const AmxActivations& x, const LinearTask& t, int64_t n0, int64_t n1) {
+  const auto* w = static_cast<const uint16_t*>(t.w);
+  const int64_t pstride = bf16_panel_elems(t.k);
+  for (int64_t i0 = 0; i0 < x.m_pad; i0 += kRowPass) {
+    const int64_t i1 = x.m_pad - i0 < kRowPass ? x.m_pad : i0 + kRowPass;
+    for (int64_t c0 = n0; c0 < n1; c0 += 32) {
+      const int64_t cols = n1 - c0 < 32 ? n1 - c0 : 32;
+      const uint16_t* wp = w + (c0 / kPanelCols) * pstride;
+      for (int64_t i = i0; i < i1; i += 32) {
+        const bool two_rows = i + 16 < i1;
+        if (cols > 16) {
+          if (two_rows) tile_block<2, 2, PARTS>(x, i, wp, pstride, t, c0, cols);
+          else tile_block<1, 2, PARTS>(x, i, wp, pstride, t, c0, cols);
+        } else {
+          if (two_rows) tile_block<2, 1, PARTS>(x, i, wp, pstride, t, c0, cols);
+          else tile_block<1, 1, PARTS>(x, i, wp, pstride, t, c0, cols);
+        }
+      }
+    }
+  }
+}
+
+// Columns [n0, n1) (n0 a multiple of 16) of y for all m rows. Loads the tile configuration for
+// this thread and releases the tile state on return (so a thread not running AMX holds none).
+inline void linear_cols_amx(const AmxActivations& x, const LinearTask& t, int64_t n0, int64_t n1) {
+  _tile_loadconfig(&kAmxConfigFull);
+  switch (x.parts) {
+    case 1: linear_cols_parts<1>(x, t, n0, n1); break;
+    case 2: linear_cols_parts<2>(x, t, n0, n1); break;
+    default: linear_cols_parts<3>(x, t, n0, n1); break;
+  }
+  _tile_release();
+}
+
+}  // namespace pypto::cpu::amx
