@@ -33,6 +33,10 @@ namespace pypto::cpu::amx {
 // Rows of x swept per pass over a thread's columns: the A tiles of the pass stay in L2
 // (256 rows × k 3072 × 2 bytes × 2 parts = 3 MiB at the largest Qwen3-0.6B k; most are smaller).
 constexpr int64_t kRowPass = 256;
+// Software prefetch distance in B tiles (1 KiB each) per panel, used when x has at most
+// kPrefetchRows rows (W read once from memory per call: decode steps).
+constexpr int64_t kPrefetchTiles = 8;
+constexpr int64_t kPrefetchRows = 32;
 
 // Writes C tile rows [0, rows) × columns [0, cols) (+ bias) to y (row stride ldy).
 inline void store_tile(const float* c, int64_t rows, int64_t cols, const float* bias, float* y, int64_t ldy) {
@@ -46,7 +50,7 @@ inline void store_tile(const float* c, int64_t rows, int64_t cols, const float* 
 }
 
 // C[RT × 16 rows, CT × 16 columns] for rows [i, i + 16 RT) of the padded x and panels p, p + 1.
-template <int RT, int CT, int PARTS>
+template <int RT, int CT, int PARTS, bool PREFETCH>
 inline void tile_block(const AmxActivations& x, int64_t i, const uint16_t* wp, int64_t pstride, const LinearTask& t,
                        int64_t c0, int64_t cols) {
   _tile_zero(0);
@@ -56,8 +60,17 @@ inline void tile_block(const AmxActivations& x, int64_t i, const uint16_t* wp, i
   const int64_t lda = x.ldx * 2;  // bytes per row of A
   const int64_t part_elems = x.m_pad * x.ldx;
   const int64_t ksteps = x.ldx / 32;
+  constexpr int64_t kTileElems = kPanelTilePairs * kPanelCols * 2;  // one B tile: 512 bf16, 1 KiB
   for (int64_t s = 0; s < ksteps; ++s) {
-    const uint16_t* b = wp + s * (kPanelTilePairs * kPanelCols * 2);
+    const uint16_t* b = wp + s * kTileElems;
+    if constexpr (PREFETCH) {
+      // W streams from memory when few rows share it (decode): fetch the B tiles kPrefetchTiles
+      // steps ahead in each panel, 16 lines each, so the tile loads find them in L1/L2.
+      const char* ahead = reinterpret_cast<const char*>(b + kPrefetchTiles * kTileElems);
+      for (int l = 0; l < 16; ++l) _mm_prefetch(ahead + 64 * l, _MM_HINT_T1);
+      if constexpr (CT == 2)
+        for (int l = 0; l < 16; ++l) _mm_prefetch(ahead + 2 * pstride + 64 * l, _MM_HINT_T1);
+    }
     _tile_loadd(6, b, kAmxTileBytes);
     if constexpr (CT == 2) _tile_loadd(7, b + pstride, kAmxTileBytes);
     for (int p = 0; p < PARTS; ++p) {
@@ -87,27 +100,37 @@ inline void tile_block(const AmxActivations& x, int64_t i, const uint16_t* wp, i
   }
 }
 
-template <int PARTS>
+template <int PARTS, bool PREFETCH>
 inline void linear_cols_parts(const AmxActivations& x, const LinearTask& t, int64_t n0, int64_t n1) {
   const auto* w = static_cast<const uint16_t*>(t.w);
   const int64_t pstride = bf16_panel_elems(t.k);
   for (int64_t i0 = 0; i0 < x.m_pad; i0 += kRowPass) {
     const int64_t i1 = x.m_pad - i0 < kRowPass ? x.m_pad : i0 + kRowPass;
-    for (int64_t c0 = n0; c0 < n1; c0 += 32) {
-      const int64_t cols = n1 - c0 < 32 ? n1 - c0 : 32;
+    // Decode (PREFETCH): one panel at a time, so each thread streams W as one sequential run.
+    constexpr int64_t kBlockCols = 32;
+    for (int64_t c0 = n0; c0 < n1; c0 += kBlockCols) {
+      const int64_t cols = n1 - c0 < kBlockCols ? n1 - c0 : kBlockCols;
       const uint16_t* wp = w + (c0 / kPanelCols) * pstride;
       for (int64_t i = i0; i < i1; i += 32) {
         const bool two_rows = i + 16 < i1;
         if (cols > 16) {
-          if (two_rows) tile_block<2, 2, PARTS>(x, i, wp, pstride, t, c0, cols);
-          else tile_block<1, 2, PARTS>(x, i, wp, pstride, t, c0, cols);
+          if (two_rows) tile_block<2, 2, PARTS, PREFETCH>(x, i, wp, pstride, t, c0, cols);
+          else tile_block<1, 2, PARTS, PREFETCH>(x, i, wp, pstride, t, c0, cols);
         } else {
-          if (two_rows) tile_block<2, 1, PARTS>(x, i, wp, pstride, t, c0, cols);
-          else tile_block<1, 1, PARTS>(x, i, wp, pstride, t, c0, cols);
+          if (two_rows) tile_block<2, 1, PARTS, PREFETCH>(x, i, wp, pstride, t, c0, cols);
+          else tile_block<1, 1, PARTS, PREFETCH>(x, i, wp, pstride, t, c0, cols);
         }
       }
     }
   }
+}
+
+template <int PARTS>
+inline void linear_cols_parts(const AmxActivations& x, const LinearTask& t, int64_t n0, int64_t n1) {
+  if (x.m_pad <= kPrefetchRows)
+    linear_cols_parts<PARTS, true>(x, t, n0, n1);
+  else
+    linear_cols_parts<PARTS, false>(x, t, n0, n1);
 }
 
 // Columns [n0, n1) (n0 a multiple of 16) of y for all m rows. Loads the tile configuration for
