@@ -79,7 +79,7 @@ size_t weight_bytes_per_token(const Qwen3Weights& w) {
 
 // B sequences with `ctx` cached tokens each step one token together; prints the step time and
 // tokens/s (B per step). Each sequence owns its own blocks in a fresh cache.
-void bench_decode_batch(Qwen3Model& m, int B, int runs, double bound_s, double macs_per_row, double peak) {
+void bench_decode_batch(Qwen3Model& m, int B, int runs, double bound_s, double bw, double macs_per_row, double peak) {
   const int32_t bs = 16, ctx = 128, steps = 8;
   const int32_t per_seq = (ctx + steps + 1 + bs - 1) / bs;
   KvCache cache(m.kv_cache_spec(int64_t(B) * per_seq, bs, DType::BF16));
@@ -107,7 +107,10 @@ void bench_decode_batch(Qwen3Model& m, int B, int runs, double bound_s, double m
     t.push_back(sum / steps);
   }
   const double s = median(t);
-  const double roof = std::max(bound_s, 2.0 * macs_per_row * B / peak);
+  // Bytes read per step: the weights once, and every sequence's cached K and V (bf16) per layer.
+  const ModelConfig& c = m.config();
+  const double kv_bytes = double(B) * ctx * c.num_hidden_layers * 2.0 * c.num_key_value_heads * c.head_dim * 2;
+  const double roof = std::max(bound_s + kv_bytes / bw, 2.0 * macs_per_row * B / peak);
   std::printf("decode batch %-3d @ ctx %-6d %12.2f %12.2f %9.1f%%  (step %.1f ms; roofline %.1f ms, %.2fx of it)\n", B,
               ctx, B / s, s * 1e3 / B, 100.0 * bound_s / s, s * 1e3, roof * 1e3, s / roof);
   std::fflush(stdout);
@@ -206,7 +209,7 @@ int main(int argc, char** argv) {
       std::printf("prefill %-20d %12.1f %12.3f %9.1f%% of peak\n", p, p / s, s * 1e3 / p, 100.0 * flops / s / peak);
       std::fflush(stdout);
     }
-    for (int B : decode_batches) bench_decode_batch(m, B, runs, bound_s, macs.layers + macs.lm_head, peak);
+    for (int B : decode_batches) bench_decode_batch(m, B, runs, bound_s, bw, macs.layers + macs.lm_head, peak);
     return 0;
   } catch (const Error& e) {
     std::fprintf(stderr, "bench_model: error: %s\n", e.what());

@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "core/error.h"
 #include "core/memory.h"
@@ -230,35 +231,44 @@ class CpuBackend final : public Backend {
                                [&](int64_t b, int64_t e, int) { kt_.linear_cols_bf16dot(xh, xl, t, b, e); });
   }
 
-  // AMX linear: x as one (medium) or two (high) bf16 parts, zero-padded to whole tiles
-  // (AmxActivations), rows converted in parallel, then tile products over columns in chunks of
-  // 32 (two B tiles).
+  // AMX linear: x as one (medium) or two (high) bf16 parts in A-tile order, zero-padded to whole
+  // tiles (AmxActivations), rows converted in parallel, then tile products over columns in chunks
+  // of 32 (two B tiles).
   void linear_amx(const cpu::LinearTask& t) {
     cpu::AmxActivations a;
     a.parts = split_act_ ? 2 : 1;
     a.m_pad = (t.m + 15) / 16 * 16;
     a.ldx = (t.k + 31) / 32 * 32;
-    const int64_t part = a.m_pad * a.ldx;
+    const int64_t part = a.m_pad * a.ldx, ksteps = a.ldx / 32;
     const size_t need = static_cast<size_t>(a.parts * part) * sizeof(uint16_t);
     if (xb_.size() < need) xb_ = AlignedBuffer(need);
-    auto* xh = reinterpret_cast<uint16_t*>(xb_.data());
-    uint16_t* xl = split_act_ ? xh + part : nullptr;
+    auto* xt = reinterpret_cast<uint16_t*>(xb_.data());
+    // Row i, k in [32s, 32s + 32) of part p -> tile (i / 16, s), line i % 16.
+    auto scatter = [&](const uint16_t* row, int64_t i, int p) {
+      uint16_t* dst = xt + p * part + (i / 16) * ksteps * 512 + (i % 16) * 32;
+      for (int64_t s = 0; s < ksteps; ++s) std::memcpy(dst + s * 512, row + 32 * s, 64);
+    };
     for_rows(t.m, t.k, [&](int64_t b, int64_t e) {
+      thread_local std::vector<uint16_t> rows;  // [parts, ldx] of one row, zero past k
+      if (rows.size() < static_cast<size_t>(2 * a.ldx)) rows.resize(static_cast<size_t>(2 * a.ldx));
+      uint16_t* h = rows.data();
+      uint16_t* l = h + a.ldx;
+      std::fill(rows.begin(), rows.end(), uint16_t(0));
       for (int64_t i = b; i < e; ++i) {
-        uint16_t* h = xh + i * a.ldx;
-        uint16_t* l = xl ? xl + i * a.ldx : nullptr;
-        if (l)
+        if (split_act_)
           kt_.split_bf16(t.x + i * t.k, t.k, h, l);
         else
           kt_.from_f32(t.x + i * t.k, t.k, h, DType::BF16);
-        std::memset(h + t.k, 0, static_cast<size_t>(a.ldx - t.k) * sizeof(uint16_t));
-        if (l) std::memset(l + t.k, 0, static_cast<size_t>(a.ldx - t.k) * sizeof(uint16_t));
+        scatter(h, i, 0);
+        if (split_act_) scatter(l, i, 1);
       }
     });
-    const size_t pad_rows = static_cast<size_t>((a.m_pad - t.m) * a.ldx) * sizeof(uint16_t);
-    std::memset(xh + t.m * a.ldx, 0, pad_rows);
-    if (xl) std::memset(xl + t.m * a.ldx, 0, pad_rows);
-    a.data = xh;
+    // The padding rows [m, m_pad) of the last row tile: zero lines.
+    for (int p = 0; p < a.parts; ++p)
+      for (int64_t i = t.m; i < a.m_pad; ++i)
+        for (int64_t s = 0; s < ksteps; ++s)
+          std::memset(xt + p * part + ((i / 16) * ksteps + s) * 512 + (i % 16) * 32, 0, 64);
+    a.data = xt;
     if (t.m * t.n_out * t.k < kLinearSerialMacs) return kt_.linear_cols_amx(a, t, 0, t.n_out);
     pool_.parallel_for_dynamic(t.n_out, column_chunk(t.n_out, 32),
                                [&](int64_t b, int64_t e, int) { kt_.linear_cols_amx(a, t, b, e); });

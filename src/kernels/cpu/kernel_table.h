@@ -25,10 +25,14 @@ struct LinearTask {
   float* y = nullptr;          // [m, n_out]
 };
 
-// Activations of an AMX linear: x as `parts` bf16 terms (x ≈ Σ parts), each [m_pad, ldx]
-// row-major with zeros past m and k: m_pad = ceil(m / 16) · 16, ldx = ceil(k / 32) · 32.
+// Activations of an AMX linear: x as `parts` bf16 terms (x ≈ Σ parts), each in A tiles of
+// 16 rows × 32 k (1 KiB, rows of 64 bytes), with zeros past m and k: m_pad = ceil(m / 16) · 16,
+// ldx = ceil(k / 32) · 32. Element (i, k) of part p is at
+//   data[p · m_pad · ldx + ((i / 16) · (ldx / 32) + k / 32) · 512 + (i % 16) · 32 + k % 32].
+// (Plain rows with a power-of-two stride put a tile's 16 lines into a few cache sets; each tile
+// contiguous loads as one 1 KiB run.)
 struct AmxActivations {
-  const uint16_t* data = nullptr;  // parts × [m_pad, ldx]
+  const uint16_t* data = nullptr;  // parts × [m_pad / 16, ldx / 32, 16, 32]
   int parts = 1;
   int64_t m_pad = 0, ldx = 0;
 };

@@ -30,20 +30,25 @@
 
 namespace pypto::cpu::amx {
 
-// Rows of x swept per pass over a thread's columns: the A tiles of the pass stay in L2
-// (256 rows × k 3072 × 2 bytes × 2 parts = 3 MiB at the largest Qwen3-0.6B k; most are smaller).
+// Rows of x swept per pass over a thread's columns (the GEMM path).
 constexpr int64_t kRowPass = 256;
+// Columns of y whose accumulators the GEMM path keeps between k blocks (kernels' f32 buffer of
+// kRowPass × kGroupCols: 256 KiB per thread).
+constexpr int64_t kGroupCols = 256;
+constexpr int64_t kGroupLd = kGroupCols + 16;  // row stride of that buffer: not a power of two (cache sets)
 // Software prefetch distance in B tiles (1 KiB each) per panel, used when x has at most
 // kPrefetchRows rows (W read once from memory per call: decode steps).
 constexpr int64_t kPrefetchTiles = 8;
 constexpr int64_t kPrefetchRows = 32;
 
-// Writes C tile rows [0, rows) × columns [0, cols) (+ bias) to y (row stride ldy).
-inline void store_tile(const float* c, int64_t rows, int64_t cols, const float* bias, float* y, int64_t ldy) {
+// Writes accumulator rows [0, rows) × columns [0, cols) (c with row stride ldc floats; + bias)
+// to y (row stride ldy).
+inline void store_rows(const float* c, int64_t ldc, int64_t rows, int64_t cols, const float* bias, float* y,
+                       int64_t ldy) {
   const __mmask16 mask = cols >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << cols) - 1u);
   const __m512 b = bias ? _mm512_maskz_loadu_ps(mask, bias) : _mm512_setzero_ps();
   for (int64_t r = 0; r < rows; ++r) {
-    __m512 v = _mm512_load_ps(c + 16 * r);
+    __m512 v = _mm512_loadu_ps(c + ldc * r);
     if (bias) v = _mm512_add_ps(v, b);
     _mm512_mask_storeu_ps(y + r * ldy, mask, v);
   }
@@ -57,7 +62,6 @@ inline void tile_block(const AmxActivations& x, int64_t i, const uint16_t* wp, i
   if constexpr (CT == 2) _tile_zero(1);
   if constexpr (RT == 2) _tile_zero(2);
   if constexpr (RT == 2 && CT == 2) _tile_zero(3);
-  const int64_t lda = x.ldx * 2;  // bytes per row of A
   const int64_t part_elems = x.m_pad * x.ldx;
   const int64_t ksteps = x.ldx / 32;
   constexpr int64_t kTileElems = kPanelTilePairs * kPanelCols * 2;  // one B tile: 512 bf16, 1 KiB
@@ -74,9 +78,9 @@ inline void tile_block(const AmxActivations& x, int64_t i, const uint16_t* wp, i
     _tile_loadd(6, b, kAmxTileBytes);
     if constexpr (CT == 2) _tile_loadd(7, b + pstride, kAmxTileBytes);
     for (int p = 0; p < PARTS; ++p) {
-      const uint16_t* a = x.data + p * part_elems + i * x.ldx + s * 32;
-      _tile_loadd(4, a, lda);
-      if constexpr (RT == 2) _tile_loadd(5, a + 16 * x.ldx, lda);
+      const uint16_t* a = x.data + p * part_elems + ((i / 16) * ksteps + s) * kTileElems;
+      _tile_loadd(4, a, kAmxTileBytes);
+      if constexpr (RT == 2) _tile_loadd(5, a + ksteps * kTileElems, kAmxTileBytes);
       _tile_dpbf16ps(0, 4, 6);
       if constexpr (CT == 2) _tile_dpbf16ps(1, 4, 7);
       if constexpr (RT == 2) _tile_dpbf16ps(2, 5, 6);
@@ -95,30 +99,122 @@ inline void tile_block(const AmxActivations& x, int64_t i, const uint16_t* wp, i
     for (int ct = 0; ct < CT; ++ct) {
       const int64_t col0 = c0 + 16 * ct;
       const int64_t n = cols - 16 * ct < 16 ? cols - 16 * ct : 16;
-      store_tile(c[2 * r + ct], rows, n, t.bias ? t.bias + col0 : nullptr, t.y + row0 * t.n_out + col0, t.n_out);
+      store_rows(c[2 * r + ct], 16, rows, n, t.bias ? t.bias + col0 : nullptr, t.y + row0 * t.n_out + col0, t.n_out);
     }
   }
 }
 
-template <int PARTS, bool PREFETCH>
-inline void linear_cols_parts(const AmxActivations& x, const LinearTask& t, int64_t n0, int64_t n1) {
+// The decode path (few rows, W from memory): for each pair of panels and each 32-row block, the
+// whole k loop in registers, prefetching W ahead.
+template <int PARTS>
+inline void linear_cols_stream(const AmxActivations& x, const LinearTask& t, int64_t n0, int64_t n1) {
   const auto* w = static_cast<const uint16_t*>(t.w);
   const int64_t pstride = bf16_panel_elems(t.k);
+  for (int64_t c0 = n0; c0 < n1; c0 += 32) {
+    const int64_t cols = n1 - c0 < 32 ? n1 - c0 : 32;
+    const uint16_t* wp = w + (c0 / kPanelCols) * pstride;
+    for (int64_t i = 0; i < x.m_pad; i += 32) {
+      const bool two_rows = i + 16 < x.m_pad;
+      if (cols > 16) {
+        if (two_rows) tile_block<2, 2, PARTS, true>(x, i, wp, pstride, t, c0, cols);
+        else tile_block<1, 2, PARTS, true>(x, i, wp, pstride, t, c0, cols);
+      } else {
+        if (two_rows) tile_block<2, 1, PARTS, true>(x, i, wp, pstride, t, c0, cols);
+        else tile_block<1, 1, PARTS, true>(x, i, wp, pstride, t, c0, cols);
+      }
+    }
+  }
+}
+
+// k steps [s0, s1) (32 k each) of C[RT × 16 rows, CT × 16 columns] held in `cbuf` (row stride
+// kGroupCols floats) between calls: loaded (or zeroed when s0 == 0), advanced, stored back. Reloading an f32
+// accumulator is exact, so the k blocking never changes a result.
+template <int RT, int CT, int PARTS>
+inline void tile_kblock(const AmxActivations& x, int64_t i, const uint16_t* wp, int64_t pstride, int64_t s0,
+                        int64_t s1, float* cbuf) {
+  constexpr int64_t kTileElems = kPanelTilePairs * kPanelCols * 2;
+  constexpr int64_t ldc = kGroupLd * sizeof(float);
+  constexpr int64_t r16 = 16 * kGroupLd;  // the second row tile
+  if (s0 == 0) {
+    _tile_zero(0);
+    if constexpr (CT == 2) _tile_zero(1);
+    if constexpr (RT == 2) _tile_zero(2);
+    if constexpr (RT == 2 && CT == 2) _tile_zero(3);
+  } else {
+    _tile_loadd(0, cbuf, ldc);
+    if constexpr (CT == 2) _tile_loadd(1, cbuf + 16, ldc);
+    if constexpr (RT == 2) _tile_loadd(2, cbuf + r16, ldc);
+    if constexpr (RT == 2 && CT == 2) _tile_loadd(3, cbuf + r16 + 16, ldc);
+  }
+  const int64_t part_elems = x.m_pad * x.ldx;
+  const int64_t ksteps = x.ldx / 32;
+  for (int64_t s = s0; s < s1; ++s) {
+    const uint16_t* b = wp + s * kTileElems;
+    _tile_loadd(6, b, kAmxTileBytes);
+    if constexpr (CT == 2) _tile_loadd(7, b + pstride, kAmxTileBytes);
+    for (int p = 0; p < PARTS; ++p) {
+      const uint16_t* a = x.data + p * part_elems + ((i / 16) * ksteps + s) * kTileElems;
+      // The next step's A tiles (L2 -> L1) while this step's products run.
+      for (int l = 0; l < 16; ++l) _mm_prefetch(reinterpret_cast<const char*>(a + kTileElems) + 64 * l, _MM_HINT_T0);
+      if constexpr (RT == 2)
+        for (int l = 0; l < 16; ++l)
+          _mm_prefetch(reinterpret_cast<const char*>(a + (ksteps + 1) * kTileElems) + 64 * l, _MM_HINT_T0);
+      _tile_loadd(4, a, kAmxTileBytes);
+      if constexpr (RT == 2) _tile_loadd(5, a + ksteps * kTileElems, kAmxTileBytes);
+      _tile_dpbf16ps(0, 4, 6);
+      if constexpr (CT == 2) _tile_dpbf16ps(1, 4, 7);
+      if constexpr (RT == 2) _tile_dpbf16ps(2, 5, 6);
+      if constexpr (RT == 2 && CT == 2) _tile_dpbf16ps(3, 5, 7);
+    }
+  }
+  _tile_stored(0, cbuf, ldc);
+  if constexpr (CT == 2) _tile_stored(1, cbuf + 16, ldc);
+  if constexpr (RT == 2) _tile_stored(2, cbuf + r16, ldc);
+  if constexpr (RT == 2 && CT == 2) _tile_stored(3, cbuf + r16 + 16, ldc);
+}
+
+// The GEMM path (many rows: prefill, mixed steps). Rows in passes of kRowPass, columns in groups
+// of kGroupCols, k in blocks of kKBlockSteps × 32; within a k block, each pair of panels runs
+// over every 32-row block of the pass. So the block's B tiles (2 panels × 8 KiB) stay in L1 while
+// all row blocks use them, the k block of A (256 rows × 256 k × parts × 2 bytes ≤ 256 KiB) stays
+// in L2 for the whole column group, and the group's accumulators (256 × 256 f32) wait in a
+// per-thread buffer between k blocks.
+constexpr int64_t kKBlockSteps = 8;
+template <int PARTS>
+inline void linear_cols_gemm(const AmxActivations& x, const LinearTask& t, int64_t n0, int64_t n1) {
+  const auto* w = static_cast<const uint16_t*>(t.w);
+  const int64_t pstride = bf16_panel_elems(t.k);
+  const int64_t ksteps = x.ldx / 32;
+  alignas(64) static thread_local float cbuf[kRowPass * kGroupLd];  // [pass rows, group columns]
   for (int64_t i0 = 0; i0 < x.m_pad; i0 += kRowPass) {
     const int64_t i1 = x.m_pad - i0 < kRowPass ? x.m_pad : i0 + kRowPass;
-    // Decode (PREFETCH): one panel at a time, so each thread streams W as one sequential run.
-    constexpr int64_t kBlockCols = 32;
-    for (int64_t c0 = n0; c0 < n1; c0 += kBlockCols) {
-      const int64_t cols = n1 - c0 < kBlockCols ? n1 - c0 : kBlockCols;
-      const uint16_t* wp = w + (c0 / kPanelCols) * pstride;
-      for (int64_t i = i0; i < i1; i += 32) {
-        const bool two_rows = i + 16 < i1;
-        if (cols > 16) {
-          if (two_rows) tile_block<2, 2, PARTS, PREFETCH>(x, i, wp, pstride, t, c0, cols);
-          else tile_block<1, 2, PARTS, PREFETCH>(x, i, wp, pstride, t, c0, cols);
-        } else {
-          if (two_rows) tile_block<2, 1, PARTS, PREFETCH>(x, i, wp, pstride, t, c0, cols);
-          else tile_block<1, 1, PARTS, PREFETCH>(x, i, wp, pstride, t, c0, cols);
+    for (int64_t g0 = n0; g0 < n1; g0 += kGroupCols) {
+      const int64_t g1 = n1 - g0 < kGroupCols ? n1 : g0 + kGroupCols;
+      for (int64_t s0 = 0; s0 < ksteps; s0 += kKBlockSteps) {
+        const int64_t s1 = ksteps - s0 < kKBlockSteps ? ksteps : s0 + kKBlockSteps;
+        for (int64_t c0 = g0; c0 < g1; c0 += 32) {
+          const int64_t cols = g1 - c0 < 32 ? g1 - c0 : 32;
+          const uint16_t* wp = w + (c0 / kPanelCols) * pstride;
+          for (int64_t i = i0; i < i1; i += 32) {
+            float* cb = cbuf + (i - i0) * kGroupLd + (c0 - g0);
+            const bool two_rows = i + 16 < i1;
+            if (cols > 16) {
+              if (two_rows) tile_kblock<2, 2, PARTS>(x, i, wp, pstride, s0, s1, cb);
+              else tile_kblock<1, 2, PARTS>(x, i, wp, pstride, s0, s1, cb);
+            } else {
+              if (two_rows) tile_kblock<2, 1, PARTS>(x, i, wp, pstride, s0, s1, cb);
+              else tile_kblock<1, 1, PARTS>(x, i, wp, pstride, s0, s1, cb);
+            }
+          }
+        }
+      }
+      // y = accumulators (+ bias), valid rows and columns only.
+      for (int64_t i = i0; i < i1 && i < t.m; i += 16) {
+        const int64_t rows = t.m - i < 16 ? t.m - i : 16;
+        for (int64_t c0 = g0; c0 < g1; c0 += 16) {
+          const int64_t n = g1 - c0 < 16 ? g1 - c0 : 16;
+          store_rows(cbuf + (i - i0) * kGroupLd + (c0 - g0), kGroupLd, rows, n, t.bias ? t.bias + c0 : nullptr,
+                     t.y + i * t.n_out + c0, t.n_out);
         }
       }
     }
@@ -128,9 +224,9 @@ inline void linear_cols_parts(const AmxActivations& x, const LinearTask& t, int6
 template <int PARTS>
 inline void linear_cols_parts(const AmxActivations& x, const LinearTask& t, int64_t n0, int64_t n1) {
   if (x.m_pad <= kPrefetchRows)
-    linear_cols_parts<PARTS, true>(x, t, n0, n1);
+    linear_cols_stream<PARTS>(x, t, n0, n1);
   else
-    linear_cols_parts<PARTS, false>(x, t, n0, n1);
+    linear_cols_gemm<PARTS>(x, t, n0, n1);
 }
 
 // Columns [n0, n1) (n0 a multiple of 16) of y for all m rows. Loads the tile configuration for
