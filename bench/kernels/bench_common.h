@@ -32,11 +32,4 @@ double amx_int8_peak_ops();
 // f32 FMA; 1 = medium, 2 = high: the bf16-dot or AMX peak divided by the parts), by its name()
 // ("…amx…" = AMX tiles). flops/s of useful multiply-adds.
 double matrix_peak_flops(const char* backend_name);
-// One thread's loop of `iters` × 16 independent instructions (AMX: × 4 tile products); returns
-// multiply-adds done.
-int64_t bf16_dot_loop(int64_t iters);
-int64_t f32_fma_loop(int64_t iters);
-int64_t amx_bf16_loop(int64_t iters);
-int64_t amx_int8_loop(int64_t iters);
-
 }  // namespace pypto::bench

@@ -4,7 +4,7 @@
 //     where 1.2 GB of weights pass per token, not from the 32 MiB L3.
 //   GEMM (m = 128, 512, prefill): GFLOP/s and % of the f32-FMA and bf16-dot peaks.
 //   Every kernel path (f32 FMA; bf16 dot product and AMX tiles at high and medium) at m = 1, 16
-//   and 512, against its own measured peak: BM_GemmPath.
+//   and 512, against its own measured peak: BM_GemmPath; the AMX-INT8 core: BM_AmxInt8Gemm.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -16,6 +16,10 @@
 #include "core/memory.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/int8_panels.h"
+#include "kernels/cpu/kernel_table.h"
+#include "core/cpu_features.h"
+#include "core/thread_pool.h"
 
 namespace pypto::bench {
 namespace {
@@ -166,6 +170,53 @@ void BM_GemmPath(benchmark::State& state) {
 }
 BENCHMARK(BM_GemmPath)->ArgsProduct({{1, 2}, {1, 16, 512}, {0, 1, 2, 3, 4}})->Repetitions(3)
     ->ReportAggregatesOnly(true)->ComputeStatistics("max", max_of)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The AMX-INT8 core (u8 x · s8 W, exact s32; kernels/cpu/linear_amx_int8_impl.h) at m = 1, 16
+// and 512, columns split over the benchmark threads: GOP/s and % of the measured TDPBUSD peak;
+// at m <= 16 W (1 byte per weight) comes from memory, so % of the read bound is shown too.
+void BM_AmxInt8Gemm(benchmark::State& state) {
+  const LinearShape& s = kShapes[state.range(0)];
+  const int64_t m = state.range(1);
+  const cpu::KernelTable* kt = cpu::kernel_table(cpu_isa());
+  if (!kt || !kt->linear_cols_amx_int8) return state.SkipWithError(("no AMX-INT8: " + amx_status()).c_str());
+  const size_t wbytes = cpu::int8_panels_bytes(s.n, s.k);
+  const size_t copies = m <= 16 ? std::max<size_t>(1, (size_t(256) << 20) / wbytes) : 1;
+  std::vector<AlignedBuffer> w;
+  std::vector<int8_t> plain(s.n * s.k);
+  for (size_t i = 0; i < plain.size(); ++i) plain[i] = static_cast<int8_t>((i * 2654435761u) >> 24);
+  for (size_t c = 0; c < copies; ++c) {
+    w.emplace_back(wbytes);
+    cpu::pack_int8_panels(plain.data(), s.n, s.k, reinterpret_cast<int8_t*>(w.back().data()));
+  }
+  std::vector<uint8_t> xs(m * s.k, 3);
+  AlignedBuffer xq(cpu::amx_int8_rows_bytes(m, s.k));
+  cpu::pack_amx_int8_rows(xs.data(), m, s.k, reinterpret_cast<uint8_t*>(xq.data()));
+  cpu::AmxInt8Activations a{reinterpret_cast<const uint8_t*>(xq.data()), (m + 15) / 16 * 16, cpu::amx_int8_ldx(s.k)};
+  std::vector<int32_t> y(m * s.n);
+  std::vector<int> cores(bench_threads());
+  for (int i = 0; i < bench_threads(); ++i) cores[i] = i;
+  ThreadPool pool(bench_threads(), cores);
+  const int64_t panels = (s.n + 15) / 16;
+  size_t i = 0;
+  for (auto _ : state) {
+    cpu::LinearInt8Task t{m, s.k, reinterpret_cast<const int8_t*>(w[i].data()), s.n, y.data()};
+    pool.parallel_for(panels, [&](int64_t b, int64_t e, int) {
+      kt->linear_cols_amx_int8(a, t, 16 * b, std::min<int64_t>(s.n, 16 * e));
+    });
+    i = (i + 1) % w.size();
+    benchmark::ClobberMemory();
+  }
+  const double ops = 2.0 * m * s.n * s.k;
+  state.SetLabel(s.name);
+  state.counters["GOP/s"] = benchmark::Counter(ops / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["pct_peak"] =
+      benchmark::Counter(100.0 * ops / amx_int8_peak_ops(), benchmark::Counter::kIsIterationInvariantRate);
+  if (m <= 16)
+    state.counters["pct_bw"] = benchmark::Counter(100.0 * double(s.n) * s.k / bandwidth_bound(),
+                                                  benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_AmxInt8Gemm)->ArgsProduct({{1, 2}, {1, 16, 512}})->Repetitions(3)->ReportAggregatesOnly(true)
+    ->ComputeStatistics("max", max_of)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace pypto::bench

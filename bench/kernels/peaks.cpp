@@ -14,6 +14,7 @@
 #include "bench_common.h"
 #include "core/cpu_features.h"
 #include "core/thread_pool.h"
+#include "kernels/cpu/peak_loops.h"
 
 namespace pypto::bench {
 namespace {
@@ -59,19 +60,19 @@ Peak peak_of(int64_t (*loop)(int64_t), int64_t iters) {
 }  // namespace
 
 Peak bf16_peak() {
-  static Peak v = has_avx512_bf16() ? peak_of(bf16_dot_loop, 4'000'000) : Peak{};
+  static Peak v = has_avx512_bf16() ? peak_of(cpu::bf16_dot_loop, 4'000'000) : Peak{};
   return v;
 }
 Peak f32_peak() {
-  static Peak v = has_avx512_bf16() ? peak_of(f32_fma_loop, 4'000'000) : Peak{};
+  static Peak v = has_avx512_bf16() ? peak_of(cpu::f32_fma_loop, 4'000'000) : Peak{};
   return v;
 }
 Peak amx_bf16_peak() {
-  static Peak v = amx_usable() ? peak_of(amx_bf16_loop, 200'000) : Peak{};
+  static Peak v = amx_usable() ? peak_of(cpu::amx_bf16_loop, 200'000) : Peak{};
   return v;
 }
 Peak amx_int8_peak() {
-  static Peak v = amx_usable() ? peak_of(amx_int8_loop, 200'000) : Peak{};
+  static Peak v = amx_usable() ? peak_of(cpu::amx_int8_loop, 200'000) : Peak{};
   return v;
 }
 

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Writes a pypto-serving test checkpoint (Hugging Face Qwen3 layout, bf16 safetensors) as a bf16
 GGUF file, so llama.cpp can run the same weights side by side with pypto-serving (bench/peers/).
 
@@ -127,7 +127,7 @@ def main():
         print(f"  {hf} -> {gg} {shape}", file=sys.stderr)
     w.write_header_to_file()
     w.write_kv_data_to_file()
-    w.write_tensors_to_file(progress=True)
+    w.write_tensors_to_file(progress=False)
     w.close()
     print(f"wrote {a.out}", file=sys.stderr)
 

@@ -20,6 +20,7 @@
 #include "kernels/cpu/cpu_backend.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -30,6 +31,7 @@
 #include "kernels/cpu/bf16_panels.h"
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/cpu/kernel_table.h"
+#include "kernels/cpu/peak_loops.h"
 
 namespace pypto {
 namespace {
@@ -39,6 +41,41 @@ namespace {
 constexpr int64_t kLinearSerialMacs = 1 << 16;
 constexpr int64_t kRowsSerialElems = 1 << 15;
 
+// Multiply-add rates of VDPBF16PS and f32 FMA on this core (flops/s, one thread, registers only),
+// timed once per process (~2 ms): which one is faster differs by CPU family. Zen 5 runs the bf16
+// dot product at twice the FMA rate (530 vs 265 GFLOP/s per core); Xeons with AMX run it at half
+// (120 vs 240), so there the f32 kernel beats it even at medium.
+struct DotVsFma {
+  double dot = 0, fma = 0;
+};
+const DotVsFma& dot_vs_fma() {
+  static const DotVsFma r = [] {
+    DotVsFma out;
+    auto rate = [](int64_t (*loop)(int64_t)) {
+      double best = 0;
+      for (int rep = 0; rep < 3; ++rep) {  // best of 3: a preempted run only undercounts
+        auto t0 = std::chrono::steady_clock::now();
+        const double macs = static_cast<double>(loop(20'000));
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        best = std::max(best, 2 * macs / s);
+      }
+      return best;
+    };
+    out.dot = rate(cpu::bf16_dot_loop);
+    out.fma = rate(cpu::f32_fma_loop);
+    return out;
+  }();
+  return r;
+}
+
+// Auto without AMX: the bf16 dot product when it is at least as fast per useful multiply-add as
+// f32 FMA (it also reads W without widening it: +50 % at 16 rows, +10 % at 512 on Zen 5); high
+// needs two products per pair.
+bool bf16dot_pays(bool split) {
+  const DotVsFma& r = dot_vs_fma();
+  return r.dot / (split ? 2 : 1) >= 0.75 * r.fma;
+}
+
 // The kernel a backend runs for bf16 weights: CpuLinearKernel::Auto resolved for this CPU, or the
 // one asked for, checked. Highest (neither option set) always runs f32 FMA.
 CpuLinearKernel resolve_linear_kernel(const cpu::KernelTable& kt, const CpuBackendOptions& o) {
@@ -47,7 +84,8 @@ CpuLinearKernel resolve_linear_kernel(const cpu::KernelTable& kt, const CpuBacke
     case CpuLinearKernel::Auto:
       if (!reduced) return CpuLinearKernel::F32;
       if (kt.linear_cols_amx) return CpuLinearKernel::Amx;
-      return kt.linear_cols_bf16dot ? CpuLinearKernel::Bf16Dot : CpuLinearKernel::F32;
+      if (kt.linear_cols_bf16dot && bf16dot_pays(!o.bf16_activations)) return CpuLinearKernel::Bf16Dot;
+      return CpuLinearKernel::F32;
     case CpuLinearKernel::F32: return CpuLinearKernel::F32;
     case CpuLinearKernel::Bf16Dot:
     case CpuLinearKernel::Amx: {
@@ -406,13 +444,18 @@ CpuLinearKernel parse_cpu_linear_kernel(const std::string& s) {
 std::string describe_cpu_linear_choice() {
   const cpu::KernelTable* kt = cpu::kernel_table(cpu_isa());
   if (!kt) return "scalar reference kernels (no AVX2 here)";
-  CpuBackendOptions o;
-  o.split_bf16_activations = true;
-  const CpuLinearKernel k = resolve_linear_kernel(*kt, o);
-  std::string what = k == CpuLinearKernel::Amx       ? "AMX tiles"
-                     : k == CpuLinearKernel::Bf16Dot ? "AVX-512 BF16 dot products"
-                                                     : "f32 FMA";
-  return str_cat(what, " for high and medium, f32 FMA for highest (", kt->name, ", ", amx_status(), ")");
+  auto what = [&](bool split) {
+    CpuBackendOptions o;
+    o.split_bf16_activations = split;
+    o.bf16_activations = !split;
+    const CpuLinearKernel k = resolve_linear_kernel(*kt, o);
+    return k == CpuLinearKernel::Amx ? "AMX tiles" : k == CpuLinearKernel::Bf16Dot ? "AVX-512 BF16 dot products" : "f32 FMA";
+  };
+  std::string why = amx_status();
+  if (!kt->linear_cols_amx && kt->linear_cols_bf16dot)
+    why = str_cat(amx_status(), "; vdpbf16ps ", static_cast<int>(dot_vs_fma().dot / 1e9), " vs fma ",
+                  static_cast<int>(dot_vs_fma().fma / 1e9), " GFLOP/s per core");
+  return str_cat(what(true), " for high, ", what(false), " for medium, f32 FMA for highest (", kt->name, ", ", why, ")");
 }
 
 std::unique_ptr<Backend> make_cpu_backend(int num_threads, const std::vector<int>& cores, MatmulPrecision precision,

@@ -37,6 +37,20 @@ struct AmxActivations {
   int64_t m_pad = 0, ldx = 0;
 };
 
+// The int8 core on AMX-INT8 (kernels/cpu/linear_amx_int8_impl.h): acc[m, n_out] = xq · wqᵀ in
+// exact s32, xq u8 in A-tile order [m_pad / 16, ldx / 64, 16, 64] (ldx = ceil(k / 64) · 64, zeros
+// past m and k), wq s8 in quad panels (kernels/cpu/int8_panels.h).
+struct AmxInt8Activations {
+  const uint8_t* data = nullptr;
+  int64_t m_pad = 0, ldx = 0;
+};
+struct LinearInt8Task {
+  int64_t m = 0, k = 0;
+  const int8_t* w = nullptr;  // quad panels of [n_out, k]
+  int64_t n_out = 0;
+  int32_t* y = nullptr;       // [m, n_out]
+};
+
 // Attention for the query rows [t0, t1) of sequence `seq`, all query heads of KV head `kv_head`.
 struct AttentionTask {
   const float* q = nullptr;  // [m, n_heads, head_dim]
@@ -64,6 +78,9 @@ struct KernelTable {
   // (optional, AMX-BF16 where the OS granted the tile state) the same product on AMX tiles,
   // columns [n0, n1) (n0 a multiple of 16), W in pair panels; see linear_amx_impl.h.
   void (*linear_cols_amx)(const AmxActivations& x, const LinearTask& t, int64_t n0, int64_t n1) = nullptr;
+  // (optional, AMX-INT8 where granted) the integer core of an int8 linear, columns [n0, n1)
+  // (n0 a multiple of 16); the quantized formats build on it.
+  void (*linear_cols_amx_int8)(const AmxInt8Activations& x, const LinearInt8Task& t, int64_t n0, int64_t n1) = nullptr;
   // (optional, with linear_cols_bf16dot) hi = bf16(x), lo = bf16(x - hi) for n elements.
   void (*split_bf16)(const float* x, int64_t n, uint16_t* hi, uint16_t* lo) = nullptr;
   // Rows [r0, r1) of rms_norm (y may alias x).

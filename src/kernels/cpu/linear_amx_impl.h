@@ -148,23 +148,25 @@ inline void tile_kblock(const AmxActivations& x, int64_t i, const uint16_t* wp, 
   }
   const int64_t part_elems = x.m_pad * x.ldx;
   const int64_t ksteps = x.ldx / 32;
+  // Loads interleaved with the products: a tile register is reloaded only after the products
+  // reading it finish (no renaming), so each load follows the earliest product that frees its
+  // register instead of all four loads waiting for the step's last product.
   for (int64_t s = s0; s < s1; ++s) {
     const uint16_t* b = wp + s * kTileElems;
-    _tile_loadd(6, b, kAmxTileBytes);
-    if constexpr (CT == 2) _tile_loadd(7, b + pstride, kAmxTileBytes);
     for (int p = 0; p < PARTS; ++p) {
       const uint16_t* a = x.data + p * part_elems + ((i / 16) * ksteps + s) * kTileElems;
-      // The next step's A tiles (L2 -> L1) while this step's products run.
-      for (int l = 0; l < 16; ++l) _mm_prefetch(reinterpret_cast<const char*>(a + kTileElems) + 64 * l, _MM_HINT_T0);
-      if constexpr (RT == 2)
-        for (int l = 0; l < 16; ++l)
-          _mm_prefetch(reinterpret_cast<const char*>(a + (ksteps + 1) * kTileElems) + 64 * l, _MM_HINT_T0);
       _tile_loadd(4, a, kAmxTileBytes);
-      if constexpr (RT == 2) _tile_loadd(5, a + ksteps * kTileElems, kAmxTileBytes);
+      if (p == 0) _tile_loadd(6, b, kAmxTileBytes);
       _tile_dpbf16ps(0, 4, 6);
-      if constexpr (CT == 2) _tile_dpbf16ps(1, 4, 7);
-      if constexpr (RT == 2) _tile_dpbf16ps(2, 5, 6);
-      if constexpr (RT == 2 && CT == 2) _tile_dpbf16ps(3, 5, 7);
+      if constexpr (CT == 2) {
+        if (p == 0) _tile_loadd(7, b + pstride, kAmxTileBytes);
+        _tile_dpbf16ps(1, 4, 7);
+      }
+      if constexpr (RT == 2) {
+        _tile_loadd(5, a + ksteps * kTileElems, kAmxTileBytes);
+        _tile_dpbf16ps(2, 5, 6);
+        if constexpr (CT == 2) _tile_dpbf16ps(3, 5, 7);
+      }
     }
   }
   _tile_stored(0, cbuf, ldc);

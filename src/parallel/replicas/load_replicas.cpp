@@ -4,6 +4,7 @@
 
 #include "core/cpu_features.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "core/memory.h"
 #include "engine/engine.h"
 #include "io/checkpoint.h"
@@ -53,6 +54,7 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   for (int i = 0; i < L.dp; ++i)
     for (int t = 0; t < L.tp; ++t) backends[size_t(i)].push_back(backend_for(i, t));
   out.backend_name = backends[0][0]->name();
+  log_info("CPU matrix kernels: ", describe_cpu_linear_choice(), "; running ", out.backend_name);
   out.threads = threads_for(L.rank_cores(0, 0));
   // The stager packs in the ranks' layout, which depends on the precision (pair panels or plain rows).
   auto stager = make_cpu_backend(cpu_count(), {}, eo.matmul_precision, eo.cpu_linear_kernel);

@@ -1,10 +1,11 @@
-// Compute-peak loops (AVX-512 flags; called only when the CPU has AVX512_BF16). 16 independent
+// Compute-peak loops (AVX-512 flags; called only when the CPU has AVX512_BF16): the kernel choice
+// (cpu_backend.cpp) and the benchmarks' peaks. 16 independent
 // accumulators hide the instruction latency so the loop is throughput-bound.
 #include <immintrin.h>
 
-#include "bench_common.h"
+#include "kernels/cpu/peak_loops.h"
 
-namespace pypto::bench {
+namespace pypto::cpu {
 
 int64_t bf16_dot_loop(int64_t iters) {
   __m512 acc[16];
@@ -38,4 +39,4 @@ int64_t f32_fma_loop(int64_t iters) {
   return iters * 16 * 16;  // 16 f32 multiply-adds per instruction
 }
 
-}  // namespace pypto::bench
+}  // namespace pypto::cpu

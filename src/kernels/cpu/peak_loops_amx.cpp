@@ -6,15 +6,15 @@
 #include <cstdint>
 #include <cstring>
 
-#include "bench_common.h"
+#include "kernels/cpu/peak_loops.h"
 #include "kernels/cpu/amx_tile.h"
 
-namespace pypto::bench {
+namespace pypto::cpu {
 
 namespace {
 // Loads tmm4-7 (A, A', B, B') from `bytes` and zeros tmm0-3.
 void load_operands(const void* bytes) {
-  _tile_loadconfig(&cpu::kAmxConfigFull);
+  _tile_loadconfig(&kAmxConfigFull);
   _tile_loadd(4, bytes, 64);
   _tile_loadd(5, bytes, 64);
   _tile_loadd(6, bytes, 64);
@@ -62,4 +62,4 @@ int64_t amx_int8_loop(int64_t iters) {
   return iters * 4 * 16 * 16 * 64;  // 16 × 16 outputs × 64 u8·s8 multiply-adds per product
 }
 
-}  // namespace pypto::bench
+}  // namespace pypto::cpu
