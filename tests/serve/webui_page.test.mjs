@@ -114,7 +114,7 @@ const currentConversation = async () => {
 // ---- tests -------------------------------------------------------------------------------
 
 test('GET / loads the page, which finds the model and the metrics', async () => {
-  const res = await page.goto(srv.baseURL + '/', { waitUntil: 'networkidle0' });
+  const res = await page.goto(srv.baseURL + '/', { waitUntil: 'load' });
   assert.equal(res.status(), 200);
   assert.match(res.headers()['content-security-policy'], /script-src 'self'/);
   await page.waitForFunction(() => document.getElementById('model-name').textContent === 'tiny');
@@ -177,6 +177,11 @@ test('stop aborts a long reply mid-stream and the server frees it', async () => 
   assert.equal(await page.$eval('#stop', (e) => e.hidden), false);
   const during = await metrics();
   assert.equal(during.running + during.active > 0, true, 'the reply is running on the server');
+  // The /metrics panel (polled every 2 s) sees it: one running, a generation rate above 0.
+  const panel = () => page.evaluate(() => ['m-running', 'm-rate', 'm-status'].map((id) => document.getElementById(id).textContent));
+  await page.waitForFunction(() => document.getElementById('m-running').textContent === '1' &&
+                                   parseFloat(document.getElementById('m-rate').textContent) > 0, { timeout: 10000 })
+    .catch(async (e) => { throw new Error(`${e.message}; panel: ${await panel()}; /metrics: ${JSON.stringify(await metrics())}`); });
   await page.click('#stop');
   await waitIdle();
   // /metrics: nothing running, and one more aborted request.
@@ -189,6 +194,10 @@ test('stop aborts a long reply mid-stream and the server frees it', async () => 
   assert.equal(m1.running, 0);
   assert.equal(m1.active, 0);
   assert.equal(m1.aborted, m0.aborted + 1);
+  await page.waitForFunction(() => document.getElementById('m-running').textContent === '0', { timeout: 10000 });
+  // The plot has a point above the baseline (y = 58 is 0 tok/s in the 300 x 60 viewBox).
+  const ys = await page.$eval('#m-line', (l) => l.getAttribute('points').split(' ').map((p) => Number(p.split(',')[1])));
+  assert.ok(ys.some((y) => y < 57), `plot points: ${ys}`);
   assert.match(await reply.$eval('.stats', (e) => e.textContent), /^stopped · TTFT \d+ ms/);
   const saved = (await currentConversation()).messages.at(-1);
   assert.equal(saved.stopped, true);
@@ -228,27 +237,6 @@ test('a request the server refuses shows its 4xx message', async () => {
   const err = await reply.$eval('.error', (e) => e.textContent);
   assert.match(err, /^Request refused \(400\): .*max_tokens/);
   await setField('#max-tokens', 24);
-});
-
-test('the conversation survives a reload; new, rename and delete work', async () => {
-  const before = await page.$eval('#messages', (e) => e.innerText);
-  const title = (await currentConversation()).title;
-  await page.click('#new-conversation');
-  assert.equal(await page.$$eval('#messages .msg', (l) => l.length), 0);
-  await page.reload({ waitUntil: 'networkidle0' });
-  const titles = await page.$$eval('#conversation-list button', (l) => l.map((b) => b.textContent));
-  assert.deepEqual(titles, ['New chat', title]);
-  await page.click('#conversation-list li:nth-child(2) button');
-  assert.equal(await page.$eval('#messages', (e) => e.innerText), before);
-
-  page.once('dialog', (d) => d.accept('Renamed chat'));
-  await page.click('#rename-conversation');
-  await page.waitForFunction(() => document.querySelector('#conversation-list [aria-current]').textContent === 'Renamed chat');
-  await page.click('#conversation-list li:nth-child(1) button');
-  page.once('dialog', (d) => d.accept());
-  await page.click('#delete-conversation');
-  const after = await page.$$eval('#conversation-list button', (l) => l.map((b) => b.textContent));
-  assert.deepEqual(after, ['Renamed chat']);
 });
 
 // A scripted reply: reasoning, then content full of HTML and a code block, then usage.
@@ -328,19 +316,6 @@ test('model output with HTML in it is shown as text; reasoning folds; code has a
   });
 });
 
-test('a busy server (503) is reported with its message and Retry-After', async () => {
-  await withScriptedChat((r) => r.respond({
-    status: 503, contentType: 'application/json', headers: { 'Retry-After': '1' },
-    body: JSON.stringify({ error: { message: 'the server is busy: 512 requests are queued', type: 'server_error',
-                                    code: 'queue_full' } }),
-  }), async () => {
-    const reply = await sendMessage('are you busy?');
-    await waitIdle();
-    assert.equal(await reply.$eval('.error', (e) => e.textContent),
-                 'Server busy (503): the server is busy: 512 requests are queued Try again in 1 s.');
-  });
-});
-
 test('screenshots: wide and narrow (kept as artifacts)', async () => {
   const wide = path.join(artifacts, 'chat-wide.png');
   await page.setViewport({ width: 1280, height: 800 });
@@ -366,19 +341,57 @@ test('screenshots: wide and narrow (kept as artifacts)', async () => {
   await page.setViewport({ width: 1280, height: 800 });
 });
 
+test('the conversation survives a reload; new, rename and delete work', async () => {
+  const before = await page.$eval('#messages', (e) => e.innerText);
+  const title = (await currentConversation()).title;
+  await page.click('#new-conversation');
+  assert.equal(await page.$$eval('#messages .msg', (l) => l.length), 0);
+  await page.reload({ waitUntil: 'load' });
+  await page.waitForFunction(() => document.getElementById('model-name').textContent === 'tiny');
+  const titles = await page.$$eval('#conversation-list button', (l) => l.map((b) => b.textContent));
+  assert.deepEqual(titles, ['New chat', title]);
+  await page.click('#conversation-list li:nth-child(2) button');
+  assert.equal(await page.$eval('#messages', (e) => e.innerText), before);
+
+  page.once('dialog', (d) => d.accept('Renamed chat'));
+  await page.click('#rename-conversation');
+  await page.waitForFunction(() => document.querySelector('#conversation-list [aria-current]').textContent === 'Renamed chat');
+  await page.click('#conversation-list li:nth-child(1) button');
+  page.once('dialog', (d) => d.accept());
+  await page.click('#delete-conversation');
+  const after = await page.$$eval('#conversation-list button', (l) => l.map((b) => b.textContent));
+  assert.deepEqual(after, ['Renamed chat']);
+});
+
+test('a busy server (503) is reported with its message and Retry-After', async () => {
+  await withScriptedChat((r) => r.respond({
+    status: 503, contentType: 'application/json', headers: { 'Retry-After': '1' },
+    body: JSON.stringify({ error: { message: 'the server is busy: 512 requests are queued', type: 'server_error',
+                                    code: 'queue_full' } }),
+  }), async () => {
+    const reply = await sendMessage('are you busy?');
+    await waitIdle();
+    assert.equal(await reply.$eval('.error', (e) => e.textContent),
+                 'Server busy (503): the server is busy: 512 requests are queued (try again in 1 s)');
+  });
+});
+
 test('with --api-key the page loads without the key, and the API calls use the one typed in', async () => {
   const keyed = await startServer(binary, [...SERVER_ARGS, '--api-key', 'sekrit']);
   try {
     const p = await browser.newPage();
-    const res = await p.goto(keyed.baseURL + '/', { waitUntil: 'networkidle0' });
+    await p.bringToFront();  // a background tab would not poll /metrics (document.hidden)
+    const res = await p.goto(keyed.baseURL + '/', { waitUntil: 'load' });
     assert.equal(res.status(), 200);
     assert.equal((await fetch(keyed.baseURL + '/v1/models')).status, 401);
     await p.waitForFunction(() => !document.getElementById('notice').hidden);
     assert.match(await p.$eval('#notice', (e) => e.textContent), /^API key refused \(401\)/);
     await p.$eval('#api-key', (el) => { el.value = 'sekrit'; el.dispatchEvent(new Event('change')); });
     await p.waitForFunction(() => document.getElementById('model-name').textContent === 'tiny');
-    await p.waitForFunction(() => document.getElementById('m-running').textContent === '0', { timeout: 10000 });
+    await p.waitForFunction(() => document.getElementById('m-running').textContent === '0', { timeout: 10000 })
+      .catch(async (e) => { throw new Error(`${e.message}; metrics panel: ${await p.$eval('#m-status', (x) => x.textContent)}`); });
     await p.close();
+    await page.bringToFront();
   } finally {
     await stopServer(keyed.server);
   }

@@ -82,7 +82,7 @@ async function describeError(res) {
   if (res.status === 401) return `API key refused (401): ${msg}. Enter the server's key under Settings.`;
   if (res.status === 503) {
     const retry = res.headers.get('Retry-After');
-    return `Server busy (503): ${msg}${retry ? ` Try again in ${retry} s.` : ''}`;
+    return `Server busy (503): ${msg}${retry ? ` (try again in ${retry} s)` : ''}`;
   }
   if (res.status >= 400 && res.status < 500) return `Request refused (${res.status}): ${msg}`;
   return `Server error (${res.status}): ${msg}`;
@@ -226,8 +226,9 @@ async function send() {
   reply.stats = {
     ttft_ms: tFirst === null ? null : tFirst - t0,
     total_ms: performance.now() - t0,
-    // Decode rate: tokens after the first over the time between the first and the last delta.
-    tokens_per_s: reply.usage && tLast > tFirst && reply.usage.completion_tokens > 1
+    // Decode rate: tokens after the first over the time between the first and the last delta;
+    // none when the reply came in one burst (under 10 ms), which times the network, not decoding.
+    tokens_per_s: reply.usage && tLast - tFirst >= 10 && reply.usage.completion_tokens > 1
       ? (reply.usage.completion_tokens - 1) / ((tLast - tFirst) / 1000) : null,
   };
   cancelAnimationFrame(frame);  // the final render below must be the last
@@ -443,7 +444,7 @@ $('rename-conversation').addEventListener('click', renameConversation);
 $('delete-conversation').addEventListener('click', deleteConversation);
 $('export-conversation').addEventListener('click', exportConversation);
 for (const f of [...SETTING_FIELDS, 'thinking']) els[f].addEventListener('change', saveSettings);
-els.apiKey.addEventListener('change', () => { saveSettings(); loadModel(); });
+els.apiKey.addEventListener('change', () => { saveSettings(); loadModel(); metricsPanel.poll(); });
 els.toggle.addEventListener('click', () => {
   const open = document.body.classList.toggle('sidebar-open');
   els.toggle.setAttribute('aria-expanded', String(open));
@@ -456,8 +457,9 @@ window.addEventListener('storage', (e) => {
 loadSettings();
 renderAll();
 loadModel();
-new MetricsPanel({
+const metricsPanel = new MetricsPanel({
   running: $('m-running'), waiting: $('m-waiting'), kv: $('m-kv'), rate: $('m-rate'), line: $('m-line'),
   status: $('m-status'),
-}, authHeaders).start();
+}, authHeaders);
+metricsPanel.start();
 els.input.focus();

@@ -6,7 +6,8 @@
 //
 // Blocks: fenced code (``` or ~~~, with a language and a copy button), ATX headings, block
 // quotes, flat bullet and numbered lists, horizontal rules, paragraphs (single newlines kept).
-// Inline: `code`, **bold**, __bold__, *italic*, _italic_, ~~strike~~, [text](url).
+// Inline: `code`, **bold**, __bold__, *italic*, _italic_, ~~strike~~, [text](url). As in CommonMark,
+// underscores inside a word (snake_case, window.__name) emphasise nothing.
 
 const FENCE = /^ {0,3}(`{3,}|~{3,})\s*([\w+.#-]*)/;
 const HEADING = /^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$/;
@@ -14,7 +15,7 @@ const RULE = /^ {0,3}([-*_])(\s*\1){2,}\s*$/;
 const QUOTE = /^ {0,3}>\s?(.*)$/;
 const BULLET = /^ {0,3}[-*+]\s+(.*)$/;
 const NUMBERED = /^ {0,3}(\d{1,9})[.)]\s+(.*)$/;
-const INLINE = /(`+)([^`]|[^`][\s\S]*?[^`])\1(?!`)|\*\*(?=\S)([\s\S]*?\S)\*\*|__(?=\S)([\s\S]*?\S)__|\*(?=[^\s*])([\s\S]*?[^\s*])\*|(?<![\w])_(?=[^\s_])([\s\S]*?[^\s_])_(?![\w])|~~(?=\S)([\s\S]*?\S)~~|\[([^\]\n]+)\]\(([^()\s]+)\)/;
+const INLINE = /(`+)([^`]|[^`][\s\S]*?[^`])\1(?!`)|\*\*(?=\S)([\s\S]*?\S)\*\*|(?<![\w])__(?=\S)([\s\S]*?\S)__(?![\w])|\*(?=[^\s*])([\s\S]*?[^\s*])\*|(?<![\w])_(?=[^\s_])([\s\S]*?[^\s_])_(?![\w])|~~(?=\S)([\s\S]*?\S)~~|\[([^\]\n]+)\]\(([^()\s]+)\)/;
 
 // The URL if it is http(s) or mailto (relative ones resolve against the page), else null.
 function safeUrl(url, doc) {

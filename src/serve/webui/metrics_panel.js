@@ -35,8 +35,13 @@ export class MetricsPanel {
 
   start() {
     const tick = async () => {
-      if (!document.hidden) await this.poll();
-      this.timer = setTimeout(tick, POLL_MS);
+      try {
+        if (!document.hidden) await this.poll();
+      } catch (e) {
+        this.els.status.textContent = `metrics: ${e.message}`;
+      } finally {
+        this.timer = setTimeout(tick, POLL_MS);  // a failed poll must not end the polling
+      }
     };
     tick();
   }
