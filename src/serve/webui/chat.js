@@ -459,7 +459,7 @@ renderAll();
 loadModel();
 const metricsPanel = new MetricsPanel({
   running: $('m-running'), waiting: $('m-waiting'), kv: $('m-kv'), rate: $('m-rate'), line: $('m-line'),
-  status: $('m-status'),
+  caption: $('m-caption'), status: $('m-status'),
 }, authHeaders);
 metricsPanel.start();
 els.input.focus();

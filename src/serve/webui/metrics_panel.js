@@ -23,7 +23,7 @@ export function parseMetrics(text) {
 }
 
 export class MetricsPanel {
-  // els: {running, waiting, kv, rate, line, status} elements; headers(): the request headers
+  // els: {running, waiting, kv, rate, line, caption, status} elements; headers(): the request headers
   // (the API key) at poll time.
   constructor(els, headers) {
     this.els = els;
@@ -80,17 +80,20 @@ export class MetricsPanel {
     this.draw(t);
   }
 
-  // Plot in the SVG's 300 x 60 viewBox: x = time over the window (right edge = now), y = rate
-  // scaled to the window's maximum.
+  // Plot in the SVG's 300 x 60 viewBox: x = time (right edge = now) over the span the points
+  // cover, at least 1 minute and at most WINDOW_S, so a fresh page is not a sliver at the edge;
+  // y = rate scaled to the span's maximum (y 58 is 0 tok/s).
   draw(now) {
     const max = Math.max(1, ...this.points.map((p) => p.rate));
+    const span = Math.min(WINDOW_S, Math.max(60, now - (this.points[0]?.t ?? now)));
     const pts = this.points.map((p) => {
-      const x = 300 - ((now - p.t) / WINDOW_S) * 300;
+      const x = 300 - ((now - p.t) / span) * 300;
       const y = 58 - (p.rate / max) * 56;
       return `${x.toFixed(1)},${y.toFixed(1)}`;
     });
     this.els.line.setAttribute('points', pts.join(' '));
-    this.els.line.parentElement.setAttribute('aria-label',
-      `generation tokens per second, last 5 minutes, peak ${max.toFixed(1)}`);
+    const caption = `generation tok/s, last ${Math.round(span / 60)} min, peak ${max.toFixed(1)}`;
+    this.els.caption.textContent = caption;
+    this.els.line.parentElement.setAttribute('aria-label', caption);
   }
 }
