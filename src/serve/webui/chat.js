@@ -9,6 +9,7 @@ import { MetricsPanel } from './metrics_panel.js';
 const STORE_KEY = 'pypto-chat.conversations.v1';  // {conversations: [...], currentId}
 const SETTINGS_KEY = 'pypto-chat.settings.v1';    // the sampling fields and the thinking switch
 const KEY_KEY = 'pypto-chat.api-key';             // sessionStorage: the key leaves with the tab
+const REDRAW_MS = 80;                             // a streaming reply is redrawn at most this often
 
 const $ = (id) => document.getElementById(id);
 const els = {
@@ -188,9 +189,12 @@ async function send() {
   const t0 = performance.now();
   let tFirst = null;
   let tLast = null;
-  let frame = 0;  // a pending redraw: at most one per animation frame, however fast deltas come
+  // A pending redraw: at most one per REDRAW_MS, however fast deltas come. Each redraw renders
+  // the whole reply again (Markdown depends on what follows), so a long reply redrawn at every
+  // frame would keep a slow machine's main thread busy.
+  let timer = 0;
   const redraw = () => {
-    if (!frame) frame = requestAnimationFrame(() => { frame = 0; renderMessage(el, reply, true); scrollToEnd(); });
+    if (!timer) timer = setTimeout(() => { timer = 0; renderMessage(el, reply, true); scrollToEnd(); }, REDRAW_MS);
   };
   try {
     const res = await fetch('/v1/chat/completions', {
@@ -231,7 +235,7 @@ async function send() {
     tokens_per_s: reply.usage && tLast - tFirst >= 10 && reply.usage.completion_tokens > 1
       ? (reply.usage.completion_tokens - 1) / ((tLast - tFirst) / 1000) : null,
   };
-  cancelAnimationFrame(frame);  // the final render below must be the last
+  clearTimeout(timer);  // the final render below must be the last
   inFlight = null;
   setBusy(false);
   saveStore();
