@@ -376,6 +376,20 @@ test('the conversation survives a reload; new, rename and delete work', async ()
   await page.click('#delete-conversation');
   const after = await page.$$eval('#conversation-list button', (l) => l.map((b) => b.textContent));
   assert.deepEqual(after, ['Renamed chat']);
+
+  // Export: the downloaded JSON (caught at URL.createObjectURL) holds the stored conversation.
+  const exported = await page.evaluate(async () => {
+    const create = URL.createObjectURL;
+    let blob = null;
+    URL.createObjectURL = (b) => { blob = b; return create.call(URL, b); };
+    document.getElementById('export-conversation').click();
+    URL.createObjectURL = create;
+    return JSON.parse(await blob.text());
+  });
+  const conv = await currentConversation();
+  assert.equal(exported.title, 'Renamed chat');
+  assert.equal(exported.model, 'tiny');
+  assert.deepEqual(exported.messages, conv.messages);
 });
 
 test('a busy server (503) is reported with its message and Retry-After', async () => {
