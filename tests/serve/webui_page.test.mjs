@@ -254,6 +254,33 @@ test('a request the server refuses shows its 4xx message', async () => {
   await setField('#max-tokens', 24);
 });
 
+test('markdown.js: the Markdown subset becomes the expected elements', async () => {
+  // Each case: Markdown in, the rendered fragment's HTML out (written from CommonMark's rules for
+  // the subset markdown.js supports; text is escaped by the serializer, never by the renderer).
+  const cases = [
+    ['# Title\ntext', '<h3>Title</h3><p>text</p>'],
+    ['a **b** *c* `d` ~~e~~', '<p>a <strong>b</strong> <em>c</em> <code>d</code> <del>e</del></p>'],
+    ['snake_case_name and window.__x__y', '<p>snake_case_name and window.__x__y</p>'],
+    ['- one\n- two **2**\n\n3. three\n4. four', '<ul><li>one</li><li>two <strong>2</strong></li></ul><ol start="3"><li>three</li><li>four</li></ol>'],
+    ['> quoted *text*\n> more', '<blockquote><p>quoted <em>text</em>\nmore</p></blockquote>'],
+    ['para one\nline two\n\n---\npara two', '<p>para one\nline two</p><hr><p>para two</p>'],
+    ['[a](https://x.org/p?q=1) [b](javascript:alert(1)) [c](data:text/html,x)',
+     '<p><a href="https://x.org/p?q=1" rel="noopener noreferrer" target="_blank">a</a> [b](javascript:alert(1)) [c](data:text/html,x)</p>'],
+    ['~~~\nno lang & <tags>\n~~~', '<div class="code"><div class="code-head"><span>text</span><button type="button" class="copy" aria-label="Copy code">Copy</button></div><pre><code>no lang &amp; &lt;tags&gt;</code></pre></div>'],
+    ['```js\nstill streaming', '<div class="code"><div class="code-head"><span>js</span><button type="button" class="copy" aria-label="Copy js">Copy</button></div><pre><code>still streaming</code></pre></div>'],
+    ['<b onclick="x()">hi</b> & <!-- c -->', '<p>&lt;b onclick="x()"&gt;hi&lt;/b&gt; &amp; &lt;!-- c --&gt;</p>'],
+  ];
+  const got = await page.evaluate(async (inputs) => {
+    const { renderMarkdown } = await import('/webui/markdown.js');
+    return inputs.map((md) => {
+      const div = document.createElement('div');
+      div.appendChild(renderMarkdown(md));
+      return div.innerHTML;
+    });
+  }, cases.map((c) => c[0]));
+  for (let i = 0; i < cases.length; i++) assert.equal(got[i], cases[i][1], `case ${i}: ${JSON.stringify(cases[i][0])}`);
+});
+
 // A scripted reply: reasoning, then content full of HTML and a code block, then usage.
 function scriptedStream(reasoning, content) {
   const base = { id: 'chatcmpl-x', object: 'chat.completion.chunk', created: 1, model: 'tiny' };
