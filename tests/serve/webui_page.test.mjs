@@ -452,3 +452,13 @@ test('with --api-key the page loads without the key, and the API calls use the o
     await stopServer(keyed.server);
   }
 });
+
+test('--no-ui: the binary serves no page, the API goes on', async () => {
+  const off = await startServer(binary, [...SERVER_ARGS, '--no-ui']);
+  try {
+    for (const p of ['/', '/webui/chat.js']) assert.equal((await fetch(off.baseURL + p)).status, 404, p);
+    assert.equal((await fetch(off.baseURL + '/v1/models')).status, 200);
+  } finally {
+    await stopServer(off.server);
+  }
+});
