@@ -3,10 +3,11 @@
 // aborts the fetch (the server sees the connection close and frees the request), and per-reply
 // time to first token and tokens/s. Only this server's OpenAI API is used, with the API key from
 // the settings when there is one.
+import { describeError, readEvents } from './api.js';
 import { renderMarkdown } from './markdown.js';
 import { MetricsPanel } from './metrics_panel.js';
+import { STORE_KEY, loadStore, newConversation, saveStore as writeStore } from './store.js';
 
-const STORE_KEY = 'pypto-chat.conversations.v1';  // {conversations: [...], currentId}
 const SETTINGS_KEY = 'pypto-chat.settings.v1';    // the sampling fields and the thinking switch
 const KEY_KEY = 'pypto-chat.api-key';             // sessionStorage: the key leaves with the tab
 const REDRAW_MS = 80;                             // a streaming reply is redrawn at most this often
@@ -25,23 +26,9 @@ let inFlight = null;   // {controller, reply, el} while a reply streams
 
 // ---- storage -------------------------------------------------------------------------------
 
-function newConversation() {
-  return { id: `c${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`, title: 'New chat',
-           created: new Date().toISOString(), messages: [] };
-}
-
-function loadStore() {
-  try {
-    const s = JSON.parse(localStorage.getItem(STORE_KEY));
-    if (s && Array.isArray(s.conversations) && s.conversations.length) return s;
-  } catch { /* a corrupt entry starts over */ }
-  const c = newConversation();
-  return { conversations: [c], currentId: c.id };
-}
-
 function saveStore() {
   try {
-    localStorage.setItem(STORE_KEY, JSON.stringify(store));
+    writeStore(store);
   } catch (e) {
     showNotice(`Could not save the conversation in this browser: ${e.message}`);
   }
@@ -69,24 +56,6 @@ function saveSettings() {
 function authHeaders() {
   const key = els.apiKey.value.trim();
   return key ? { Authorization: `Bearer ${key}` } : {};
-}
-
-// A readable message for a refused request: the server's OpenAI error body, and what to do.
-async function describeError(res) {
-  let msg = '';
-  try {
-    const body = await res.json();
-    msg = body?.error?.message ?? JSON.stringify(body);
-  } catch {
-    msg = res.statusText;
-  }
-  if (res.status === 401) return `API key refused (401): ${msg}. Enter the server's key under Settings.`;
-  if (res.status === 503) {
-    const retry = res.headers.get('Retry-After');
-    return `Server busy (503): ${msg}${retry ? ` (try again in ${retry} s)` : ''}`;
-  }
-  if (res.status >= 400 && res.status < 500) return `Request refused (${res.status}): ${msg}`;
-  return `Server error (${res.status}): ${msg}`;
 }
 
 async function loadModel() {
@@ -136,27 +105,6 @@ function requestBody(conv) {
   const seed = numberField(els.seed, 'Seed', { optional: true, integer: true });
   if (seed !== undefined) body.seed = seed;
   return body;
-}
-
-// Reads an SSE body, calling onEvent(parsed JSON) per `data:` event until [DONE] or the end.
-async function readEvents(res, onEvent) {
-  const reader = res.body.getReader();
-  const decoder = new TextDecoder();
-  let buf = '';
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    buf += decoder.decode(value, { stream: true }).replace(/\r\n/g, '\n');
-    let cut;
-    while ((cut = buf.indexOf('\n\n')) >= 0) {
-      const event = buf.slice(0, cut);
-      buf = buf.slice(cut + 2);
-      const data = event.split('\n').filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trimStart()).join('\n');
-      if (!data) continue;
-      if (data === '[DONE]') return;
-      onEvent(JSON.parse(data));
-    }
-  }
 }
 
 async function send() {
