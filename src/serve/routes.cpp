@@ -110,7 +110,8 @@ void register_routes(ServerState& state) {
       res.status = 204;
       return httplib::Server::HandlerResponse::Handled;
     }
-    if (s->api_key.empty() || req.path == "/health" || is_page_request(*s, req)) return httplib::Server::HandlerResponse::Unhandled;
+    if (s->api_key.empty() || req.path == "/health" || is_page_request(*s, req))
+      return httplib::Server::HandlerResponse::Unhandled;
     const std::string auth = req.get_header_value("Authorization");
     const std::string prefix = "Bearer ";
     if (auth.compare(0, prefix.size(), prefix) == 0 && equal_constant_time(auth.substr(prefix.size()), s->api_key))

@@ -60,7 +60,8 @@ TEST_F(StaticRoutes, ServesEveryPageFileAsItIsInTheSourceTree) {
                                                     {".js", "text/javascript; charset=utf-8"},
                                                     {".css", "text/css; charset=utf-8"}};
   int served = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::path(PYPTO_SOURCE_DIR) / "src/serve/webui")) {
+  const std::filesystem::path dir = std::filesystem::path(PYPTO_SOURCE_DIR) / "src/serve/webui";
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     const std::string name = entry.path().filename().string();
     auto r = client_->Get(("/webui/" + name).c_str());
     ASSERT_TRUE(r) << name;

@@ -254,6 +254,10 @@ test('a request the server refuses shows its 4xx message', async () => {
   await setField('#max-tokens', 24);
 });
 
+const codeHtml = (lang, label, code) =>
+  `<div class="code"><div class="code-head"><span>${lang}</span><button type="button" class="copy" ` +
+  `aria-label="${label}">Copy</button></div><pre><code>${code}</code></pre></div>`;
+
 test('markdown.js: the Markdown subset becomes the expected elements', async () => {
   // Each case: Markdown in, the rendered fragment's HTML out (written from CommonMark's rules for
   // the subset markdown.js supports; text is escaped by the serializer, never by the renderer).
@@ -261,13 +265,15 @@ test('markdown.js: the Markdown subset becomes the expected elements', async () 
     ['# Title\ntext', '<h3>Title</h3><p>text</p>'],
     ['a **b** *c* `d` ~~e~~', '<p>a <strong>b</strong> <em>c</em> <code>d</code> <del>e</del></p>'],
     ['snake_case_name and window.__x__y', '<p>snake_case_name and window.__x__y</p>'],
-    ['- one\n- two **2**\n\n3. three\n4. four', '<ul><li>one</li><li>two <strong>2</strong></li></ul><ol start="3"><li>three</li><li>four</li></ol>'],
+    ['- one\n- two **2**\n\n3. three\n4. four',
+     '<ul><li>one</li><li>two <strong>2</strong></li></ul><ol start="3"><li>three</li><li>four</li></ol>'],
     ['> quoted *text*\n> more', '<blockquote><p>quoted <em>text</em>\nmore</p></blockquote>'],
     ['para one\nline two\n\n---\npara two', '<p>para one\nline two</p><hr><p>para two</p>'],
     ['[a](https://x.org/p?q=1) [b](javascript:alert(1)) [c](data:text/html,x)',
-     '<p><a href="https://x.org/p?q=1" rel="noopener noreferrer" target="_blank">a</a> [b](javascript:alert(1)) [c](data:text/html,x)</p>'],
-    ['~~~\nno lang & <tags>\n~~~', '<div class="code"><div class="code-head"><span>text</span><button type="button" class="copy" aria-label="Copy code">Copy</button></div><pre><code>no lang &amp; &lt;tags&gt;</code></pre></div>'],
-    ['```js\nstill streaming', '<div class="code"><div class="code-head"><span>js</span><button type="button" class="copy" aria-label="Copy js">Copy</button></div><pre><code>still streaming</code></pre></div>'],
+     '<p><a href="https://x.org/p?q=1" rel="noopener noreferrer" target="_blank">a</a> ' +
+     '[b](javascript:alert(1)) [c](data:text/html,x)</p>'],
+    ['~~~\nno lang & <tags>\n~~~', codeHtml('text', 'Copy code', 'no lang &amp; &lt;tags&gt;')],
+    ['```js\nstill streaming', codeHtml('js', 'Copy js', 'still streaming')],  // an open fence
     ['<b onclick="x()">hi</b> & <!-- c -->', '<p>&lt;b onclick="x()"&gt;hi&lt;/b&gt; &amp; &lt;!-- c --&gt;</p>'],
   ];
   const got = await page.evaluate(async (inputs) => {

@@ -15,7 +15,16 @@ const RULE = /^ {0,3}([-*_])(\s*\1){2,}\s*$/;
 const QUOTE = /^ {0,3}>\s?(.*)$/;
 const BULLET = /^ {0,3}[-*+]\s+(.*)$/;
 const NUMBERED = /^ {0,3}(\d{1,9})[.)]\s+(.*)$/;
-const INLINE = /(`+)([^`]|[^`][\s\S]*?[^`])\1(?!`)|\*\*(?=\S)([\s\S]*?\S)\*\*|(?<![\w])__(?=\S)([\s\S]*?\S)__(?![\w])|\*(?=[^\s*])([\s\S]*?[^\s*])\*|(?<![\w])_(?=[^\s_])([\s\S]*?[^\s_])_(?![\w])|~~(?=\S)([\s\S]*?\S)~~|\[([^\]\n]+)\]\(([^()\s]+)\)/;
+// One alternative per inline form; the capture groups renderInline reads are numbered here.
+const INLINE = new RegExp([
+  /(`+)([^`]|[^`][\s\S]*?[^`])\1(?!`)/.source,         // 1 fence, 2 code
+  /\*\*(?=\S)([\s\S]*?\S)\*\*/.source,                 // 3 strong
+  /(?<![\w])__(?=\S)([\s\S]*?\S)__(?![\w])/.source,    // 4 strong
+  /\*(?=[^\s*])([\s\S]*?[^\s*])\*/.source,             // 5 em
+  /(?<![\w])_(?=[^\s_])([\s\S]*?[^\s_])_(?![\w])/.source, // 6 em
+  /~~(?=\S)([\s\S]*?\S)~~/.source,                     // 7 strike
+  /\[([^\]\n]+)\]\(([^()\s]+)\)/.source,               // 8 link text, 9 url
+].join('|'));
 
 // The URL if it is http(s) or mailto (relative ones resolve against the page), else null.
 function safeUrl(url, doc) {
