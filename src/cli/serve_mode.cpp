@@ -44,6 +44,8 @@ void add_serve_options(CLI::App& app, ServerOptions& so) {
   app.add_option("--max-body-bytes", so.max_body_bytes, "largest request body; larger ones get 413")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  app.add_flag_callback(
+      "--no-ui", [&so] { so.webui = false; }, "do not serve the chat page at GET / (src/serve/webui)");
   app.add_option("--allowed-origins", so.allowed_origins, "CORS origins to allow (repeatable; default none)");
   app.add_option("--shutdown-grace", so.shutdown_grace_s, "seconds in-flight requests get on SIGINT/SIGTERM")
       ->check(CLI::NonNegativeNumber)

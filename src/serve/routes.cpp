@@ -1,9 +1,10 @@
-// Endpoint registration, the API-key check, CORS, and the small endpoints (/health,
-// /v1/models, /version, /metrics).
+// Endpoint registration, the API-key check (the chat page's GET routes pass without a key), CORS,
+// and the small endpoints (/health, /v1/models, /version, /metrics).
 #include "serve/routes.h"
 
 #include "core/error.h"
 #include "core/log.h"
+#include "serve/static_routes.h"
 
 namespace pypto {
 
@@ -109,7 +110,8 @@ void register_routes(ServerState& state) {
       res.status = 204;
       return httplib::Server::HandlerResponse::Handled;
     }
-    if (s->api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+    if (s->api_key.empty() || req.path == "/health" || is_page_request(*s, req))
+      return httplib::Server::HandlerResponse::Unhandled;
     const std::string auth = req.get_header_value("Authorization");
     const std::string prefix = "Bearer ";
     if (auth.compare(0, prefix.size(), prefix) == 0 && equal_constant_time(auth.substr(prefix.size()), s->api_key))
@@ -156,6 +158,7 @@ void register_routes(ServerState& state) {
   http.Post("/v1/chat/completions", wrap(sp, handle_chat_completions));
   http.Post("/tokenize", wrap(sp, handle_tokenize));
   http.Post("/detokenize", wrap(sp, handle_detokenize));
+  register_static_routes(*s);  // GET / and /webui/*, unless --no-ui
   if (s->options.profile) {  // --profile: trace windows (docs/measurement.md)
     http.Post("/start_profile", wrap(sp, handle_start_profile));
     http.Post("/stop_profile", wrap(sp, handle_stop_profile));

@@ -45,6 +45,9 @@ struct ServerOptions {
   bool profile = false;
   std::string profile_level = "e2e";
   std::string profile_output;
+  // The chat page at GET / (src/serve/webui); --no-ui turns it off. It needs no API key itself;
+  // its API calls do.
+  bool webui = true;
 };
 
 // What the server serves. Built by the caller (cmd_run: load_engine + tokenizer + template).
