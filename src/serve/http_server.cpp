@@ -10,6 +10,8 @@
 #include <chrono>
 #include <cstring>
 
+#include "core/error.h"
+
 namespace pypto {
 
 namespace {
@@ -114,6 +116,11 @@ bool HttpServer::client_disconnected() {
     return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
   }
   return false;
+}
+
+void HttpServer::set_listen_backlog(int backlog) {
+  PYPTO_ASSERT(svr_sock_ != INVALID_SOCKET, "set_listen_backlog before bind");
+  if (::listen(svr_sock_, backlog) != 0) fail("listen(backlog ", backlog, "): ", std::strerror(errno));
 }
 
 bool HttpServer::process_and_close_socket(socket_t sock) {
