@@ -13,6 +13,27 @@
 
 namespace pypto {
 
+void check_weights_fit(const Checkpoint& ck, const Backend& stager, int tp, size_t available) {
+  validate_qwen3_checkpoint(ck);
+  size_t need = 0, base = 0;
+  for (int t = 0; t < tp; ++t) {
+    need += staged_slab_bytes(ck, stager, t, tp);
+    base += staged_slab_bytes(ck, stager, t, tp, 0);
+  }
+  if (need <= available) return;
+  const int layers = ck.config().num_hidden_layers;
+  const size_t per_layer = layers > 0 ? (need - base) / size_t(layers) : 0;
+  const int64_t fit = available > base && per_layer > 0 ? int64_t((available - base) / per_layer) : 0;
+  char n[32], a[32], b[32], l[32];
+  fail(ck.dir(), ": the staged weights need ", format_bytes(need, n, sizeof n), " (", layers, " layers of ",
+       format_bytes(per_layer, l, sizeof l), " + ", format_bytes(base, b, sizeof b),
+       " embedding, lm_head and norms, ", dtype_name(ck.get("model.embed_tokens.weight").info->dtype),
+       ") but this machine has ", format_bytes(available, a, sizeof a), " available (MemAvailable), so ",
+       fit > 0 ? str_cat("at most ", fit, " of the ", layers, " layers would fit")
+               : std::string("not even the embedding and lm_head fit"),
+       ": free memory or choose a smaller checkpoint");
+}
+
 LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   const EngineLoadOptions& eo = opt.engine;
   const ParallelLayout& L = opt.layout;
@@ -53,7 +74,8 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
     for (int t = 0; t < L.tp; ++t) backends[size_t(i)].push_back(backend_for(i, t));
   out.backend_name = backends[0][0]->name();
   out.threads = threads_for(L.rank_cores(0, 0));
-  auto stager = make_cpu_backend(cpu_count());
+  auto stager = make_cpu_backend(cpu_count(), {}, eo.matmul_precision);
+  check_weights_fit(*ck, *stager, L.tp, available_memory_bytes());
   std::vector<std::shared_ptr<const Qwen3Weights>> slices;
   for (int t = 0; t < L.tp; ++t) {
     StagingOptions so;
@@ -81,6 +103,8 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   kr.max_model_len = eo.scheduler.max_model_len;
   kr.kv_cache_memory = eo.kv_cache_memory;
   kr.memory_utilization = eo.memory_utilization;
+  kr.max_num_seqs = eo.scheduler.max_num_seqs;
+  kr.prefix_caching = eo.cache.enable_prefix_caching;
   kr.available_bytes = static_cast<int64_t>(available_memory_bytes()) / L.dp;
   out.capacity = plan_kv_capacity(kr);
 
@@ -131,6 +155,15 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   ro.max_model_len = eo.scheduler.max_model_len;
   out.replicas = std::make_shared<ReplicaSet>(std::move(replicas), ro);
   return out;
+}
+
+LoadedEngine load_engine(const EngineLoadOptions& opt) {
+  ReplicaLoadOptions r;
+  r.engine = opt;
+  r.layout.devices = {0};
+  r.layout.pinned = !opt.cores.empty();
+  r.layout.cores = {opt.cores.empty() ? available_cores() : opt.cores};
+  return load_replicas(r);
 }
 
 }  // namespace pypto
