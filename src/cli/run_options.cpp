@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/memory.h"
+#include "core/profiler.h"
 #include "model/compile_cache.h"
 
 namespace pypto::cli {
@@ -13,8 +14,30 @@ namespace pypto::cli {
 void add_run_options(CLI::App& app, RunOptions& o) {
   app.add_option("--model", o.model, "checkpoint directory (default: the built-in random-weight model)");
   app.add_option("--served-model-name", o.served_model_name, "name reported by /v1/models (default: directory name)");
-  app.add_option("--backend", o.backend, "compute backend")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
-  app.add_option("--platform", o.platform, "target platform")->check(CLI::IsMember({"auto"}))->capture_default_str();
+  // The seed's command lines carry its Ascend NPU's --backend npu and --platform a2a3 (DESIGN.md
+  // maps them to --backend cpu|cuda and --platform auto): say so instead of a bare "not in".
+  app.add_option("--backend", o.backend, "compute backend: cpu, or cuda (the seed's npu maps to these)")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            if (v == "cpu" || v == "cuda") return "";
+            if (v == "npu")
+              return "npu is the Ascend NPU backend of the seed's implementation; this one runs on CPUs: use "
+                     "--backend cpu (the default) or leave --backend out";
+            return "'" + v + "' is not a backend; allowed: cpu, cuda";
+          },
+          "{cpu,cuda}"))
+      ->capture_default_str();
+  app.add_option("--platform", o.platform, "target platform: auto (the seed's a2a3/a5 name Ascend NPUs)")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            if (v == "auto") return "";
+            if (v == "a2a3" || v == "a2a3sim" || v == "a5" || v == "a5sim")
+              return v + " is an Ascend NPU platform of the seed's implementation; this one picks the CPU's "
+                         "kernels itself: leave --platform out (or --platform auto)";
+            return "'" + v + "' is not a platform; allowed: auto";
+          },
+          "{auto}"))
+      ->capture_default_str();
   app.add_option("--device", o.device, "device id when --devices is absent")->capture_default_str();
   app.add_option("--devices", o.devices, "comma-separated device ids (dp x tp of them); on CPU a device is a core group");
   app.add_option("--tp,--tensor-parallel-size", o.tp, "devices per replica")->check(CLI::PositiveNumber)->capture_default_str();
@@ -39,10 +62,12 @@ void add_run_options(CLI::App& app, RunOptions& o) {
       ->capture_default_str();
   app.add_option("--block-size", o.block_size, "tokens per KV block")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--memory-utilization,--npu-memory-utilization", o.memory_utilization,
-                 "fraction of the memory free after the weights that the KV cache may use")
-      ->check(CLI::Range(0.0, 1.0))
-      ->capture_default_str();
-  app.add_option("--kv-cache-memory", o.kv_cache_memory, "KV cache size, e.g. 4GiB (overrides --memory-utilization)");
+                 "size the KV cache as this fraction of the memory free after the weights (the GPU convention)")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--kv-cache-memory", o.kv_cache_memory,
+                 "KV cache size, e.g. 4GiB (overrides --memory-utilization). Default: room for --max-num-seqs x "
+                 "--max-model-len tokens plus half as much for the prefix cache (without "
+                 "--no-enable-prefix-caching), at most 0.9 of the memory free after the weights");
   app.add_option("--max-num-seqs", o.max_num_seqs, "running requests per replica")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--max-num-batched-tokens", o.max_num_batched_tokens, "token budget of one engine step")
       ->check(CLI::PositiveNumber)
@@ -71,8 +96,10 @@ void add_run_options(CLI::App& app, RunOptions& o) {
       ->capture_default_str();
   app.add_option("--output-json", o.output_json, "offline mode: also write the results as JSON to this file");
   app.add_flag("--profile", o.profile, "offline: print a timing report after generation; serve: enable /start_profile");
-  app.add_option("--profile-level", o.profile_level, "profile detail: e2e, kernel (per layer and op) or verbose")
-      ->check(CLI::IsMember({"e2e", "kernel", "verbose"}))
+  app.add_option("--profile-level", o.profile_level,
+                 "profile detail, a comma list of e2e (steps, phases, requests), kernel (+ per layer and op), "
+                 "verbose (+ per-step tables); the most detailed one named applies")
+      ->each([&o](const std::string&) { o.profile_level_given = true; })
       ->capture_default_str();
   app.add_option("--profile-output", o.profile_output, "write a Chrome/Perfetto trace: a DIR, or FILE.json");
   app.add_option("--host", o.host, "serve mode: bind address")->capture_default_str();
@@ -92,8 +119,10 @@ void validate_run_options(RunOptions& o) {
     fail("--compile-cache-dir needs --use-compile-cache");
   if (!o.prompts.empty() && !o.prompt_token_ids.empty())
     fail("give --prompt or --prompt-token-ids, not both");
-  if (!o.profile && (!o.profile_output.empty() || o.profile_level != "e2e"))
+  if (!o.profile && (!o.profile_output.empty() || o.profile_level_given))
     fail("--profile-level and --profile-output need --profile");
+  if (prof::parse_level(o.profile_level) == prof::Level::Off)
+    fail("--profile-level off: to profile nothing, leave out --profile");
   if (!o.output_json.empty() && o.prompts.empty() && o.prompt_token_ids.empty())
     fail("--output-json is for offline mode: give --prompt or --prompt-token-ids");
 }

@@ -30,7 +30,7 @@ struct RunOptions {
   std::string matmul_precision = "high";  // highest | high | medium (kernels/backend.h)
   int64_t max_model_len = 1024;
   int32_t block_size = 16;
-  double memory_utilization = 0.9;
+  std::optional<double> memory_utilization;  // unset: the CPU default KV size (engine/kv_capacity.h)
   std::string kv_cache_memory;
   int32_t max_num_seqs = 16;
   int64_t max_num_batched_tokens = 4096;
@@ -47,7 +47,8 @@ struct RunOptions {
   std::string output_json;
   // profiling (offline: report after generation; serve: /start_profile and /stop_profile)
   bool profile = false;
-  std::string profile_level = "e2e";  // e2e, kernel, verbose
+  std::string profile_level = "e2e,kernel";  // comma list of e2e, kernel, verbose (the seed's default)
+  bool profile_level_given = false;          // --profile-level was on the command line
   std::string profile_output;         // DIR or FILE.json for the Chrome/Perfetto trace
   // serve
   std::string host = "0.0.0.0";
