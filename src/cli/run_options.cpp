@@ -49,9 +49,27 @@ void add_run_options(CLI::App& app, RunOptions& o) {
                  "prefix_affinity: pending tokens a replica holding the prefix may carry above the least loaded")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_option("--ep,--expert-parallel-size", o.ep,
+                 "expert parallelism: 1 (Qwen3 dense models have no experts; the seed uses it for DeepSeek only)")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            return v == "1" ? "" : v + ": expert parallelism is for mixture-of-experts models (the seed uses it for "
+                                       "DeepSeek); Qwen3 dense models have no experts: leave --ep out";
+          },
+          "1"))
+      ->capture_default_str();
+  app.add_option("--speculative-config", o.speculative_config, "not supported: the seed's MTP speculation is DeepSeek-only")
+      ->check(CLI::Validator(
+          [](std::string&) -> std::string {
+            return "speculative decoding (MTP) is DeepSeek-only in the seed's implementation; Qwen3 decodes one "
+                   "token per step here: leave --speculative-config out";
+          },
+          "JSON"));
+  app.add_flag("--show-startup-logs", o.show_startup_logs,
+               "accepted for the seed's command lines: start-up logs are always shown here");
   app.add_option("--cpu-groups", o.cpu_groups,
                  "CPU: the cores of each device, e.g. 0-7,8-15 (a group may join ranges with +); default: equal split");
-  app.add_option("--dtype", o.dtype, "weight dtype: auto keeps the checkpoint's")
+  app.add_option("--dtype", o.dtype, "weight dtype: auto, or the checkpoint's own (weights are never converted)")
       ->check(CLI::IsMember({"auto", "bfloat16", "bf16", "float16", "f16", "float32", "f32"}))
       ->capture_default_str();
   app.add_option("--kv-cache-dtype", o.kv_cache_dtype, "KV cache element type (auto = bf16)")
@@ -112,8 +130,8 @@ void validate_run_options(RunOptions& o) {
   o.layout = plan_parallel_layout(o.device, o.devices, o.tp, o.dp, o.cpu_groups, available_cores());
   if (o.dp == 1 && o.data_parallel_routing != "least_pending_tokens")
     log_warn("--data-parallel-routing ", o.data_parallel_routing, " has no effect with --dp 1");
-  if (o.dtype != "auto")
-    fail("--dtype ", o.dtype, ": weights run in the checkpoint's dtype; converting them is not supported (use auto)");
+  // --dtype names the checkpoint's own dtype (the seed passes bfloat16) or auto; the loader
+  // refuses any other, since weights are never converted.
   o.generate_config_json = parse_generate_config(o.generate_config);
   if (!o.compile_cache_dir.empty() && !o.use_compile_cache)
     fail("--compile-cache-dir needs --use-compile-cache");
@@ -144,6 +162,9 @@ EngineLoadOptions engine_options(const RunOptions& o, const std::string& model_d
     e.kv_cache_memory = static_cast<int64_t>(parse_byte_size("--kv-cache-memory", o.kv_cache_memory.c_str()));
   e.memory_utilization = o.memory_utilization;
   e.kv_cache_dtype = (o.kv_cache_dtype == "fp32" || o.kv_cache_dtype == "float32") ? DType::F32 : DType::BF16;
+  if (o.dtype == "bfloat16" || o.dtype == "bf16") e.weight_dtype = DType::BF16;
+  if (o.dtype == "float16" || o.dtype == "f16") e.weight_dtype = DType::F16;
+  if (o.dtype == "float32" || o.dtype == "f32") e.weight_dtype = DType::F32;
   e.threads = o.threads;
   e.matmul_precision = parse_matmul_precision(o.matmul_precision);
   if (o.use_compile_cache) e.compile_cache_dir = o.compile_cache_dir.empty() ? default_compile_cache_dir() : o.compile_cache_dir;

@@ -26,6 +26,9 @@ struct RunOptions {
   std::string cpu_groups;  // "0-7,8-15": the cores of device 0, 1, ... (default: equal split)
   ParallelLayout layout;   // filled by validate_run_options
   std::string dtype = "auto";
+  int ep = 1;                      // --ep: only 1 (dense models)
+  std::string speculative_config;  // --speculative-config: refused (DeepSeek-only in the seed)
+  bool show_startup_logs = false;  // the seed's flag; start-up logs are always shown
   std::string kv_cache_dtype = "bf16";
   std::string matmul_precision = "high";  // highest | high | medium (kernels/backend.h)
   int64_t max_model_len = 1024;

@@ -54,6 +54,7 @@ struct EngineLoadOptions {
   std::optional<int64_t> kv_cache_memory;  // --kv-cache-memory bytes; else memory_utilization
   std::optional<double> memory_utilization;  // neither: the CPU default (engine/kv_capacity.h)
   DType kv_cache_dtype = DType::BF16;
+  std::optional<DType> weight_dtype;      // --dtype other than auto: must be the checkpoint's
   int threads = 0;                        // 0: every core this process may use
   MatmulPrecision matmul_precision = kDefaultMatmulPrecision;  // --matmul-precision
   std::vector<int> cores;                 // pin threads to these cores (empty: no pinning)

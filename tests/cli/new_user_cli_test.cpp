@@ -132,7 +132,18 @@ TEST_F(NewUserCli, SeedsNpuFlagsSayWhatToDo) {
   r = run(line + " --backend npu");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(has(r.output, "use --backend cpu (the default) or leave --backend out")) << r.output;
-  r = run(line);
+  r = run(line + " --ep 2");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(has(r.output, "Qwen3 dense models have no experts: leave --ep out")) << r.output;
+  r = run(line + " --speculative-config '{\"method\": \"mtp\", \"num_speculative_tokens\": 1}'");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(has(r.output, "leave --speculative-config out")) << r.output;
+  r = run(line + " --dtype float16");  // the tiny model is bf16
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(has(r.output, "--dtype asks for F16 weights but the checkpoint's are BF16")) << r.output;
+  // The seed's other flags at their seed values run as written.
+  r = run(line + " --dtype bfloat16 --kv-cache-dtype bfloat16 --block-size 128 --npu-memory-utilization 0.9 --ep 1 "
+                 "--show-startup-logs --max-num-seqs 16 --max-num-batched-tokens 4096 --long-prefill-token-threshold 2048");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(has(r.output, "finish_reason: length")) << r.output;
 }

@@ -52,6 +52,11 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   if (eo.scheduler.max_model_len > cfg.max_position_embeddings)
     fail("--max-model-len ", eo.scheduler.max_model_len, " exceeds the model's max_position_embeddings (",
          cfg.max_position_embeddings, ")");
+  if (eo.weight_dtype && ck->find("model.embed_tokens.weight") &&
+      ck->get("model.embed_tokens.weight").info->dtype != *eo.weight_dtype)
+    fail("--dtype asks for ", dtype_name(*eo.weight_dtype), " weights but the checkpoint's are ",
+         dtype_name(ck->get("model.embed_tokens.weight").info->dtype),
+         " and are used as stored (never converted): leave out --dtype or pass --dtype auto");
   if (cfg.num_key_value_heads % L.tp != 0)
     fail("--tp ", L.tp, " does not divide num_key_value_heads (", cfg.num_key_value_heads,
          "): each rank holds an equal share of the KV heads; use a --tp that divides it");
