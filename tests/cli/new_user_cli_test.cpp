@@ -17,6 +17,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "model/test_model.h"
 
@@ -146,6 +147,25 @@ TEST_F(NewUserCli, SeedsNpuFlagsSayWhatToDo) {
                  "--show-startup-logs --max-num-seqs 16 --max-num-batched-tokens 4096 --long-prefill-token-threshold 2048");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(has(r.output, "finish_reason: length")) << r.output;
+}
+
+// Every --matmul-precision stages the weights in its own backend's layout (the start-up used to
+// pack them for the default precision, so `highest` read panels as plain rows and produced other
+// tokens): greedy ids at highest and high agree (their logits differ by ~1e-5 of the range).
+TEST_F(NewUserCli, HighestAndHighPrecisionGiveTheSameGreedyIds) {
+  const std::string line = "--model " + model() + " --kv-cache-memory 16MiB --prompt 'The capital of France is' "
+                           "--prompt 'Hello there, how are' --generate-config '{\"max_new_tokens\": 8, \"temperature\": 0}'";
+  RunResult high = run(line + " --matmul-precision high");
+  RunResult highest = run(line + " --matmul-precision highest");
+  ASSERT_EQ(high.exit_code, 0) << high.output;
+  ASSERT_EQ(highest.exit_code, 0) << highest.output;
+  const std::regex ids(R"(token_ids: \[[^\]]*\])");
+  std::vector<std::string> a, b;
+  for (std::sregex_iterator it(high.output.begin(), high.output.end(), ids), end; it != end; ++it) a.push_back(it->str());
+  for (std::sregex_iterator it(highest.output.begin(), highest.output.end(), ids), end; it != end; ++it)
+    b.push_back(it->str());
+  ASSERT_EQ(a.size(), 2u) << high.output;
+  EXPECT_EQ(a, b) << highest.output;
 }
 
 // A server process on a free port; its log goes to a file, from which the port is read.
