@@ -168,6 +168,23 @@ TEST_F(NewUserCli, HighestAndHighPrecisionGiveTheSameGreedyIds) {
   EXPECT_EQ(a, b) << highest.output;
 }
 
+// A --kv-cache-memory that cannot hold one sequence fails before the weights are staged: with the
+// compile cache on, nothing was staged, so nothing was stored.
+TEST_F(NewUserCli, TooSmallKvPoolFailsBeforeStaging) {
+  const fs::path cache = dir_ / "compile-cache";
+  RunResult r = run("--model " + model() + " --kv-cache-memory 64KiB --max-model-len 1024 --prompt hi "
+                    "--use-compile-cache --compile-cache-dir " + cache.string());
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(has(r.output, "fewer than one sequence of --max-model-len 1024")) << r.output;
+  EXPECT_TRUE(has(r.output, "raise --kv-cache-memory or lower --max-model-len")) << r.output;
+  EXPECT_TRUE(!fs::exists(cache) || fs::is_empty(cache)) << "the weights were staged (and cached) first";
+  // The same line with room for a sequence stages (and caches) the weights and runs.
+  r = run("--model " + model() + " --kv-cache-memory 1MiB --max-model-len 1024 --prompt hi --generate-config "
+          "'{\"max_new_tokens\": 2}' --use-compile-cache --compile-cache-dir " + cache.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_FALSE(fs::is_empty(cache));
+}
+
 // A server process on a free port; its log goes to a file, from which the port is read.
 class ServerProcess {
  public:

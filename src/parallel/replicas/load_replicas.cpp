@@ -81,6 +81,15 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   out.threads = threads_for(L.rank_cores(0, 0));
   auto stager = make_cpu_backend(cpu_count(), {}, eo.matmul_precision);
   check_weights_fit(*ck, *stager, L.tp, available_memory_bytes());
+  if (eo.kv_cache_memory) {  // a given pool too small for one sequence fails before staging too
+    KvCapacityRequest kr;
+    kr.bytes_per_block = kv_bytes_per_block(cfg.num_hidden_layers, eo.cache.block_size, cfg.num_key_value_heads,
+                                            cfg.head_dim, eo.kv_cache_dtype);
+    kr.block_size = eo.cache.block_size;
+    kr.max_model_len = eo.scheduler.max_model_len;
+    kr.kv_cache_memory = eo.kv_cache_memory;
+    plan_kv_capacity(kr);
+  }
   std::vector<std::shared_ptr<const Qwen3Weights>> slices;
   for (int t = 0; t < L.tp; ++t) {
     StagingOptions so;
