@@ -13,11 +13,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <cstdint>
 #include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "model/test_model.h"
 
@@ -183,6 +186,72 @@ TEST_F(NewUserCli, TooSmallKvPoolFailsBeforeStaging) {
           "'{\"max_new_tokens\": 2}' --use-compile-cache --compile-cache-dir " + cache.string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_FALSE(fs::is_empty(cache));
+}
+
+// A checkpoint of qwen3-14b layer shapes with 400 layers (about 230 GB in bf16) as a sparse
+// file: its header is real, its data reads as zeros, and it takes no disk space. Tokenizer and
+// the rest of config.json come from the tiny model.
+fs::path sparse_large_checkpoint(const fs::path& tiny, const fs::path& out) {
+  fs::create_directories(out);
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json", "generation_config.json"})
+    fs::copy_file(tiny / f, out / f, fs::copy_options::overwrite_existing);
+  std::ifstream cf(tiny / "config.json");
+  nlohmann::json c = nlohmann::json::parse(cf);
+  const int64_t V = c["vocab_size"], H = 5120, I = 17408, L = 400, hd = 128, nq = 40, nkv = 8;
+  c["hidden_size"] = H, c["intermediate_size"] = I, c["num_hidden_layers"] = L, c["num_attention_heads"] = nq;
+  c["num_key_value_heads"] = nkv, c["head_dim"] = hd, c["tie_word_embeddings"] = false;
+  std::ofstream(out / "config.json") << c.dump(2);
+  nlohmann::ordered_json h;
+  int64_t off = 0;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape) {
+    int64_t n = 2;
+    for (int64_t d : shape) n *= d;
+    h[name] = {{"dtype", "BF16"}, {"shape", shape}, {"data_offsets", {off, off + n}}};
+    off += n;
+  };
+  add("model.embed_tokens.weight", {V, H});
+  add("model.norm.weight", {H});
+  add("lm_head.weight", {V, H});
+  for (int64_t i = 0; i < L; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    add(p + "input_layernorm.weight", {H});
+    add(p + "post_attention_layernorm.weight", {H});
+    add(p + "self_attn.q_proj.weight", {nq * hd, H});
+    add(p + "self_attn.k_proj.weight", {nkv * hd, H});
+    add(p + "self_attn.v_proj.weight", {nkv * hd, H});
+    add(p + "self_attn.q_norm.weight", {hd});
+    add(p + "self_attn.k_norm.weight", {hd});
+    add(p + "self_attn.o_proj.weight", {H, nq * hd});
+    add(p + "mlp.gate_proj.weight", {I, H});
+    add(p + "mlp.up_proj.weight", {I, H});
+    add(p + "mlp.down_proj.weight", {H, I});
+  }
+  std::string header = h.dump();
+  header.append((8 - header.size() % 8) % 8, ' ');
+  const fs::path file = out / "model.safetensors";
+  {
+    std::ofstream f(file, std::ios::binary);
+    uint64_t n = header.size();
+    for (int b = 0; b < 8; ++b) f.put(char((n >> (8 * b)) & 0xff));
+    f << header;
+  }
+  fs::resize_file(file, 8 + header.size() + uint64_t(off));  // sparse: no blocks written
+  return out;
+}
+
+// Weights that cannot fit fail before staging, with the bytes needed and available and how many
+// layers would fit (the error used to be "out of memory: cannot allocate N bytes" from staging).
+TEST_F(NewUserCli, WeightsThatCannotFitFailBeforeStagingSayingWhatWouldFit) {
+  const fs::path big = sparse_large_checkpoint(dir_ / "tiny", dir_ / "huge");
+  RunResult r = run("--model " + big.string() + " --kv-cache-memory 1GiB --prompt hi");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(std::regex_search(
+      r.output, std::regex(R"(the staged weights need [0-9.]+ GiB \(400 layers of [0-9.]+ MiB \+ [0-9.]+ GiB embedding, )"
+                           R"(lm_head and norms, BF16\) but this machine has [0-9.]+ [GM]iB available \(MemAvailable\), so )"
+                           R"((at most [0-9]+ of the 400 layers would fit|not even the embedding and lm_head fit))")))
+      << r.output;
+  EXPECT_FALSE(has(r.output, "out of memory")) << r.output;
+  fs::remove_all(big);
 }
 
 // A server process on a free port; its log goes to a file, from which the port is read.
