@@ -53,7 +53,6 @@ double parse_rate(const std::string& s) {
   return v;
 }
 
-// The model name the server serves (GET /v1/models, first id), for the "model" field.
 // The server's first model in GET /v1/models: its id and its root (our server and vLLM's report
 // the served checkpoint directory there).
 struct ServedModel {

@@ -73,7 +73,8 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   // Every rank of every replica gets its own backend (threads pinned to its cores). Staging uses
   // a separate unpinned backend: a pool pins the thread that first calls it, and that must be the
   // rank's own thread (the engine loop for rank 0), not this start-up thread. The packed layout
-  // depends only on the ISA, so any CPU backend's slices fit every rank.
+  // depends on the ISA and the matmul precision (bf16-dot panels or plain rows), so the stager
+  // takes the run's precision; then its slices fit every rank.
   std::vector<std::vector<std::unique_ptr<Backend>>> backends(size_t(L.dp));
   for (int i = 0; i < L.dp; ++i)
     for (int t = 0; t < L.tp; ++t) backends[size_t(i)].push_back(backend_for(i, t));
