@@ -53,8 +53,12 @@ double parse_rate(const std::string& s) {
   return v;
 }
 
-// The model name the server serves (GET /v1/models, first id), for the "model" field.
-std::string served_model(const std::string& base) {
+// The server's first model in GET /v1/models: its id and its root (our server and vLLM's report
+// the served checkpoint directory there).
+struct ServedModel {
+  std::string id, root;
+};
+ServedModel served_model(const std::string& base) {
   httplib::Client cli(base);
   cli.set_connection_timeout(10, 0);
   auto res = cli.Get("/v1/models");
@@ -63,7 +67,29 @@ std::string served_model(const std::string& base) {
   auto j = nlohmann::json::parse(res->body, nullptr, false);
   if (j.is_discarded() || !j.contains("data") || !j["data"].is_array() || j["data"].empty() || !j["data"][0].contains("id"))
     fail("GET ", base, "/v1/models: no model id in the answer (give --model NAME)");
-  return j["data"][0]["id"].get<std::string>();
+  ServedModel m;
+  m.id = j["data"][0]["id"].get<std::string>();
+  if (auto r = j["data"][0].find("root"); r != j["data"][0].end() && r->is_string()) m.root = r->get<std::string>();
+  return m;
+}
+
+// bench serve without --tokenizer: the --model directory when it is one, else the server's
+// /v1/models root when that is a checkpoint directory readable here (vLLM's benchmark does the
+// same); otherwise an error saying what to pass.
+std::string default_tokenizer_dir(const std::string& model_flag, const std::string& base) {
+  auto has_tokenizer = [](const std::string& d) {
+    return !d.empty() && std::filesystem::is_regular_file(std::filesystem::path(d) / "tokenizer.json");
+  };
+  if (has_tokenizer(model_flag)) return model_flag;
+  const ServedModel m = served_model(base);
+  if (has_tokenizer(m.root)) {
+    log_info("bench serve: no --tokenizer, using the tokenizer of the served checkpoint ", m.root,
+             " (the root of ", base, "/v1/models)");
+    return m.root;
+  }
+  fail("bench serve: no --tokenizer, and the server's model '", m.id, "' (/v1/models root '", m.root,
+       "') is not a checkpoint directory with tokenizer.json on this machine: give --tokenizer DIR, a local "
+       "checkpoint directory of the served model");
 }
 
 // Engine flags shared by the in-process benchmarks.
@@ -152,7 +178,8 @@ int cmd_bench(int argc, char** argv) {
   serve->add_option("--url", url, "server base URL")->capture_default_str();
   serve->add_option("--endpoint", endpoint, "API path (/v1/completions or /v1/chat/completions)")->capture_default_str();
   serve->add_option("--model", model_name, "model name sent in requests (default: the server's first /v1/models id)");
-  serve->add_option("--tokenizer", tokenizer_dir, "checkpoint directory whose tokenizer builds the prompts (required)");
+  serve->add_option("--tokenizer", tokenizer_dir, "checkpoint directory whose tokenizer builds the prompts (default: --model when it is a directory, "
+                    "else the server's /v1/models root when that directory is readable here)");
   serve->add_option("--dataset,--dataset-name", dataset, "dataset")->check(CLI::IsMember({"random"}))->capture_default_str();
   serve->add_option("--input-len,--random-input-len", s_in, "prompt tokens")->capture_default_str();
   serve->add_option("--output-len,--random-output-len", s_out, "output tokens (ignore_eos)")->capture_default_str();
@@ -176,8 +203,9 @@ int cmd_bench(int argc, char** argv) {
   latency->add_option("--num-iters-warmup", lo.num_iters_warmup, "warm-up iterations (not measured)")->capture_default_str();
   latency->add_option("--seed", lo.seed, "prompt seed")->capture_default_str();
   std::string l_prof = "off", l_prof_out;
-  latency->add_option("--profile-level", l_prof, "record the measured iterations and print the profile report")
-      ->check(CLI::IsMember({"off", "e2e", "kernel", "verbose"}))
+  latency->add_option("--profile-level", l_prof,
+                      "record the measured iterations at this level (off, or a comma list of e2e, kernel, verbose) "
+                      "and print the profile report")
       ->capture_default_str();
   latency->add_option("--profile-output", l_prof_out, "with --profile-level: also write the trace (DIR or FILE.json)");
 
@@ -195,18 +223,15 @@ int cmd_bench(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   if (serve->parsed()) {
-    if (tokenizer_dir.empty()) {
-      if (!model_name.empty() && std::filesystem::is_directory(model_name)) tokenizer_dir = model_name;
-      else fail("bench serve: give --tokenizer DIR (a checkpoint directory) to build the random prompts");
-    }
     bench::ServeRunOptions so;
     std::string prefix;
     bench::parse_url(url, so.endpoint.base_url, prefix);
+    if (tokenizer_dir.empty()) tokenizer_dir = default_tokenizer_dir(model_name, so.endpoint.base_url);
     so.endpoint.path = prefix + endpoint;
     so.request_rate = parse_rate(rate);
     so.burstiness = burstiness;
     so.seed = s_seed;
-    so.endpoint.model = model_name.empty() || std::filesystem::is_directory(model_name) ? served_model(so.endpoint.base_url) : model_name;
+    so.endpoint.model = model_name.empty() || std::filesystem::is_directory(model_name) ? served_model(so.endpoint.base_url).id : model_name;
     const std::vector<int> cs = parse_concurrency_list(concurrency);
     auto tok = Tokenizer::load(tokenizer_dir);
     bench::RandomDatasetOptions dopt{s_in, s_out, s_ratio, s_n, s_seed};

@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "core/memory.h"
 #include "io/checkpoint.h"
+#include "kernels/backend.h"
 #include "model/weight_staging.h"
 
 namespace pypto::cli {
@@ -55,18 +56,20 @@ int cmd_inspect(int argc, char** argv) {
   validate_qwen3_checkpoint(*ck);
   std::printf("config match:     ok (every tensor present with the expected shape and dtype)\n");
 
-  // Memory: weights as staged (f32 norms, fused projections; a tied head shares the embedding),
-  // and KV cache per token for both cache dtypes.
-  const DType wdt = ck->get("model.embed_tokens.weight").info->dtype;
-  const size_t esz = dtype_size(wdt);
-  const int64_t H = c.hidden_size, L = c.num_hidden_layers;
-  size_t per_layer = (c.q_size() + 2 * c.kv_size()) * H * esz + H * c.q_size() * esz + 3 * c.intermediate_size * H * esz +
-                     (2 * H + 2 * c.head_dim) * 4;
-  size_t weights = L * per_layer + c.vocab_size * H * esz * (c.tie_word_embeddings ? 1 : 2) + H * 4;
+  // Memory: weights as staged on this CPU at the default precision (the same plan as staging:
+  // f32 norms, fused projections in the backend's layout, a tied table once), and KV cache per
+  // token for both cache dtypes.
+  const int64_t L = c.num_hidden_layers;
+  auto backend = make_cpu_backend(1);
+  const size_t staged = staged_slab_bytes(*ck, *backend, 0, 1);
+  const size_t per_layer = L > 0 ? (staged - staged_slab_bytes(*ck, *backend, 0, 1, 0)) / size_t(L) : 0;
+  const size_t ck_bytes = ck->total_tensor_bytes();
   size_t kv_tok_bf16 = 2 * L * c.kv_size() * 2, kv_tok_f32 = 2 * L * c.kv_size() * 4;
-  std::printf("memory needed:    weights %s (largest layer %s); KV cache %s/token bf16, %s/token fp32\n",
-              format_bytes(weights, b1, sizeof b1), format_bytes(per_layer, b2, sizeof b2),
+  std::printf("memory needed:    weights %s (per layer %s); KV cache %s/token bf16, %s/token fp32\n",
+              format_bytes(staged, b1, sizeof b1), format_bytes(per_layer, b2, sizeof b2),
               format_bytes(kv_tok_bf16, b3, sizeof b3), format_bytes(kv_tok_f32, b4, sizeof b4));
+  std::printf("staged bytes:     %zu on %s (checkpoint tensors %zu, %+.2f%%)\n", staged, backend->name(), ck_bytes,
+              ck_bytes ? 100.0 * (double(staged) - double(ck_bytes)) / double(ck_bytes) : 0.0);
   std::printf("                  at max_positions, one sequence's KV: %s (bf16)\n",
               format_bytes(kv_tok_bf16 * c.max_position_embeddings, b1, sizeof b1));
   return 0;

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/memory.h"
+#include "core/profiler.h"
 #include "model/compile_cache.h"
 
 namespace pypto::cli {
@@ -13,8 +14,30 @@ namespace pypto::cli {
 void add_run_options(CLI::App& app, RunOptions& o) {
   app.add_option("--model", o.model, "checkpoint directory (default: the built-in random-weight model)");
   app.add_option("--served-model-name", o.served_model_name, "name reported by /v1/models (default: directory name)");
-  app.add_option("--backend", o.backend, "compute backend")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
-  app.add_option("--platform", o.platform, "target platform")->check(CLI::IsMember({"auto"}))->capture_default_str();
+  // The seed's command lines carry its Ascend NPU's --backend npu and --platform a2a3 (DESIGN.md
+  // maps them to --backend cpu|cuda and --platform auto): say so instead of a bare "not in".
+  app.add_option("--backend", o.backend, "compute backend: cpu, or cuda (the seed's npu maps to these)")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            if (v == "cpu" || v == "cuda") return "";
+            if (v == "npu")
+              return "npu is the Ascend NPU backend of the seed's implementation; this one runs on CPUs: use "
+                     "--backend cpu (the default) or leave --backend out";
+            return "'" + v + "' is not a backend; allowed: cpu, cuda";
+          },
+          "{cpu,cuda}"))
+      ->capture_default_str();
+  app.add_option("--platform", o.platform, "target platform: auto (the seed's a2a3/a5 name Ascend NPUs)")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            if (v == "auto") return "";
+            if (v == "a2a3" || v == "a2a3sim" || v == "a5" || v == "a5sim")
+              return v + " is an Ascend NPU platform of the seed's implementation; this one picks the CPU's "
+                         "kernels itself: leave --platform out (or --platform auto)";
+            return "'" + v + "' is not a platform; allowed: auto";
+          },
+          "{auto}"))
+      ->capture_default_str();
   app.add_option("--device", o.device, "device id when --devices is absent")->capture_default_str();
   app.add_option("--devices", o.devices, "comma-separated device ids (dp x tp of them); on CPU a device is a core group");
   app.add_option("--tp,--tensor-parallel-size", o.tp, "devices per replica")->check(CLI::PositiveNumber)->capture_default_str();
@@ -26,9 +49,27 @@ void add_run_options(CLI::App& app, RunOptions& o) {
                  "prefix_affinity: pending tokens a replica holding the prefix may carry above the least loaded")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_option("--ep,--expert-parallel-size", o.ep,
+                 "expert parallelism: 1 (Qwen3 dense models have no experts; the seed uses it for DeepSeek only)")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            return v == "1" ? "" : v + ": expert parallelism is for mixture-of-experts models (the seed uses it for "
+                                       "DeepSeek); Qwen3 dense models have no experts: leave --ep out";
+          },
+          "1"))
+      ->capture_default_str();
+  app.add_option("--speculative-config", o.speculative_config, "not supported: the seed's MTP speculation is DeepSeek-only")
+      ->check(CLI::Validator(
+          [](std::string&) -> std::string {
+            return "speculative decoding (MTP) is DeepSeek-only in the seed's implementation; Qwen3 decodes one "
+                   "token per step here: leave --speculative-config out";
+          },
+          "JSON"));
+  app.add_flag("--show-startup-logs", o.show_startup_logs,
+               "accepted for the seed's command lines: start-up logs are always shown here");
   app.add_option("--cpu-groups", o.cpu_groups,
                  "CPU: the cores of each device, e.g. 0-7,8-15 (a group may join ranges with +); default: equal split");
-  app.add_option("--dtype", o.dtype, "weight dtype: auto keeps the checkpoint's")
+  app.add_option("--dtype", o.dtype, "weight dtype: auto, or the checkpoint's own (weights are never converted)")
       ->check(CLI::IsMember({"auto", "bfloat16", "bf16", "float16", "f16", "float32", "f32"}))
       ->capture_default_str();
   app.add_option("--kv-cache-dtype", o.kv_cache_dtype, "KV cache element type (auto = bf16)")
@@ -39,10 +80,12 @@ void add_run_options(CLI::App& app, RunOptions& o) {
       ->capture_default_str();
   app.add_option("--block-size", o.block_size, "tokens per KV block")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--memory-utilization,--npu-memory-utilization", o.memory_utilization,
-                 "fraction of the memory free after the weights that the KV cache may use")
-      ->check(CLI::Range(0.0, 1.0))
-      ->capture_default_str();
-  app.add_option("--kv-cache-memory", o.kv_cache_memory, "KV cache size, e.g. 4GiB (overrides --memory-utilization)");
+                 "size the KV cache as this fraction of the memory free after the weights (the GPU convention)")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--kv-cache-memory", o.kv_cache_memory,
+                 "KV cache size, e.g. 4GiB (overrides --memory-utilization). Default: room for --max-num-seqs x "
+                 "--max-model-len tokens plus half as much for the prefix cache (without "
+                 "--no-enable-prefix-caching), at most 0.9 of the memory free after the weights");
   app.add_option("--max-num-seqs", o.max_num_seqs, "running requests per replica")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--max-num-batched-tokens", o.max_num_batched_tokens, "token budget of one engine step")
       ->check(CLI::PositiveNumber)
@@ -76,8 +119,10 @@ void add_run_options(CLI::App& app, RunOptions& o) {
       ->capture_default_str();
   app.add_option("--output-json", o.output_json, "offline mode: also write the results as JSON to this file");
   app.add_flag("--profile", o.profile, "offline: print a timing report after generation; serve: enable /start_profile");
-  app.add_option("--profile-level", o.profile_level, "profile detail: e2e, kernel (per layer and op) or verbose")
-      ->check(CLI::IsMember({"e2e", "kernel", "verbose"}))
+  app.add_option("--profile-level", o.profile_level,
+                 "profile detail, a comma list of e2e (steps, phases, requests), kernel (+ per layer and op), "
+                 "verbose (+ per-step tables); the most detailed one named applies")
+      ->each([&o](const std::string&) { o.profile_level_given = true; })
       ->capture_default_str();
   app.add_option("--profile-output", o.profile_output, "write a Chrome/Perfetto trace: a DIR, or FILE.json");
   app.add_option("--host", o.host, "serve mode: bind address")->capture_default_str();
@@ -90,15 +135,17 @@ void validate_run_options(RunOptions& o) {
   o.layout = plan_parallel_layout(o.device, o.devices, o.tp, o.dp, o.cpu_groups, available_cores());
   if (o.dp == 1 && o.data_parallel_routing != "least_pending_tokens")
     log_warn("--data-parallel-routing ", o.data_parallel_routing, " has no effect with --dp 1");
-  if (o.dtype != "auto")
-    fail("--dtype ", o.dtype, ": weights run in the checkpoint's dtype; converting them is not supported (use auto)");
+  // --dtype names the checkpoint's own dtype (the seed passes bfloat16) or auto; the loader
+  // refuses any other, since weights are never converted.
   o.generate_config_json = parse_generate_config(o.generate_config);
   if (!o.compile_cache_dir.empty() && !o.use_compile_cache)
     fail("--compile-cache-dir needs --use-compile-cache");
   if (!o.prompts.empty() && !o.prompt_token_ids.empty())
     fail("give --prompt or --prompt-token-ids, not both");
-  if (!o.profile && (!o.profile_output.empty() || o.profile_level != "e2e"))
+  if (!o.profile && (!o.profile_output.empty() || o.profile_level_given))
     fail("--profile-level and --profile-output need --profile");
+  if (prof::parse_level(o.profile_level) == prof::Level::Off)
+    fail("--profile-level off: to profile nothing, leave out --profile");
   if (!o.output_json.empty() && o.prompts.empty() && o.prompt_token_ids.empty())
     fail("--output-json is for offline mode: give --prompt or --prompt-token-ids");
 }
@@ -120,6 +167,9 @@ EngineLoadOptions engine_options(const RunOptions& o, const std::string& model_d
     e.kv_cache_memory = static_cast<int64_t>(parse_byte_size("--kv-cache-memory", o.kv_cache_memory.c_str()));
   e.memory_utilization = o.memory_utilization;
   e.kv_cache_dtype = (o.kv_cache_dtype == "fp32" || o.kv_cache_dtype == "float32") ? DType::F32 : DType::BF16;
+  if (o.dtype == "bfloat16" || o.dtype == "bf16") e.weight_dtype = DType::BF16;
+  if (o.dtype == "float16" || o.dtype == "f16") e.weight_dtype = DType::F16;
+  if (o.dtype == "float32" || o.dtype == "f32") e.weight_dtype = DType::F32;
   e.threads = o.threads;
   e.matmul_precision = parse_matmul_precision(o.matmul_precision);
   e.cpu_linear_kernel = parse_cpu_linear_kernel(o.cpu_linear_kernel);

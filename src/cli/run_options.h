@@ -26,12 +26,15 @@ struct RunOptions {
   std::string cpu_groups;  // "0-7,8-15": the cores of device 0, 1, ... (default: equal split)
   ParallelLayout layout;   // filled by validate_run_options
   std::string dtype = "auto";
+  int ep = 1;                      // --ep: only 1 (dense models)
+  std::string speculative_config;  // --speculative-config: refused (DeepSeek-only in the seed)
+  bool show_startup_logs = false;  // the seed's flag; start-up logs are always shown
   std::string kv_cache_dtype = "bf16";
   std::string matmul_precision = "high";  // highest | high | medium (kernels/backend.h)
   std::string cpu_linear_kernel = "auto";  // auto | f32 | bf16dot | amx (kernels/backend.h)
   int64_t max_model_len = 1024;
   int32_t block_size = 16;
-  double memory_utilization = 0.9;
+  std::optional<double> memory_utilization;  // unset: the CPU default KV size (engine/kv_capacity.h)
   std::string kv_cache_memory;
   int32_t max_num_seqs = 16;
   int64_t max_num_batched_tokens = 4096;
@@ -48,7 +51,8 @@ struct RunOptions {
   std::string output_json;
   // profiling (offline: report after generation; serve: /start_profile and /stop_profile)
   bool profile = false;
-  std::string profile_level = "e2e";  // e2e, kernel, verbose
+  std::string profile_level = "e2e,kernel";  // comma list of e2e, kernel, verbose (the seed's default)
+  bool profile_level_given = false;          // --profile-level was on the command line
   std::string profile_output;         // DIR or FILE.json for the Chrome/Perfetto trace
   // serve
   std::string host = "0.0.0.0";

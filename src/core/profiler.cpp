@@ -15,11 +15,30 @@ void set_level(Level l) { g_level.store(static_cast<int>(l), std::memory_order_r
 Level level() { return static_cast<Level>(g_level.load(std::memory_order_relaxed)); }
 
 Level parse_level(const std::string& s) {
-  if (s == "off") return Level::Off;
-  if (s == "e2e") return Level::E2E;
-  if (s == "kernel") return Level::Kernel;
-  if (s == "verbose") return Level::Verbose;
-  fail("--profile-level '", s, "': expected e2e, kernel or verbose");
+  // The seed's form is a comma list ("e2e,kernel"); the levels nest (kernel records everything
+  // e2e does, verbose everything kernel does), so a list means its most detailed member.
+  Level out = Level::Off;
+  bool any = false, off = false;
+  size_t b = 0;
+  for (;;) {
+    const size_t e = std::min(s.find(',', b), s.size());
+    std::string w = s.substr(b, e - b);
+    w.erase(0, w.find_first_not_of(" \t"));
+    w.erase(w.find_last_not_of(" \t") + 1);
+    Level l;
+    if (w == "off") l = Level::Off, off = true;
+    else if (w == "e2e") l = Level::E2E;
+    else if (w == "kernel") l = Level::Kernel;
+    else if (w == "verbose") l = Level::Verbose;
+    else fail("--profile-level '", s, "': '", w, "' is not a level; expected a comma list of e2e, kernel, verbose");
+    out = std::max(out, l);
+    any = true;
+    if (e == s.size()) break;
+    b = e + 1;
+  }
+  if (off && out != Level::Off) fail("--profile-level '", s, "': 'off' cannot be combined with other levels");
+  PYPTO_ASSERT(any);
+  return out;
 }
 
 const char* level_name(Level l) {

@@ -34,7 +34,8 @@ inline bool active(Level l) {
 }
 void set_level(Level l);
 Level level();
-// "off", "e2e", "kernel", "verbose"; Error naming the value otherwise.
+// "off", or a comma list of "e2e", "kernel", "verbose" (any order, repeats harmless): the most
+// detailed level named. Error naming the value and the allowed levels otherwise.
 Level parse_level(const std::string& s);
 const char* level_name(Level l);
 

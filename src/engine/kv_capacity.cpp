@@ -14,6 +14,11 @@ int64_t kv_bytes_per_block(int32_t num_layers, int32_t block_size, int32_t num_k
   return int64_t(num_layers) * 2 * block_size * num_kv_heads * head_dim * int64_t(dtype_size(kv_dtype));
 }
 
+int64_t default_kv_blocks(int32_t max_num_seqs, int64_t max_model_len, int32_t block_size, bool prefix_caching) {
+  const int64_t running = int64_t(std::max(max_num_seqs, 1)) * ((max_model_len + block_size - 1) / block_size);
+  return prefix_caching ? running + (running + 1) / 2 : running;
+}
+
 KvCapacity plan_kv_capacity(const KvCapacityRequest& req) {
   PYPTO_ASSERT(req.bytes_per_block > 0 && req.block_size > 0 && req.max_model_len > 0);
   KvCapacity c;
@@ -22,11 +27,20 @@ KvCapacity plan_kv_capacity(const KvCapacityRequest& req) {
     if (*req.kv_cache_memory <= 0) fail("--kv-cache-memory must be > 0, got ", *req.kv_cache_memory);
     c.kv_bytes = *req.kv_cache_memory;
     source = "--kv-cache-memory";
-  } else {
-    if (!(req.memory_utilization > 0.0 && req.memory_utilization <= 1.0))
-      fail("--memory-utilization must be in (0, 1], got ", req.memory_utilization);
-    c.kv_bytes = int64_t(std::floor(double(std::max<int64_t>(req.available_bytes, 0)) * req.memory_utilization));
+  } else if (req.memory_utilization) {
+    if (!(*req.memory_utilization > 0.0 && *req.memory_utilization <= 1.0))
+      fail("--memory-utilization must be in (0, 1], got ", *req.memory_utilization);
+    c.kv_bytes = int64_t(std::floor(double(std::max<int64_t>(req.available_bytes, 0)) * *req.memory_utilization));
     source = "--memory-utilization";
+  } else {
+    const int64_t want = default_kv_blocks(req.max_num_seqs, req.max_model_len, req.block_size, req.prefix_caching);
+    const int64_t cap =
+        int64_t(std::floor(double(std::max<int64_t>(req.available_bytes, 0)) * kDefaultMemoryUtilization));
+    c.kv_bytes = std::min(want * req.bytes_per_block, cap);
+    c.basis = str_cat("default: --max-num-seqs ", req.max_num_seqs, " x --max-model-len ", req.max_model_len,
+                      req.prefix_caching ? " + 50% for the prefix cache" : "",
+                      c.kv_bytes < want * req.bytes_per_block ? ", capped at 0.9 of the free memory" : "");
+    source = "the default, capped at 0.9 of the free memory";
   }
   c.num_blocks = c.kv_bytes / req.bytes_per_block;
   c.token_capacity = c.num_blocks * req.block_size;
@@ -38,7 +52,10 @@ KvCapacity plan_kv_capacity(const KvCapacityRequest& req) {
     format_bytes(size_t(blocks_per_seq * req.bytes_per_block), need, sizeof need);
     fail("KV cache of ", have, " (", source, ") holds ", c.num_blocks, " blocks = ", c.token_capacity,
          " tokens, fewer than one sequence of --max-model-len ", req.max_model_len, " (", blocks_per_seq,
-         " blocks, ", need, "): raise ", source, " or lower --max-model-len");
+         " blocks, ", need, "): ",
+         req.kv_cache_memory || req.memory_utilization
+             ? str_cat("raise ", source, " or lower --max-model-len")
+             : std::string("free memory, give --kv-cache-memory, or lower --max-model-len"));
   }
   return c;
 }
@@ -49,7 +66,7 @@ std::string KvCapacity::summary() const {
   char conc[32];
   std::snprintf(conc, sizeof conc, "%.2f", max_concurrency);
   return str_cat("KV cache: ", mem, ", ", num_blocks, " blocks, ", token_capacity,
-                 " tokens; max concurrency at max-model-len: ", conc, "x");
+                 " tokens; max concurrency at max-model-len: ", conc, "x", basis.empty() ? "" : " (" + basis + ")");
 }
 
 }  // namespace pypto

@@ -1,6 +1,10 @@
 #pragma once
-// How many KV blocks fit: from --kv-cache-memory bytes, or --memory-utilization (default 0.9) of
-// the memory still available after the weights are loaded.
+// How many KV blocks the pool gets: --kv-cache-memory bytes; or --memory-utilization of the memory
+// still available after the weights are loaded (the GPU convention); or, with neither, the CPU
+// default: what the configuration can use, max-num-seqs sequences of max-model-len tokens plus
+// half as much again for the prefix cache, capped at kDefaultMemoryUtilization of the available
+// memory. On a CPU host the pool shares memory with everything else, its pages stay resident once
+// touched, and a pool sized from free memory would keep a second server from starting.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -20,16 +24,23 @@ struct KvCapacityRequest {
   int64_t bytes_per_block = 0;
   int32_t block_size = 16;
   int64_t max_model_len = 0;
-  std::optional<int64_t> kv_cache_memory;  // --kv-cache-memory, wins when given
-  double memory_utilization = kDefaultMemoryUtilization;
-  int64_t available_bytes = 0;             // free memory after weights (used without kv_cache_memory)
+  std::optional<int64_t> kv_cache_memory;    // --kv-cache-memory, wins when given
+  std::optional<double> memory_utilization;  // --memory-utilization: that fraction of available_bytes
+  int32_t max_num_seqs = 1;                  // neither flag: the default from these two
+  bool prefix_caching = true;
+  int64_t available_bytes = 0;               // free memory after weights (for all but kv_cache_memory)
 };
+
+// Blocks of the default pool: max_num_seqs x ceil(max_model_len / block_size), times 1.5 (rounded
+// up) with prefix caching, before the cap by available memory.
+int64_t default_kv_blocks(int32_t max_num_seqs, int64_t max_model_len, int32_t block_size, bool prefix_caching);
 
 struct KvCapacity {
   int64_t kv_bytes = 0;        // the budget the blocks were cut from
   int64_t num_blocks = 0;
   int64_t token_capacity = 0;  // num_blocks * block_size
   double max_concurrency = 0;  // sequences of max_model_len tokens that fit at once
+  std::string basis;           // how the default was sized (empty when a flag set the size)
   std::string summary() const;  // the start-up log line
 };
 

@@ -3,10 +3,10 @@
 // SchedulerOutput into one ForwardBatch (prefill chunks and decodes together), runs the Qwen3
 // forward pass over the paged KV cache and returns logits for the rows that sample.
 //
-// load_engine() is the whole start-up path of one rank: checkpoint → staged weights → model → KV
-// cache sized from the memory budget → Engine on its EngineLoop thread. Tensor/data parallelism
-// (--tp/--dp) is load_replicas() (parallel/replicas/load_replicas.h), which sits above the engine
-// library; cli's engine_load_options() refuses --tp/--dp != 1 rather than drop them.
+// Start-up (checkpoint → staged weights → model → KV cache sized from the memory budget → Engine on
+// its EngineLoop thread) is load_replicas() (parallel/replicas/load_replicas.h), which sits above
+// the engine library; load_engine() there is its one-rank, one-replica form. EngineLoadOptions and
+// LoadedEngine are declared here because the engine-level callers pass them around.
 #include <memory>
 #include <optional>
 #include <string>
@@ -52,8 +52,9 @@ struct EngineLoadOptions {
   SchedulerConfig scheduler;
   CacheConfig cache;                      // block_size, prefix caching (num_blocks is planned here)
   std::optional<int64_t> kv_cache_memory;  // --kv-cache-memory bytes; else memory_utilization
-  double memory_utilization = kDefaultMemoryUtilization;
+  std::optional<double> memory_utilization;  // neither: the CPU default (engine/kv_capacity.h)
   DType kv_cache_dtype = DType::BF16;
+  std::optional<DType> weight_dtype;      // --dtype other than auto: must be the checkpoint's
   int threads = 0;                        // 0: every core this process may use
   MatmulPrecision matmul_precision = kDefaultMatmulPrecision;  // --matmul-precision
   CpuLinearKernel cpu_linear_kernel = CpuLinearKernel::Auto;    // --cpu-linear-kernel
@@ -74,16 +75,13 @@ struct LoadedEngine {
   std::string backend_name;
   int threads = 0;          // compute threads per rank
 
-  // Set by load_replicas() (parallel/replicas/load_replicas.h), the tensor/data-parallel start-up;
-  // load_engine() leaves them empty. With dp > 1 requests must go through `replicas` (it routes
-  // over loop and more_loops); with dp == 1 `loop` is the whole engine, TP ranks included.
+  // Set by load_replicas() (parallel/replicas/load_replicas.h), the one start-up path (load_engine
+  // included). With dp > 1 requests must go through `replicas` (it routes over loop and
+  // more_loops); with dp == 1 `loop` is the whole engine, TP ranks included.
   int tp = 1, dp = 1;
   std::vector<std::unique_ptr<EngineLoop>> more_loops;  // replicas 1 .. dp-1
   std::shared_ptr<ReplicaSet> replicas;                 // routes over every replica (declared after the loops it uses)
   std::string placement;                                // which devices/cores each rank runs on, for the log
 };
-
-// Throws Error naming the file, tensor or flag at fault. One rank, one replica (tp = dp = 1).
-LoadedEngine load_engine(const EngineLoadOptions& opt);
 
 }  // namespace pypto

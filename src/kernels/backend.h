@@ -79,6 +79,12 @@ class Backend {
   virtual void silu_mul(const float* gate_up, int64_t m, int64_t inter, float* out) = 0;
   // out[m, d] = table[ids[m], :] converted to f32; table is [vocab, d] in `dtype`.
   virtual void embedding(const int32_t* ids, int64_t m, const void* table, DType dtype, int64_t d, float* out) = 0;
+  // out[m, w.k_in] = rows ids[m] of W as f32, read from its run-time layout (pack_weight's output):
+  // a tied model looks its embeddings up in the lm_head's staged copy, so the table is staged
+  // once. The default serves plain layouts; a backend that packs overrides it.
+  virtual void weight_rows(const int32_t* ids, int64_t m, const LinearWeight& w, float* out) {
+    embedding(ids, m, w.data, w.dtype, w.k_in, out);
+  }
   // y[i] += x[i] for i < n (residual connections)
   virtual void add_inplace(float* y, const float* x, int64_t n) = 0;
   // Writes k[t], v[t] ([m, n_kv_heads, head_dim] f32) into cache slots slot_mapping[t].

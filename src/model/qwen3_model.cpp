@@ -70,10 +70,15 @@ void Qwen3Model::all_reduce(float* x, int64_t n) {
   comm_->all_reduce_sum(x, n);  // every rank of the group calls this at the same point
 }
 
+void Qwen3Model::lookup(const int32_t* ids, int64_t T) {
+  if (w_.embed_in_lm_head) backend_.weight_rows(ids, T, w_.lm_head, x_);  // tied: one staged copy
+  else backend_.embedding(ids, T, w_.embed, w_.embed_dtype, hidden_, x_);
+}
+
 void Qwen3Model::embed(const ForwardBatch& batch, int64_t T) {
   Backend& be = backend_;
   if (!vocab_parallel_) {
-    be.embedding(batch.token_ids.data(), T, w_.embed, w_.embed_dtype, hidden_, x_);  // x [T, hidden]
+    lookup(batch.token_ids.data(), T);  // x [T, hidden]
     return;
   }
   // Vocab-parallel lookup: this rank's table holds rows [v0, v0 + rows). Ids outside it read any
@@ -86,7 +91,7 @@ void Qwen3Model::embed(const ForwardBatch& batch, int64_t T) {
     const int64_t id = batch.token_ids[t];
     local_ids_[size_t(t)] = (id >= v0 && id < v0 + rows) ? int32_t(id - v0) : 0;
   }
-  be.embedding(local_ids_.data(), T, w_.embed, w_.embed_dtype, hidden_, x_);
+  lookup(local_ids_.data(), T);
   be.synchronize();  // the zeroing below is host code
   for (int64_t t = 0; t < T; ++t) {
     const int64_t id = batch.token_ids[t];

@@ -46,6 +46,8 @@ class Qwen3Model {
   void take_scratch(int64_t rows);
   // x [T, hidden] ← embeddings of batch.token_ids (vocab-parallel: this rank's rows + all-reduce).
   void embed(const ForwardBatch& batch, int64_t T);
+  // x [T, hidden] ← this rank's table rows ids[T] (local row indices).
+  void lookup(const int32_t* ids, int64_t T);
   // Logits of the n normed rows in h [n, hidden] into logits_out [n, vocab] (vocab-parallel: this
   // rank's columns, gathered onto kLogitsRank; logits_out is null on the other ranks).
   void lm_head(int64_t n, float* logits_out);

@@ -35,10 +35,13 @@ struct Qwen3Weights {
   // looks up only its rows (the others read as zero; an all-reduce completes the embeddings) and
   // computes the logits of its rows, gathered onto rank 0.
   int64_t vocab_begin = 0, vocab_rows = 0;
-  const void* embed = nullptr;          // [vocab_rows, hidden] plain, in embed_dtype
+  // [vocab_rows, hidden] plain, in embed_dtype; with tied embeddings the lm_head's staged copy
+  // (embed_in_lm_head: the lookup reads its rows through Backend::weight_rows, whatever the layout).
+  const void* embed = nullptr;
   DType embed_dtype = DType::BF16;
+  bool embed_in_lm_head = false;
   const float* final_norm = nullptr;    // [hidden] f32
-  LinearWeight lm_head;                 // [vocab_rows, hidden] (shares embed's memory when tied and plain)
+  LinearWeight lm_head;                 // [vocab_rows, hidden] (the same memory as embed when tied)
   std::vector<Qwen3LayerWeights> layers;
   size_t resident_bytes = 0;            // size of the slab holding all of the above
   bool from_compile_cache = false;      // the slab was read back from the compile cache

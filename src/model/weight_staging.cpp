@@ -71,6 +71,64 @@ struct SlabCursor {
   }
 };
 
+// One TP rank's shapes: what the slab plan needs to know about the checkpoint.
+struct RankShapes {
+  int64_t H = 0, hd = 0, V = 0, q_rows = 0, kv_rows = 0, qkv_rows = 0, inter = 0;
+  int layers = 0;
+  bool attention_bias = false, tied = false;
+  DType wdt = DType::BF16;
+};
+
+RankShapes rank_shapes(const Checkpoint& ck, int rank, int tp) {
+  const ModelConfig& c = ck.config();
+  RankShapes r;
+  r.H = c.hidden_size;
+  r.hd = c.head_dim;
+  const VocabSlice vs = vocab_slice(c.vocab_size, tp, rank);
+  r.V = vs.end - vs.begin;
+  r.q_rows = int64_t(c.num_attention_heads / tp) * r.hd;
+  r.kv_rows = int64_t(c.num_key_value_heads / tp) * r.hd;
+  r.qkv_rows = r.q_rows + 2 * r.kv_rows;
+  r.inter = c.intermediate_size / tp;
+  r.layers = c.num_hidden_layers;
+  r.attention_bias = c.attention_bias;
+  r.tied = c.tie_word_embeddings;
+  r.wdt = ck.get("model.embed_tokens.weight").info->dtype;
+  return r;
+}
+
+struct LayerSlots {
+  uint8_t *input_norm, *qkv, *qkv_bias, *q_norm, *k_norm, *o_proj, *post_norm, *gate_up, *down;
+};
+
+// The slab's layout, in order. A tied model stages its table once, in the lm_head's run-time
+// layout (the embedding lookup reads its rows there: Backend::weight_rows).
+void plan_slab(const RankShapes& r, const Backend& backend, SlabCursor& s, std::vector<LayerSlots>& layers,
+               uint8_t*& embed, uint8_t*& norm, uint8_t*& lm) {
+  const DType wdt = r.wdt;
+  const int64_t H = r.H;
+  if (r.tied) {
+    lm = embed = s.take(backend.packed_weight_bytes(wdt, r.V, H));
+    norm = s.take(H * 4);
+  } else {
+    embed = s.take(static_cast<size_t>(r.V * H) * dtype_size(wdt));
+    norm = s.take(H * 4);
+    lm = s.take(backend.packed_weight_bytes(wdt, r.V, H));
+  }
+  layers.resize(size_t(r.layers));
+  for (auto& l : layers) {
+    l.input_norm = s.take(H * 4);
+    l.qkv = s.take(backend.packed_weight_bytes(wdt, r.qkv_rows, H));
+    l.qkv_bias = r.attention_bias ? s.take(r.qkv_rows * 4) : nullptr;
+    l.q_norm = s.take(r.hd * 4);
+    l.k_norm = s.take(r.hd * 4);
+    l.o_proj = s.take(backend.packed_weight_bytes(wdt, H, r.q_rows));
+    l.post_norm = s.take(H * 4);
+    l.gate_up = s.take(backend.packed_weight_bytes(wdt, 2 * r.inter, H));
+    l.down = s.take(backend.packed_weight_bytes(wdt, H, r.inter));
+  }
+}
+
 // ---- conversions ------------------------------------------------------------------------------
 
 void to_f32(const uint8_t* src, DType dt, int64_t n, float* dst) {
@@ -96,6 +154,16 @@ void release_range(const uint8_t* p, size_t n) {
 }
 
 }  // namespace
+
+size_t staged_slab_bytes(const Checkpoint& ck, const Backend& backend, int tp_rank, int tp_size, int num_layers) {
+  RankShapes shapes = rank_shapes(ck, tp_rank, tp_size);
+  if (num_layers >= 0) shapes.layers = num_layers;
+  SlabCursor measure;
+  std::vector<LayerSlots> slots;
+  uint8_t *embed, *norm, *lm;
+  plan_slab(shapes, backend, measure, slots, embed, norm, lm);
+  return measure.offset;
+}
 
 VocabSlice vocab_slice(int64_t vocab, int tp_size, int tp_rank) {
   PYPTO_ASSERT(tp_size >= 1 && tp_rank >= 0 && tp_rank < tp_size, "rank ", tp_rank, " of ", tp_size);
@@ -152,41 +220,22 @@ Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, c
   const int64_t v0 = vs.begin, V = vs.end - vs.begin;
   w.vocab_begin = v0;
   w.vocab_rows = V;
-  const int64_t q_rows = int64_t(w.n_heads) * hd, kv_rows = int64_t(w.n_kv_heads) * hd;
-  const int64_t qkv_rows = q_rows + 2 * kv_rows;
-  const DType wdt = ck.get("model.embed_tokens.weight").info->dtype;
+  const RankShapes shapes = rank_shapes(ck, rank, tp);
+  const int64_t q_rows = shapes.q_rows, kv_rows = shapes.kv_rows, qkv_rows = shapes.qkv_rows;
+  const DType wdt = shapes.wdt;
   const size_t esz = dtype_size(wdt);
   w.embed_dtype = wdt;
-  const bool share_lm_head = c.tie_word_embeddings && backend.weight_layout_is_plain(wdt);
+  const bool tied = shapes.tied;
+  const bool plain = backend.weight_layout_is_plain(wdt);
 
   // Pass 1 measures the slab, pass 2 assigns pointers; both walk the same order.
-  struct LayerSlots {
-    uint8_t *input_norm, *qkv, *qkv_bias, *q_norm, *k_norm, *o_proj, *post_norm, *gate_up, *down;
-  };
-  auto plan = [&](SlabCursor& s, std::vector<LayerSlots>& layers, uint8_t*& embed, uint8_t*& norm, uint8_t*& lm) {
-    embed = s.take(static_cast<size_t>(V * H) * esz);
-    norm = s.take(H * 4);
-    lm = share_lm_head ? embed : s.take(backend.packed_weight_bytes(wdt, V, H));
-    layers.resize(c.num_hidden_layers);
-    for (auto& l : layers) {
-      l.input_norm = s.take(H * 4);
-      l.qkv = s.take(backend.packed_weight_bytes(wdt, qkv_rows, H));
-      l.qkv_bias = c.attention_bias ? s.take(qkv_rows * 4) : nullptr;
-      l.q_norm = s.take(hd * 4);
-      l.k_norm = s.take(hd * 4);
-      l.o_proj = s.take(backend.packed_weight_bytes(wdt, H, q_rows));
-      l.post_norm = s.take(H * 4);
-      l.gate_up = s.take(backend.packed_weight_bytes(wdt, 2 * w.inter, H));
-      l.down = s.take(backend.packed_weight_bytes(wdt, H, w.inter));
-    }
-  };
   SlabCursor measure;
   std::vector<LayerSlots> slots;
   uint8_t *embed_p, *norm_p, *lm_p;
-  plan(measure, slots, embed_p, norm_p, lm_p);
+  plan_slab(shapes, backend, measure, slots, embed_p, norm_p, lm_p);
   auto slab = std::make_shared<AlignedBuffer>(measure.offset);
   SlabCursor cur{slab->data(), 0};
-  plan(cur, slots, embed_p, norm_p, lm_p);
+  plan_slab(shapes, backend, cur, slots, embed_p, norm_p, lm_p);
   PYPTO_ASSERT(cur.offset == measure.offset);
 
   // Every pointer of the result is known from the plan alone, so a compile-cache hit only has
@@ -204,6 +253,7 @@ Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, c
     L.down = LinearWeight{s.down, wdt, H, w.inter};
   }
   w.embed = embed_p;
+  w.embed_in_lm_head = tied;
   w.final_norm = reinterpret_cast<const float*>(norm_p);
   w.lm_head = LinearWeight{lm_p, wdt, V, H};
   w.resident_bytes = slab->size();
@@ -242,26 +292,31 @@ Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, c
     release(*r);
   };
 
-  // Embedding: this rank's rows [v0, v0 + V) as plain rows in the checkpoint dtype, copied in
-  // chunks whose source pages are released as we go (it is the largest tensor: 311 MB for
-  // qwen3-0.6b, half of it per rank at TP=2).
+  // Embedding: this rank's rows [v0, v0 + V) (a contiguous row range of [vocab, H]). Plain rows
+  // are copied in chunks whose source pages are released as we go (it is the largest tensor:
+  // 311 MB for qwen3-0.6b, half of it per rank at TP=2); a tied table on a packing backend is
+  // packed straight from the checkpoint as the lm_head, and that is its only copy.
   {
     const TensorRef& e = src("model.embed_tokens.weight");
     const uint8_t* rows = e.data() + static_cast<size_t>(v0 * H) * esz;
     const size_t bytes = static_cast<size_t>(V * H) * esz, chunk = 16u << 20;
-    for (size_t off = 0; off < bytes; off += chunk) {
-      size_t n = std::min(chunk, bytes - off);
-      std::memcpy(embed_p + off, rows + off, n);
-      release_range(rows + off, n);
+    if (tied && !plain) {
+      backend.pack_weight(rows, wdt, V, H, lm_p);
+      release(e);
+    } else {
+      for (size_t off = 0; off < bytes; off += chunk) {
+        size_t n = std::min(chunk, bytes - off);
+        std::memcpy(embed_p + off, rows + off, n);
+        release_range(rows + off, n);
+      }
     }
     norm_to_f32("model.norm.weight", H, norm_p, false);
-    if (!share_lm_head) {  // lm_head rows [v0, v0 + V): a contiguous row range of [vocab, H]
-      const uint8_t* lm_src =
-          c.tie_word_embeddings ? embed_p : src("lm_head.weight").data() + static_cast<size_t>(v0 * H) * esz;
-      backend.pack_weight(lm_src, wdt, V, H, lm_p);
-      if (!c.tie_word_embeddings) release(src("lm_head.weight"));
+    if (!tied) {
+      const TensorRef& lm = src("lm_head.weight");
+      backend.pack_weight(lm.data() + static_cast<size_t>(v0 * H) * esz, wdt, V, H, lm_p);
+      release(lm);
     }
-    progress.advance(2, bytes * (c.tie_word_embeddings ? 1 : 2));
+    progress.advance(2, bytes * (tied ? 1 : 2));
   }
 
   for (int i = 0; i < c.num_hidden_layers; i++) {

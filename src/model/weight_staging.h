@@ -31,6 +31,11 @@ struct StagingOptions {
 // bytes); only the norms are replicated.
 Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, const StagingOptions& opt);
 
+// Bytes stage_qwen3_weights would allocate for rank tp_rank of tp_size on `backend` (the slab),
+// computed from the checkpoint's shapes alone (validated by the caller): the start-up's memory
+// check runs it before staging. num_layers >= 0 counts only that many layers (what would fit).
+size_t staged_slab_bytes(const Checkpoint& ck, const Backend& backend, int tp_rank, int tp_size, int num_layers = -1);
+
 // Rank tp_rank's vocabulary rows [begin, end) of `vocab`: contiguous, in rank order, sizes
 // differing by at most one row when tp_size does not divide the vocabulary.
 struct VocabSlice {

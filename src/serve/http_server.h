@@ -16,6 +16,14 @@ class HttpServer : public httplib::Server {
   // closed) its side of the connection. False outside a handler.
   static bool client_disconnected();
 
+  // After bind_to_port / bind_to_any_port: lets `backlog` connections wait to be accepted.
+  // httplib listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, fixed in the Debian library),
+  // so a burst of new connections (a benchmark opening 64 at once) overflows the accept queue;
+  // the kernel then drops the handshake's last ACK and the client, which believes it is
+  // connected, sees its request go unanswered (httplib's "Read" error). Linux applies a second
+  // listen() to the listening socket as the new limit (capped by net.core.somaxconn).
+  void set_listen_backlog(int backlog);
+
  private:
   bool process_and_close_socket(socket_t sock) override;
 };

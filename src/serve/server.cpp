@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <condition_variable>
@@ -52,6 +53,9 @@ void Server::start() {
   s.http.set_read_timeout(30, 0);
   s.http.set_write_timeout(30, 0);
   s.http.set_keep_alive_timeout(5);
+  // A client keeps one connection for this many requests (nginx's keepalive_requests default);
+  // httplib's default of 5 made clients reconnect every few requests.
+  s.http.set_keep_alive_max_count(1000);
   register_routes(*state_);
   if (o.port == 0) {
     port_ = s.http.bind_to_any_port(o.host);
@@ -61,6 +65,7 @@ void Server::start() {
       fail("cannot listen on ", o.host, ":", o.port, " (address in use, or not an address of this machine)");
     port_ = o.port;
   }
+  s.http.set_listen_backlog(SOMAXCONN);  // bursts of new connections wait instead of being dropped
   thread_ = std::thread([this] { state_->http.listen_after_bind(); });
   log_info("serving model '", s.model_name, "' on http://", o.host, ":", port_,
            s.api_key.empty() ? "" : " (API key required)");

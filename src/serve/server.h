@@ -50,7 +50,7 @@ struct ServerOptions {
   bool webui = true;
 };
 
-// What the server serves. Built by the caller (cmd_run: load_engine + tokenizer + template).
+// What the server serves. Built by the caller (serve_mode: load_replicas + tokenizer + template).
 struct ServeContext {
   std::shared_ptr<EngineClient> engines;
   std::shared_ptr<const Tokenizer> tokenizer;

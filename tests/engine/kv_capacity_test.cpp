@@ -33,10 +33,50 @@ TEST(KvCapacity, FromUtilizationOfAvailableMemory) {
   r.block_size = 16;
   r.max_model_len = 160;
   r.available_bytes = 100000;
+  r.memory_utilization = 0.9;
   const KvCapacity c = plan_kv_capacity(r);  // 0.9 * 100000 = 90000 -> 90 blocks
   EXPECT_EQ(c.kv_bytes, 90000);
   EXPECT_EQ(c.num_blocks, 90);
   EXPECT_DOUBLE_EQ(c.max_concurrency, 9.0);
+  EXPECT_EQ(c.basis, "");
+}
+
+TEST(KvCapacity, DefaultIsWhatTheConfigurationCanUse) {
+  // 16 sequences of 1024 tokens in blocks of 16: 16 * 64 = 1024 blocks, + 512 for the prefix cache.
+  EXPECT_EQ(default_kv_blocks(16, 1024, 16, true), 1536);
+  EXPECT_EQ(default_kv_blocks(16, 1024, 16, false), 1024);
+  EXPECT_EQ(default_kv_blocks(3, 100, 16, true), 32);  // 3 * 7 = 21 -> 21 + 11
+  KvCapacityRequest r;
+  r.bytes_per_block = 1835008;  // qwen3-0.6b, bf16, block 16
+  r.block_size = 16;
+  r.max_model_len = 1024;
+  r.max_num_seqs = 16;
+  r.available_bytes = int64_t(24) << 30;
+  const KvCapacity c = plan_kv_capacity(r);
+  EXPECT_EQ(c.num_blocks, 1536);
+  EXPECT_EQ(c.kv_bytes, 1536 * int64_t(1835008));  // 2.62 GiB, not 0.9 of 24 GiB
+  EXPECT_EQ(c.summary(), "KV cache: 2.62 GiB, 1536 blocks, 24576 tokens; max concurrency at max-model-len: 24.00x "
+                         "(default: --max-num-seqs 16 x --max-model-len 1024 + 50% for the prefix cache)");
+}
+
+TEST(KvCapacity, DefaultIsCappedByFreeMemory) {
+  KvCapacityRequest r;
+  r.bytes_per_block = 1000;
+  r.block_size = 16;
+  r.max_model_len = 160;  // 10 blocks per sequence
+  r.max_num_seqs = 16;    // wants 160 + 80 blocks
+  r.available_bytes = 100000;
+  const KvCapacity c = plan_kv_capacity(r);
+  EXPECT_EQ(c.num_blocks, 90);  // 0.9 * 100000
+  EXPECT_NE(c.basis.find("capped at 0.9 of the free memory"), std::string::npos) << c.basis;
+  r.available_bytes = 5000;  // not even one sequence
+  try {
+    plan_kv_capacity(r);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("free memory, give --kv-cache-memory, or lower --max-model-len"),
+              std::string::npos) << e.what();
+  }
 }
 
 TEST(KvCapacity, TooSmallNamesTheFlags) {

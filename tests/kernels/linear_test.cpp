@@ -1,8 +1,10 @@
-// linear: every optimised ISA vs the scalar reference (double accumulation), and batch invariance.
+// linear: every optimised ISA at every matmul precision vs the scalar reference (double
+// accumulation), and batch invariance.
 //
-// Tolerance (per element): |y - y_ref| <= (ceil(k / 8) + 8) · 2^-24 · Σ_k |x_k w_k| + 2^-24 |bias|,
-// the worst-case rounding bound of the kernel's order: each lane sums ceil(k / L) <= ceil(k / 8)
-// products with FMA (L = 16 or 8 lanes), then a tree of <= 4 adds, then the bias add; the
+// Tolerance (per element): |y - y_ref| <= bound · Σ_k |x_k w_k| + 2^-24 |bias|, the worst-case
+// rounding bound of the case's kernel path (linear_bound in kernel_test_util.h: at highest
+// (ceil(k / 8) + 8) · 2^-24, each lane summing ceil(k / L) <= ceil(k / 8) products with FMA (L = 16
+// or 8 lanes), then a tree of <= 4 adds; at high and medium plus the rounding of x to bf16). The
 // reference accumulates in double. Weights are the same bf16/f16/f32 values on both sides.
 #include <gtest/gtest.h>
 
@@ -18,15 +20,16 @@ struct Shape3 {
   int64_t m, n, k;
 };
 
-void check_linear(Backend& opt, Backend& ref, const Shape3& s, DType dtype, bool with_bias, uint32_t seed) {
+void check_linear(const BackendCase& c, Backend& opt, Backend& ref, const Shape3& s, DType dtype, bool with_bias,
+                  uint32_t seed) {
   auto x = random_f32(s.m * s.k, seed);
   auto wv = random_f32(s.n * s.k, seed + 1);
   auto wb = encode(wv, dtype);
   auto bias = random_f32(s.n, seed + 2);
-  std::vector<uint8_t> packed(opt.packed_weight_bytes(dtype, s.n, s.k) + 64);
-  void* pk = packed.data() + (64 - reinterpret_cast<uintptr_t>(packed.data()) % 64) % 64;
-  opt.pack_weight(wb.data(), dtype, s.n, s.k, pk);
-  LinearWeight w_opt{pk, dtype, s.n, s.k}, w_ref{wb.data(), dtype, s.n, s.k};
+  const PackedWeight packed(opt, wb, dtype, s.n, s.k);
+  const LinearWeight& w_opt = packed.w;
+  LinearWeight w_ref{wb.data(), dtype, s.n, s.k};
+  const double bound = linear_bound(c, opt, dtype, s.k);
   std::vector<float> y(s.m * s.n, NAN), yr(s.m * s.n, NAN);
   const float* b = with_bias ? bias.data() : nullptr;
   opt.linear(x.data(), s.m, w_opt, b, y.data());
@@ -37,7 +40,7 @@ void check_linear(Backend& opt, Backend& ref, const Shape3& s, DType dtype, bool
       double mag = 0;
       for (int64_t k = 0; k < s.k; ++k)
         mag += std::fabs(double(x[i * s.k + k]) * load_as_f32(wb.data(), dtype, n * s.k + k));
-      double tol = (double((s.k + 7) / 8) + 8) * kU32 * mag + kU32 * (b ? std::fabs(b[n]) : 0) + 1e-30;
+      double tol = bound * mag + kU32 * (b ? std::fabs(b[n]) : 0) + 1e-30;
       double err = std::fabs(double(y[i * s.n + n]) - yr[i * s.n + n]);
       worst = std::max(worst, err / tol);
       ASSERT_LE(err, tol) << "m=" << s.m << " n=" << s.n << " k=" << s.k << " dtype=" << dtype_name(dtype)
@@ -55,7 +58,7 @@ TEST(Linear, MatchesReferenceOnAwkwardShapes) {
     for (const auto& s : shapes)
       for (DType dt : {DType::BF16, DType::F16, DType::F32}) {
         SCOPED_TRACE(c.label);
-        check_linear(*opt, *ref, s, dt, seed % 2 == 0, seed);
+        check_linear(c, *opt, *ref, s, dt, seed % 2 == 0, seed);
         ++seed;
       }
   }
@@ -67,9 +70,9 @@ TEST(Linear, MatchesReferenceOnModelShapes) {
     if (c.threads != 2) continue;
     auto opt = make_case(c);
     SCOPED_TRACE(c.label);
-    check_linear(*opt, *ref, {1, 96, 3072}, DType::BF16, false, 7);
-    check_linear(*opt, *ref, {16, 40, 1024}, DType::BF16, true, 8);
-    check_linear(*opt, *ref, {9, 20, 2100}, DType::F16, true, 9);  // several k-chunks + tail
+    check_linear(c, *opt, *ref, {1, 96, 3072}, DType::BF16, false, 7);
+    check_linear(c, *opt, *ref, {16, 40, 1024}, DType::BF16, true, 8);
+    check_linear(c, *opt, *ref, {9, 20, 2100}, DType::F16, true, 9);  // several k-chunks + tail
   }
 }
 
@@ -85,7 +88,8 @@ TEST(Linear, BatchInvariantAcrossM) {
     auto bias = random_f32(n, 13);
     for (const auto& c : optimised_cases()) {
       auto opt = make_case(c);
-      LinearWeight w{wb.data(), dt, n, k};
+      const PackedWeight packed(*opt, wb, dt, n, k);
+      const LinearWeight& w = packed.w;
       std::vector<float> alone(128 * n);
       for (int64_t r = 0; r < 128; ++r) opt->linear(x.data() + r * k, 1, w, bias.data(), alone.data() + r * n);
       for (int64_t m : {2, 3, 7, 8, 9, 37, 128}) {
@@ -104,20 +108,23 @@ TEST(Linear, BatchInvariantAcrossM) {
   }
 }
 
-// The optimised AVX2 and AVX-512 kernels need not agree bitwise with each other, but a backend's
-// result must not depend on its thread count.
+// The kernel paths (ISA x precision) need not agree bitwise with each other, but a path's result
+// must not depend on its thread count.
 TEST(Linear, ThreadCountDoesNotChangeResults) {
   const int64_t m = 37, n = 300, k = 1000;
   auto x = random_f32(m * k, 21);
   auto wb = encode(random_f32(n * k, 22), DType::BF16);
-  LinearWeight w{wb.data(), DType::BF16, n, k};
-  for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
+  std::vector<std::string> paths;
+  for (const auto& c : optimised_cases())
+    if (std::find(paths.begin(), paths.end(), c.path) == paths.end()) paths.push_back(c.path);
+  for (const std::string& path : paths) {
     std::vector<float> first;
     for (const auto& c : optimised_cases()) {
-      if (c.isa != isa) continue;
+      if (c.path != path) continue;
       auto opt = make_case(c);
+      const PackedWeight packed(*opt, wb, DType::BF16, n, k);
       std::vector<float> y(m * n);
-      opt->linear(x.data(), m, w, nullptr, y.data());
+      opt->linear(x.data(), m, packed.w, nullptr, y.data());
       if (first.empty())
         first = y;
       else
@@ -126,10 +133,12 @@ TEST(Linear, ThreadCountDoesNotChangeResults) {
   }
 }
 
+// bf16 weights stay plain rows on the f32 path (highest) and are packed on the bf16-dot paths.
 TEST(Linear, PlainLayoutAndPackedSize) {
   for (const auto& c : optimised_cases()) {
     auto opt = make_case(c);
-    EXPECT_TRUE(opt->weight_layout_is_plain(DType::BF16));
+    EXPECT_EQ(opt->weight_layout_is_plain(DType::BF16), c.precision == MatmulPrecision::Highest) << c.label;
+    EXPECT_TRUE(opt->weight_layout_is_plain(DType::F16)) << c.label;
     EXPECT_EQ(opt->packed_weight_bytes(DType::BF16, 3, 5) % 64, 0u);
     EXPECT_GE(opt->packed_weight_bytes(DType::BF16, 3, 5), 30u);
   }
@@ -204,11 +213,11 @@ TEST(LinearBf16Activations, MatchesRoundedReferenceAndIsBatchInvariant) {
   }
 }
 
-// For comparison: the default f32 path's error against the f64 reference at the same shapes.
+// For comparison: the f32 path's (highest) error against the f64 reference at the same shapes.
 TEST(Linear, F32ActivationErrorAgainstF64) {
   auto ref = make_reference_backend();
   for (const auto& c : optimised_cases()) {
-    if (c.threads != 1) continue;
+    if (c.threads != 1 || c.precision != MatmulPrecision::Highest) continue;
     auto be = make_case(c);
     for (int64_t k : {1024, 3072}) {
       const int64_t m = 4, n = 64;

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "engine/model_runner.h"
+#include "parallel/replicas/load_replicas.h"
 #include "model/test_model.h"
 
 namespace pypto::bench {

@@ -8,6 +8,7 @@
 #include <httplib.h>
 
 #include "engine/model_runner.h"
+#include "parallel/replicas/load_replicas.h"
 #include "model/test_model.h"
 #include "serve/server.h"
 #include "serve/sse.h"

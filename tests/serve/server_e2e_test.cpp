@@ -207,6 +207,37 @@ TEST_F(ServeE2E, HealthModelsVersionMetrics) {
   EXPECT_EQ(ojson::parse(nf->body)["error"]["message"], "no endpoint GET /nope");
 }
 
+// One kept-alive connection serves 1000 requests (nginx's keepalive_requests default) before the
+// server closes it, not a handful.
+TEST_F(ServeE2E, KeepsAConnectionForAThousandRequests) {
+  start();
+  const int fd = connect_to(server_->port());
+  std::string buf;
+  char chunk[4096];
+  for (int i = 1; i <= 1000; ++i) {
+    send_all(fd, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+    size_t end;
+    while ((end = buf.find("\r\n\r\n")) == std::string::npos) {
+      const ssize_t n = ::recv(fd, chunk, sizeof chunk, 0);
+      ASSERT_GT(n, 0) << "connection closed after " << i - 1 << " requests";
+      buf.append(chunk, size_t(n));
+    }
+    const std::string headers = buf.substr(0, end);
+    ASSERT_EQ(headers.rfind("HTTP/1.1 200", 0), 0u) << headers;
+    const size_t cl = headers.find("Content-Length: ");
+    ASSERT_NE(cl, std::string::npos) << headers;
+    const size_t body = size_t(std::stoul(headers.substr(cl + 16)));
+    while (buf.size() < end + 4 + body) {
+      const ssize_t n = ::recv(fd, chunk, sizeof chunk, 0);
+      ASSERT_GT(n, 0);
+      buf.append(chunk, size_t(n));
+    }
+    buf.erase(0, end + 4 + body);
+    ASSERT_EQ(headers.find("Connection: close") != std::string::npos, i == 1000) << "request " << i << "\n" << headers;
+  }
+  ::close(fd);
+}
+
 TEST_F(ServeE2E, CompletionGreedyFollowsTheScript) {
   start();
   ojson r = post_json("/v1/completions", {{"model", "qwen3-script"}, {"prompt", "Say hi"}, {"max_tokens", 100},

@@ -45,4 +45,15 @@ inline void pack_bf16_panels(const uint16_t* src, int64_t n, int64_t k, uint16_t
   }
 }
 
+// out[k] = row r of the panel layout `packed` (of a [n, k] weight) as f32: the inverse of
+// pack_bf16_panels for one row, for an embedding lookup from a tied lm_head's packed copy.
+// Element (r, 2q + s) sits at panel r / 16, pair q, column r % 16, slot s.
+inline void bf16_panel_row_to_f32(const uint16_t* packed, int64_t k, int64_t r, float* out) {
+  const uint16_t* col = packed + (r / kPanelCols) * bf16_panel_elems(k) + (r % kPanelCols) * 2;
+  for (int64_t j = 0; j < k; ++j) {
+    const uint32_t bits = uint32_t(col[(j / 2) * kPanelCols * 2 + (j % 2)]) << 16;
+    std::memcpy(out + j, &bits, sizeof bits);
+  }
+}
+
 }  // namespace pypto::cpu

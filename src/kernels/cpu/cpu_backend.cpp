@@ -7,8 +7,8 @@
 // bandwidth, the GEMM widens W blocks to f32 in scratch, and a tied lm_head shares the embedding
 // table. The bf16-dot backends (high, medium) pack bf16 weights as pair panels
 // (kernels/cpu/bf16_panels.h): accumulators of 16 outputs, no horizontal sums, 97 % of the
-// VDPBF16PS peak on one core at 512 rows (61-70 % on plain rows); a tied lm_head then gets its
-// own packed copy (the embedding stays plain rows for the lookup).
+// VDPBF16PS peak on one core at 512 rows (61-70 % on plain rows); a tied table is then staged
+// once, packed, and the embedding lookup reads its rows from the panels (weight_rows).
 //
 // Numerics (MatmulPrecision, kernels/backend.h): activations and accumulation are f32 everywhere
 // except the inputs of linear. Highest: weights widened exactly in registers, f32 FMA. High (the
@@ -184,6 +184,18 @@ class CpuBackend final : public Backend {
       for (int64_t i = b; i < e; ++i) {
         PYPTO_ASSERT(ids[i] >= 0, "negative token id ", ids[i]);
         kt_.to_f32(static_cast<const uint8_t*>(table) + ids[i] * row_bytes, dtype, d, out + i * d);
+      }
+    });
+  }
+
+  // A tied model's embedding lookup reads the few rows it needs straight from the lm_head's
+  // pair panels (bf16_panels.h), so no plain copy of the table is staged beside them.
+  void weight_rows(const int32_t* ids, int64_t m, const LinearWeight& w, float* out) override {
+    if (!panels(w.dtype)) return embedding(ids, m, w.data, w.dtype, w.k_in, out);
+    for_rows(m, w.k_in, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        PYPTO_ASSERT(ids[i] >= 0 && ids[i] < w.n_out, "token id ", ids[i], " outside [0, ", w.n_out, ")");
+        cpu::bf16_panel_row_to_f32(static_cast<const uint16_t*>(w.data), w.k_in, ids[i], out + i * w.k_in);
       }
     });
   }

@@ -14,6 +14,27 @@
 
 namespace pypto {
 
+void check_weights_fit(const Checkpoint& ck, const Backend& stager, int tp, size_t available) {
+  validate_qwen3_checkpoint(ck);
+  size_t need = 0, base = 0;
+  for (int t = 0; t < tp; ++t) {
+    need += staged_slab_bytes(ck, stager, t, tp);
+    base += staged_slab_bytes(ck, stager, t, tp, 0);
+  }
+  if (need <= available) return;
+  const int layers = ck.config().num_hidden_layers;
+  const size_t per_layer = layers > 0 ? (need - base) / size_t(layers) : 0;
+  const int64_t fit = available > base && per_layer > 0 ? int64_t((available - base) / per_layer) : 0;
+  char n[32], a[32], b[32], l[32];
+  fail(ck.dir(), ": the staged weights need ", format_bytes(need, n, sizeof n), " (", layers, " layers of ",
+       format_bytes(per_layer, l, sizeof l), " + ", format_bytes(base, b, sizeof b),
+       " embedding, lm_head and norms, ", dtype_name(ck.get("model.embed_tokens.weight").info->dtype),
+       ") but this machine has ", format_bytes(available, a, sizeof a), " available (MemAvailable), so ",
+       fit > 0 ? str_cat("at most ", fit, " of the ", layers, " layers would fit")
+               : std::string("not even the embedding and lm_head fit"),
+       ": free memory or choose a smaller checkpoint");
+}
+
 LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   const EngineLoadOptions& eo = opt.engine;
   const ParallelLayout& L = opt.layout;
@@ -32,6 +53,11 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   if (eo.scheduler.max_model_len > cfg.max_position_embeddings)
     fail("--max-model-len ", eo.scheduler.max_model_len, " exceeds the model's max_position_embeddings (",
          cfg.max_position_embeddings, ")");
+  if (eo.weight_dtype && ck->find("model.embed_tokens.weight") &&
+      ck->get("model.embed_tokens.weight").info->dtype != *eo.weight_dtype)
+    fail("--dtype asks for ", dtype_name(*eo.weight_dtype), " weights but the checkpoint's are ",
+         dtype_name(ck->get("model.embed_tokens.weight").info->dtype),
+         " and are used as stored (never converted): leave out --dtype or pass --dtype auto");
   if (cfg.num_key_value_heads % L.tp != 0)
     fail("--tp ", L.tp, " does not divide num_key_value_heads (", cfg.num_key_value_heads,
          "): each rank holds an equal share of the KV heads; use a --tp that divides it");
@@ -49,7 +75,8 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   // Every rank of every replica gets its own backend (threads pinned to its cores). Staging uses
   // a separate unpinned backend: a pool pins the thread that first calls it, and that must be the
   // rank's own thread (the engine loop for rank 0), not this start-up thread. The packed layout
-  // depends only on the ISA, so any CPU backend's slices fit every rank.
+  // depends on the ISA and the matmul precision (bf16-dot panels or plain rows), so the stager
+  // takes the run's precision; then its slices fit every rank.
   std::vector<std::vector<std::unique_ptr<Backend>>> backends(size_t(L.dp));
   for (int i = 0; i < L.dp; ++i)
     for (int t = 0; t < L.tp; ++t) backends[size_t(i)].push_back(backend_for(i, t));
@@ -58,6 +85,16 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   out.threads = threads_for(L.rank_cores(0, 0));
   // The stager packs in the ranks' layout, which depends on the precision (pair panels or plain rows).
   auto stager = make_cpu_backend(cpu_count(), {}, eo.matmul_precision, eo.cpu_linear_kernel);
+  check_weights_fit(*ck, *stager, L.tp, available_memory_bytes());
+  if (eo.kv_cache_memory) {  // a given pool too small for one sequence fails before staging too
+    KvCapacityRequest kr;
+    kr.bytes_per_block = kv_bytes_per_block(cfg.num_hidden_layers, eo.cache.block_size, cfg.num_key_value_heads,
+                                            cfg.head_dim, eo.kv_cache_dtype);
+    kr.block_size = eo.cache.block_size;
+    kr.max_model_len = eo.scheduler.max_model_len;
+    kr.kv_cache_memory = eo.kv_cache_memory;
+    plan_kv_capacity(kr);
+  }
   std::vector<std::shared_ptr<const Qwen3Weights>> slices;
   for (int t = 0; t < L.tp; ++t) {
     StagingOptions so;
@@ -85,6 +122,8 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   kr.max_model_len = eo.scheduler.max_model_len;
   kr.kv_cache_memory = eo.kv_cache_memory;
   kr.memory_utilization = eo.memory_utilization;
+  kr.max_num_seqs = eo.scheduler.max_num_seqs;
+  kr.prefix_caching = eo.cache.enable_prefix_caching;
   kr.available_bytes = static_cast<int64_t>(available_memory_bytes()) / L.dp;
   out.capacity = plan_kv_capacity(kr);
 
@@ -135,6 +174,15 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   ro.max_model_len = eo.scheduler.max_model_len;
   out.replicas = std::make_shared<ReplicaSet>(std::move(replicas), ro);
   return out;
+}
+
+LoadedEngine load_engine(const EngineLoadOptions& opt) {
+  ReplicaLoadOptions r;
+  r.engine = opt;
+  r.layout.devices = {0};
+  r.layout.pinned = !opt.cores.empty();
+  r.layout.cores = {opt.cores.empty() ? available_cores() : opt.cores};
+  return load_replicas(r);
 }
 
 }  // namespace pypto

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "engine/kv_capacity.h"
+#include "io/checkpoint.h"
+#include "kernels/backend.h"
 #include "engine/model_runner.h"
 #include "io/model_config.h"
 #include "parallel/device_groups.h"
@@ -28,9 +30,17 @@ struct ReplicaLoadOptions {
   int64_t affinity_slack_tokens = kDefaultAffinitySlackTokens;
 };
 
-// The LoadedEngine of load_engine(), plus: tp, dp, more_loops (replicas 1..), replicas (the
+// The engine (LoadedEngine::loop, replica 0), tp, dp, more_loops (replicas 1..), replicas (the
 // router over all of them; with dp == 1 it routes everything to `loop`) and placement. Throws
 // Error naming the flag, file or tensor at fault (e.g. --tp not dividing the KV heads).
 LoadedEngine load_replicas(const ReplicaLoadOptions& opt);
+
+// Before staging: throws Error with the bytes the tp ranks' staged weights need, the bytes
+// available and how many layers would fit, when `available` cannot hold them.
+void check_weights_fit(const Checkpoint& ck, const Backend& stager, int tp, size_t available);
+
+// One rank, one replica (tp = dp = 1) on opt.cores (empty: every core, threads unpinned): the same
+// start-up as the server's, so the sampler runs on the kernel pool here too (bench_engine, tests).
+LoadedEngine load_engine(const EngineLoadOptions& opt);
 
 }  // namespace pypto

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Prefill-512 and decode of pypto-serving (bench_model) and llama.cpp (llama-bench) on the same
+# weights, alternating runs on this machine, and the ratio of the medians.
+#
+#   bench/peers/side_by_side.sh MODEL_DIR MODEL.gguf LLAMA_BENCH [ROUNDS=3] [THREADS=2]
+#
+# MODEL.gguf is MODEL_DIR converted with bench/peers/qwen3_to_gguf.py (bf16, same tensors);
+# LLAMA_BENCH is a llama-bench built beside the project (never inside it). bench_model runs at
+# the server's default precision; llama.cpp with its defaults, weights loaded without mmap.
+set -euo pipefail
+model="$1" gguf="$2" llama="$3" rounds="${4:-3}" threads="${5:-2}"
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+bm="$here/build/bench/model/bench_model"
+ours_pp=() ours_tg=() peer_pp=() peer_tg=()
+for r in $(seq "$rounds"); do
+  echo "[side-by-side] round $r/$rounds: llama-bench" >&2
+  out=$("$llama" -m "$gguf" -p 512 -n 32 -t "$threads" -r 3 -mmp 0 -o csv 2>/dev/null)
+  peer_pp+=("$(echo "$out" | awk -F, 'NR>1 && $0 ~ /"512","0"/ {gsub(/"/,"",$0); print}' | awk -F, '{print $(NF-1)}' | head -1)")
+  peer_tg+=("$(echo "$out" | awk -F, 'NR>1 && $0 ~ /"0","32"/ {gsub(/"/,"",$0); print}' | awk -F, '{print $(NF-1)}' | head -1)")
+  echo "[side-by-side] round $r/$rounds: bench_model" >&2
+  out=$("$bm" --model "$model" --threads "$threads" --runs 3 --contexts 128 --prompts 512 2>/dev/null)
+  ours_pp+=("$(echo "$out" | awk '/^prefill 512/ {print $3}')")
+  ours_tg+=("$(echo "$out" | awk '/^decode @ context 128/ {print $5}')")
+done
+median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+p1=$(median "${ours_pp[@]}") p2=$(median "${peer_pp[@]}") t1=$(median "${ours_tg[@]}") t2=$(median "${peer_tg[@]}")
+echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $threads threads, $rounds rounds"
+echo "prefill 512 tok/s: pypto-serving $p1 (runs: ${ours_pp[*]}), llama.cpp pp512 $p2 (runs: ${peer_pp[*]}), ratio $(awk -v a="$p1" -v b="$p2" 'BEGIN {printf "%.2f", a / b}')"
+echo "decode tok/s:      pypto-serving $t1 (@128, runs: ${ours_tg[*]}), llama.cpp tg32 $t2 (runs: ${peer_tg[*]}), ratio $(awk -v a="$t1" -v b="$t2" 'BEGIN {printf "%.2f", a / b}')"
