@@ -227,14 +227,19 @@ int64_t CompiledGrammar::num_dfa_states() const {
 
 int64_t CompiledGrammar::num_cached_masks() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return std::count_if(masks_.begin(), masks_.end(), [](const auto& m) { return m != nullptr; });
+  return num_masks_;
 }
 
 std::shared_ptr<const TokenMask> CompiledGrammar::mask(int32_t state) const {
   PYPTO_ASSERT(state >= 0, "mask of the dead state");
   std::lock_guard<std::mutex> lock(mu_);
-  if (!masks_[size_t(state)]) masks_[size_t(state)] = compute_mask_locked(state);
-  return masks_[size_t(state)];
+  if (masks_[size_t(state)]) return masks_[size_t(state)];
+  auto m = compute_mask_locked(state);
+  if (num_masks_ < kMaxCachedMasks) {
+    masks_[size_t(state)] = m;
+    ++num_masks_;
+  }
+  return m;
 }
 
 // One preorder walk of the vocabulary trie from `state`: at each node, the state after the

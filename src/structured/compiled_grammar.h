@@ -30,6 +30,9 @@ class CompiledGrammar {
   static constexpr int32_t kDead = -1;
   // Limit on NFA states: a schema that unrolls to more is refused (Error) instead of eating memory.
   static constexpr int64_t kMaxNfaStates = 1'000'000;
+  // Masks kept per grammar (19 KB each for Qwen3: 2,048 = 38 MiB); past it, a state's mask is
+  // recomputed when needed instead of cached.
+  static constexpr int64_t kMaxCachedMasks = 2048;
 
   // Throws Error when the grammar is too large or matches nothing at all.
   CompiledGrammar(const Grammar& grammar, std::shared_ptr<const TokenVocab> vocab);
@@ -81,6 +84,7 @@ class CompiledGrammar {
   mutable std::vector<uint8_t> accepting_, continues_;
   mutable std::unordered_map<std::string, int32_t> by_set_;
   mutable std::vector<std::shared_ptr<const TokenMask>> masks_;
+  mutable int64_t num_masks_ = 0;
   mutable std::vector<int32_t> closure_mark_;  // scratch for epsilon closures
   mutable int32_t closure_epoch_ = 0;
 };

@@ -8,7 +8,7 @@ GrammarMatcher::GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar, M
     : g_(std::move(grammar)), opt_(options) {
   PYPTO_ASSERT(g_ != nullptr);
   state_ = g_->start_state();
-  if (opt_.start_after >= 0) phase_ = Phase::BeforeStart;
+  if (opt_.start_after >= 0) phase_ = opt_.think_open >= 0 ? Phase::MaybeThink : Phase::BeforeStart;
   else enter_after_start();
 }
 
@@ -27,6 +27,14 @@ const TokenMask* GrammarMatcher::next_mask() {
     return eos_only_.get();
   }
   switch (phase_) {
+    case Phase::MaybeThink:
+      if (opt_.trigger >= 0) return nullptr;  // lazy: the first token is free anyway
+      if (!first_) {
+        auto m = std::make_shared<TokenMask>(*g_->mask(g_->start_state()));
+        (*m)[size_t(opt_.think_open) >> 5] |= 1u << (opt_.think_open & 31);
+        first_ = m;
+      }
+      return first_.get();
     case Phase::BeforeStart: return nullptr;
     case Phase::WaitTrigger:
       if (opt_.max_triggers < 0 || triggers_ < opt_.max_triggers) return nullptr;
@@ -48,6 +56,13 @@ const TokenMask* GrammarMatcher::next_mask() {
 bool GrammarMatcher::accept(int32_t token) {
   if (broken_) return false;
   switch (phase_) {
+    case Phase::MaybeThink:
+      if (token == opt_.think_open) {
+        phase_ = Phase::BeforeStart;
+        return true;
+      }
+      enter_after_start();
+      return accept(token);
     case Phase::BeforeStart:
       if (token == opt_.start_after) enter_after_start();
       return true;
@@ -87,6 +102,7 @@ bool GrammarMatcher::accept(int32_t token) {
 
 bool GrammarMatcher::is_complete() const {
   if (broken_) return false;
+  if (phase_ == Phase::MaybeThink) return g_->is_accepting(g_->start_state());
   if (phase_ != Phase::Active) return true;
   return g_->is_accepting(state_);
 }

@@ -2,6 +2,8 @@
 // One sequence's position in a compiled grammar, plus when the grammar applies.
 //
 // Phases, in order:
+//   0. With `think_open` set (the output may or may not open with <think>): the first token is
+//      the grammar's first token or `think_open`; the latter leads to phase 1.
 //   1. Before `start_after` (the </think> id when the model reasons first): unconstrained.
 //   2. Lazy grammars (tool_choice "auto"): unconstrained until the model writes `trigger`
 //      (<tool_call>); then the grammar (which describes what follows the trigger) applies until
@@ -21,6 +23,7 @@ struct MatcherOptions {
   int32_t start_after = -1;   // token id ending the unconstrained prefix (-1: none)
   int32_t trigger = -1;       // lazy grammar's trigger token (-1: the grammar is not lazy)
   int32_t max_triggers = -1;  // lazy rounds allowed (-1: any number)
+  int32_t think_open = -1;    // with start_after: the output may open a reasoning block first
 };
 
 class GrammarMatcher {
@@ -39,7 +42,7 @@ class GrammarMatcher {
   int32_t num_triggers() const { return triggers_; }
 
  private:
-  enum class Phase { BeforeStart, WaitTrigger, Active };
+  enum class Phase { MaybeThink, BeforeStart, WaitTrigger, Active };
   void enter_after_start();
 
   std::shared_ptr<const CompiledGrammar> g_;
@@ -51,6 +54,7 @@ class GrammarMatcher {
   std::shared_ptr<const TokenMask> current_;  // keeps next_mask()'s result alive
   std::shared_ptr<const TokenMask> no_trigger_;  // everything but the trigger (lazily built)
   std::shared_ptr<const TokenMask> eos_only_;
+  std::shared_ptr<const TokenMask> first_;  // MaybeThink: the grammar's first tokens + think_open
 };
 
 }  // namespace pypto::structured

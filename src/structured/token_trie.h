@@ -32,8 +32,8 @@ class TokenVocab {
     uint8_t byte = 0;        // the last byte of the prefix (unused for the root)
   };
 
-  // model_vocab: the logits' width (151,936 for Qwen3), at least tokenizer.vocab_size(); ids
-  // past the tokenizer are never allowed. eos_ids: allowed where the output is complete.
+  // model_vocab: the logits' width (151,936 for Qwen3); ids past the tokenizer are never
+  // allowed, and tokenizer ids past the logits are not in the vocabulary. eos_ids: allowed where the output is complete.
   static std::shared_ptr<const TokenVocab> build(const Tokenizer& tokenizer, int64_t model_vocab,
                                                  std::vector<int32_t> eos_ids);
   // For tests and benchmarks without a tokenizer: token i is spelled by tokens[i].

@@ -113,6 +113,30 @@ TEST(Matcher, ConstraintStartsAfterThinkEnd) {
   EXPECT_TRUE(m.is_complete());
 }
 
+TEST(Matcher, OptionalThinkBlockBeforeTheConstraint) {
+  Grammar gr;
+  gr.root = literal("ok");
+  auto g = compile(gr);
+  for (bool thinks : {true, false}) {
+    GrammarMatcher m(g, {.start_after = 'T', .think_open = 't'});
+    const TokenMask* first = m.next_mask();
+    ASSERT_NE(first, nullptr);
+    EXPECT_TRUE(bit(*first, 't'));
+    EXPECT_TRUE(bit(*first, 'o'));
+    EXPECT_FALSE(bit(*first, 'k'));
+    if (thinks) {
+      EXPECT_TRUE(m.accept('t'));
+      EXPECT_EQ(m.next_mask(), nullptr);  // reasoning is free
+      EXPECT_TRUE(m.accept('k'));
+      EXPECT_TRUE(m.accept('T'));
+    }
+    EXPECT_TRUE(m.accept('o'));
+    EXPECT_FALSE(bit(*m.next_mask(), 'o'));
+    EXPECT_TRUE(m.accept('k'));
+    EXPECT_TRUE(m.is_complete());
+  }
+}
+
 TEST(Matcher, LazyGrammarArmsOnTriggerAndLimitsRounds) {
   Grammar gr;
   gr.root = literal("ab");  // what must follow the trigger
