@@ -233,6 +233,40 @@ test('tool round trip: assistant tool_calls and tool results render through the 
         function: { name: 'get_weather', arguments: '{"city":"Oslo","unit":"celsius"}' } }] },
       { role: 'tool', tool_call_id: 'call_1', content: [{ type: 'text', text: '12 degrees' }] }] }) });
   assert.equal(tok.status, 200);
+  // The rendered prompt has the arguments string verbatim and the flattened tool result.
+  const ids = (await tok.json()).tokens;
+  const det = await fetch(srv.baseURL + '/detokenize', { method: 'POST', headers: { 'content-type': 'application/json' },
+                                                         body: JSON.stringify({ model: 'tiny', tokens: ids }) });
+  const text = (await det.json()).prompt;
+  assert.ok(text.includes('<tool_call>\n{"name": "get_weather", "arguments": {"city":"Oslo","unit":"celsius"}}\n</tool_call>'), text);
+  assert.ok(text.includes('<tool_response>\n12 degrees\n</tool_response>'), text);
+});
+
+test('tool_choice auto: the call the model starts is constrained, once with parallel_tool_calls false', async () => {
+  // The bias makes a random model write the <tool_call> token (id 151657) first; the grammar
+  // then takes over until </tool_call>, and with parallel_tool_calls false the token is masked.
+  const body = { model: 'tiny', messages: user('Weather in Rome?'), tools: TOOLS, tool_choice: 'auto',
+                 parallel_tool_calls: false, max_tokens: 300, temperature: 1, seed: 21, logit_bias: { 151657: 100 },
+                 ...NO_THINK };
+  const r = await client.chat.completions.create(body);
+  const calls = r.choices[0].message.tool_calls;
+  checkCalls(calls, 'auto');
+  assert.equal(calls.length, 1);
+  assert.ok(!(r.choices[0].message.content ?? '').includes('<tool_call>'), 'no second call, no tag in content');
+});
+
+test('thinking on: reasoning is free, the constraint starts after </think>', async () => {
+  // Biases on <think> / </think> (151667 / 151668) make a random model open and close a
+  // reasoning block; what follows must validate.
+  const schema = SCHEMAS[0];
+  const r = await client.chat.completions.create({
+    model: 'tiny', messages: user('Think, then answer in JSON.'), max_tokens: 1500, temperature: 1, seed: 4,
+    logit_bias: { 151667: 20, 151668: 20, 1: 8 },
+    response_format: { type: 'json_schema', json_schema: { name: 'p', schema } } });
+  const m = r.choices[0].message;
+  assert.equal(r.choices[0].finish_reason, 'stop', JSON.stringify(m).slice(0, 2000));
+  assert.equal(typeof m.reasoning_content, 'string');
+  validate(schema, m.content, 'after reasoning');
 });
 
 test('bad input: 400 naming the problem, and the server stays up', async () => {
