@@ -46,10 +46,26 @@ st::ExprPtr call_body(st::Grammar& g, const ojson& tool, size_t i) {
   return st::seq({st::literal("{\"name\": " + json(name).dump() + ", \"arguments\": "), args, st::literal("}")});
 }
 
+// The constraint a request asks for (below structured_for_request, which adds the checks).
+StructuredSetup build_setup(ServerState& s, const GenerationFields& g, const ChatRequest* chat, int reasoning);
+
 }  // namespace
 
 StructuredSetup structured_for_request(ServerState& s, const GenerationFields& g, const ChatRequest* chat,
                                        int reasoning) {
+  StructuredSetup out = build_setup(s, g, chat, reasoning);
+  // Where a grammar ends only EOS is allowed, which min_tokens would forbid: nothing could be
+  // sampled. A lazy grammar (tool_choice "auto") leaves free text around its calls, so it can.
+  if (out.grammar && out.options.trigger < 0 && g.params.min_tokens > 0)
+    throw invalid_request("'min_tokens' cannot be combined with response_format, structured_outputs or a forced "
+                          "tool_choice: the grammar decides where the output ends",
+                          "min_tokens");
+  return out;
+}
+
+namespace {
+
+StructuredSetup build_setup(ServerState& s, const GenerationFields& g, const ChatRequest* chat, int reasoning) {
   StructuredSetup out;
   const Tokenizer& tok = *s.ctx.tokenizer;
   if (reasoning > 0) {
@@ -136,5 +152,7 @@ StructuredSetup structured_for_request(ServerState& s, const GenerationFields& g
   }
   return out;
 }
+
+}  // namespace
 
 }  // namespace pypto

@@ -100,7 +100,7 @@ struct Compiler {
     static const std::set<std::string> known = {
         "type", "properties", "required", "additionalProperties", "items", "prefixItems", "minItems",
         "maxItems", "enum", "const", "anyOf", "oneOf", "$ref", "minLength", "maxLength", "pattern",
-        "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
+        "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "allOf"};
     for (auto it = s.begin(); it != s.end(); ++it)
       if (!known.count(it.key()) && !is_annotation(it.key()))
         bad(path, "unsupported JSON Schema keyword '" + it.key() + "'");
@@ -112,6 +112,15 @@ struct Compiler {
         if (k != kw) bad(path, std::string("'") + kw + "' together with '" + k + "' is not supported");
     };
 
+    if (s.contains("allOf")) {
+      // Only the one-entry form generators write around a $ref ({"allOf": [{"$ref": ...}]}):
+      // an intersection of several schemas is not supported.
+      alone("allOf");
+      const json& list = s["allOf"];
+      if (!list.is_array() || list.size() != 1)
+        bad(path + "/allOf", "'allOf' is supported only with exactly one schema");
+      return value(list[0], path + "/allOf/0");
+    }
     if (s.contains("$ref")) {
       alone("$ref");
       return reference(s["$ref"], path + "/$ref");
@@ -288,9 +297,9 @@ struct Compiler {
     // k.xxx lies in [k, k+1) for k >= 0 and in (k-1, k] for k < 0 ("-0.xxx" in (-1, 0]): a
     // fraction is allowed after an integer part exactly when that interval stays in bounds.
     std::vector<ExprPtr> alts = {int_range(lo, hi)};
-    std::optional<int64_t> frac_hi = hi ? std::optional<int64_t>(*hi - 1) : std::nullopt;
     const int64_t nn_lo = lo ? std::max<int64_t>(*lo, 0) : 0;
-    if (!frac_hi || *frac_hi >= nn_lo) alts.push_back(seq({nonneg_range(nn_lo, frac_hi ? *frac_hi : -1), fraction()}));
+    const int64_t frac_hi = hi ? *hi - 1 : -1;  // with hi: last integer part a fraction may follow
+    if (!hi || frac_hi >= nn_lo) alts.push_back(seq({nonneg_range(nn_lo, hi ? frac_hi : -1), fraction()}));
     if (!lo || *lo <= -1) {
       // Negative integer parts -m with m in [max(1, -hi), -lo - 1].
       const int64_t mlo = hi && *hi < 0 ? -*hi : 1;

@@ -282,6 +282,7 @@ test('bad input: 400 naming the problem, and the server stays up', async () => {
        tool_choice: 'required' }, "unsupported JSON Schema keyword 'not'"],
     [{ structured_outputs: { regex: '(a' } }, "missing ')'"],
     [{ structured_outputs: { grammar: 'start ::= "a"' } }, "no rule named 'root'"],
+    [{ structured_outputs: { choice: ['a'] }, min_tokens: 3 }, "'min_tokens' cannot be combined"],
   ];
   for (const [extra, message] of cases) {
     await assert.rejects(client.chat.completions.create({ model: 'tiny', messages: user('x'), max_tokens: 5, ...extra }),

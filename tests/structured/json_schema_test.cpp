@@ -118,6 +118,9 @@ TEST(JsonSchema, UnsupportedOrInvalidSchemasAreErrorsNamingTheProblem) {
   EXPECT_NE(error_of(R"({"type":"object","required":["b"],"properties":{"a":{}}})").find("'b' is not in 'properties'"), std::string::npos);
   EXPECT_NE(error_of(R"({"type":"string","pattern":"(a"})").find("/pattern: regex '(a': missing ')'"), std::string::npos);
   EXPECT_NE(error_of("42").find("must be an object or a boolean"), std::string::npos);
+  EXPECT_NE(error_of(R"({"allOf":[{"type":"string"},{"maxLength":3}]})").find("'allOf' is supported only with exactly one schema"),
+            std::string::npos);
+  EXPECT_EQ(error_of(R"({"$defs":{"a":{"type":"integer"}},"allOf":[{"$ref":"#/$defs/a"}],"description":"x"})"), "no error");
 }
 
 TEST(JsonSchema, JsonObjectModeAcceptsNestedObjectsOnly) {
