@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <exception>
+#include <future>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -182,6 +183,18 @@ std::vector<RequestOutput> Engine::step() {
   stats_.scheduled_tokens += so.total_num_scheduled_tokens;
 
   PYPTO_PROF_PHASE(prof::Level::E2E, "execute");
+  // Grammar masks depend only on the tokens so far, so they are computed while the model runs
+  // (a state's first mask walks the vocabulary trie, up to ~2 ms); sampling below then finds
+  // them cached. The matchers are not touched by this thread until the task is joined.
+  std::vector<structured::GrammarMatcher*> masking;
+  for (const ScheduledRequest& sr : so.scheduled)
+    if (sr.samples)
+      if (const auto& m = sequences_.at(sr.req_id).matcher) masking.push_back(m.get());
+  std::future<void> masks_ready;
+  if (!masking.empty())
+    masks_ready = std::async(std::launch::async, [&masking] {
+      for (structured::GrammarMatcher* m : masking) m->next_mask();
+    });
   ExecutorOutput& eo = step_output_;
   std::string error;
   t = Clock::now();
@@ -194,6 +207,7 @@ std::vector<RequestOutput> Engine::step() {
   } catch (const std::exception& e) {
     error = e.what();
   }
+  if (masks_ready.valid()) masks_ready.get();
   stats_.execute_seconds += seconds_since(t);
   if (!error.empty()) {
     // The step failed: every request in it ends with the error; the others keep running.

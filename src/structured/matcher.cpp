@@ -47,7 +47,11 @@ const TokenMask* GrammarMatcher::next_mask() {
       }
       return no_trigger_.get();
     case Phase::Active:
-      current_ = g_->mask(state_);
+      // Asked twice per step (ahead of the model, then at sampling): the same state's mask.
+      if (!current_ || current_state_ != state_) {
+        current_ = g_->mask(state_);
+        current_state_ = state_;
+      }
       return current_.get();
   }
   return nullptr;

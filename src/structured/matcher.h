@@ -52,6 +52,7 @@ class GrammarMatcher {
   int32_t triggers_ = 0;
   bool broken_ = false;
   std::shared_ptr<const TokenMask> current_;  // keeps next_mask()'s result alive
+  int32_t current_state_ = -1;                // the state current_ is the mask of
   std::shared_ptr<const TokenMask> no_trigger_;  // everything but the trigger (lazily built)
   std::shared_ptr<const TokenMask> eos_only_;
   std::shared_ptr<const TokenMask> first_;  // MaybeThink: the grammar's first tokens + think_open
