@@ -1,12 +1,14 @@
 // Structured vs unconstrained decode throughput through the real server:
 //
 //   node bench/structured/throughput.mjs PYPTO_BINARY MODEL_DIR [max_tokens=64] [--batches 1,16]
+//                                        [--rounds 3]
 //
-// For each batch size B, sends B chat requests at once, first unconstrained, then with a
+// For each batch size B, sends B chat requests at once, unconstrained and with a
 // response_format json_schema whose one string field the model fills for the whole budget
 // (ignore_eos and a fixed max_tokens, so both runs decode the same number of tokens), and
-// reports output tokens per second over the wall time of the batch. Greedy, thinking off.
-// Prints a table and one JSON line.
+// reports output tokens per second over the wall time of the batch. The two kinds alternate for
+// `rounds` rounds and the median of each is reported, so a shared machine's load drifts affect
+// both alike. Greedy, thinking off. Prints a table and one JSON line.
 import { startServer, stopServer } from '../../tests/serve/real_server_support.mjs';
 
 const [binary, model, maxArg, ...rest] = process.argv.slice(2);
@@ -17,6 +19,9 @@ if (!binary || !model) {
 const maxTokens = Number(maxArg ?? 64);
 const bi = rest.indexOf('--batches');
 const batches = bi >= 0 ? rest[bi + 1].split(',').map(Number) : [1, 16];
+const ri = rest.indexOf('--rounds');
+const rounds = ri >= 0 ? Number(rest[ri + 1]) : 3;
+const median = (v) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)];
 
 const srv = await startServer(binary, ['--model', model, '--served-model-name', 'm', '--max-model-len', '1024']);
 const schema = { type: 'object', properties: { story: { type: 'string' } }, required: ['story'], additionalProperties: false };
@@ -40,11 +45,16 @@ try {
   await run(1, false);  // warm-up (and the grammar's first compile + masks)
   await run(1, true);
   for (const b of batches) {
-    const free = await run(b, false);
-    const cons = await run(b, true);
-    out[`batch${b}`] = { free_tps: free.tps, structured_tps: cons.tps, ratio: cons.tps / free.tps };
-    console.log(`batch ${b}: unconstrained ${free.tps.toFixed(1)} tok/s, structured ${cons.tps.toFixed(1)} tok/s, ` +
-                `ratio ${(100 * cons.tps / free.tps).toFixed(1)} %`);
+    const free = [], cons = [];
+    for (let r = 0; r < rounds; ++r) {
+      // Alternate which goes first.
+      if (r % 2 === 0) { free.push((await run(b, false)).tps); cons.push((await run(b, true)).tps); }
+      else { cons.push((await run(b, true)).tps); free.push((await run(b, false)).tps); }
+    }
+    const f = median(free), c = median(cons);
+    out[`batch${b}`] = { free_tps: f, structured_tps: c, ratio: c / f, free_runs: free, structured_runs: cons };
+    console.log(`batch ${b}: unconstrained ${f.toFixed(1)} tok/s, structured ${c.toFixed(1)} tok/s (medians of ${rounds}), ` +
+                `ratio ${(100 * c / f).toFixed(1)} %`);
   }
 } finally {
   await stopServer(srv.server);

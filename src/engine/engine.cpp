@@ -183,13 +183,15 @@ std::vector<RequestOutput> Engine::step() {
   stats_.scheduled_tokens += so.total_num_scheduled_tokens;
 
   PYPTO_PROF_PHASE(prof::Level::E2E, "execute");
-  // Grammar masks depend only on the tokens so far, so they are computed while the model runs
-  // (a state's first mask walks the vocabulary trie, up to ~2 ms); sampling below then finds
-  // them cached. The matchers are not touched by this thread until the task is joined.
+  // Grammar masks depend only on the tokens so far, so a mask that is not cached yet (a state's
+  // first visit walks the vocabulary trie, up to ~2 ms) is computed while the model runs, and
+  // sampling below finds it cached. Cached masks (nearly every step) cost a lookup: no thread
+  // is started for them, which would only compete with the model's threads for the cores. The
+  // matchers are not touched by this thread until the task is joined.
   std::vector<structured::GrammarMatcher*> masking;
   for (const ScheduledRequest& sr : so.scheduled)
     if (sr.samples)
-      if (const auto& m = sequences_.at(sr.req_id).matcher) masking.push_back(m.get());
+      if (const auto& m = sequences_.at(sr.req_id).matcher; m && !m->next_mask_is_cached()) masking.push_back(m.get());
   std::future<void> masks_ready;
   if (!masking.empty())
     masks_ready = std::async(std::launch::async, [&masking] {

@@ -225,6 +225,11 @@ int64_t CompiledGrammar::num_dfa_states() const {
   return int64_t(sets_.size());
 }
 
+bool CompiledGrammar::has_cached_mask(int32_t state) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return state >= 0 && masks_[size_t(state)] != nullptr;
+}
+
 int64_t CompiledGrammar::num_cached_masks() const {
   std::lock_guard<std::mutex> lock(mu_);
   return num_masks_;

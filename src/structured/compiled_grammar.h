@@ -47,6 +47,7 @@ class CompiledGrammar {
   bool can_continue(int32_t state) const;
   // The tokens allowed in `state` (EOS ids included when it is accepting). Cached.
   std::shared_ptr<const TokenMask> mask(int32_t state) const;
+  bool has_cached_mask(int32_t state) const;
 
   const TokenVocab& vocab() const { return *vocab_; }
   int64_t num_nfa_states() const { return int64_t(nfa_.size()); }

@@ -104,6 +104,12 @@ bool GrammarMatcher::accept(int32_t token) {
   return true;
 }
 
+bool GrammarMatcher::next_mask_is_cached() const {
+  if (broken_ || phase_ != Phase::Active) return true;  // no mask, or one built once per matcher
+  if (current_ && current_state_ == state_) return true;
+  return g_->has_cached_mask(state_);
+}
+
 bool GrammarMatcher::is_complete() const {
   if (broken_) return false;
   if (phase_ == Phase::MaybeThink) return g_->is_accepting(g_->start_state());

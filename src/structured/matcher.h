@@ -33,6 +33,8 @@ class GrammarMatcher {
   // The allowed tokens for the next step, or null when this step is unconstrained. The pointer
   // stays valid until the next call on this matcher.
   const TokenMask* next_mask();
+  // Whether next_mask() is only a lookup now (false: it will walk the vocabulary trie).
+  bool next_mask_is_cached() const;
   // Advances past `token`. False when the grammar does not allow it (then the matcher is
   // broken: every later mask allows only EOS).
   bool accept(int32_t token);

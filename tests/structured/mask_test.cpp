@@ -108,6 +108,9 @@ TEST(Matcher, ConstraintStartsAfterThinkEnd) {
   EXPECT_FALSE(bit(*mask, 'z'));
   EXPECT_FALSE(bit(*mask, kByteEos));
   EXPECT_TRUE(m.accept('o'));
+  EXPECT_FALSE(m.next_mask_is_cached());  // "o" reached for the first time: its mask needs a walk
+  m.next_mask();
+  EXPECT_TRUE(m.next_mask_is_cached());
   EXPECT_TRUE(m.accept('k'));
   EXPECT_TRUE(bit(*m.next_mask(), kByteEos));
   EXPECT_TRUE(m.is_complete());
