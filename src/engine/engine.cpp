@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <exception>
+#include <future>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -42,6 +43,9 @@ Engine::Engine(const EngineConfig& config, std::unique_ptr<ModelExecutor> execut
 
 void Engine::validate_request(const EngineRequest& req) const {
   if (req.request_id.empty()) fail("request id is empty");
+  if (req.grammar && req.grammar->vocab().size() != config_.vocab_size)
+    fail("request ", req.request_id, ": its grammar was compiled for a vocabulary of ", req.grammar->vocab().size(),
+         " tokens, the model has ", config_.vocab_size);
   req.params.validate(config_.vocab_size);
   for (size_t i = 0; i < req.prompt_token_ids.size(); ++i) {
     const int32_t t = req.prompt_token_ids[i];
@@ -68,7 +72,8 @@ void Engine::add_request(const EngineRequest& req) {
     else
       scheduler_.add_request(std::move(seq));
     Sequence& entry = sequences_[seq_id];
-    entry = {req.request_id, k, {}};
+    entry = {req.request_id, k, {}, nullptr};
+    if (req.grammar) entry.matcher = std::make_shared<structured::GrammarMatcher>(req.grammar, req.grammar_options);
     entry.times.arrival = arrival;
     parent.seq_ids.push_back(seq_id);
   }
@@ -178,6 +183,20 @@ std::vector<RequestOutput> Engine::step() {
   stats_.scheduled_tokens += so.total_num_scheduled_tokens;
 
   PYPTO_PROF_PHASE(prof::Level::E2E, "execute");
+  // Grammar masks depend only on the tokens so far, so a mask that is not cached yet (a state's
+  // first visit walks the vocabulary trie, up to ~2 ms) is computed while the model runs, and
+  // sampling below finds it cached. Cached masks (nearly every step) cost a lookup: no thread
+  // is started for them, which would only compete with the model's threads for the cores. The
+  // matchers are not touched by this thread until the task is joined.
+  std::vector<structured::GrammarMatcher*> masking;
+  for (const ScheduledRequest& sr : so.scheduled)
+    if (sr.samples)
+      if (const auto& m = sequences_.at(sr.req_id).matcher; m && !m->next_mask_is_cached()) masking.push_back(m.get());
+  std::future<void> masks_ready;
+  if (!masking.empty())
+    masks_ready = std::async(std::launch::async, [&masking] {
+      for (structured::GrammarMatcher* m : masking) m->next_mask();
+    });
   ExecutorOutput& eo = step_output_;
   std::string error;
   t = Clock::now();
@@ -190,6 +209,7 @@ std::vector<RequestOutput> Engine::step() {
   } catch (const std::exception& e) {
     error = e.what();
   }
+  if (masks_ready.valid()) masks_ready.get();
   stats_.execute_seconds += seconds_since(t);
   if (!error.empty()) {
     // The step failed: every request in it ends with the error; the others keep running.
@@ -225,14 +245,25 @@ std::vector<RequestOutput> Engine::step() {
     if (!so.scheduled[i].samples) continue;
     const Request* r = scheduler_.get_request(so.scheduled[i].req_id);
     PYPTO_ASSERT(r != nullptr, "scheduled request ", so.scheduled[i].req_id, " is gone");
-    rows.push_back({&r->sampling_params, r->prompt_token_ids, r->output_token_ids, r->eos_token_ids, r->seed});
+    rows.push_back({&r->sampling_params, r->prompt_token_ids, r->output_token_ids, r->eos_token_ids, r->seed, {}});
+    const auto& matcher = sequences_.at(so.scheduled[i].req_id).matcher;
+    if (matcher)
+      if (const structured::TokenMask* mask = matcher->next_mask()) rows.back().allowed_tokens = *mask;
     row_of.push_back(i);
   }
   const std::vector<SampledToken> sampled = sample_batch(
       eo.logits, eo.vocab_size, rows,
       [this](int64_t n, const std::function<void(int64_t)>& fn) { executor_->parallel_rows(n, fn); });
   std::vector<SampledToken> aligned(so.scheduled.size());
-  for (size_t k = 0; k < row_of.size(); ++k) aligned[row_of[k]] = sampled[k];
+  for (size_t k = 0; k < row_of.size(); ++k) {
+    aligned[row_of[k]] = sampled[k];
+    const std::string& seq_id = so.scheduled[row_of[k]].req_id;
+    const auto& matcher = sequences_.at(seq_id).matcher;
+    // A token outside the mask can only come from a bug: the matcher then allows only EOS, so
+    // the sequence ends rather than continue with output that breaks its grammar.
+    if (matcher && !matcher->accept(sampled[k].token_id))
+      log_error("request ", seq_id, ": sampled token ", sampled[k].token_id, " that its grammar does not allow");
+  }
   stats_.sample_seconds += seconds_since(t);
 
   t = Clock::now();

@@ -19,6 +19,7 @@
 #include "engine/model_executor.h"
 #include "engine/scheduler.h"
 #include "sampling/sampling_params.h"
+#include "structured/matcher.h"
 
 namespace pypto {
 
@@ -37,6 +38,10 @@ struct EngineRequest {
   // it on the caller's thread, so the wait for the engine thread counts as queueing. Unset:
   // Engine::add_request stamps it.
   std::optional<std::chrono::steady_clock::time_point> arrival_time;
+  // Structured outputs / tool calls: the grammar every sequence's output must follow (compiled
+  // on the caller's thread, serve/structured_request.cpp) and when it applies. Null: free text.
+  std::shared_ptr<const structured::CompiledGrammar> grammar;
+  structured::MatcherOptions grammar_options;
 };
 
 // Engine-side timestamps of one sequence on the steady clock (vLLM's RequestStateStats), from
@@ -111,6 +116,8 @@ class Engine {
     std::string request_id;
     int32_t index = 0;
     RequestTimes times;
+    // The sequence's grammar state: masks its rows before sampling, advanced after (null: free).
+    std::shared_ptr<structured::GrammarMatcher> matcher;
   };
   struct Parent {
     std::vector<std::string> seq_ids;

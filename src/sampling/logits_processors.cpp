@@ -1,9 +1,11 @@
 #include "sampling/logits_processors.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <unordered_map>
 
+#include "core/cpu_features.h"
 #include "core/error.h"
 
 namespace pypto {
@@ -44,6 +46,44 @@ void apply_penalties(std::span<float> logits, std::span<const int32_t> prompt_id
 void mask_tokens(std::span<float> logits, std::span<const int32_t> token_ids) {
   for (int32_t t : token_ids)
     if (t >= 0 && size_t(t) < logits.size()) logits[t] = -std::numeric_limits<float>::infinity();
+}
+
+namespace {
+
+// One word of the mask over 32 logits. Written so the compiler vectorizes it; with AVX2 (its
+// variable shifts) this is ~10 us for 151,936 logits, ~60-100 us without.
+template <bool kAvx2>
+inline void mask_words(float* x, const uint32_t* allowed, size_t words) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  for (size_t w = 0; w < words; ++w) {
+    const uint32_t bits = allowed[w];
+    if (bits == ~0u) continue;
+    float* p = x + w * 32;
+    if (bits == 0) {  // the common case under a grammar: 32 masked tokens
+      for (int j = 0; j < 32; ++j) p[j] = kNegInf;
+      continue;
+    }
+    for (uint32_t j = 0; j < 32; ++j) {
+      const float v = p[j];
+      p[j] = (bits >> j) & 1 ? v : kNegInf;
+    }
+  }
+}
+
+__attribute__((target("avx2"))) void mask_words_avx2(float* x, const uint32_t* allowed, size_t words) {
+  mask_words<true>(x, allowed, words);
+}
+
+}  // namespace
+
+void apply_allowed_mask(std::span<float> logits, std::span<const uint32_t> allowed) {
+  PYPTO_ASSERT(allowed.size() * 32 >= logits.size(), "mask of ", allowed.size(), " words for ", logits.size(), " logits");
+  const size_t n = logits.size(), full = n / 32;
+  static const bool avx2 = cpu_features().avx2;
+  if (avx2) mask_words_avx2(logits.data(), allowed.data(), full);
+  else mask_words<false>(logits.data(), allowed.data(), full);
+  for (size_t i = full * 32; i < n; ++i)
+    if (!((allowed[i / 32] >> (i % 32)) & 1)) logits[i] = -std::numeric_limits<float>::infinity();
 }
 
 void sanitize_logits(std::span<float> logits) {

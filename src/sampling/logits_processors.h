@@ -22,6 +22,10 @@ void apply_penalties(std::span<float> logits, std::span<const int32_t> prompt_id
 // Sets the logits of `token_ids` to -inf (min_tokens masks eos and stop tokens this way).
 void mask_tokens(std::span<float> logits, std::span<const int32_t> token_ids);
 
+// Structured outputs: logits of tokens whose bit is clear in `allowed` (bit id % 32 of word
+// id / 32, [ceil(vocab / 32)] words) become -inf. Whole words of 0 or ~0 take the fast path.
+void apply_allowed_mask(std::span<float> logits, std::span<const uint32_t> allowed);
+
 // NaN logits become -inf (never sampled, never an argmax) and +inf the largest finite float, so
 // exp(x - max) stays finite for the sampler.
 void sanitize_logits(std::span<float> logits);

@@ -282,6 +282,7 @@ SampledToken sample_row(std::span<float> x, const SamplerRow& row) {
     if (*p.logprobs > 0) out.top_logprobs = top_logprobs(raw, *p.logprobs);
   }
 
+  if (!row.allowed_tokens.empty()) apply_allowed_mask(x, row.allowed_tokens);
   if (!p.logit_bias.empty()) apply_logit_bias(x, p.logit_bias);
   apply_penalties(x, row.prompt_token_ids, row.output_token_ids, p.repetition_penalty,
                   p.presence_penalty, p.frequency_penalty);

@@ -40,6 +40,9 @@ struct SamplerRow {
   std::span<const int32_t> output_token_ids;  // penalties, min_tokens, and the draw counter
   std::span<const int32_t> eos_token_ids;     // masked (with stop_token_ids) before min_tokens
   uint64_t seed = 0;                          // the request's resolved seed
+  // Structured outputs: the tokens the grammar allows (bit id % 32 of word id / 32); empty =
+  // unconstrained. Applied after the raw logprobs are taken, before logit_bias and penalties.
+  std::span<const uint32_t> allowed_tokens;
 };
 
 // Samples one row; `logits` is modified in place (it holds the processed logits afterwards).

@@ -5,6 +5,8 @@
 #include "serve/request_common.h"
 #include "serve/routes.h"
 #include "serve/sse_stream.h"
+#include "serve/structured_request.h"
+#include "serve/tool_parser.h"
 
 namespace pypto {
 
@@ -36,6 +38,7 @@ namespace {
 struct ChatChoice {
   explicit ChatChoice(ReasoningStart start) : parser(start) {}
   ReasoningParser parser;
+  std::unique_ptr<ToolCallParser> tools;  // set when tool calls are parsed (tools, choice not "none")
   std::string content;
   std::string reasoning;
   std::vector<TokenInfo> tokens;
@@ -89,6 +92,25 @@ ReasoningParser::Delta split(ChatJob& j, ChatChoice& c, const ChoiceDelta& d) {
   return out;
 }
 
+// Runs a content delta through the choice's tool-call parser (when tools are on); the calls it
+// completes go to `calls`.
+std::string tool_split(ChatChoice& c, const std::string& content, bool finished, std::vector<ToolCallParser::Call>& calls) {
+  if (!c.tools) return content;
+  ToolCallParser::Delta d = c.tools->append(content);
+  if (finished) {
+    ToolCallParser::Delta rest = c.tools->flush();
+    d.content += rest.content;
+    d.calls.insert(d.calls.end(), rest.calls.begin(), rest.calls.end());
+  }
+  calls.insert(calls.end(), d.calls.begin(), d.calls.end());
+  return d.content;
+}
+
+// "stop" becomes "tool_calls" when the choice made calls (OpenAI's finish reason).
+std::string chat_finish_reason(const ChatChoice& c, const std::string& reason) {
+  return reason == "stop" && c.tools && !c.tools->calls().empty() ? "tool_calls" : reason;
+}
+
 }  // namespace
 
 void handle_chat_completions(ServerState& s, const httplib::Request& req, httplib::Response& res) {
@@ -109,8 +131,17 @@ void handle_chat_completions(ServerState& s, const httplib::Request& req, httpli
   }
   if (ids.empty()) throw invalid_request("the rendered chat prompt is empty", "messages");
   const int32_t max_tokens = resolve_max_tokens(r, int64_t(ids.size()), s.ctx.max_model_len, "messages");
+  const ReasoningStart start = s.reasoning_tokens ? reasoning_start_from_prompt(prompt) : ReasoningStart::ContentOnly;
+  // The constraint (if any) starts after the reasoning: 2 = output starts inside it, 1 = may open it.
+  const int reasoning = start == ReasoningStart::InReasoning ? 2 : start == ReasoningStart::Detect ? 1 : 0;
+  const StructuredSetup constraint = structured_for_request(s, r, &r, reasoning);
   std::vector<SequenceSpec> specs;
   add_sequences(specs, r, 0, ids, max_tokens);
+  for (SequenceSpec& spec : specs) {
+    spec.grammar = constraint.grammar;
+    spec.grammar_options = constraint.options;
+  }
+  const bool parse_tools = !r.tools.is_null() && r.tool_choice != "none";
 
   auto job = std::make_shared<ChatJob>();
   job->id = s.make_id("chatcmpl-");
@@ -119,9 +150,13 @@ void handle_chat_completions(ServerState& s, const httplib::Request& req, httpli
   job->want_logprobs = r.logprobs;
   job->include_usage = r.include_usage;
   job->include_reasoning = r.include_reasoning;
-  const ReasoningStart start = s.reasoning_tokens ? reasoning_start_from_prompt(prompt) : ReasoningStart::ContentOnly;
   job->reasoning_active = s.reasoning_tokens && r.include_reasoning;
-  for (size_t i = 0; i < specs.size(); ++i) job->choices.emplace_back(start);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    job->choices.emplace_back(start);
+    if (parse_tools)
+      job->choices.back().tools = std::make_unique<ToolCallParser>([&s] { return s.make_id("call_"); },
+                                                                    r.parallel_tool_calls ? -1 : 1);
+  }
   job->arrival = arrival;
   job->gen = std::make_unique<Generation>(s, job->id, std::move(specs), r.skip_special_tokens, arrival);
   job->gen->submit();
@@ -132,10 +167,11 @@ void handle_chat_completions(ServerState& s, const httplib::Request& req, httpli
       for (ChoiceDelta& d : deltas) {
         ChatChoice& c = job->choices[size_t(d.index)];
         ReasoningParser::Delta part = split(*job, c, d);
+        std::vector<ToolCallParser::Call> calls;
         c.reasoning += part.reasoning;
-        c.content += part.content;
+        c.content += tool_split(c, part.content, d.finish_reason.has_value(), calls);
         c.tokens.insert(c.tokens.end(), d.tokens.begin(), d.tokens.end());
-        if (d.finish_reason) c.finish_reason = *d.finish_reason;
+        if (d.finish_reason) c.finish_reason = chat_finish_reason(c, *d.finish_reason);
         if (!d.error.empty() && engine_error.empty()) engine_error = d.error;
       }
       return true;
@@ -152,10 +188,19 @@ void handle_chat_completions(ServerState& s, const httplib::Request& req, httpli
       const ChatChoice& c = job->choices[i];
       ojson msg;
       msg["role"] = "assistant";
-      const bool reasoning_only = c.content.empty() && c.parser.saw_reasoning();
+      const bool has_calls = c.tools && !c.tools->calls().empty();
+      const bool reasoning_only = c.content.empty() && (c.parser.saw_reasoning() || has_calls);
       msg["content"] = reasoning_only ? ojson(nullptr) : ojson(c.content);
       if (job->reasoning_active)
         msg["reasoning_content"] = c.parser.saw_reasoning() ? ojson(c.reasoning) : ojson(nullptr);
+      if (has_calls) {
+        ojson calls = ojson::array();
+        for (const ToolCallParser::Call& call : c.tools->calls())
+          calls.push_back({{"id", call.id},
+                           {"type", "function"},
+                           {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
+        msg["tool_calls"] = std::move(calls);
+      }
       ojson choice;
       choice["index"] = i;
       choice["message"] = std::move(msg);
@@ -181,6 +226,8 @@ void handle_chat_completions(ServerState& s, const httplib::Request& req, httpli
     for (ChoiceDelta& d : deltas) {
       ChatChoice& c = job->choices[size_t(d.index)];
       ReasoningParser::Delta part = split(*job, c, d);
+      std::vector<ToolCallParser::Call> calls;
+      part.content = tool_split(c, part.content, d.finish_reason.has_value(), calls);
       // Reasoning and content go in separate chunks (reasoning first); the tokens' logprobs ride
       // on the last one.
       ojson lp = job->want_logprobs && !d.tokens.empty() ? chat_logprobs_json(*tk, d.tokens) : ojson(nullptr);
@@ -191,7 +238,19 @@ void handle_chat_completions(ServerState& s, const httplib::Request& req, httpli
         return false;
       if (content_chunk && !write(stream_chunk(*job, d.index, {{"content", part.content}}, std::move(lp), std::nullopt)))
         return false;
-      if (d.finish_reason && !write(stream_chunk(*job, d.index, ojson::object(), nullptr, d.finish_reason)))
+      // Each finished call: its index, id, type and name first (arguments ""), then its arguments.
+      for (const ToolCallParser::Call& call : calls) {
+        ojson open = {{"index", call.index},
+                      {"id", call.id},
+                      {"type", "function"},
+                      {"function", {{"name", call.name}, {"arguments", ""}}}};
+        ojson args = {{"index", call.index}, {"function", {{"arguments", call.arguments}}}};
+        if (!write(stream_chunk(*job, d.index, {{"tool_calls", ojson::array({open})}}, nullptr, std::nullopt)) ||
+            !write(stream_chunk(*job, d.index, {{"tool_calls", ojson::array({args})}}, nullptr, std::nullopt)))
+          return false;
+      }
+      if (d.finish_reason &&
+          !write(stream_chunk(*job, d.index, ojson::object(), nullptr, chat_finish_reason(c, *d.finish_reason))))
         return false;
     }
     return true;

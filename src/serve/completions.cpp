@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "serve/request_common.h"
 #include "serve/sse_stream.h"
+#include "serve/structured_request.h"
 
 namespace pypto {
 
@@ -96,6 +97,12 @@ void handle_completions(ServerState& s, const httplib::Request& req, httplib::Re
   job->want_logprobs = r.params.logprobs.has_value();
   job->include_usage = r.include_usage;
   job->arrival = arrival;
+  // Plain completions have no reasoning split: a constraint applies from the first token.
+  const StructuredSetup constraint = structured_for_request(s, r, nullptr, 0);
+  for (SequenceSpec& spec : specs) {
+    spec.grammar = constraint.grammar;
+    spec.grammar_options = constraint.options;
+  }
   const size_t num_choices = specs.size();
   if (r.echo)
     for (const SequenceSpec& spec : specs) job->echo.push_back(echo_texts[spec.prompt_index]);

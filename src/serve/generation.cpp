@@ -69,6 +69,8 @@ void Generation::submit() {
     req.prompt_token_ids = first.spec.prompt_token_ids;
     req.params = first.spec.params;  // sequence 0's seed is the base seed
     req.params.n = int32_t(g.seqs.size());
+    req.grammar = first.spec.grammar;
+    req.grammar_options = first.spec.grammar_options;
     try {
       EngineClient::Submitted sub = state_.ctx.engines->add_request(req);
       g.stream = std::move(sub.stream);

@@ -18,6 +18,7 @@
 
 #include "engine/engine_loop.h"
 #include "sampling/stop_checker.h"
+#include "structured/matcher.h"
 #include "serve/server_state.h"
 #include "tokenizer/detokenizer.h"
 
@@ -29,6 +30,9 @@ struct SequenceSpec {
   int32_t seq_index = 0;    // k: which of the prompt's n sequences (RequestOutput::index)
   std::vector<int32_t> prompt_token_ids;
   SamplingParams params;    // n = 1; the engine request of the prompt gets n and the base seed
+  // Structured outputs / tool calls (serve/structured_request.h); the same for all of a prompt's n.
+  std::shared_ptr<const structured::CompiledGrammar> grammar;
+  structured::MatcherOptions grammar_options;
 };
 
 // One sampled token with what logprobs responses need.

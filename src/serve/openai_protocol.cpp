@@ -1,5 +1,6 @@
 #include "serve/openai_protocol.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -11,7 +12,7 @@ using ojson = nlohmann::ordered_json;
 
 const std::set<std::string> kIgnoredFields = {
     "user", "metadata", "store", "service_tier", "priority", "request_id", "cache_salt",
-    "prompt_cache_key", "parallel_tool_calls", "safety_identifier"};
+    "prompt_cache_key", "safety_identifier"};
 
 namespace {
 
@@ -24,12 +25,10 @@ struct Unsupported {
 const Unsupported kUnsupported[] = {
     {"suffix", "insertion (suffix) is not supported"},
     {"best_of", "best_of is not supported (it was removed from vLLM too); use n"},
-    {"response_format", "structured output (response_format) is not supported; only {\"type\": \"text\"}"},
-    {"guided_json", "guided decoding is not supported"},
-    {"guided_regex", "guided decoding is not supported"},
-    {"guided_choice", "guided decoding is not supported"},
-    {"guided_grammar", "guided decoding is not supported"},
-    {"structured_outputs", "structured output is not supported"},
+    {"guided_json", "guided_* fields were removed from vLLM; use structured_outputs.json or response_format"},
+    {"guided_regex", "guided_* fields were removed from vLLM; use structured_outputs.regex"},
+    {"guided_choice", "guided_* fields were removed from vLLM; use structured_outputs.choice"},
+    {"guided_grammar", "guided_* fields were removed from vLLM; use structured_outputs.grammar"},
     {"prompt_logprobs", "prompt_logprobs is not supported"},
     {"truncate_prompt_tokens", "prompt truncation is not supported"},
     {"bad_words", "bad_words is not supported"},
@@ -51,11 +50,12 @@ const Unsupported kUnsupported[] = {
 const std::set<std::string> kCommonFields = {
     "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "n", "seed", "stop",
     "stop_token_ids", "stream", "stream_options", "logprobs", "presence_penalty", "frequency_penalty",
-    "repetition_penalty", "logit_bias", "ignore_eos", "min_tokens", "skip_special_tokens"};
+    "repetition_penalty", "logit_bias", "ignore_eos", "min_tokens", "skip_special_tokens", "response_format",
+    "structured_outputs"};
 const std::set<std::string> kCompletionFields = {"prompt", "echo"};
 const std::set<std::string> kChatFields = {"messages", "max_completion_tokens", "chat_template_kwargs", "tools",
                                            "tool_choice", "top_logprobs", "add_generation_prompt",
-                                           "include_reasoning"};
+                                           "include_reasoning", "parallel_tool_calls"};
 
 const char* type_name(const ojson& v) {
   switch (v.type()) {
@@ -134,7 +134,6 @@ void check_fields(const ojson& body, bool chat) {
     if (it == body.end() || it->is_null()) continue;
     const std::string name = u.name;
     if (name == "best_of" && it->is_number_integer() && it->get<int64_t>() == 1) continue;
-    if (name == "response_format" && it->is_object() && it->value("type", "") == "text") continue;
     if ((name == "continue_final_message" || name == "use_beam_search") && it->is_boolean() && !it->get<bool>())
       continue;
     if (name == "truncate_prompt_tokens" && it->is_number_integer() && it->get<int64_t>() < 0) continue;
@@ -159,6 +158,8 @@ void check_fields(const ojson& body, bool chat) {
                           unknown.front());
   }
 }
+
+void parse_structured(const ojson& body, GenerationFields& g);
 
 // Fields common to completions and chat. `max_tokens_field` is the name the budget came from.
 void parse_common(const ojson& body, const std::set<std::string>& defaulted, bool chat, GenerationFields& g) {
@@ -242,6 +243,83 @@ void parse_common(const ojson& body, const std::set<std::string>& defaulted, boo
       }
     }
   }
+  parse_structured(body, g);
+}
+
+// response_format / structured_outputs: shapes only (what they ask for is compiled later).
+void parse_structured(const ojson& body, GenerationFields& g) {
+  if (const ojson* v = find_value(body, "response_format")) {
+    if (!v->is_object()) wrong_type("response_format", "an object", *v);
+    const ojson* type = find_value(*v, "type");
+    if (!type || !type->is_string())
+      throw invalid_request("'response_format.type' is required: one of \"text\", \"json_object\", \"json_schema\"",
+                            "response_format");
+    const std::string t = type->get<std::string>();
+    for (auto it = v->begin(); it != v->end(); ++it)
+      if (it.key() != "type" && !(t == "json_schema" && it.key() == "json_schema"))
+        throw invalid_request(str_cat("unknown field 'response_format.", it.key(), "' for type \"", t, "\""),
+                              "response_format");
+    if (t == "json_schema") {
+      const ojson* js = find_value(*v, "json_schema");
+      if (!js || !js->is_object())
+        throw invalid_request("'response_format.json_schema' is required and must be an object", "response_format");
+      for (auto it = js->begin(); it != js->end(); ++it)
+        if (it.key() != "name" && it.key() != "schema" && it.key() != "strict" && it.key() != "description")
+          throw invalid_request(str_cat("unknown field 'response_format.json_schema.", it.key(),
+                                        "' (allowed: name, description, schema, strict)"),
+                                "response_format");
+      const ojson* name = find_value(*js, "name");
+      if (!name || !name->is_string() || name->get<std::string>().empty() || name->get<std::string>().size() > 64 ||
+          name->get<std::string>().find_first_not_of(
+              "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != std::string::npos)
+        throw invalid_request("'response_format.json_schema.name' is required: 1 to 64 of a-z, A-Z, 0-9, _ and -",
+                              "response_format");
+      if (const ojson* st = find_value(*js, "strict"); st && !st->is_boolean())
+        wrong_type("response_format.json_schema.strict", "a boolean", *st);
+      if (const ojson* sc = find_value(*js, "schema"); sc && !sc->is_object() && !sc->is_boolean())
+        wrong_type("response_format.json_schema.schema", "an object", *sc);
+      g.response_format = *v;
+    } else if (t == "json_object") {
+      g.response_format = *v;
+    } else if (t != "text") {
+      throw invalid_request(str_cat("'response_format.type' = \"", t,
+                                    "\" is not one of \"text\", \"json_object\", \"json_schema\""),
+                            "response_format");
+    }
+  }
+  if (const ojson* v = find_value(body, "structured_outputs")) {
+    if (!v->is_object()) wrong_type("structured_outputs", "an object", *v);
+    int kinds = 0;
+    for (auto it = v->begin(); it != v->end(); ++it) {
+      const std::string& k = it.key();
+      if (it->is_null()) continue;
+      const std::string f = "structured_outputs." + k;
+      if (k == "json") {
+        if (!it->is_object() && !it->is_string() && !it->is_boolean())
+          wrong_type(f, "a JSON schema (object or JSON text)", *it);
+      } else if (k == "regex" || k == "grammar") {
+        if (!it->is_string()) wrong_type(f, "a string", *it);
+      } else if (k == "choice") {
+        if (!it->is_array() || it->empty()) wrong_type(f, "a non-empty array of strings", *it);
+        for (const ojson& c : *it)
+          if (!c.is_string()) wrong_type(f, "a non-empty array of strings", *it);
+      } else if (k == "json_object") {
+        if (!it->is_boolean()) wrong_type(f, "a boolean", *it);
+        if (!it->get<bool>()) continue;
+      } else {
+        throw invalid_request(str_cat("unsupported field '", f,
+                                      "' (supported: json, regex, choice, grammar, json_object)"),
+                              "structured_outputs");
+      }
+      ++kinds;
+    }
+    if (kinds != 1)
+      throw invalid_request("'structured_outputs' must set exactly one of json, regex, choice, grammar, json_object",
+                            "structured_outputs");
+    if (!g.response_format.is_null())
+      throw invalid_request("'structured_outputs' and 'response_format' cannot be combined", "structured_outputs");
+    g.structured_outputs = *v;
+  }
 }
 
 void finish_params(GenerationFields& g) {
@@ -279,6 +357,80 @@ std::string message_content(const ojson& msg, size_t i) {
     text += t->get<std::string>();
   }
   return text;
+}
+
+bool valid_function_name(const std::string& n) {
+  return !n.empty() && n.size() <= 64 &&
+         n.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") == std::string::npos;
+}
+
+// tools, tool_choice, parallel_tool_calls (OpenAI's shapes; see ChatRequest).
+void parse_tools(const ojson& body, ChatRequest& r) {
+  std::vector<std::string> names;
+  const ojson* tools = find_value(body, "tools");
+  if (tools) {
+    if (!tools->is_array()) wrong_type("tools", "an array", *tools);
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const ojson& t = (*tools)[i];
+      const std::string f = str_cat("tools[", i, "]");
+      if (!t.is_object()) wrong_type(f, "an object", t);
+      if (t.value("type", "") != "function")
+        throw invalid_request(str_cat("'", f, ".type' must be \"function\""), f + ".type");
+      const ojson* fn = find_value(t, "function");
+      if (!fn || !fn->is_object()) throw invalid_request(str_cat("'", f, ".function' is required and must be an object"), f + ".function");
+      const ojson* name = find_value(*fn, "name");
+      if (!name || !name->is_string() || !valid_function_name(name->get<std::string>()))
+        throw invalid_request(str_cat("'", f, ".function.name' is required: 1 to 64 of a-z, A-Z, 0-9, _ and -"),
+                              f + ".function.name");
+      if (const ojson* p = find_value(*fn, "parameters"); p && !p->is_object())
+        wrong_type(f + ".function.parameters", "an object (a JSON schema)", *p);
+      if (std::find(names.begin(), names.end(), name->get<std::string>()) != names.end())
+        throw invalid_request(str_cat("'", f, ".function.name' = '", name->get<std::string>(), "' is declared twice"),
+                              f + ".function.name");
+      names.push_back(name->get<std::string>());
+    }
+  }
+  ojson choice = names.empty() ? ojson("none") : ojson("auto");
+  if (const ojson* v = find_value(body, "tool_choice")) {
+    if (v->is_string()) {
+      const std::string c = v->get<std::string>();
+      if (c != "none" && c != "auto" && c != "required")
+        throw invalid_request(str_cat("'tool_choice' = \"", c, "\" is not one of \"none\", \"auto\", \"required\" "
+                                      "or {\"type\": \"function\", \"function\": {\"name\": ...}}"),
+                              "tool_choice");
+      choice = c;
+    } else if (v->is_object()) {
+      const ojson* fn = find_value(*v, "function");
+      const ojson* name = fn && fn->is_object() ? find_value(*fn, "name") : nullptr;
+      if (v->value("type", "") != "function" || !name || !name->is_string())
+        throw invalid_request("'tool_choice' as an object must be {\"type\": \"function\", \"function\": {\"name\": ...}}",
+                              "tool_choice");
+      choice = *v;
+    } else {
+      wrong_type("tool_choice", "a string or an object", *v);
+    }
+    if (choice != "none" && choice != "auto" && names.empty())
+      throw invalid_request(str_cat("'tool_choice' = ", choice.dump(), " needs 'tools': no function is declared"),
+                            "tool_choice");
+    if (choice.is_object()) {
+      const std::string n = choice["function"]["name"].get<std::string>();
+      if (std::find(names.begin(), names.end(), n) == names.end()) {
+        std::string known;
+        for (const std::string& k : names) known += (known.empty() ? "" : ", ") + k;
+        throw invalid_request(str_cat("'tool_choice' names function '", n, "', which is not in 'tools' (declared: ",
+                                      known, ")"),
+                              "tool_choice");
+      }
+    }
+  }
+  r.tool_choice = choice;
+  r.parallel_tool_calls = get_bool(body, "parallel_tool_calls", true);
+  if (tools && choice != "none" && !tools->empty()) r.tools = *tools;
+  if (choice != "none" && (!r.response_format.is_null() || !r.structured_outputs.is_null()))
+    throw invalid_request(str_cat("'tool_choice' = ", choice.dump(),
+                                  " cannot be combined with 'response_format' or 'structured_outputs' "
+                                  "(set tool_choice to \"none\")"),
+                          "tool_choice");
 }
 
 }  // namespace
@@ -513,19 +665,7 @@ ChatRequest parse_chat_request(const nlohmann::ordered_json& body, const std::se
   if (!msgs) throw invalid_request("'messages' is required", "messages");
   r.messages = normalize_messages(*msgs);
 
-  std::string tool_choice = "auto";
-  if (const ojson* v = find_value(body, "tool_choice")) {
-    if (!v->is_string() || (v->get<std::string>() != "auto" && v->get<std::string>() != "none"))
-      throw invalid_request("'tool_choice' must be \"auto\" or \"none\": forcing a tool call is not supported",
-                            "tool_choice");
-    tool_choice = v->get<std::string>();
-  }
-  if (const ojson* v = find_value(body, "tools")) {
-    if (!v->is_array()) wrong_type("tools", "an array", *v);
-    for (size_t i = 0; i < v->size(); ++i)
-      if (!(*v)[i].is_object()) wrong_type(str_cat("tools[", i, "]"), "an object", (*v)[i]);
-    if (tool_choice != "none" && !v->empty()) r.tools = *v;
-  }
+  parse_tools(body, r);
   if (const ojson* v = find_value(body, "chat_template_kwargs")) {
     if (!v->is_object()) wrong_type("chat_template_kwargs", "an object", *v);
     for (auto it = v->begin(); it != v->end(); ++it) {

@@ -38,6 +38,11 @@ struct GenerationFields {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool skip_special_tokens = true;
+  // Structured outputs, shape-checked here and compiled by serve/structured_request.cpp: null,
+  // or response_format {"type": "json_object" | "json_schema", ...} ({"type": "text"} -> null),
+  // or vLLM's structured_outputs {json | regex | choice | grammar | json_object}. Never both.
+  nlohmann::ordered_json response_format;
+  nlohmann::ordered_json structured_outputs;
 };
 
 struct CompletionRequest : GenerationFields {
@@ -49,7 +54,11 @@ struct ChatRequest : GenerationFields {
   // Normalised for the chat template: content is always a string (text parts joined by "\n",
   // null -> ""), "developer" becomes "system". Key order is kept.
   nlohmann::ordered_json messages;
-  nlohmann::ordered_json tools;  // null when absent or tool_choice is "none"
+  nlohmann::ordered_json tools;  // null when absent or tool_choice is "none"; each entry checked
+  // "none" | "auto" | "required" | {"type": "function", "function": {"name": N}} (N is in tools);
+  // defaults to "auto" with tools, "none" without.
+  nlohmann::ordered_json tool_choice = "none";
+  bool parallel_tool_calls = true;
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
   bool add_generation_prompt = true;
   bool include_reasoning = true;

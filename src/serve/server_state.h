@@ -12,6 +12,7 @@
 #include "serve/http_server.h"
 #include "serve/metrics.h"
 #include "serve/server.h"
+#include "structured/grammar_cache.h"
 
 namespace pypto {
 
@@ -36,6 +37,8 @@ struct ServerState {
   std::atomic<uint64_t> next_id{0};
   // Reasoning split available: the vocabulary has <think> and </think>.
   bool reasoning_tokens = false;
+  // Compiled grammars for structured outputs and tool calls, by constraint (set with ctx).
+  std::unique_ptr<structured::GrammarCache> grammars;
 
   // Gauges per replica for /metrics.
   std::vector<EngineGauges> gauges() const;

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -10,6 +11,7 @@
 #include "engine/engine.h"
 #include "engine/engine_loop.h"
 #include "fake_model.h"
+#include "structured/regex.h"
 
 namespace pypto {
 namespace {
@@ -475,6 +477,78 @@ TEST(EngineLoop, StampsArrivalWhenTheRequestIsAdded) {
   EXPECT_GE(last->arrival, before);
   EXPECT_LE(last->arrival, after_add);  // on the caller's thread, before the engine thread takes it
   EXPECT_LE(last->arrival, *last->first_scheduled);
+}
+
+}  // namespace
+}  // namespace pypto
+
+namespace pypto {
+namespace {
+
+// Token t of the fake vocabulary spells one character: letters, then digits, then punctuation;
+// the last id is EOS.
+std::shared_ptr<const structured::TokenVocab> fake_vocab() {
+  std::vector<std::string> t;
+  for (int i = 0; i < kVocab - 1; ++i)
+    t.push_back(std::string(1, i < 26 ? char('a' + i) : i < 36 ? char('0' + i - 26) : "{}\":, -+.[]()"[i - 36]));
+  return structured::TokenVocab::from_strings(t, kVocab, {kVocab - 1});
+}
+
+std::string spell(const Ids& ids, const structured::TokenVocab& v) {
+  std::string s;
+  for (int32_t id : ids) s += id == kVocab - 1 ? std::string("<eos>") : v.token_text(id);
+  return s;
+}
+
+TEST(Engine, GrammarMasksEverySequenceOfARequest) {
+  EngineConfig c = engine_config();
+  c.eos_token_ids = {kVocab - 1};
+  Engine e(c, std::make_unique<FakeExecutor>(64, 4, Logits::Flat));
+  auto vocab = fake_vocab();
+  structured::Grammar g;
+  g.root = structured::compile_regex("-?[0-9]{2,3}", structured::RegexMode::FullMatch, false);
+  auto compiled = std::make_shared<const structured::CompiledGrammar>(g, vocab);
+  EngineRequest r = greedy_request("g", prompt_of(1, 6), 10);
+  r.params.temperature = 1.0f;
+  r.params.n = 4;
+  r.params.seed = 5;
+  r.grammar = compiled;
+  e.add_request(r);
+  EngineRequest free_text = greedy_request("free", prompt_of(1, 6), 10);
+  free_text.params.temperature = 1.0f;
+  free_text.params.seed = 5;
+  e.add_request(free_text);
+  Collected got = run(e);
+  const std::regex re("-?[0-9]{2,3}(<eos>)?");
+  for (int32_t k = 0; k < 4; ++k) {
+    const std::string s = spell(got.tokens[{"g", k}], *vocab);
+    EXPECT_TRUE(std::regex_match(s, re)) << "sequence " << k << ": " << s;
+    EXPECT_EQ((got.reasons[{"g", k}]), FinishReason::Stop) << s;
+  }
+  // The same sampling without the grammar does not happen to follow it.
+  EXPECT_FALSE(std::regex_match(spell(got.tokens[{"free", 0}], *vocab), re));
+}
+
+TEST(Engine, GrammarStartsAfterItsStartToken) {
+  EngineConfig c = engine_config();
+  c.eos_token_ids = {kVocab - 1};
+  Engine e(c, std::make_unique<FakeExecutor>(64, 4, Logits::Peaked));
+  auto vocab = fake_vocab();
+  structured::Grammar g;
+  g.root = structured::literal("ok");
+  auto compiled = std::make_shared<const structured::CompiledGrammar>(g, vocab);
+  const Ids prompt = prompt_of(2, 5);
+  const Ids free_run = FakeModel::reference(prompt, 3, kVocab);  // what the model writes unconstrained
+  EngineRequest r = greedy_request("t", prompt, 10);
+  r.grammar = compiled;
+  r.grammar_options.start_after = free_run[1];  // unconstrained up to and including token 2
+  e.add_request(r);
+  Collected got = run(e);
+  const Ids& out = got.tokens[{"t", 0}];
+  const size_t free_len = free_run[0] == free_run[1] ? 1 : 2;
+  ASSERT_GE(out.size(), free_len + 3);
+  EXPECT_EQ(Ids(out.begin(), out.begin() + std::ptrdiff_t(free_len)), Ids(free_run.begin(), free_run.begin() + std::ptrdiff_t(free_len)));
+  EXPECT_EQ(spell(Ids(out.begin() + std::ptrdiff_t(free_len), out.end()), *vocab), "ok<eos>");
 }
 
 }  // namespace

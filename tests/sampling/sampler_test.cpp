@@ -333,3 +333,48 @@ TEST(Sampler, BatchRowsAreIndependent) {
 
 }  // namespace
 }  // namespace pypto
+
+namespace pypto {
+namespace {
+
+// Structured outputs: only tokens whose bit is set can be drawn, greedy or sampled, at every
+// vocabulary size (whole 32-token words and a partial last word), and logprobs stay those of
+// the raw distribution.
+TEST(Sampler, AllowedTokensMaskRestrictsTheDraw) {
+  std::mt19937_64 rng(4);
+  for (int64_t vocab : {5, 32, 33, 100, 1000}) {
+    std::vector<uint32_t> mask(size_t((vocab + 31) / 32), 0);
+    std::vector<int32_t> allowed;
+    for (int32_t id = 0; id < vocab; ++id)
+      if (rng() % 7 == 0 || id == vocab / 2) {
+        mask[size_t(id) / 32] |= 1u << (id % 32);
+        allowed.push_back(id);
+      }
+    for (float temperature : {0.0f, 1.0f}) {
+      SamplingParams p;
+      p.temperature = temperature;
+      p.logprobs = 0;
+      for (uint64_t seed = 0; seed < 20; ++seed) {
+        std::vector<float> logits(static_cast<size_t>(vocab));
+        for (float& x : logits) x = float(rng() % 1000) / 100.0f;
+        const std::vector<float> raw = logits;
+        SamplerRow row{&p, {}, {}, {}, seed, mask};
+        const SampledToken t = sample_row(logits, row);
+        EXPECT_TRUE(std::find(allowed.begin(), allowed.end(), t.token_id) != allowed.end())
+            << "vocab " << vocab << " drew " << t.token_id;
+        if (temperature == 0.0f) {
+          int32_t best = allowed[0];
+          for (int32_t id : allowed)
+            if (raw[size_t(id)] > raw[size_t(best)]) best = id;
+          EXPECT_EQ(t.token_id, best);
+        }
+        double lse = 0, mx = *std::max_element(raw.begin(), raw.end());
+        for (float x : raw) lse += std::exp(double(x) - mx);
+        EXPECT_NEAR(t.logprob, double(raw[size_t(t.token_id)]) - mx - std::log(lse), 1e-4);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pypto

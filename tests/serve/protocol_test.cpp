@@ -128,9 +128,10 @@ TEST(Protocol, UnsupportedAndUnknownFields) {
   expect_error(completion_error(R"({"prompt": "x", "frobnicate": 1, "zap": 2})"),
                "unknown fields 'frobnicate', 'zap': not supported by this server (it could change the output)",
                "frobnicate");
-  expect_error(chat_error(R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})"),
-               "unsupported field 'response_format': structured output (response_format) is not supported; only {\"type\": \"text\"}",
-               "response_format");
+  expect_error(completion_error(R"({"prompt": "x", "guided_json": {"type": "object"}})"),
+               "unsupported field 'guided_json': guided_* fields were removed from vLLM; use structured_outputs.json or "
+               "response_format",
+               "guided_json");
   // Neutral values and ignored fields pass.
   EXPECT_NO_THROW(parse_completion_request(parse_json_body(
       R"({"prompt": "x", "best_of": 1, "suffix": null, "user": "me", "metadata": {"a": 1}, "logprobs": null})")));
@@ -169,11 +170,80 @@ TEST(Protocol, ChatErrors) {
   expect_error(chat_error(R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})"),
                "'top_logprobs' needs 'logprobs' set to true", "top_logprobs");
   expect_error(chat_error(R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})"),
-               "'tool_choice' must be \"auto\" or \"none\": forcing a tool call is not supported", "tool_choice");
+               "'tool_choice' = \"required\" needs 'tools': no function is declared", "tool_choice");
   expect_error(chat_error(R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": {"enable_thinking": "no"}})"),
                "'chat_template_kwargs.enable_thinking' must be a boolean, got string", "chat_template_kwargs.enable_thinking");
   expect_error(chat_error(R"({"messages": [{"role": "user", "content": "x"}], "echo": true})"),
                "unknown field 'echo': not supported by this server (it could change the output)", "echo");
+}
+
+constexpr const char* kTools =
+    R"("tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}},
+                 {"type": "function", "function": {"name": "get_time"}}])";
+
+ChatRequest chat_with(const std::string& fields) {
+  return parse_chat_request(parse_json_body(R"({"messages": [{"role": "user", "content": "x"}], )" + fields + "}"));
+}
+
+ApiError chat_with_error(const std::string& fields) {
+  try {
+    chat_with(fields);
+  } catch (const ApiError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no error for " << fields;
+  return ApiError(0, "", "");
+}
+
+TEST(Protocol, ToolChoice) {
+  EXPECT_EQ(chat_with(kTools).tool_choice, "auto");
+  EXPECT_EQ(chat_with(std::string(kTools) + R"(, "tool_choice": "required")").tool_choice, "required");
+  ChatRequest named = chat_with(std::string(kTools) +
+                                R"(, "tool_choice": {"type": "function", "function": {"name": "get_time"}}, "parallel_tool_calls": false)");
+  EXPECT_EQ(named.tool_choice["function"]["name"], "get_time");
+  EXPECT_FALSE(named.parallel_tool_calls);
+  ChatRequest none = chat_with(std::string(kTools) + R"(, "tool_choice": "none")");
+  EXPECT_TRUE(none.tools.is_null());
+  expect_error(chat_with_error(std::string(kTools) + R"(, "tool_choice": {"type": "function", "function": {"name": "nope"}})"),
+               "'tool_choice' names function 'nope', which is not in 'tools' (declared: get_weather, get_time)",
+               "tool_choice");
+  expect_error(chat_with_error(R"("tool_choice": {"type": "function", "function": {"name": "f"}})"),
+               "'tool_choice' = {\"type\":\"function\",\"function\":{\"name\":\"f\"}} needs 'tools': no function is declared",
+               "tool_choice");
+  expect_error(chat_with_error(std::string(kTools) + R"(, "tool_choice": "always")"),
+               "'tool_choice' = \"always\" is not one of \"none\", \"auto\", \"required\" or {\"type\": \"function\", "
+               "\"function\": {\"name\": ...}}",
+               "tool_choice");
+  expect_error(chat_with_error(R"("tools": [{"type": "function", "function": {"name": "bad name"}}])"),
+               "'tools[0].function.name' is required: 1 to 64 of a-z, A-Z, 0-9, _ and -", "tools[0].function.name");
+  expect_error(chat_with_error(R"("tools": [{"type": "function", "function": {"name": "f", "parameters": 3}}])"),
+               "'tools[0].function.parameters' must be an object (a JSON schema), got integer", "tools[0].function.parameters");
+  expect_error(chat_with_error(std::string(kTools) + R"(, "response_format": {"type": "json_object"})"),
+               "'tool_choice' = \"auto\" cannot be combined with 'response_format' or 'structured_outputs' (set "
+               "tool_choice to \"none\")",
+               "tool_choice");
+}
+
+TEST(Protocol, ResponseFormatAndStructuredOutputsShapes) {
+  EXPECT_TRUE(chat_with(R"("response_format": {"type": "text"})").response_format.is_null());
+  EXPECT_EQ(chat_with(R"("response_format": {"type": "json_object"})").response_format["type"], "json_object");
+  EXPECT_EQ(chat_with(R"("response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "integer"}, "strict": true}})")
+                .response_format["json_schema"]["schema"]["type"],
+            "integer");
+  EXPECT_EQ(chat_with(R"("structured_outputs": {"regex": "[a-z]+"})").structured_outputs["regex"], "[a-z]+");
+  expect_error(chat_with_error(R"("response_format": {"type": "yaml"})"),
+               "'response_format.type' = \"yaml\" is not one of \"text\", \"json_object\", \"json_schema\"",
+               "response_format");
+  expect_error(chat_with_error(R"("response_format": {"type": "json_schema", "json_schema": {"schema": {}}})"),
+               "'response_format.json_schema.name' is required: 1 to 64 of a-z, A-Z, 0-9, _ and -", "response_format");
+  expect_error(chat_with_error(R"("structured_outputs": {"regex": "a", "choice": ["b"]})"),
+               "'structured_outputs' must set exactly one of json, regex, choice, grammar, json_object",
+               "structured_outputs");
+  expect_error(chat_with_error(R"("structured_outputs": {"structural_tag": "x"})"),
+               "unsupported field 'structured_outputs.structural_tag' (supported: json, regex, choice, grammar, json_object)",
+               "structured_outputs");
+  expect_error(chat_with_error(R"("structured_outputs": {"choice": []})"),
+               "'structured_outputs.choice' must be a non-empty array of strings, got array", "structured_outputs.choice");
 }
 
 TEST(Protocol, GenerateConfigDefaultsLoseToExplicitFields) {

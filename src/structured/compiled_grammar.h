@@ -1,0 +1,93 @@
+#pragma once
+// A Grammar compiled for one vocabulary: a byte NFA (recursion unrolled, see grammar.h) that is
+// determinized lazily, and a token mask cached per DFA state.
+//
+// Why a DFA: a constrained step then needs only "which DFA state are we in" (one int per
+// request), and the mask of a state, once computed by one trie walk (~1-3 ms for the 151,936
+// Qwen3 tokens when most are allowed, far less when few are), is reused by every later step and
+// every later request with the same grammar (GrammarCache shares compiled grammars).
+//
+// Thread-safety: shared by requests on several threads; the lazy DFA and the mask cache are
+// behind one mutex, taken once per mask and once per accepted token.
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "structured/grammar.h"
+#include "structured/token_trie.h"
+
+namespace pypto::structured {
+
+// One token mask: bit (id % 32) of word id / 32 set when the token is allowed; [mask_words].
+using TokenMask = std::vector<uint32_t>;
+
+class CompiledGrammar {
+ public:
+  static constexpr int32_t kDead = -1;
+  // Limit on NFA states: a schema that unrolls to more is refused (Error) instead of eating memory.
+  static constexpr int64_t kMaxNfaStates = 1'000'000;
+  // Masks kept per grammar (19 KB each for Qwen3: 2,048 = 38 MiB); past it, a state's mask is
+  // recomputed when needed instead of cached.
+  static constexpr int64_t kMaxCachedMasks = 2048;
+
+  // Throws Error when the grammar is too large or matches nothing at all.
+  CompiledGrammar(const Grammar& grammar, std::shared_ptr<const TokenVocab> vocab);
+
+  int32_t start_state() const { return start_; }
+  // The DFA state after `byte` from `state` (kDead when the byte leaves the language).
+  int32_t step(int32_t state, uint8_t byte) const;
+  // The state after all of `text` (kDead if any byte is rejected).
+  int32_t step_text(int32_t state, std::string_view text) const;
+  bool is_accepting(int32_t state) const;
+  // Whether any byte can follow (false: the output must end here).
+  bool can_continue(int32_t state) const;
+  // The tokens allowed in `state` (EOS ids included when it is accepting). Cached.
+  std::shared_ptr<const TokenMask> mask(int32_t state) const;
+  bool has_cached_mask(int32_t state) const;
+
+  const TokenVocab& vocab() const { return *vocab_; }
+  int64_t num_nfa_states() const { return int64_t(nfa_.size()); }
+  int64_t num_dfa_states() const;
+  int64_t num_cached_masks() const;
+
+ private:
+  struct NfaEdge {
+    uint8_t lo, hi;
+    int32_t to;
+  };
+  struct NfaState {
+    std::vector<NfaEdge> edges;
+    std::vector<int32_t> eps;
+  };
+  struct Builder;
+
+  int32_t step_locked(int32_t state, uint8_t byte) const;
+  int32_t intern_locked(std::vector<int32_t> set) const;  // epsilon-closes `set` first
+  std::shared_ptr<const TokenMask> compute_mask_locked(int32_t state) const;
+
+  std::shared_ptr<const TokenVocab> vocab_;
+  std::vector<NfaState> nfa_;
+  int32_t nfa_final_ = 0;
+  uint8_t byte_class_[256] = {};
+  std::vector<uint8_t> class_rep_;  // one byte per class
+  int32_t num_classes_ = 0;
+  int32_t start_ = 0;
+
+  // Lazy DFA: state d's transitions are trans_[d * num_classes_ + class], kUnknown until computed.
+  static constexpr int32_t kUnknown = -2;
+  mutable std::mutex mu_;
+  mutable std::vector<int32_t> trans_;
+  mutable std::vector<std::vector<int32_t>> sets_;  // NFA states (byte-consuming or final) per DFA state
+  mutable std::vector<uint8_t> accepting_, continues_;
+  mutable std::unordered_map<std::string, int32_t> by_set_;
+  mutable std::vector<std::shared_ptr<const TokenMask>> masks_;
+  mutable int64_t num_masks_ = 0;
+  mutable std::vector<int32_t> closure_mark_;  // scratch for epsilon closures
+  mutable int32_t closure_epoch_ = 0;
+};
+
+}  // namespace pypto::structured

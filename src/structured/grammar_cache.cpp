@@ -1,0 +1,42 @@
+#include "structured/grammar_cache.h"
+
+namespace pypto::structured {
+
+GrammarCache::GrammarCache(std::shared_ptr<const TokenVocab> vocab, size_t capacity)
+    : vocab_(std::move(vocab)), capacity_(capacity == 0 ? 1 : capacity) {}
+
+std::shared_ptr<const CompiledGrammar> GrammarCache::get(const std::string& key, const std::function<Grammar()>& make) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = index_.find(key);
+    if (it != index_.end()) {
+      lru_.splice(lru_.begin(), lru_, it->second);
+      ++hits_;
+      return it->second->second;
+    }
+  }
+  // Compile outside the lock: another request's compile does not wait for this one.
+  auto compiled = std::make_shared<const CompiledGrammar>(make(), vocab_);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = index_.find(key);
+  if (it != index_.end()) return it->second->second;
+  lru_.emplace_front(key, compiled);
+  index_[key] = lru_.begin();
+  while (lru_.size() > capacity_) {
+    index_.erase(lru_.back().first);
+    lru_.pop_back();
+  }
+  return compiled;
+}
+
+size_t GrammarCache::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return lru_.size();
+}
+
+int64_t GrammarCache::hits() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return hits_;
+}
+
+}  // namespace pypto::structured

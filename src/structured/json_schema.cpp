@@ -1,0 +1,522 @@
+#include "structured/json_schema.h"
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <map>
+#include <set>
+
+#include "core/error.h"
+#include "structured/regex.h"
+
+namespace pypto::structured {
+
+using nlohmann::json;
+
+ExprPtr json_whitespace() {
+  ByteSet ws;
+  ws.add(' ');
+  ws.add('\n');
+  ws.add('\t');
+  return repeat(bytes(ws), 0, kMaxWhitespace);
+}
+
+namespace {
+
+ExprPtr digits(int min, int max) { return repeat(byte_range('0', '9'), min, max); }
+
+// Decimal strings (no sign, no leading zeros) of every integer in [lo, hi], both >= 0;
+// hi < 0 means no upper bound.
+ExprPtr nonneg_range(int64_t lo, int64_t hi);
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+// x and y have the same number of digits, x <= y: strings of that length in [x, y].
+ExprPtr same_length(const std::string& x, const std::string& y) {
+  const size_t n = x.size();
+  if (n == 0) return empty_string();
+  if (x[0] == y[0]) return seq({literal(x.substr(0, 1)), same_length(x.substr(1), y.substr(1))});
+  const bool x_rest_zero = x.find_first_not_of('0', 1) == std::string::npos;
+  const bool y_rest_nine = y.find_first_not_of('9', 1) == std::string::npos;
+  std::vector<ExprPtr> alts;
+  char lo_first = x[0], hi_first = y[0];
+  if (!x_rest_zero) {
+    alts.push_back(seq({literal(x.substr(0, 1)), same_length(x.substr(1), std::string(n - 1, '9'))}));
+    ++lo_first;
+  }
+  if (!y_rest_nine) {
+    alts.push_back(seq({literal(y.substr(0, 1)), same_length(std::string(n - 1, '0'), y.substr(1))}));
+    --hi_first;
+  }
+  if (lo_first <= hi_first)
+    alts.push_back(seq({byte_range(uint8_t(lo_first), uint8_t(hi_first)), digits(int(n - 1), int(n - 1))}));
+  return alt(std::move(alts));
+}
+
+ExprPtr nonneg_range(int64_t lo, int64_t hi) {
+  std::vector<ExprPtr> alts;
+  const int lo_len = int(str(lo).size());
+  const int hi_len = hi < 0 ? 19 : int(str(hi).size());
+  for (int len = lo_len; len <= hi_len; ++len) {
+    int64_t a = len == 1 ? 0 : 1;
+    for (int k = 1; k < len; ++k) a *= 10;  // 10^(len-1)
+    const int64_t b = len >= 19 ? std::numeric_limits<int64_t>::max() : a == 0 ? 9 : a * 10 - 1;
+    const int64_t from = std::max(lo, a), to = hi < 0 ? b : std::min(hi, b);
+    if (from > to) continue;
+    std::string x = str(from), y = str(to);
+    alts.push_back(same_length(x, y));
+  }
+  if (hi < 0) alts.push_back(seq({byte_range('1', '9'), digits(19, -1)}));  // beyond int64
+  return alt(std::move(alts));
+}
+
+struct Compiler {
+  Grammar& g;
+  const json& root;
+  std::string where;
+  std::map<std::string, int32_t> ref_rules;  // JSON pointer -> rule
+
+  [[noreturn]] void bad(const std::string& path, const std::string& what) const {
+    fail(where, path.empty() ? "" : path, ": ", what);
+  }
+
+  ExprPtr ws() { return json_whitespace(); }
+
+  // Keywords that only describe (never constrain): accepted and not enforced by design.
+  static bool is_annotation(const std::string& k) {
+    static const std::set<std::string> a = {"title", "description", "default", "examples", "$schema", "$id",
+                                            "$comment", "deprecated", "readOnly", "writeOnly", "$defs",
+                                            "definitions"};
+    return a.count(k) > 0;
+  }
+
+  ExprPtr value(const json& s, const std::string& path) {
+    if (s.is_boolean()) {
+      if (s.get<bool>()) return add_any_json_value(g);
+      bad(path, "the schema 'false' matches nothing");
+    }
+    if (!s.is_object()) bad(path, "a schema must be an object or a boolean, got " + std::string(s.type_name()));
+    static const std::set<std::string> known = {
+        "type", "properties", "required", "additionalProperties", "items", "prefixItems", "minItems",
+        "maxItems", "enum", "const", "anyOf", "oneOf", "$ref", "minLength", "maxLength", "pattern",
+        "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "allOf"};
+    for (auto it = s.begin(); it != s.end(); ++it)
+      if (!known.count(it.key()) && !is_annotation(it.key()))
+        bad(path, "unsupported JSON Schema keyword '" + it.key() + "'");
+    std::vector<std::string> constraining;
+    for (auto it = s.begin(); it != s.end(); ++it)
+      if (!is_annotation(it.key())) constraining.push_back(it.key());
+    auto alone = [&](const char* kw) {
+      for (const std::string& k : constraining)
+        if (k != kw) bad(path, std::string("'") + kw + "' together with '" + k + "' is not supported");
+    };
+
+    if (s.contains("allOf")) {
+      // Only the one-entry form generators write around a $ref ({"allOf": [{"$ref": ...}]}):
+      // an intersection of several schemas is not supported.
+      alone("allOf");
+      const json& list = s["allOf"];
+      if (!list.is_array() || list.size() != 1)
+        bad(path + "/allOf", "'allOf' is supported only with exactly one schema");
+      return value(list[0], path + "/allOf/0");
+    }
+    if (s.contains("$ref")) {
+      alone("$ref");
+      return reference(s["$ref"], path + "/$ref");
+    }
+    for (const char* kw : {"const", "enum"}) {
+      if (!s.contains(kw)) continue;
+      // A sibling 'type' only filters the values (it is common: {"type":"string","enum":[...]}).
+      for (const std::string& k : constraining)
+        if (k != kw && k != "type") bad(path, std::string("'") + kw + "' together with '" + k + "' is not supported");
+      std::vector<json> values;
+      if (std::string(kw) == "const") values.push_back(s["const"]);
+      else if (!s["enum"].is_array() || s["enum"].empty()) bad(path + "/enum", "'enum' must be a non-empty array");
+      else values.assign(s["enum"].begin(), s["enum"].end());
+      std::vector<ExprPtr> alts;
+      for (const json& v : values)
+        if (!s.contains("type") || has_type(s["type"], v, path)) alts.push_back(literal(v.dump()));
+      if (alts.empty()) bad(path, std::string("no '") + kw + "' value has the schema's 'type'");
+      return alt(std::move(alts));
+    }
+    for (const char* kw : {"anyOf", "oneOf"}) {
+      if (!s.contains(kw)) continue;
+      alone(kw);
+      const json& list = s[kw];
+      if (!list.is_array() || list.empty()) bad(path + "/" + kw, std::string("'") + kw + "' must be a non-empty array");
+      std::vector<ExprPtr> alts;
+      for (size_t i = 0; i < list.size(); ++i) alts.push_back(value(list[i], path + "/" + kw + "/" + std::to_string(i)));
+      return alt(std::move(alts));
+    }
+
+    std::vector<std::string> types;
+    if (s.contains("type")) {
+      const json& t = s["type"];
+      if (t.is_string()) types.push_back(t.get<std::string>());
+      else if (t.is_array() && !t.empty()) {
+        for (const json& x : t) {
+          if (!x.is_string()) bad(path + "/type", "'type' entries must be strings");
+          types.push_back(x.get<std::string>());
+        }
+      } else {
+        bad(path + "/type", "'type' must be a string or a non-empty array of strings");
+      }
+    } else {
+      // No type: the keywords present say which; none at all means any value.
+      auto has = [&](std::initializer_list<const char*> ks) {
+        for (const char* k : ks) if (s.contains(k)) return true;
+        return false;
+      };
+      if (has({"properties", "required", "additionalProperties"})) types.push_back("object");
+      if (has({"items", "prefixItems", "minItems", "maxItems"})) types.push_back("array");
+      if (has({"minLength", "maxLength", "pattern", "format"})) types.push_back("string");
+      if (has({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})) types.push_back("number");
+      if (types.empty()) return add_any_json_value(g);
+    }
+    std::vector<ExprPtr> alts;
+    for (const std::string& t : types) {
+      if (t == "null") alts.push_back(literal("null"));
+      else if (t == "boolean") alts.push_back(alt({literal("true"), literal("false")}));
+      else if (t == "integer") alts.push_back(integer(s, path));
+      else if (t == "number") alts.push_back(number(s, path));
+      else if (t == "string") alts.push_back(string(s, path));
+      else if (t == "array") alts.push_back(array(s, path));
+      else if (t == "object") alts.push_back(object(s, path));
+      else bad(path + "/type", "unknown type '" + t + "' (allowed: null, boolean, integer, number, string, array, object)");
+    }
+    return alt(std::move(alts));
+  }
+
+  bool has_type(const json& type, const json& v, const std::string& path) const {
+    auto one = [&](const json& t) {
+      if (!t.is_string()) bad(path + "/type", "'type' entries must be strings");
+      const std::string n = t.get<std::string>();
+      if (n == "null") return v.is_null();
+      if (n == "boolean") return v.is_boolean();
+      if (n == "integer") return v.is_number_integer() || (v.is_number_float() && v.get<double>() == std::floor(v.get<double>()));
+      if (n == "number") return v.is_number();
+      if (n == "string") return v.is_string();
+      if (n == "array") return v.is_array();
+      if (n == "object") return v.is_object();
+      bad(path + "/type", "unknown type '" + n + "' (allowed: null, boolean, integer, number, string, array, object)");
+    };
+    if (type.is_array()) {
+      for (const json& t : type)
+        if (one(t)) return true;
+      return false;
+    }
+    return one(type);
+  }
+
+  ExprPtr reference(const json& r, const std::string& path) {
+    if (!r.is_string()) bad(path, "'$ref' must be a string");
+    const std::string ptr = r.get<std::string>();
+    if (ptr.empty() || ptr[0] != '#') bad(path, "only local references ('#' or '#/...') are supported, got '" + ptr + "'");
+    auto it = ref_rules.find(ptr);
+    if (it != ref_rules.end()) return ref(it->second);
+    const json* target = &root;
+    if (ptr.size() > 1) {
+      try {
+        target = &root.at(json::json_pointer(ptr.substr(1)));
+      } catch (const std::exception&) {
+        bad(path, "'$ref' target '" + ptr + "' does not exist");
+      }
+    }
+    const int32_t rule = g.add_rule(where + ptr);
+    ref_rules[ptr] = rule;
+    g.rules[size_t(rule)].body = value(*target, ptr.substr(1));
+    return ref(rule);
+  }
+
+  static std::optional<int64_t> int_bound(const json& s, const char* kw, const std::string& path, const Compiler& c,
+                                          bool integer_type) {
+    if (!s.contains(kw)) return std::nullopt;
+    const json& v = s[kw];
+    if (!v.is_number()) c.bad(path + "/" + kw, std::string("'") + kw + "' must be a number");
+    const double d = v.get<double>();
+    if (d > 9e18 || d < -9e18) c.bad(path + "/" + kw, std::string("'") + kw + "' is out of the supported range");
+    if (v.is_number_integer()) return v.get<int64_t>();
+    if (!integer_type) c.bad(path + "/" + kw, std::string("a non-integer '") + kw + "' on a number is not supported");
+    // For integers a fractional bound rounds inwards.
+    return std::string(kw) == "minimum" || std::string(kw) == "exclusiveMinimum" ? int64_t(std::ceil(d))
+                                                                                  : int64_t(std::floor(d));
+  }
+
+  // [lo, hi] after exclusive bounds; nullopt = unbounded on that side.
+  std::pair<std::optional<int64_t>, std::optional<int64_t>> bounds(const json& s, const std::string& path, bool integer_type) {
+    auto lo = int_bound(s, "minimum", path, *this, integer_type);
+    auto hi = int_bound(s, "maximum", path, *this, integer_type);
+    if (auto x = int_bound(s, "exclusiveMinimum", path, *this, integer_type)) {
+      if (!integer_type) bad(path + "/exclusiveMinimum", "'exclusiveMinimum' on a number is not supported (use an integer type or minimum)");
+      const double d = s["exclusiveMinimum"].get<double>();
+      const int64_t v = d == double(*x) ? *x + 1 : *x;
+      lo = lo ? std::max(*lo, v) : v;
+    }
+    if (auto x = int_bound(s, "exclusiveMaximum", path, *this, integer_type)) {
+      if (!integer_type) bad(path + "/exclusiveMaximum", "'exclusiveMaximum' on a number is not supported (use an integer type or maximum)");
+      const double d = s["exclusiveMaximum"].get<double>();
+      const int64_t v = d == double(*x) ? *x - 1 : *x;
+      hi = hi ? std::min(*hi, v) : v;
+    }
+    if (lo && hi && *lo > *hi) bad(path, "the bounds leave no value (minimum " + std::to_string(*lo) + " > maximum " + std::to_string(*hi) + ")");
+    return {lo, hi};
+  }
+
+  // Integers in [lo, hi] as JSON ("-0" is not written).
+  ExprPtr int_range(std::optional<int64_t> lo, std::optional<int64_t> hi) {
+    std::vector<ExprPtr> alts;
+    // Non-negative part.
+    if (!hi || *hi >= 0) alts.push_back(nonneg_range(lo ? std::max<int64_t>(*lo, 0) : 0, hi ? *hi : -1));
+    // Negative part: magnitudes in [max(1, -hi), -lo].
+    if (!lo || *lo < 0) {
+      const int64_t mlo = hi && *hi < 0 ? -*hi : 1;
+      alts.push_back(seq({literal("-"), nonneg_range(mlo, lo ? -*lo : -1)}));
+    }
+    return alt(std::move(alts));
+  }
+
+  ExprPtr integer(const json& s, const std::string& path) {
+    auto [lo, hi] = bounds(s, path, true);
+    return int_range(lo, hi);
+  }
+
+  ExprPtr fraction() { return seq({literal("."), digits(1, 16)}); }
+
+  ExprPtr number(const json& s, const std::string& path) {
+    auto [lo, hi] = bounds(s, path, false);
+    if (!lo && !hi) {
+      ByteSet e, sign;
+      e.add('e');
+      e.add('E');
+      sign.add('+');
+      sign.add('-');
+      return seq({int_range(std::nullopt, std::nullopt), optional(fraction()),
+                  optional(seq({bytes(e), optional(bytes(sign)), digits(1, 2)}))});
+    }
+    // k.xxx lies in [k, k+1) for k >= 0 and in (k-1, k] for k < 0 ("-0.xxx" in (-1, 0]): a
+    // fraction is allowed after an integer part exactly when that interval stays in bounds.
+    std::vector<ExprPtr> alts = {int_range(lo, hi)};
+    const int64_t nn_lo = lo ? std::max<int64_t>(*lo, 0) : 0;
+    const int64_t frac_hi = hi ? *hi - 1 : -1;  // with hi: last integer part a fraction may follow
+    if (!hi || frac_hi >= nn_lo) alts.push_back(seq({nonneg_range(nn_lo, hi ? frac_hi : -1), fraction()}));
+    if (!lo || *lo <= -1) {
+      // Negative integer parts -m with m in [max(1, -hi), -lo - 1].
+      const int64_t mlo = hi && *hi < 0 ? -*hi : 1;
+      if (!lo || -*lo - 1 >= mlo) alts.push_back(seq({literal("-"), nonneg_range(mlo, lo ? -*lo - 1 : -1), fraction()}));
+      if (!hi || *hi >= 0) alts.push_back(seq({literal("-0"), fraction()}));
+    }
+    return alt(std::move(alts));
+  }
+
+  static int count(const json& s, const char* kw, const std::string& path, const Compiler& c) {
+    if (!s.contains(kw)) return -1;
+    const json& v = s[kw];
+    if (!v.is_number_integer() || v.get<int64_t>() < 0)
+      c.bad(path + "/" + kw, std::string("'") + kw + "' must be a non-negative integer");
+    if (v.get<int64_t>() > 100000) c.bad(path + "/" + kw, std::string("'") + kw + "' above 100000 is not supported");
+    return int(v.get<int64_t>());
+  }
+
+  ExprPtr string(const json& s, const std::string& path) {
+    const int min_len = count(s, "minLength", path, *this), max_len = count(s, "maxLength", path, *this);
+    if (min_len >= 0 && max_len >= 0 && min_len > max_len) bad(path, "minLength > maxLength");
+    const bool lengths = min_len >= 0 || max_len >= 0;
+    ExprPtr body;
+    if (s.contains("pattern") || s.contains("format")) {
+      if (s.contains("pattern") && s.contains("format")) bad(path, "'pattern' together with 'format' is not supported");
+      if (lengths) bad(path, std::string("'") + (s.contains("pattern") ? "pattern" : "format") +
+                                 "' together with minLength/maxLength is not supported");
+      if (s.contains("pattern")) {
+        if (!s["pattern"].is_string()) bad(path + "/pattern", "'pattern' must be a string");
+        try {
+          body = compile_regex(s["pattern"].get<std::string>(), RegexMode::Search, true);
+        } catch (const Error& e) {
+          bad(path + "/pattern", e.what());
+        }
+      } else {
+        body = format(s["format"], path + "/format");
+      }
+    } else {
+      body = repeat(json_string_chars({{0, 0x10FFFF}}), std::max(min_len, 0), max_len);
+    }
+    return seq({literal("\""), body, literal("\"")});
+  }
+
+  ExprPtr format(const json& f, const std::string& path) {
+    if (!f.is_string()) bad(path, "'format' must be a string");
+    const std::string name = f.get<std::string>();
+    static const char* kDate =
+        "[0-9]{4}-((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)|02-(0[1-9]|1[0-9]|2[0-8]))";
+    static const char* kTime = "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])";
+    std::string re;
+    if (name == "date") re = kDate;
+    else if (name == "time") re = kTime;
+    else if (name == "date-time") re = std::string(kDate) + "T" + kTime;
+    else if (name == "uuid") re = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}";
+    else if (name == "email")
+      // Dot-separated atoms @ two to four DNS labels: inside both ajv-formats' fast and full
+      // email patterns (RFC 5321 without quoted local parts or IP literals).
+      re = "[a-zA-Z0-9!#$%&'*+/=?^_`{|}~-]{1,20}(\\.[a-zA-Z0-9!#$%&'*+/=?^_`{|}~-]{1,20}){0,2}@"
+           "([a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?\\.){1,3}[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?";
+    else bad(path, "unsupported format '" + name + "' (supported: date, time, date-time, uuid, email)");
+    return compile_regex(re, RegexMode::FullMatch, true);
+  }
+
+  ExprPtr sep() { return seq({ws(), literal(","), ws()}); }
+
+  ExprPtr array(const json& s, const std::string& path) {
+    const int min_n = std::max(count(s, "minItems", path, *this), 0);
+    const int max_n = count(s, "maxItems", path, *this);
+    if (max_n >= 0 && min_n > max_n) bad(path, "minItems > maxItems");
+    std::vector<ExprPtr> prefix;
+    if (s.contains("prefixItems")) {
+      const json& p = s["prefixItems"];
+      if (!p.is_array()) bad(path + "/prefixItems", "'prefixItems' must be an array of schemas");
+      for (size_t i = 0; i < p.size(); ++i) prefix.push_back(value(p[i], path + "/prefixItems/" + std::to_string(i)));
+    }
+    ExprPtr item;  // null: no items beyond the prefix
+    if (!s.contains("items") || s["items"].is_object() || s["items"] == true)
+      item = s.contains("items") ? value(s["items"], path + "/items") : add_any_json_value(g);
+    else if (s["items"] != false)
+      bad(path + "/items", "'items' must be a schema (an array form is 'prefixItems')");
+    const int p = int(prefix.size());
+    if (!item && min_n > p) bad(path, "minItems exceeds the prefixItems when 'items' is false");
+    // rest(k): elements k.. , each after a separator when k > 0.
+    std::function<ExprPtr(int)> rest = [&](int k) -> ExprPtr {
+      if (max_n >= 0 && k >= max_n) return empty_string();
+      if (k < p) {
+        ExprPtr e = seq({k > 0 ? sep() : empty_string(), prefix[size_t(k)], rest(k + 1)});
+        return k < min_n ? e : optional(e);
+      }
+      if (!item) return empty_string();
+      const int more_min = std::max(min_n - k, 0), more_max = max_n < 0 ? -1 : max_n - k;
+      if (k > 0) return repeat(seq({sep(), item}), more_min, more_max);
+      if (more_max < 0 && more_min <= 1) return list(item, sep(), more_min == 1);
+      ExprPtr e = seq({item, repeat(seq({sep(), item}), std::max(more_min - 1, 0), more_max < 0 ? -1 : more_max - 1)});
+      return more_min > 0 ? e : optional(e);
+    };
+    return seq({literal("["), ws(), rest(0), ws(), literal("]")});
+  }
+
+  ExprPtr object(const json& s, const std::string& path) {
+    std::vector<std::pair<std::string, ExprPtr>> props;
+    if (s.contains("properties")) {
+      const json& p = s["properties"];
+      if (!p.is_object()) bad(path + "/properties", "'properties' must be an object");
+      for (auto it = p.begin(); it != p.end(); ++it)
+        props.push_back({it.key(), value(it.value(), path + "/properties/" + it.key())});
+    }
+    std::set<std::string> required;
+    if (s.contains("required")) {
+      const json& r = s["required"];
+      if (!r.is_array()) bad(path + "/required", "'required' must be an array of property names");
+      for (const json& x : r) {
+        if (!x.is_string()) bad(path + "/required", "'required' must be an array of property names");
+        const std::string name = x.get<std::string>();
+        bool found = false;
+        for (auto& [k, v] : props) found |= k == name;
+        if (!found) bad(path + "/required", "required property '" + name + "' is not in 'properties'");
+        required.insert(name);
+      }
+    }
+    ExprPtr extra;  // schema of additional property values, null: none
+    if (s.contains("additionalProperties")) {
+      const json& a = s["additionalProperties"];
+      if (a.is_boolean()) {
+        if (a.get<bool>() && props.empty()) extra = add_any_json_value(g);
+      } else if (a.is_object()) {
+        if (!props.empty())
+          bad(path + "/additionalProperties", "'additionalProperties' as a schema together with 'properties' is not supported");
+        extra = value(a, path + "/additionalProperties");
+      } else {
+        bad(path + "/additionalProperties", "'additionalProperties' must be a boolean or a schema");
+      }
+    } else if (props.empty()) {
+      extra = add_any_json_value(g);
+    }
+    if (extra) {
+      // Free keys: only without declared properties, so a key never repeats a declared one.
+      ExprPtr member = seq({free_string(), ws(), literal(":"), ws(), extra});
+      return seq({literal("{"), ws(), list(member, sep(), false), ws(), literal("}")});
+    }
+    std::vector<ExprPtr> members;
+    for (auto& [k, v] : props) members.push_back(seq({literal(json(k).dump()), ws(), literal(":"), ws(), v}));
+    // After the first written property, each later one is ", prop" (required) or optional; the
+    // first written one is any optional property up to the first required one.
+    auto tail_after = [&](size_t first) {
+      std::vector<ExprPtr> parts = {members[first]};
+      for (size_t j = first + 1; j < props.size(); ++j) {
+        ExprPtr e = seq({sep(), members[j]});
+        parts.push_back(required.count(props[j].first) ? e : optional(e));
+      }
+      return seq(std::move(parts));
+    };
+    std::vector<ExprPtr> firsts;
+    bool seen_required = false;
+    for (size_t i = 0; i < props.size() && !seen_required; ++i) {
+      firsts.push_back(tail_after(i));
+      seen_required = required.count(props[i].first) > 0;
+    }
+    if (!seen_required) firsts.push_back(empty_string());
+    return seq({literal("{"), ws(), alt(std::move(firsts)), ws(), literal("}")});
+  }
+
+  ExprPtr free_string() { return seq({literal("\""), repeat(json_string_chars({{0, 0x10FFFF}}), 0, -1), literal("\"")}); }
+};
+
+int32_t any_value_rule(Grammar& g) {
+  for (size_t i = 0; i < g.rules.size(); ++i)
+    if (g.rules[i].name == "json_value") return int32_t(i);
+  const int32_t value = g.add_rule("json_value");
+  const int32_t object = g.add_rule("json_object");
+  ExprPtr ws = json_whitespace();
+  ExprPtr sep = seq({ws, literal(","), ws});
+  ExprPtr str = seq({literal("\""), repeat(json_string_chars({{0, 0x10FFFF}}), 0, -1), literal("\"")});
+  ByteSet e, sign;
+  e.add('e');
+  e.add('E');
+  sign.add('+');
+  sign.add('-');
+  ExprPtr num = seq({optional(literal("-")), alt({literal("0"), seq({byte_range('1', '9'), digits(0, -1)})}),
+                     optional(seq({literal("."), digits(1, -1)})),
+                     optional(seq({bytes(e), optional(bytes(sign)), digits(1, 2)}))});  // e±99: no overflow
+  ExprPtr member = seq({str, ws, literal(":"), ws, ref(value)});
+  g.rules[size_t(object)].body = seq({literal("{"), ws, list(member, sep, false), ws, literal("}")});
+  ExprPtr array = seq({literal("["), ws, list(ref(value), sep, false), ws, literal("]")});
+  g.rules[size_t(value)].body =
+      alt({literal("null"), literal("true"), literal("false"), num, str, array, ref(object)});
+  return value;
+}
+
+}  // namespace
+
+ExprPtr add_any_json_value(Grammar& g) { return ref(any_value_rule(g)); }
+
+ExprPtr add_any_json_object(Grammar& g) {
+  any_value_rule(g);
+  for (size_t i = 0; i < g.rules.size(); ++i)
+    if (g.rules[i].name == "json_object") return ref(int32_t(i));
+  PYPTO_ASSERT(false, "json_object rule missing");
+  return nullptr;
+}
+
+ExprPtr add_json_schema(Grammar& g, const json& schema, const std::string& where) {
+  Compiler c{g, schema, where, {}};
+  return c.value(schema, "");
+}
+
+Grammar json_schema_grammar(const json& schema, const std::string& where) {
+  Grammar g;
+  ExprPtr v = add_json_schema(g, schema, where);
+  g.root = seq({json_whitespace(), v});
+  return g;
+}
+
+Grammar json_object_grammar() {
+  Grammar g;
+  g.root = seq({json_whitespace(), add_any_json_object(g)});
+  return g;
+}
+
+}  // namespace pypto::structured

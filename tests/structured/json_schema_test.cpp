@@ -1,0 +1,143 @@
+// JSON Schema compilation. Validity is judged by ajv (tests/structured/ajv_validate.mjs), an
+// independent validator, and numeric ranges by plain arithmetic; rejection cases are hand-made
+// JSON that the schema plainly forbids.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "core/error.h"
+#include "schemas.h"
+#include "structured/json_schema.h"
+#include "structured_test_util.h"
+
+namespace pypto::structured::test {
+namespace {
+
+using nlohmann::json;
+
+std::shared_ptr<const CompiledGrammar> schema_grammar(const std::string& text) {
+  return compile(json_schema_grammar(json::parse(text), "schema"));
+}
+
+TEST(JsonSchema, RandomOutputsValidateWithAjv) {
+  std::mt19937_64 rng(42);
+  std::vector<std::pair<json, std::string>> cases;
+  for (const std::string& text : test_schemas()) {
+    auto g = schema_grammar(text);
+    for (int i = 0; i < 30; ++i) cases.push_back({json::parse(text), random_output(*g, rng, 0.5)});
+  }
+  const std::vector<json> verdicts = ajv_validate(cases);
+  for (size_t i = 0; i < cases.size(); ++i)
+    EXPECT_TRUE(verdicts[i]["valid"].get<bool>())
+        << "schema " << cases[i].first.dump() << "\noutput " << cases[i].second << "\najv: " << verdicts[i]["error"];
+}
+
+TEST(JsonSchema, RejectsWhatTheSchemaForbids) {
+  auto person = schema_grammar(test_schemas()[0]);
+  EXPECT_TRUE(accepts(*person, R"({"age": 30, "name": "Ann"})"));
+  EXPECT_TRUE(accepts(*person, "{\n  \"age\": 0,\n  \"name\": \"\"\n}"));
+  EXPECT_FALSE(accepts(*person, R"({"age": 131, "name": "Ann"})"));       // above maximum
+  EXPECT_FALSE(accepts(*person, R"({"age": 30})"));                       // name required
+  EXPECT_FALSE(accepts(*person, R"({"age": 30, "name": "Annabelle-Lee"})"));  // 13 > maxLength
+  EXPECT_FALSE(accepts(*person, R"({"age": 30, "name": "A", "x": 1})"));  // additionalProperties
+  EXPECT_FALSE(accepts(*person, R"({"age": 3.5, "name": "A"})"));         // integer
+  EXPECT_FALSE(accepts(*person, R"({"age": 030, "name": "A"})"));         // leading zero
+  auto colors = schema_grammar(test_schemas()[2]);
+  EXPECT_TRUE(accepts(*colors, "\"green\""));
+  EXPECT_FALSE(accepts(*colors, "\"yellow\""));
+  auto dict = schema_grammar(R"({"type":"object","additionalProperties":{"type":"integer","minimum":0,"maximum":99}})");
+  EXPECT_TRUE(accepts(*dict, R"({"a": 1, "b": 99})"));
+  EXPECT_FALSE(accepts(*dict, R"({"a": 100})"));
+  auto list = schema_grammar(test_schemas()[11]);
+  EXPECT_TRUE(accepts(*list, R"({"next": {"next": null, "v": 2}, "v": 1})"));
+  EXPECT_FALSE(accepts(*list, R"({"next": {"next": 5, "v": 2}, "v": 1})"));
+  auto date = schema_grammar(test_schemas()[4]);
+  EXPECT_TRUE(accepts(*date, R"({"at": "23:59:59Z", "when": "2024-04-30"})"));
+  EXPECT_FALSE(accepts(*date, R"({"at": "23:59:59Z", "when": "2024-04-31"})"));
+  EXPECT_FALSE(accepts(*date, R"({"at": "24:00:00Z", "when": "2024-04-30"})"));
+}
+
+TEST(JsonSchema, IntegerRangesMatchArithmetic) {
+  std::mt19937_64 rng(3);
+  const std::vector<std::pair<int64_t, int64_t>> ranges = {{0, 0}, {-7, 7}, {13, 487}, {-1000, -999}, {-305, 42},
+                                                           {99, 1001}, {5, 5}, {-20, -3}, {0, 100000}};
+  for (auto [lo, hi] : ranges) {
+    auto g = schema_grammar(json{{"type", "integer"}, {"minimum", lo}, {"maximum", hi}}.dump());
+    for (int64_t v = lo - 1200; v <= hi + 1200; v += (hi - lo > 5000 ? 7 : 1))
+      ASSERT_EQ(accepts(*g, std::to_string(v)), lo <= v && v <= hi) << v << " in [" << lo << ", " << hi << "]";
+    EXPECT_FALSE(accepts(*g, "-0"));
+  }
+  auto min_only = schema_grammar(R"({"type":"integer","minimum":250})");
+  for (int64_t v : {249LL, 250LL, 999LL, 1000LL, 123456789LL, 9223372036854775807LL})
+    EXPECT_EQ(accepts(*min_only, std::to_string(v)), v >= 250) << v;
+  auto max_only = schema_grammar(R"({"type":"integer","exclusiveMaximum":-10})");
+  for (int64_t v : {-9LL, -10LL, -11LL, -5000LL, 0LL, 7LL}) EXPECT_EQ(accepts(*max_only, std::to_string(v)), v < -10) << v;
+}
+
+TEST(JsonSchema, NumberRangesMatchArithmetic) {
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> u(-30, 30);
+  for (auto [lo, hi] : std::vector<std::pair<int, int>>{{-5, 5}, {0, 1}, {-10, -2}, {3, 20}}) {
+    auto g = schema_grammar(json{{"type", "number"}, {"minimum", lo}, {"maximum", hi}}.dump());
+    for (int i = 0; i < 3000; ++i) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.3f", u(rng));
+      std::string s = buf;
+      if (s == "-0.000") continue;
+      const double v = std::stod(s);
+      // A bound written with a fraction ("-5.000" for minimum -5) may be refused: the grammar
+      // allows a fraction only where every fraction stays in range. Nothing else may differ.
+      const bool in = lo <= v && v <= hi, ok = accepts(*g, s);
+      if (ok) ASSERT_TRUE(in) << s << " accepted for [" << lo << ", " << hi << "]";
+      else ASSERT_TRUE(!in || v == lo || v == hi) << s << " refused for [" << lo << ", " << hi << "]";
+    }
+  }
+}
+
+std::string error_of(const std::string& schema) {
+  try {
+    json_schema_grammar(json::parse(schema), "response_format.json_schema.schema");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(JsonSchema, UnsupportedOrInvalidSchemasAreErrorsNamingTheProblem) {
+  EXPECT_EQ(error_of(R"({"type":"object","properties":{"a":{"type":"string","not":{"const":"x"}}}})"),
+            "response_format.json_schema.schema/properties/a: unsupported JSON Schema keyword 'not'");
+  EXPECT_NE(error_of(R"({"type":"array","uniqueItems":true})").find("'uniqueItems'"), std::string::npos);
+  EXPECT_NE(error_of(R"({"type":"strin"})").find("unknown type 'strin'"), std::string::npos);
+  EXPECT_NE(error_of(R"({"type":"string","minLength":5,"maxLength":2})").find("minLength > maxLength"), std::string::npos);
+  EXPECT_NE(error_of(R"({"$ref":"#/$defs/missing"})").find("'#/$defs/missing' does not exist"), std::string::npos);
+  EXPECT_NE(error_of(R"({"$ref":"http://x/y.json"})").find("only local references"), std::string::npos);
+  EXPECT_NE(error_of(R"({"type":"string","format":"ipv4"})").find("unsupported format 'ipv4'"), std::string::npos);
+  EXPECT_NE(error_of(R"({"type":"integer","minimum":5,"maximum":1})").find("minimum 5 > maximum 1"), std::string::npos);
+  EXPECT_NE(error_of(R"({"enum":[]})").find("'enum' must be a non-empty array"), std::string::npos);
+  EXPECT_NE(error_of(R"({"type":"object","properties":{"a":false}})").find("/properties/a: the schema 'false'"), std::string::npos);
+  EXPECT_NE(error_of(R"({"type":"object","required":["b"],"properties":{"a":{}}})").find("'b' is not in 'properties'"), std::string::npos);
+  EXPECT_NE(error_of(R"({"type":"string","pattern":"(a"})").find("/pattern: regex '(a': missing ')'"), std::string::npos);
+  EXPECT_NE(error_of("42").find("must be an object or a boolean"), std::string::npos);
+  EXPECT_NE(error_of(R"({"allOf":[{"type":"string"},{"maxLength":3}]})").find("'allOf' is supported only with exactly one schema"),
+            std::string::npos);
+  EXPECT_EQ(error_of(R"({"$defs":{"a":{"type":"integer"}},"allOf":[{"$ref":"#/$defs/a"}],"description":"x"})"), "no error");
+}
+
+TEST(JsonSchema, JsonObjectModeAcceptsNestedObjectsOnly) {
+  auto g = compile(json_object_grammar());
+  EXPECT_TRUE(accepts(*g, R"({"a": [1, 2.5e3, {"b": null}], "c": "x\"y\n\u001fé", "d": {}})"));
+  EXPECT_TRUE(accepts(*g, "{}"));
+  EXPECT_FALSE(accepts(*g, "[1]"));
+  EXPECT_FALSE(accepts(*g, R"({"a": 01})"));
+  EXPECT_FALSE(accepts(*g, R"({"a": 1,})"));
+  std::mt19937_64 rng(9);
+  for (int i = 0; i < 200; ++i) {
+    const std::string s = random_output(*g, rng, 0.4);
+    json v;
+    ASSERT_NO_THROW(v = json::parse(s)) << s;
+    EXPECT_TRUE(v.is_object()) << s;
+  }
+}
+
+}  // namespace
+}  // namespace pypto::structured::test
