@@ -11,22 +11,15 @@
 #include <string>
 
 #include "model/test_model.h"
+#include "run_binary.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kBinary = PYPTO_BINARY_DIR "/src/cli/pypto-serving";
-
-std::pair<int, std::string> run(const std::string& args) {
-  FILE* p = popen((kBinary + " " + args + " 2>&1").c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using pypto::test::kBinary;
+using pypto::test::RunResult;
+using pypto::test::run;
 
 // The one JSON file bench wrote under `dir`.
 nlohmann::json only_json(const fs::path& dir) {
@@ -55,9 +48,9 @@ TEST(BenchCli, LatencyAndThroughputRunTensorParallel) {
   const nlohmann::json lat = only_json(dir / "lat");
   EXPECT_EQ(lat.dump().find("\"tp\":2") != std::string::npos, true) << lat.dump();
 
-  std::tie(rc, out) = run("bench throughput" + common + " --num-prompts 4 --result-dir " + (dir / "tput").string());
-  ASSERT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("tp 2,"), std::string::npos) << out;
+  const RunResult tput = run("bench throughput" + common + " --num-prompts 4 --result-dir " + (dir / "tput").string());
+  ASSERT_EQ(tput.exit_code, 0) << tput.output;
+  EXPECT_NE(tput.output.find("tp 2,"), std::string::npos) << tput.output;
   fs::remove_all(dir);
 }
 

@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/test_model.h"
+#include "run_binary.h"
 
 extern char** environ;
 
@@ -30,22 +31,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kBinary = PYPTO_BINARY_DIR "/src/cli/pypto-serving";
-
-struct RunResult {
-  int exit_code;
-  std::string output;  // stdout and stderr together
-};
-
-RunResult run(const std::string& args) {
-  FILE* p = popen((kBinary + " " + args + " 2>&1").c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using pypto::test::kBinary;
+using pypto::test::RunResult;
+using pypto::test::run;
 
 bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
 

@@ -10,28 +10,15 @@
 #include <string>
 
 #include "model/test_model.h"
+#include "run_binary.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kBinary = PYPTO_BINARY_DIR "/src/cli/pypto-serving";
-
-struct RunResult {
-  int exit_code;
-  std::string output;  // stdout and stderr together
-};
-
-RunResult run(const std::string& args) {
-  std::string cmd = kBinary + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using pypto::test::kBinary;
+using pypto::test::RunResult;
+using pypto::test::run;
 
 class OfflineCli : public ::testing::Test {
  protected:

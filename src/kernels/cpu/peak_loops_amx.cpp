@@ -24,42 +24,42 @@ void load_operands(const void* bytes) {
   _tile_zero(2);
   _tile_zero(3);
 }
-}  // namespace
 
-int64_t amx_bf16_loop(int64_t iters) {
-  alignas(64) uint16_t ops[16 * 32];
-  for (auto& v : ops) v = 0x3c00;  // a small bf16: sums stay finite
-  load_operands(ops);
-  for (int64_t i = 0; i < iters; ++i) {
-    _tile_dpbf16ps(0, 4, 6);
-    _tile_dpbf16ps(1, 4, 7);
-    _tile_dpbf16ps(2, 5, 6);
-    _tile_dpbf16ps(3, 5, 7);
-  }
-  alignas(64) float c[16 * 16];
-  _tile_stored(0, c, 64);
-  volatile float sink = c[0];
-  (void)sink;
-  _tile_release();
-  return iters * 4 * 16 * 16 * 32;  // 16 × 16 outputs × 32 bf16 multiply-adds per product
-}
-
-int64_t amx_int8_loop(int64_t iters) {
+// `iters` rounds of `round` (four independent tile products into tmm0-3) over 64-byte rows of
+// `fill` bytes; returns the multiply-adds: 16 × 16 outputs × `per_output` per product.
+template <typename Round>
+int64_t amx_loop(int64_t iters, uint8_t fill_lo, uint8_t fill_hi, int64_t per_output, Round round) {
   alignas(64) uint8_t ops[16 * 64];
-  std::memset(ops, 1, sizeof ops);
+  for (size_t i = 0; i < sizeof ops; ++i) ops[i] = i % 2 ? fill_hi : fill_lo;
   load_operands(ops);
-  for (int64_t i = 0; i < iters; ++i) {
-    _tile_dpbusd(0, 4, 6);
-    _tile_dpbusd(1, 4, 7);
-    _tile_dpbusd(2, 5, 6);
-    _tile_dpbusd(3, 5, 7);
-  }
+  for (int64_t i = 0; i < iters; ++i) round();
   alignas(64) int32_t c[16 * 16];
   _tile_stored(0, c, 64);
   volatile int32_t sink = c[0];
   (void)sink;
   _tile_release();
-  return iters * 4 * 16 * 16 * 64;  // 16 × 16 outputs × 64 u8·s8 multiply-adds per product
+  return iters * 4 * 16 * 16 * per_output;
+}
+}  // namespace
+
+int64_t amx_bf16_loop(int64_t iters) {
+  // bf16 0x3c00 (a small value: the sums stay finite), 32 multiply-adds per output and product.
+  return amx_loop(iters, 0x00, 0x3c, 32, [] {
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  });
+}
+
+int64_t amx_int8_loop(int64_t iters) {
+  // u8 · s8 ones, 64 multiply-adds per output and product.
+  return amx_loop(iters, 0x01, 0x01, 64, [] {
+    _tile_dpbusd(0, 4, 6);
+    _tile_dpbusd(1, 4, 7);
+    _tile_dpbusd(2, 5, 6);
+    _tile_dpbusd(3, 5, 7);
+  });
 }
 
 }  // namespace pypto::cpu
