@@ -93,26 +93,31 @@ TEST(LinearAmx, MatchesRoundedReferenceOnAwkwardShapes) {
 // thread count: the property the engine's greedy outputs rely on (backend.h).
 TEST(LinearAmx, BatchInvariantAcrossMChunksAndThreads) {
   if (!amx_usable()) GTEST_SKIP() << "AMX not usable on this machine (" << amx_status() << ")";
-  for (bool split : {false, true}) {
-    const int64_t m = 512, n = 100, k = 1030;
+  // With a bias every output goes through the accumulator buffer; without one, whole tiles of
+  // many-row calls are stored straight into y (linear_amx_impl.h direct_block): both must agree
+  // with the one-row path. n = 100 leaves a partial tile, m = 505 a partial row block.
+  for (auto [split, with_bias] : {std::pair{false, true}, {true, true}, {false, false}, {true, false}}) {
+    SCOPED_TRACE(testing::Message() << "split=" << split << " bias=" << with_bias);
+    const int64_t m = with_bias ? 512 : 505, n = 100, k = 1030;
     auto x = random_f32(m * k, 31);
     auto wb = encode(random_f32(n * k, 32), DType::BF16);
-    auto bias = random_f32(n, 33);
+    auto bias_v = random_f32(n, 33);
+    const float* bias = with_bias ? bias_v.data() : nullptr;
     auto be2 = make_amx(split, 2);
     Packed p = pack(*be2, wb, n, k);
     std::vector<float> full(m * n);
-    be2->linear(x.data(), m, p.w, bias.data(), full.data());
+    be2->linear(x.data(), m, p.w, bias, full.data());
     for (int threads : {1, 3}) {
       auto be = make_amx(split, threads);
       std::vector<float> y(m * n);
-      be->linear(x.data(), m, p.w, bias.data(), y.data());
+      be->linear(x.data(), m, p.w, bias, y.data());
       ASSERT_TRUE(bitwise_equal(y.data(), full.data(), m * n)) << "split=" << split << " threads " << threads;
     }
     for (int64_t batch : {int64_t(1), int64_t(7), int64_t(16), int64_t(17)}) {
       std::vector<float> y(m * n);
       for (int64_t r0 = 0; r0 < m; r0 += batch) {
         const int64_t rows = std::min(batch, m - r0);
-        be2->linear(x.data() + r0 * k, rows, p.w, bias.data(), y.data() + r0 * n);
+        be2->linear(x.data() + r0 * k, rows, p.w, bias, y.data() + r0 * n);
       }
       ASSERT_TRUE(bitwise_equal(y.data(), full.data(), m * n)) << "split=" << split << " in chunks of " << batch;
     }

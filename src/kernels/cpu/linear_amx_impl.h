@@ -131,7 +131,7 @@ inline void linear_cols_stream(const AmxActivations& x, const LinearTask& t, int
 // accumulator is exact, so the k blocking never changes a result.
 template <int RT, int CT, int PARTS>
 inline void tile_kblock(const AmxActivations& x, int64_t i, const uint16_t* wp, int64_t pstride, int64_t s0,
-                        int64_t s1, float* cbuf) {
+                        int64_t s1, float* cbuf, float* y, int64_t ldy) {
   constexpr int64_t kTileElems = kPanelTilePairs * kPanelCols * 2;
   constexpr int64_t ldc = kGroupLd * sizeof(float);
   constexpr int64_t r16 = 16 * kGroupLd;  // the second row tile
@@ -169,6 +169,14 @@ inline void tile_kblock(const AmxActivations& x, int64_t i, const uint16_t* wp, 
       }
     }
   }
+  if (y) {  // the last k block of whole tiles without bias: the accumulators are the outputs
+    const int64_t ldy_b = ldy * static_cast<int64_t>(sizeof(float));
+    _tile_stored(0, y, ldy_b);
+    if constexpr (CT == 2) _tile_stored(1, y + 16, ldy_b);
+    if constexpr (RT == 2) _tile_stored(2, y + 16 * ldy, ldy_b);
+    if constexpr (RT == 2 && CT == 2) _tile_stored(3, y + 16 * ldy + 16, ldy_b);
+    return;
+  }
   _tile_stored(0, cbuf, ldc);
   if constexpr (CT == 2) _tile_stored(1, cbuf + 16, ldc);
   if constexpr (RT == 2) _tile_stored(2, cbuf + r16, ldc);
@@ -182,6 +190,15 @@ inline void tile_kblock(const AmxActivations& x, int64_t i, const uint16_t* wp, 
 // in L2 for the whole column group, and the group's accumulators (256 × 256 f32) wait in a
 // per-thread buffer between k blocks.
 constexpr int64_t kKBlockSteps = 8;
+
+// Whether the 32-row block at row i (two row tiles or one) of a pair of panels with `cols`
+// columns can take its last k block's accumulators straight into y: whole tiles (every row below
+// m, every column of the pair present) and no bias. The others go through the buffer and
+// store_rows. Either way y gets the same f32 values.
+inline bool direct_block(const LinearTask& t, int64_t i, bool two_rows, int64_t cols) {
+  return t.bias == nullptr && i + (two_rows ? 32 : 16) <= t.m && (cols == 32 || cols == 16);
+}
+
 template <int PARTS>
 inline void linear_cols_gemm(const AmxActivations& x, const LinearTask& t, int64_t n0, int64_t n1) {
   const auto* w = static_cast<const uint16_t*>(t.w);
@@ -200,20 +217,26 @@ inline void linear_cols_gemm(const AmxActivations& x, const LinearTask& t, int64
           for (int64_t i = i0; i < i1; i += 32) {
             float* cb = cbuf + (i - i0) * kGroupLd + (c0 - g0);
             const bool two_rows = i + 16 < i1;
+            float* yd = s1 == ksteps && direct_block(t, i, two_rows, cols) ? t.y + i * t.n_out + c0 : nullptr;
             if (cols > 16) {
-              if (two_rows) tile_kblock<2, 2, PARTS>(x, i, wp, pstride, s0, s1, cb);
-              else tile_kblock<1, 2, PARTS>(x, i, wp, pstride, s0, s1, cb);
+              if (two_rows) tile_kblock<2, 2, PARTS>(x, i, wp, pstride, s0, s1, cb, yd, t.n_out);
+              else tile_kblock<1, 2, PARTS>(x, i, wp, pstride, s0, s1, cb, yd, t.n_out);
             } else {
-              if (two_rows) tile_kblock<2, 1, PARTS>(x, i, wp, pstride, s0, s1, cb);
-              else tile_kblock<1, 1, PARTS>(x, i, wp, pstride, s0, s1, cb);
+              if (two_rows) tile_kblock<2, 1, PARTS>(x, i, wp, pstride, s0, s1, cb, yd, t.n_out);
+              else tile_kblock<1, 1, PARTS>(x, i, wp, pstride, s0, s1, cb, yd, t.n_out);
             }
           }
         }
       }
-      // y = accumulators (+ bias), valid rows and columns only.
+      // y = accumulators (+ bias) for the blocks not stored directly: valid rows and columns only.
       for (int64_t i = i0; i < i1 && i < t.m; i += 16) {
+        const int64_t block = i0 + (i - i0) / 32 * 32;  // the 32-row block holding row tile i
+        const bool two_rows = block + 16 < i1;
         const int64_t rows = t.m - i < 16 ? t.m - i : 16;
         for (int64_t c0 = g0; c0 < g1; c0 += 16) {
+          const int64_t pair = g0 + (c0 - g0) / 32 * 32;
+          const int64_t pair_cols = g1 - pair < 32 ? g1 - pair : 32;
+          if (direct_block(t, block, two_rows, pair_cols)) continue;
           const int64_t n = g1 - c0 < 16 ? g1 - c0 : 16;
           store_rows(cbuf + (i - i0) * kGroupLd + (c0 - g0), kGroupLd, rows, n, t.bias ? t.bias + c0 : nullptr,
                      t.y + i * t.n_out + c0, t.n_out);
