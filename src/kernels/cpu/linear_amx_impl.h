@@ -58,10 +58,7 @@ inline void store_rows(const float* c, int64_t ldc, int64_t rows, int64_t cols, 
 template <int RT, int CT, int PARTS, bool PREFETCH>
 inline void tile_block(const AmxActivations& x, int64_t i, const uint16_t* wp, int64_t pstride, const LinearTask& t,
                        int64_t c0, int64_t cols) {
-  _tile_zero(0);
-  if constexpr (CT == 2) _tile_zero(1);
-  if constexpr (RT == 2) _tile_zero(2);
-  if constexpr (RT == 2 && CT == 2) _tile_zero(3);
+  zero_acc_tiles<RT, CT>();
   const int64_t part_elems = x.m_pad * x.ldx;
   const int64_t ksteps = x.ldx / 32;
   constexpr int64_t kTileElems = kPanelTilePairs * kPanelCols * 2;  // one B tile: 512 bf16, 1 KiB
@@ -88,10 +85,7 @@ inline void tile_block(const AmxActivations& x, int64_t i, const uint16_t* wp, i
     }
   }
   alignas(64) float c[4][16 * 16];
-  _tile_stored(0, c[0], kAmxTileBytes);
-  if constexpr (CT == 2) _tile_stored(1, c[1], kAmxTileBytes);
-  if constexpr (RT == 2) _tile_stored(2, c[2], kAmxTileBytes);
-  if constexpr (RT == 2 && CT == 2) _tile_stored(3, c[3], kAmxTileBytes);
+  store_acc_tiles<RT, CT>(c[0], 2 * 256, 256, kAmxTileBytes);
   for (int r = 0; r < RT; ++r) {
     const int64_t row0 = i + 16 * r;
     if (row0 >= t.m) break;
@@ -135,17 +129,10 @@ inline void tile_kblock(const AmxActivations& x, int64_t i, const uint16_t* wp, 
   constexpr int64_t kTileElems = kPanelTilePairs * kPanelCols * 2;
   constexpr int64_t ldc = kGroupLd * sizeof(float);
   constexpr int64_t r16 = 16 * kGroupLd;  // the second row tile
-  if (s0 == 0) {
-    _tile_zero(0);
-    if constexpr (CT == 2) _tile_zero(1);
-    if constexpr (RT == 2) _tile_zero(2);
-    if constexpr (RT == 2 && CT == 2) _tile_zero(3);
-  } else {
-    _tile_loadd(0, cbuf, ldc);
-    if constexpr (CT == 2) _tile_loadd(1, cbuf + 16, ldc);
-    if constexpr (RT == 2) _tile_loadd(2, cbuf + r16, ldc);
-    if constexpr (RT == 2 && CT == 2) _tile_loadd(3, cbuf + r16 + 16, ldc);
-  }
+  if (s0 == 0)
+    zero_acc_tiles<RT, CT>();
+  else
+    load_acc_tiles<RT, CT>(cbuf, r16, 16, ldc);
   const int64_t part_elems = x.m_pad * x.ldx;
   const int64_t ksteps = x.ldx / 32;
   // Loads interleaved with the products: a tile register is reloaded only after the products
@@ -170,17 +157,10 @@ inline void tile_kblock(const AmxActivations& x, int64_t i, const uint16_t* wp, 
     }
   }
   if (y) {  // the last k block of whole tiles without bias: the accumulators are the outputs
-    const int64_t ldy_b = ldy * static_cast<int64_t>(sizeof(float));
-    _tile_stored(0, y, ldy_b);
-    if constexpr (CT == 2) _tile_stored(1, y + 16, ldy_b);
-    if constexpr (RT == 2) _tile_stored(2, y + 16 * ldy, ldy_b);
-    if constexpr (RT == 2 && CT == 2) _tile_stored(3, y + 16 * ldy + 16, ldy_b);
+    store_acc_tiles<RT, CT>(y, 16 * ldy, 16, ldy * static_cast<int64_t>(sizeof(float)));
     return;
   }
-  _tile_stored(0, cbuf, ldc);
-  if constexpr (CT == 2) _tile_stored(1, cbuf + 16, ldc);
-  if constexpr (RT == 2) _tile_stored(2, cbuf + r16, ldc);
-  if constexpr (RT == 2 && CT == 2) _tile_stored(3, cbuf + r16 + 16, ldc);
+  store_acc_tiles<RT, CT>(cbuf, r16, 16, ldc);
 }
 
 // The GEMM path (many rows: prefill, mixed steps). Rows in passes of kRowPass, columns in groups

@@ -24,10 +24,7 @@ namespace pypto::cpu::amx {
 template <int RT, int CT>
 inline void int8_tile_block(const AmxInt8Activations& x, int64_t i, const int8_t* wp, int64_t pstride,
                             const LinearInt8Task& t, int64_t c0, int64_t cols) {
-  _tile_zero(0);
-  if constexpr (CT == 2) _tile_zero(1);
-  if constexpr (RT == 2) _tile_zero(2);
-  if constexpr (RT == 2 && CT == 2) _tile_zero(3);
+  zero_acc_tiles<RT, CT>();
   const int64_t ksteps = x.ldx / 64;
   for (int64_t s = 0; s < ksteps; ++s) {
     const int8_t* b = wp + s * 1024;
@@ -46,10 +43,7 @@ inline void int8_tile_block(const AmxInt8Activations& x, int64_t i, const int8_t
     }
   }
   alignas(64) int32_t c[4][16 * 16];
-  _tile_stored(0, c[0], kAmxTileBytes);
-  if constexpr (CT == 2) _tile_stored(1, c[1], kAmxTileBytes);
-  if constexpr (RT == 2) _tile_stored(2, c[2], kAmxTileBytes);
-  if constexpr (RT == 2 && CT == 2) _tile_stored(3, c[3], kAmxTileBytes);
+  store_acc_tiles<RT, CT>(c[0], 2 * 256, 256, kAmxTileBytes);
   for (int r = 0; r < RT; ++r) {
     const int64_t row0 = i + 16 * r;
     if (row0 >= t.m) break;

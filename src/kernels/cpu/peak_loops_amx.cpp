@@ -19,10 +19,7 @@ void load_operands(const void* bytes) {
   _tile_loadd(5, bytes, 64);
   _tile_loadd(6, bytes, 64);
   _tile_loadd(7, bytes, 64);
-  _tile_zero(0);
-  _tile_zero(1);
-  _tile_zero(2);
-  _tile_zero(3);
+  zero_acc_tiles<2, 2>();
 }
 
 // `iters` rounds of `round` (four independent tile products into tmm0-3) over 64-byte rows of
