@@ -1,0 +1,47 @@
+#pragma once
+// Decoders of a pre-quantized checkpoint's projection weights into a neutral, kernel-independent
+// form (W[n_out, k_in], PyTorch nn.Linear orientation) that staging packs for the backend.
+// Formats: io/quant_config.h.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "io/checkpoint.h"
+
+namespace pypto {
+
+// Block FP8: w[r][c] = e4m3_to_f32(e4m3[r * k + c]) * scale[(r / block_n) * grid_k + c / block_k].
+struct Fp8Source {
+  const uint8_t* e4m3 = nullptr;  // [n, k] row-major, points into the checkpoint mapping
+  int64_t n = 0, k = 0;
+  int32_t block_n = 128, block_k = 128;
+  int64_t grid_n = 0, grid_k = 0;  // ceil(n / block_n), ceil(k / block_k)
+  std::vector<float> scale;        // [grid_n, grid_k] widened to f32 (exact from bf16/f16)
+};
+
+// AWQ 4-bit, unpacked: w[r][c] = (q[r * k + c] - zero[r * groups + c / group]) * scale[r * groups + c / group].
+struct AwqSource {
+  int64_t n = 0, k = 0;
+  int32_t group = 128;
+  int64_t groups = 0;          // k / group
+  std::vector<uint8_t> q;      // [n, k] values 0..15
+  std::vector<uint8_t> zero;   // [n, groups] values 0..15
+  std::vector<float> scale;    // [n, groups] (exact from f16)
+};
+
+// `proj` is a projection's prefix, e.g. "model.layers.3.mlp.down_proj". Rows [r0, r1) and
+// columns [c0, c1) of the logical W select a tensor-parallel slice (whole tensor by default:
+// r1 = c1 = -1). Errors name the tensor, its shape/dtype and what was expected.
+Fp8Source read_fp8_projection(const Checkpoint& ck, const std::string& proj, int64_t r0 = 0, int64_t r1 = -1,
+                              int64_t c0 = 0, int64_t c1 = -1);
+AwqSource read_awq_projection(const Checkpoint& ck, const std::string& proj, int64_t r0 = 0, int64_t r1 = -1,
+                              int64_t c0 = 0, int64_t c1 = -1);
+// Releases the checkpoint pages behind a projection's tensors (after staging it).
+void release_projection(const Checkpoint& ck, const std::string& proj);
+
+// Checks that every quantized projection of the config's method is present with the shapes and
+// dtypes above (and the unquantized tensors: embeddings, norms, lm_head); one Error lists all
+// problems. Called by validate_qwen3_checkpoint for fp8 / awq checkpoints.
+void validate_quantized_projections(const Checkpoint& ck, std::vector<std::string>& problems);
+
+}  // namespace pypto
