@@ -1,5 +1,8 @@
 #include "core/dtype.h"
 
+#include <cmath>
+#include <limits>
+
 #include "core/error.h"
 
 namespace pypto {
@@ -82,6 +85,13 @@ uint16_t f32_to_f16(float f) {
   uint32_t rem = abs & 0x1fffu;
   if (rem > 0x1000u || (rem == 0x1000u && (out & 1u))) out++;
   return static_cast<uint16_t>(sign | out);
+}
+
+float e4m3_to_f32(uint8_t b) {
+  const int sign = b >> 7, exp = (b >> 3) & 0xF, man = b & 0x7;
+  if (exp == 0xF && man == 0x7) return std::numeric_limits<float>::quiet_NaN();
+  const float mag = exp == 0 ? std::ldexp(static_cast<float>(man), -9) : std::ldexp(1.0f + man / 8.0f, exp - 7);
+  return sign ? -mag : mag;
 }
 
 float load_as_f32(const void* data, DType t, size_t i) {

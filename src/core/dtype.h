@@ -32,6 +32,9 @@ inline float bf16_to_f32(uint16_t h) {
 float f16_to_f32(uint16_t h);
 uint16_t f32_to_f16(float f);
 
+// OCP FP8 E4M3 (e4m3fn: bias 7, no infinities, S.1111.111 is NaN) -> f32, exact.
+float e4m3_to_f32(uint8_t b);
+
 // Read element i of a buffer of type t as f32 (for reference code and tests, not hot loops).
 float load_as_f32(const void* data, DType t, size_t i);
 
