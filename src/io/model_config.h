@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "io/quant_config.h"
 
 namespace pypto {
 
@@ -28,6 +29,7 @@ struct ModelConfig {
   bool attention_bias = false;  // q/k/v biases (Qwen2 checkpoints have them)
   bool qk_norm = true;          // per-head RMSNorm on q and k (Qwen3); Qwen2 has none
   DType torch_dtype = DType::BF16;
+  QuantConfig quant;  // quantization_config of a pre-quantized checkpoint (method None otherwise)
   std::vector<int32_t> bos_token_ids;  // may be empty
   std::vector<int32_t> eos_token_ids;  // config.json eos_token_id ∪ generation_config.json's
 

@@ -19,7 +19,7 @@ size_t Backend::packed_quantized_bytes(WeightFormat format, int64_t, int64_t, in
   fail("backend ", name(), " has no kernels for ", weight_format_name(format), " weights");
 }
 
-void Backend::pack_quantized(const QuantizedWeight& src, void*) const {
+void Backend::pack_quantized(const QuantizedWeight& src, void*, int64_t, int64_t) const {
   fail("backend ", name(), " has no kernels for ", weight_format_name(src.format), " weights");
 }
 

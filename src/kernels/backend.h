@@ -95,7 +95,9 @@ class Backend {
   // Quantized weights (WeightFormat): the bytes pack_quantized() writes for this shape, and the
   // packing itself into dst (64-byte aligned). A backend without quantized kernels throws.
   virtual size_t packed_quantized_bytes(WeightFormat format, int64_t n_out, int64_t k_in, int32_t group) const;
-  virtual void pack_quantized(const QuantizedWeight& src, void* dst) const;
+  // A large table may be packed in chunks of rows: src then holds rows [row0, row0 + src.n_out)
+  // of a weight of n_total rows (row0 a multiple of 16; the chunk with row0 == 0 comes first).
+  virtual void pack_quantized(const QuantizedWeight& src, void* dst, int64_t row0 = 0, int64_t n_total = -1) const;
 
   // --- ops -----------------------------------------------------------------------------------
   // y[m, n_out] = x[m, k_in] · Wᵀ (+ bias[n_out] when bias != nullptr). For Int8 and Int4

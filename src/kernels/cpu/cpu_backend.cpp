@@ -136,9 +136,9 @@ class CpuBackend final : public Backend {
   size_t packed_quantized_bytes(WeightFormat format, int64_t n_out, int64_t k_in, int32_t group) const override {
     return cpu::quant_panels(format, n_out, k_in, group).total_bytes;
   }
-  void pack_quantized(const QuantizedWeight& src, void* dst) const override {
+  void pack_quantized(const QuantizedWeight& src, void* dst, int64_t row0, int64_t n_total) const override {
     PYPTO_ASSERT(reinterpret_cast<uintptr_t>(dst) % 64 == 0, "packed weight must be 64-byte aligned");
-    cpu::pack_quant_panels(src, static_cast<uint8_t*>(dst));
+    cpu::pack_quant_panels(src, static_cast<uint8_t*>(dst), row0, n_total < 0 ? src.n_out : n_total);
   }
   bool quant_int8_activations() const override { return int8_act_; }
 

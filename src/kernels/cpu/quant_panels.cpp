@@ -44,20 +44,21 @@ QuantPanels quant_panels(WeightFormat format, int64_t n, int64_t k, int32_t grou
   return l;
 }
 
-void pack_quant_panels(const QuantizedWeight& s, uint8_t* dst) {
+void pack_quant_panels(const QuantizedWeight& s, uint8_t* dst, int64_t row0, int64_t n_total) {
   const int64_t n = s.n_out, k = s.k_in;
-  const QuantPanels l = quant_panels(s.format, n, k, s.group);
-  std::memset(dst, 0, l.total_bytes);
+  PYPTO_ASSERT(row0 % 16 == 0 && row0 + n <= n_total, "rows [", row0, ", ", row0 + n, ") of ", n_total);
+  const QuantPanels l = quant_panels(s.format, n_total, k, s.group);
+  if (row0 == 0) std::memset(dst, 0, l.total_bytes);
   float* scale = reinterpret_cast<float*>(dst + l.scale_offset);
   switch (s.format) {
     case WeightFormat::Int8: {
-      pack_int8_panels(s.q8, n, k, reinterpret_cast<int8_t*>(dst));
+      pack_int8_panels(s.q8, n, k, reinterpret_cast<int8_t*>(dst) + (row0 / 16) * int8_panel_bytes(k));
       auto* colsum = reinterpret_cast<int32_t*>(dst + l.aux_offset);
       for (int64_t r = 0; r < n; ++r) {
         int32_t sum = 0;
         for (int64_t c = 0; c < k; ++c) sum += s.q8[r * k + c];
-        scale[r] = s.scale[r];
-        colsum[r] = 128 * sum;
+        scale[row0 + r] = s.scale[r];
+        colsum[row0 + r] = 128 * sum;
       }
       break;
     }
@@ -65,7 +66,7 @@ void pack_quant_panels(const QuantizedWeight& s, uint8_t* dst) {
       const int64_t G = l.groups, g = s.group, chunk_bytes = 64;
       uint8_t* zero = dst + l.aux_offset;
       for (int64_t r = 0; r < n; ++r) {
-        const int64_t p = r / 16, c = r % 16;
+        const int64_t p = (row0 + r) / 16, c = r % 16;
         for (int64_t gi = 0; gi < G; ++gi) {
           uint8_t* grp = dst + static_cast<size_t>(p * G + gi) * static_cast<size_t>(g / 8) * chunk_bytes;
           for (int64_t j = gi * g; j < k && j < (gi + 1) * g; ++j) {
@@ -84,7 +85,7 @@ void pack_quant_panels(const QuantizedWeight& s, uint8_t* dst) {
     case WeightFormat::Fp8: {
       const int64_t G = l.groups;
       for (int64_t r = 0; r < n; ++r) {
-        const int64_t p = r / 16, c = r % 16;
+        const int64_t p = (row0 + r) / 16, c = r % 16;
         for (int64_t j = 0; j < k; ++j) dst[(p * k + j) * 16 + c] = s.e4m3[r * k + j];
         for (int64_t gi = 0; gi < G; ++gi) scale[(p * G + gi) * 16 + c] = s.scale[r * G + gi];
       }

@@ -29,8 +29,10 @@ struct QuantPanels {
 
 // The layout of a [n, k] weight of `format` (not Float) with `group` inputs per scale.
 QuantPanels quant_panels(WeightFormat format, int64_t n, int64_t k, int32_t group);
-// Packs src (plain, QuantizedWeight) into dst (quant_panels(...).total_bytes, 64-byte aligned).
-void pack_quant_panels(const QuantizedWeight& src, uint8_t* dst);
+// Packs src (plain, QuantizedWeight) into dst (quant_panels(...).total_bytes, 64-byte aligned):
+// src holds rows [row0, row0 + src.n_out) of a weight of n_total rows (row0 % 16 == 0); the chunk
+// with row0 == 0 clears the whole weight first.
+void pack_quant_panels(const QuantizedWeight& src, uint8_t* dst, int64_t row0, int64_t n_total);
 // Row r of W dequantized to f32 (k values): the lookup of a tied, quantized embedding table.
 void quant_panel_row_to_f32(const LinearWeight& w, int64_t r, float* out);
 

@@ -57,15 +57,16 @@ class ReferenceBackend final : public Backend {
   size_t packed_quantized_bytes(WeightFormat format, int64_t n_out, int64_t k_in, int32_t group) const override {
     return plain_quant(format, n_out, k_in, group).total;
   }
-  void pack_quantized(const QuantizedWeight& s, void* dst) const override {
-    const PlainQuant p = plain_quant(s.format, s.n_out, s.k_in, s.group);
+  void pack_quantized(const QuantizedWeight& s, void* dst, int64_t row0, int64_t n_total) const override {
+    const PlainQuant p = plain_quant(s.format, n_total < 0 ? s.n_out : n_total, s.k_in, s.group);
     auto* d = static_cast<uint8_t*>(dst);
     const void* values = s.format == WeightFormat::Int8 ? static_cast<const void*>(s.q8)
                          : s.format == WeightFormat::Int4 ? static_cast<const void*>(s.q4)
                                                           : static_cast<const void*>(s.e4m3);
-    std::memcpy(d, values, static_cast<size_t>(s.n_out * s.k_in));
-    std::memcpy(d + p.scale_offset, s.scale, static_cast<size_t>(s.n_out * p.groups) * 4);
-    if (s.format == WeightFormat::Int4) std::memcpy(d + p.zero_offset, s.zero, static_cast<size_t>(s.n_out * p.groups));
+    std::memcpy(d + row0 * s.k_in, values, static_cast<size_t>(s.n_out * s.k_in));
+    std::memcpy(d + p.scale_offset + row0 * p.groups * 4, s.scale, static_cast<size_t>(s.n_out * p.groups) * 4);
+    if (s.format == WeightFormat::Int4)
+      std::memcpy(d + p.zero_offset + row0 * p.groups, s.zero, static_cast<size_t>(s.n_out * p.groups));
   }
 
   // Quantized weights. f32 activations: Σ_k x · dequant(W) in double. Int8 activations (Int8 /
