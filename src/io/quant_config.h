@@ -9,8 +9,15 @@
 //       nibble slot s (bits 4s..4s+3) of a packed int32 holds column 8j + kAwqOrder[s];
 //       w = (q − z) · scale.
 // Anything else is refused at parse time naming the method found and the supported ones.
+// Fields as Qwen/Qwen3-*-FP8 and Qwen/Qwen3-*-AWQ write them (and transformers' FineGrainedFP8Config
+// / AwqConfig read them):
+//   {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}
+//   {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": true, "version": "gemm",
+//    "modules_to_not_convert": null}
 #include <cstdint>
 #include <string>
+
+#include <nlohmann/json_fwd.hpp>
 
 namespace pypto {
 
@@ -26,5 +33,11 @@ struct QuantConfig {
   int32_t awq_bits = 4, awq_group = 128;
   bool awq_zero_point = true;
 };
+
+// Parses config.json's `quantization_config` object (`path` names the file in messages). Absent
+// fields take transformers' defaults (fp8: fmt e4m3, dynamic activations; awq: 4 bits, group 128,
+// zero points, gemm); a present field with a value we do not serve is an Error naming the field,
+// the value and what is supported, as is any quant_method other than fp8 and awq.
+QuantConfig parse_quant_config(const nlohmann::json& q, const std::string& path);
 
 }  // namespace pypto
