@@ -29,7 +29,6 @@ struct ModelConfig {
   bool attention_bias = false;  // q/k/v biases (Qwen2 checkpoints have them)
   bool qk_norm = true;          // per-head RMSNorm on q and k (Qwen3); Qwen2 has none
   DType torch_dtype = DType::BF16;
-  QuantConfig quant;  // quantization_config of a pre-quantized checkpoint (method None otherwise)
   std::vector<int32_t> bos_token_ids;  // may be empty
   std::vector<int32_t> eos_token_ids;  // config.json eos_token_id ∪ generation_config.json's
   QuantConfig quant;                   // quantization_config (method None when absent or null)
