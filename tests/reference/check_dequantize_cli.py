@@ -8,7 +8,8 @@
    a step, scale / 2, except where the 4-bit range clamps);
 3. the PyTorch reference runs on them: its logits are printed beside the bf16 checkpoint's.
 
-Usage: check_dequantize_cli.py --binary PATH/pypto-serving --work-dir DIR [--preset tiny]
+Usage: check_dequantize_cli.py --binary PATH/pypto-serving --work-dir DIR [--preset tiny] [--layers 2]
+           [--no-logits]   (skip 3: the 14B shape's embeddings alone are 3 GB in fp32)
 """
 import argparse
 import os
@@ -37,6 +38,7 @@ def main():
     ap.add_argument("--work-dir", required=True)
     ap.add_argument("--preset", default="tiny")
     ap.add_argument("--layers", default="2")
+    ap.add_argument("--no-logits", action="store_true")
     a = ap.parse_args()
     os.makedirs(a.work_dir, exist_ok=True)
     base = os.path.join(a.work_dir, f"{a.preset}-bf16")
@@ -44,7 +46,7 @@ def main():
     run([a.binary, "make-test-model", *common, "--out", base])
     failures = []
     ids = [9707, 11, 1879, 0, 374, 264, 1273, 13]
-    ref_logits = Qwen3Reference(base).logits(ids)
+    ref_logits = None if a.no_logits else Qwen3Reference(base).logits(ids)
     for fmt in ("fp8", "awq"):
         model = os.path.join(a.work_dir, f"{a.preset}-{fmt}")
         run([a.binary, "make-test-model", *common, "--quant-format", fmt, "--out", model])
@@ -84,12 +86,15 @@ def main():
                 worst = max(worst, ratio)
                 if not ratio <= 1.0 + 1e-6:
                     failures.append(f"{fmt} {proj}: |dW| reaches {ratio:.3f} x its bound")
+        print(f"{fmt}: engine decoders == dequantize.py on {len(PROJECTIONS) * int(a.layers)} projections; "
+              f"worst |dW| / bound vs bf16 = {worst:.3f}", flush=True)
+        if ref_logits is None:
+            continue
         logits = Qwen3Reference(model).logits(ids)
         rel = float(np.abs(logits - ref_logits).max() / np.abs(ref_logits).max())
         top1 = float(np.mean(logits.argmax(-1) == ref_logits.argmax(-1)))
-        print(f"{fmt}: engine decoders == dequantize.py on {len(PROJECTIONS) * int(a.layers)} projections; "
-              f"worst |dW| / bound vs bf16 = {worst:.3f}; reference logits vs bf16 checkpoint: "
-              f"max|dlogit| / max|logit| = {rel:.4f}, top-1 agreement {top1:.2f}")
+        print(f"{fmt}: reference logits vs the bf16 checkpoint's: max|dlogit| / max|logit| = {rel:.4f}, "
+              f"top-1 agreement {top1:.2f} over {len(ids)} positions")
         if not np.isfinite(logits).all():
             failures.append(f"{fmt}: reference logits not finite")
     if failures:
