@@ -74,6 +74,12 @@ int cmd_inspect(int argc, char** argv) {
   std::printf("tied embeddings:  %s\n", c.tie_word_embeddings ? "yes" : "no");
   std::printf("q/k/v bias:       %s\n", c.attention_bias ? "yes" : "no");
   std::printf("torch_dtype:      %s\n", dtype_name(c.torch_dtype));
+  if (c.quant.method == QuantMethod::Fp8)
+    std::printf("quantization:     fp8, E4M3 projections with a scale per %d x %d tile\n", c.quant.fp8_block_n,
+                c.quant.fp8_block_k);
+  if (c.quant.method == QuantMethod::Awq)
+    std::printf("quantization:     awq, 4-bit projections with a scale and zero point per %d inputs\n",
+                c.quant.awq_group);
   std::string eos;
   for (int32_t e : c.eos_token_ids) eos += (eos.empty() ? "" : ", ") + std::to_string(e);
   std::printf("eos ids:          %s\n", eos.empty() ? "(none)" : eos.c_str());
