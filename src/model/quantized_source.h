@@ -52,6 +52,10 @@ struct AwqSource {
 // r1 = c1 = -1). Errors name the tensor, its shape/dtype and what was expected. FP8 slices may
 // start anywhere (see the phases above); AWQ slices must start and end on a group boundary in
 // columns and on a multiple of 8 in rows (the packing unit), else an Error names the slice.
+// The checkpoint's config must have the matching quant method (asserted). Both only read the
+// mapping, so several projections can be decoded at once from different threads. Cost at the
+// qwen3-14b shape, one layer (7 projections), one thread: FP8 ~0 (a pointer and the scales),
+// AWQ 0.52 s (330 M nibbles unpacked and transposed).
 Fp8Source read_fp8_projection(const Checkpoint& ck, const std::string& proj, int64_t r0 = 0, int64_t r1 = -1,
                               int64_t c0 = 0, int64_t c1 = -1);
 AwqSource read_awq_projection(const Checkpoint& ck, const std::string& proj, int64_t r0 = 0, int64_t r1 = -1,
@@ -60,8 +64,11 @@ AwqSource read_awq_projection(const Checkpoint& ck, const std::string& proj, int
 void release_projection(const Checkpoint& ck, const std::string& proj);
 
 // Checks that every quantized projection of the config's method is present with the shapes and
-// dtypes above (and the unquantized tensors: embeddings, norms, lm_head); one Error lists all
-// problems. Called by validate_qwen3_checkpoint for fp8 / awq checkpoints.
+// dtypes above (and the unquantized tensors: embeddings, lm_head, norms, Qwen2's q/k/v biases, in
+// BF16/F16/F32), appending one line per problem ("<tensor>: missing (expected ...)", "<tensor>:
+// shape [..], expected [..]", "<tensor>: dtype .., expected .."); nothing for an unquantized
+// checkpoint. validate_qwen3_checkpoint calls it for fp8 / awq checkpoints in place of its own
+// per-tensor checks and throws one Error listing them all.
 void validate_quantized_projections(const Checkpoint& ck, std::vector<std::string>& problems);
 
 }  // namespace pypto
