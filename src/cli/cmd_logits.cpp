@@ -73,6 +73,12 @@ int cmd_logits(int argc, char** argv) {
       ->check(CLI::IsMember({"highest", "high", "medium"}))
       ->capture_default_str();
   app.add_flag("--scalar-kernels", scalar, "use the scalar reference kernels (slow; for checking)");
+  std::string quantization = "none";
+  int group = 64;
+  app.add_option("--quantization", quantization, "quantize while staging: none, int8, int4")
+      ->check(CLI::IsMember({"none", "int8", "int4"}))
+      ->capture_default_str();
+  app.add_option("--quantization-group", group, "int4: inputs per scale and zero point")->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -88,8 +94,12 @@ int cmd_logits(int argc, char** argv) {
 
     auto ck = Checkpoint::open(model_dir);
     const int nthreads = threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency()));
-    std::unique_ptr<Backend> backend = scalar ? make_reference_backend() : make_cpu_backend(nthreads, {}, parse_matmul_precision(precision));
+    const MatmulPrecision prec = parse_matmul_precision(precision);
+    std::unique_ptr<Backend> backend = scalar ? make_reference_backend(prec != MatmulPrecision::Highest)
+                                              : make_cpu_backend(nthreads, {}, prec);
     StagingOptions sopt;
+    sopt.quantization = quantization == "int8" ? WeightFormat::Int8 : quantization == "int4" ? WeightFormat::Int4 : WeightFormat::Float;
+    sopt.int4_group = group;
     Qwen3Weights weights = stage_qwen3_weights(*ck, *backend, sopt);
     Qwen3Model model(weights, *backend);
 
@@ -99,6 +109,8 @@ int cmd_logits(int argc, char** argv) {
     const std::vector<float> logits = prompt_logits(model, ids, popt);
     write_npy_f32(out, logits.data(), int64_t(ids.size()), model.vocab_size());
     log_info("logits: wrote [", ids.size(), ", ", model.vocab_size(), "] to ", out, " (backend ", backend->name(),
+             ", weights ", weights.weight_formats,
+             weights.weight_formats != "float" ? (backend->quant_int8_activations() ? ", int8 activations" : ", f32 activations") : "",
              ", kv ", kv_dtype, ")");
     return 0;
   } catch (const Error& e) {

@@ -153,6 +153,31 @@ TEST_F(OfflineCli, EveryMatmulPrecisionIsBatchInvariant) {
   EXPECT_NE(r.output.find("highest"), std::string::npos) << r.output;
 }
 
+// Quantized weights (--quantization int8 / int4, f32 activations at highest, int8 at high): a
+// prompt's greedy ids are the same alone, in a batch of 16 and in 7-token chunks; the start-up log
+// names the format; a bad group size is refused naming the option.
+TEST_F(OfflineCli, EveryQuantizationIsBatchInvariant) {
+  const std::string target = prompts_args(6).substr(prompts_args(5).size());
+  for (const char* quant : {"int8", "int4"})
+    for (const char* level : {"highest", "high"}) {
+      SCOPED_TRACE(std::string(quant) + " at " + level);
+      const std::string cfg = std::string(" --quantization ") + quant + " --matmul-precision " + level +
+                              " --generate-config '{\"max_new_tokens\": 10, \"temperature\": 0}'";
+      RunResult alone = run("--model " + model() + " --kv-cache-memory 32MiB --output-json " + (dir_ / "q.json").string() +
+                            target + cfg);
+      ASSERT_EQ(alone.exit_code, 0) << alone.output;
+      EXPECT_NE(alone.output.find(std::string("weights: ") + quant), std::string::npos) << alone.output;
+      const auto want = nlohmann::json::parse(std::ifstream(dir_ / "q.json"))["results"][0]["token_ids"];
+      ASSERT_EQ(want.size(), 10u);
+      EXPECT_EQ(generate(prompts_args(16) + cfg)["results"][5]["token_ids"], want) << "batched with 15 others";
+      EXPECT_EQ(generate(prompts_args(16) + cfg + " --long-prefill-token-threshold 7")["results"][5]["token_ids"], want)
+          << "prompt split into 7-token chunks";
+    }
+  RunResult r = run("--model " + model() + " --prompt hi --quantization int4 --quantization-group 12");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--quantization-group"), std::string::npos) << r.output;
+}
+
 TEST_F(OfflineCli, TinyKvPoolCompletesEveryRequestThroughPreemption) {
   // 16 blocks of 16 tokens: at most a couple of 60+-token sequences fit at once.
   const std::string cfg = " --generate-config '{\"max_new_tokens\": 24, \"temperature\": 0}'";
