@@ -110,7 +110,9 @@ int cmd_logits(int argc, char** argv) {
     write_npy_f32(out, logits.data(), int64_t(ids.size()), model.vocab_size());
     log_info("logits: wrote [", ids.size(), ", ", model.vocab_size(), "] to ", out, " (backend ", backend->name(),
              ", weights ", weights.weight_formats,
-             weights.weight_formats != "float" ? (backend->quant_int8_activations() ? ", int8 activations" : ", f32 activations") : "",
+             weights.weight_formats == "float" ? ""
+             : weights.weight_formats.rfind("fp8", 0) != 0 && backend->quant_int8_activations() ? ", int8 activations"
+                                                                                                : ", f32 activations",
              ", kv ", kv_dtype, ")");
     return 0;
   } catch (const Error& e) {

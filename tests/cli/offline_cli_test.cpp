@@ -178,6 +178,39 @@ TEST_F(OfflineCli, EveryQuantizationIsBatchInvariant) {
   EXPECT_NE(r.output.find("--quantization-group"), std::string::npos) << r.output;
 }
 
+// Pre-quantized checkpoints (FP8 blocks, AWQ) from make-test-model: the same three ways give the
+// same greedy ids at both activation modes; asking to quantize one again is refused naming the
+// method found.
+TEST_F(OfflineCli, PrequantizedCheckpointsAreBatchInvariant) {
+  const std::string target = prompts_args(6).substr(prompts_args(5).size());
+  for (const char* fmt : {"fp8", "awq"}) {
+    const std::string dir = (dir_ / (std::string("tiny-") + fmt)).string();
+    RunResult made = run(std::string("make-test-model --preset tiny --seed 2 --quant-format ") + fmt + " --out " + dir);
+    ASSERT_EQ(made.exit_code, 0) << made.output;
+    for (const char* level : {"highest", "high"}) {
+      SCOPED_TRACE(std::string(fmt) + " at " + level);
+      const std::string json = (dir_ / "pre.json").string();
+      const std::string base = "--model " + dir + " --kv-cache-memory 32MiB --output-json " + json;
+      const std::string cfg = std::string(" --matmul-precision ") + level +
+                              " --generate-config '{\"max_new_tokens\": 10, \"temperature\": 0}'";
+      auto ids = [&](const std::string& args, int i) {
+        RunResult g = run(base + args + cfg);
+        EXPECT_EQ(g.exit_code, 0) << g.output;
+        EXPECT_NE(g.output.find(std::string("weights: ") + (fmt == std::string("fp8") ? "fp8" : "int4")), std::string::npos)
+            << g.output;
+        return nlohmann::json::parse(std::ifstream(json))["results"][i]["token_ids"];
+      };
+      const auto want = ids(target, 0);
+      ASSERT_EQ(want.size(), 10u);
+      EXPECT_EQ(ids(prompts_args(16), 5), want) << "batched with 15 others";
+      EXPECT_EQ(ids(prompts_args(16) + " --long-prefill-token-threshold 7", 5), want) << "7-token chunks";
+    }
+    RunResult again = run("--model " + dir + " --prompt hi --quantization int8");
+    EXPECT_NE(again.exit_code, 0);
+    EXPECT_NE(again.output.find(std::string("already quantized (") + fmt), std::string::npos) << again.output;
+  }
+}
+
 TEST_F(OfflineCli, TinyKvPoolCompletesEveryRequestThroughPreemption) {
   // 16 blocks of 16 tokens: at most a couple of 60+-token sequences fit at once.
   const std::string cfg = " --generate-config '{\"max_new_tokens\": 24, \"temperature\": 0}'";

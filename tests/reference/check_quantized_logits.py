@@ -15,8 +15,12 @@ bound (5e-2 of the range) that still catches a wrong scale or group. With --repo
 the error against the unquantized model: max relative logit error, top-1 agreement per position,
 and the greedy prefix the quantized model shares with the unquantized one.
 
+Also the pre-quantized checkpoints make-test-model writes (--prequantized fp8,awq): the engine's
+logits against the reference that dequantizes them, within 1e-3 of the range with f32
+activations (FP8 always; AWQ at --matmul-precision highest), the int8-activation figure printed.
+
 Usage: check_quantized_logits.py --binary PATH/pypto-serving --work-dir DIR [--preset tiny]
-       [--layers N] [--report] [--formats int8,int4] [--group 64]
+       [--layers N] [--report] [--formats int8,int4] [--group 64] [--prequantized fp8,awq]
 """
 import argparse
 import json
@@ -89,6 +93,7 @@ def main():
     ap.add_argument("--formats", default="int8,int4")
     ap.add_argument("--group", type=int, default=64)
     ap.add_argument("--report", action="store_true")
+    ap.add_argument("--prequantized", default="fp8,awq", help="pre-quantized checkpoints to check too")
     a = ap.parse_args()
     os.makedirs(a.work_dir, exist_ok=True)
     model = os.path.join(a.work_dir, f"quant-{a.preset}-{a.layers}")
@@ -128,6 +133,30 @@ def main():
                                                         "--matmul-precision", precision])
                 prefix = next((i for i, (x, y) in enumerate(zip(want, got)) if x != y), len(want))
                 print(f"  greedy prefix shared with unquantized ({precision}): {prefix} of {len(want)} tokens")
+    # Pre-quantized checkpoints (make-test-model --quant-format): the reference dequantizes them with
+    # the published formulas (checkpoint_reader / dequantize.py); FP8 always runs f32 activations,
+    # AWQ int8 activations at the default precision.
+    for fmt in [f for f in a.prequantized.split(",") if f]:
+        qdir = os.path.join(a.work_dir, f"pre-{fmt}-{a.preset}-{a.layers}")
+        if not os.path.exists(os.path.join(qdir, "config.json")):
+            cmd = [a.binary, "make-test-model", "--preset", a.preset, "--seed", "5", "--quant-format", fmt, "--out", qdir]
+            if a.layers:
+                cmd += ["--layers", str(a.layers)]
+            run(cmd)
+        ref = Qwen3Reference(qdir).logits(ids)
+        rng = max(1.0, float(np.abs(ref).max()))
+        for precision in ("highest", "high"):
+            bound = 1e-3 if precision == "highest" or fmt == "fp8" else 5e-2
+            out = os.path.join(a.work_dir, f"pre_{fmt}_{precision}.npy")
+            run([a.binary, "logits", "--model", qdir, "--token-ids", ",".join(map(str, ids)), "--out", out,
+                 "--kv-cache-dtype", "fp32", "--chunk", "5", "--threads", "2", "--matmul-precision", precision])
+            got = np.load(out)
+            rel = float(np.abs(got - ref).max()) / rng
+            acts = "f32" if precision == "highest" or fmt == "fp8" else "int8"
+            print(f"{fmt} checkpoint, {acts} activations vs the reference dequantizing it: "
+                  f"max|dlogit| / range = {rel:.3g} (bound {bound:g})")
+            if not rel <= bound:
+                failed = True
     if failed:
         sys.exit("quantized logits disagree with the reference")
     print("ok")
