@@ -15,15 +15,33 @@ QuantRows::QuantRows(WeightFormat format, int64_t k, int32_t group)
   PYPTO_ASSERT(format == WeightFormat::Int8 || group > 0, "group ", group);
 }
 
+namespace {
+// Round to nearest, ties to even, for |v| < 2^22 (the default rounding mode does it: adding and
+// removing 1.5 · 2^23 leaves no fraction bits). Equals std::nearbyint there, without a libm call.
+inline float round_even(float v) {
+  const float big = 12582912.0f;  // not folded away: without -ffast-math (v + big) - big is kept
+  return (v + big) - big;
+}
+}  // namespace
+
 void QuantRows::append_quantized(const uint8_t* src, DType dtype, int64_t r0, int64_t r1) {
   PYPTO_ASSERT(format_ == WeightFormat::Int8 || format_ == WeightFormat::Int4, "online quantization is int8 or int4");
-  std::vector<float> w(static_cast<size_t>(k_));
   const size_t esz = dtype_size(dtype);
-  const size_t more = static_cast<size_t>((r1 - r0) * k_);
-  if (format_ == WeightFormat::Int8) q8_.reserve(q8_.size() + more);
-  else q_.reserve(q_.size() + more);
-  for (int64_t r = r0; r < r1; ++r) {
-    const uint8_t* row = src + static_cast<size_t>(r * k_) * esz;
+  const int64_t n = r1 - r0, base = rows_;
+  if (format_ == WeightFormat::Int8) {
+    q8_.resize(static_cast<size_t>((base + n) * k_));
+    scale_.resize(static_cast<size_t>(base + n));
+  } else {
+    q_.resize(static_cast<size_t>((base + n) * k_));
+    scale_.resize(static_cast<size_t>((base + n) * groups_));
+    zero_.resize(static_cast<size_t>((base + n) * groups_));
+  }
+  // Rows are independent: quantized in parallel, each writing only its own slots.
+#pragma omp parallel for schedule(dynamic, 16)
+  for (int64_t i = 0; i < n; ++i) {
+    thread_local std::vector<float> w;
+    w.resize(static_cast<size_t>(k_));
+    const uint8_t* row = src + static_cast<size_t>((r0 + i) * k_) * esz;
     if (dtype == DType::BF16) {
       for (int64_t c = 0; c < k_; ++c) {
         uint16_t h;
@@ -33,33 +51,33 @@ void QuantRows::append_quantized(const uint8_t* src, DType dtype, int64_t r0, in
     } else {
       for (int64_t c = 0; c < k_; ++c) w[size_t(c)] = load_as_f32(row, dtype, size_t(c));
     }
+    const int64_t r = base + i;
     if (format_ == WeightFormat::Int8) {
       float amax = 0.0f;
       for (float v : w) amax = std::max(amax, std::fabs(v));
       const float inv = int8_row_inv(amax);
-      for (float v : w) q8_.push_back(static_cast<int8_t>(std::clamp(static_cast<int>(std::nearbyint(v * inv)), -127, 127)));
-      scale_.push_back(int8_row_scale(amax));
-    } else {
-      for (int64_t g = 0; g < groups_; ++g) {
-        const int64_t c0 = g * group_, c1 = std::min<int64_t>(k_, c0 + group_);
-        float lo = 0.0f, hi = 0.0f;
-        for (int64_t c = c0; c < c1; ++c) lo = std::min(lo, w[size_t(c)]), hi = std::max(hi, w[size_t(c)]);
-        float scale = (hi - lo) / 15.0f;
-        int zero = 0;
-        if (scale > 0.0f) zero = std::clamp(static_cast<int>(std::nearbyint(-lo / scale)), 0, 15);
-        else scale = 1.0f;
-        scale_.push_back(scale);
-        zero_.push_back(static_cast<uint8_t>(zero));
-      }
-      for (int64_t c = 0; c < k_; ++c) {
-        const int64_t g = c / group_;
-        const float scale = scale_[size_t(rows_ * groups_ + g)];
-        const int zero = zero_[size_t(rows_ * groups_ + g)];
-        q_.push_back(static_cast<uint8_t>(std::clamp(static_cast<int>(std::nearbyint(w[size_t(c)] / scale)) + zero, 0, 15)));
-      }
+      int8_t* q = q8_.data() + r * k_;
+      for (int64_t c = 0; c < k_; ++c)
+        q[c] = static_cast<int8_t>(std::clamp(static_cast<int>(round_even(w[size_t(c)] * inv)), -127, 127));
+      scale_[size_t(r)] = int8_row_scale(amax);
+      continue;
     }
-    ++rows_;
+    uint8_t* q = q_.data() + r * k_;
+    for (int64_t g = 0; g < groups_; ++g) {
+      const int64_t c0 = g * group_, c1 = std::min<int64_t>(k_, c0 + group_);
+      float lo = 0.0f, hi = 0.0f;
+      for (int64_t c = c0; c < c1; ++c) lo = std::min(lo, w[size_t(c)]), hi = std::max(hi, w[size_t(c)]);
+      float scale = (hi - lo) / 15.0f;
+      int zero = 0;
+      if (scale > 0.0f) zero = std::clamp(static_cast<int>(round_even(-lo / scale)), 0, 15);
+      else scale = 1.0f;
+      scale_[size_t(r * groups_ + g)] = scale;
+      zero_[size_t(r * groups_ + g)] = static_cast<uint8_t>(zero);
+      for (int64_t c = c0; c < c1; ++c)
+        q[c] = static_cast<uint8_t>(std::clamp(static_cast<int>(round_even(w[size_t(c)] / scale)) + zero, 0, 15));
+    }
   }
+  rows_ += n;
 }
 
 void QuantRows::append(const Fp8Source& s, int64_t r0, int64_t r1) {

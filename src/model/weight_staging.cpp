@@ -420,34 +420,35 @@ Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, c
       backend.pack_weight(scratch.data(), wdt, n, k, dst);
       return;
     }
+    // Rows are appended straight into `all` unless a column slice is taken (row-parallel
+    // o_proj / down: one part), so at most one extra copy of a projection is alive at a time.
     QuantRows all(lf, k, lgroup);
     for (const Part& p : parts) {
       const std::string name = layer_name(layer, p.proj);
-      int64_t cols = 0;
-      std::optional<QuantRows> rows;
+      const bool sliced = p.c0 != 0 || p.c1 >= 0;
+      auto into = [&](int64_t cols, auto&& append_rows) {
+        const int64_t c1 = p.c1 < 0 ? cols : p.c1;
+        if (!sliced || (p.c0 == 0 && c1 == cols)) return append_rows(all);
+        QuantRows whole(lf, cols, lgroup);
+        append_rows(whole);
+        QuantRows part = whole.slice_cols(p.c0, c1);
+        if (all.rows() == 0) all = std::move(part);
+        else all.append(part);
+      };
       if (lf == WeightFormat::Fp8) {
         const Fp8Source f = read_fp8_projection(ck, name);
-        cols = f.k;
-        rows.emplace(lf, cols, lgroup);
-        rows->append(f, p.r0, p.r1);
+        into(f.k, [&](QuantRows& q) { q.append(f, p.r0, p.r1); });
         release_projection(ck, name);
       } else if (c.quant.method == QuantMethod::Awq) {
         const AwqSource a = read_awq_projection(ck, name);
-        cols = a.k;
-        rows.emplace(lf, cols, lgroup);
-        rows->append(a, p.r0, p.r1);
+        into(a.k, [&](QuantRows& q) { q.append(a, p.r0, p.r1); });
         release_projection(ck, name);
       } else {
         const TensorRef& r = src(name + ".weight");
-        cols = r.info->shape[1];
-        rows.emplace(lf, cols, lgroup);
-        rows->append_quantized(r.data(), wdt, p.r0, p.r1);
+        into(r.info->shape[1], [&](QuantRows& q) { q.append_quantized(r.data(), wdt, p.r0, p.r1); });
         projection_bytes += r.info->end - r.info->begin;
         release(r);
       }
-      const int64_t c1 = p.c1 < 0 ? cols : p.c1;
-      if (p.c0 != 0 || c1 != cols) all.append(rows->slice_cols(p.c0, c1));
-      else all.append(*rows);
     }
     PYPTO_ASSERT(all.rows() == n && all.k() == k, all.rows(), "x", all.k(), " vs ", n, "x", k);
     backend.pack_quantized(all.view(), dst);
