@@ -342,6 +342,18 @@ TEST(QuantizedSource, AwqUnpacksWholeTensorsAndAlignedSlices) {
   fs::remove_all(d);
 }
 
+TEST(QuantizedSource, AwqOddGroupSizes) {
+  // A group of 12 inputs: input ranges that are not multiples of 8 (the unpacker's block) and
+  // 108 = 64 + 44 input rows (its tile of 64, then 5 blocks of 8 and 4 single rows).
+  const fs::path d = temp_dir("awqodd");
+  AwqCase c = make_awq_case(16, 108, 12, 6);
+  auto ck = write_checkpoint(d, small_config(awq_quant(12)), awq_tensors("m.p", c));
+  expect_awq_slice(read_awq_projection(*ck, "m.p"), c, 0, 0);
+  expect_awq_slice(read_awq_projection(*ck, "m.p", 8, 16, 12, 96), c, 8, 12);
+  expect_awq_slice(read_awq_projection(*ck, "m.p", 0, 8, 0, 12), c, 0, 0);
+  fs::remove_all(d);
+}
+
 TEST(QuantizedSource, AwqShapeErrors) {
   const fs::path d = temp_dir("awqerr");
   AwqCase c = make_awq_case(16, 64, 32, 5);
