@@ -97,7 +97,7 @@ int cmd_inspect(int argc, char** argv) {
   std::printf("files:            %zu safetensors file%s\n", ck->files().size(), ck->files().size() == 1 ? "" : "s");
   std::printf("tensors:          %zu, %s\n", n_tensors, format_bytes(ck->total_tensor_bytes(), b1, sizeof b1));
   for (const auto& [dt, e] : by_dtype)
-    std::printf("  %-5s           %zu tensors, %s\n", dt.c_str(), e.first, format_bytes(e.second, b1, sizeof b1));
+    std::printf("  %-7s         %zu tensors, %s\n", dt.c_str(), e.first, format_bytes(e.second, b1, sizeof b1));
   bool has_qk = ck->find("model.layers.0.self_attn.q_norm.weight") != nullptr;
   if (c.qk_norm && !has_qk) std::printf("q_norm/k_norm:    absent (loaded as ones)\n");
   validate_qwen3_checkpoint(*ck);

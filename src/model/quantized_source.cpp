@@ -1,6 +1,8 @@
 #include "model/quantized_source.h"
 
 #include <algorithm>
+#include <bit>
+#include <cstring>
 
 #include "core/error.h"
 #include "io/quant_config.h"
@@ -123,17 +125,28 @@ AwqSource read_awq_projection(const Checkpoint& ck, const std::string& proj, int
   const int64_t j0 = r0 / 8, j1 = r1 / 8, g0 = c0 / G;
 
   // qweight row `kk` (an input feature), word j holds out features 8j + kAwqOrder[s] in nibble s.
-  // Transposing to [n, k]: tiles of 64 input rows keep the scattered writes within a few lines.
+  // Transposing to [n, k]: tiles of 64 input rows keep the scattered writes within a few lines,
+  // and 8 input rows at a time make each output row's 8 bytes one store.
   constexpr int64_t kTile = 64;
+  static_assert(std::endian::native == std::endian::little, "the 8-byte stores put byte i at address + i");
   for (int64_t kt = c0; kt < c1; kt += kTile) {
     const int64_t kend = std::min(c1, kt + kTile);
-    for (int64_t j = j0; j < j1; j++)
-      for (int s = 0; s < 8; s++) {
-        const int64_t r = 8 * j + kAwqOrder[s] - r0;
-        uint8_t* dst = src.q.data() + r * src.k;  // row r of [n, k]; column kk - c0
-        for (int64_t kk = kt; kk < kend; kk++)
-          dst[kk - c0] = static_cast<uint8_t>((qwp[kk * N8 + j] >> (4 * s)) & 15u);
+    for (int64_t j = j0; j < j1; j++) {
+      uint8_t* rows[8];  // output row of nibble slot s; column kk - c0
+      for (int s = 0; s < 8; s++) rows[s] = src.q.data() + (8 * j + kAwqOrder[s] - r0) * src.k;
+      int64_t kk = kt;
+      for (; kk + 8 <= kend; kk += 8) {
+        uint32_t w[8];
+        for (int i = 0; i < 8; i++) w[i] = qwp[(kk + i) * N8 + j];
+        for (int s = 0; s < 8; s++) {
+          uint64_t v = 0;  // byte i = nibble s of input row kk + i (little-endian store)
+          for (int i = 0; i < 8; i++) v |= static_cast<uint64_t>((w[i] >> (4 * s)) & 15u) << (8 * i);
+          std::memcpy(rows[s] + (kk - c0), &v, 8);
+        }
       }
+      for (; kk < kend; kk++)
+        for (int s = 0; s < 8; s++) rows[s][kk - c0] = static_cast<uint8_t>((qwp[kk * N8 + j] >> (4 * s)) & 15u);
+    }
   }
   for (int64_t g = 0; g < src.groups; g++) {
     for (int64_t j = j0; j < j1; j++) {

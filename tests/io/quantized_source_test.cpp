@@ -19,6 +19,7 @@
 #include "io/safetensors.h"
 #include "model/quantized_source.h"
 #include "model/test_model.h"
+#include "model/weight_staging.h"
 
 using namespace pypto;
 namespace fs = std::filesystem;
@@ -341,6 +342,18 @@ TEST(QuantizedSource, AwqUnpacksWholeTensorsAndAlignedSlices) {
   fs::remove_all(d);
 }
 
+TEST(QuantizedSource, AwqOddGroupSizes) {
+  // A group of 12 inputs: input ranges that are not multiples of 8 (the unpacker's block) and
+  // 108 = 64 + 44 input rows (its tile of 64, then 5 blocks of 8 and 4 single rows).
+  const fs::path d = temp_dir("awqodd");
+  AwqCase c = make_awq_case(16, 108, 12, 6);
+  auto ck = write_checkpoint(d, small_config(awq_quant(12)), awq_tensors("m.p", c));
+  expect_awq_slice(read_awq_projection(*ck, "m.p"), c, 0, 0);
+  expect_awq_slice(read_awq_projection(*ck, "m.p", 8, 16, 12, 96), c, 8, 12);
+  expect_awq_slice(read_awq_projection(*ck, "m.p", 0, 8, 0, 12), c, 0, 0);
+  fs::remove_all(d);
+}
+
 TEST(QuantizedSource, AwqShapeErrors) {
   const fs::path d = temp_dir("awqerr");
   AwqCase c = make_awq_case(16, 64, 32, 5);
@@ -557,4 +570,38 @@ TEST(QuantizedSource, MakeTestModelRefusesAnAwqGroupThatDoesNotDivide) {
   opt.quant = QuantMethod::Fp8;
   EXPECT_THROW(make_test_model(opt), Error);
   fs::remove_all(opt.out_dir);
+}
+
+TEST(QuantizedSource, CheckpointValidationListsQuantizedTensors) {
+  // validate_qwen3_checkpoint (what loading runs) reports a pre-quantized checkpoint's problems
+  // through validate_quantized_projections, with the unquantized tensors' own checks beside.
+  for (QuantMethod m : {QuantMethod::Fp8, QuantMethod::Awq}) {
+    const fs::path d = make_model(std::string("bad_") + quant_method_name(m), m);
+    const std::string dropped = m == QuantMethod::Fp8 ? "model.layers.1.mlp.up_proj.weight_scale_inv"
+                                                      : "model.layers.1.mlp.up_proj.qzeros";
+    {
+      auto f = SafetensorsFile::open((d / "model.safetensors").string());
+      std::vector<SafetensorWrite> ts;
+      for (const auto& t : f->tensors()) {
+        if (t.name == dropped) continue;
+        const uint8_t* src = f->data(t);
+        const size_t n = t.end - t.begin;
+        ts.push_back({t.name, t.dtype, t.shape, [src, n](uint8_t* dst) { std::memcpy(dst, src, n); }});
+      }
+      write_safetensors((d / "new.safetensors").string(), ts);
+    }
+    fs::rename(d / "new.safetensors", d / "model.safetensors");
+    auto ck = Checkpoint::open(d.string());
+    EXPECT_NO_THROW(ck->get("model.layers.1.mlp.up_proj." + std::string(m == QuantMethod::Fp8 ? "weight" : "qweight")));
+    try {
+      validate_qwen3_checkpoint(*ck);
+      ADD_FAILURE() << quant_method_name(m);
+    } catch (const Error& e) {
+      const std::string expected = m == QuantMethod::Fp8 ? dropped + ": missing (expected BF16 or F16 or F32 [1, 1])"
+                                                         : dropped + ": missing (expected I32 [1, 16])";  // in 64 = one group
+      EXPECT_EQ(std::string(e.what()),
+                d.string() + ": checkpoint does not match config.json (1 tensor):\n  " + expected);
+    }
+    fs::remove_all(d);
+  }
 }

@@ -6,9 +6,13 @@
 2. those weights are a faithful quantization of the bf16 checkpoint of the same seed: FP8 within
    half an E4M3 step, |dW| <= 2^-4 |W| + scale * 2^-10; AWQ within a step, |dW| <= scale (half
    a step, scale / 2, except where the 4-bit range clamps);
-3. the PyTorch reference runs on them: its logits are printed beside the bf16 checkpoint's.
+3. `pypto-serving logits` on them (staged in their own format) against the PyTorch reference
+   that dequantizes them: with f32 activations (--matmul-precision highest) max|dlogit| <=
+   1e-3 * max(1, max|logit|); at the default precision the figure is printed (it must stay under
+   5e-2 of the range, loose enough for int8 activations, tight enough to catch a wrong scale);
+   the reference's logits are also printed beside the bf16 checkpoint's (the quantization error).
 
-Usage: check_dequantize_cli.py --binary PATH/pypto-serving --work-dir DIR [--preset tiny] [--layers 2]
+Usage: check_prequantized_cli.py --binary PATH/pypto-serving --work-dir DIR [--preset tiny] [--layers 2]
            [--no-logits]   (skip 3: the 14B shape's embeddings alone are 3 GB in fp32)
 """
 import argparse
@@ -91,6 +95,17 @@ def main():
         if ref_logits is None:
             continue
         logits = Qwen3Reference(model).logits(ids)
+        bound = 1e-3 * max(1.0, float(np.abs(logits).max()))
+        for precision, limit in (("highest", bound), ("high", 50 * bound)):
+            out = os.path.join(a.work_dir, f"{fmt}-logits-{precision}.npy")
+            run([a.binary, "logits", "--model", model, "--token-ids", ",".join(map(str, ids)), "--out", out,
+                 "--kv-cache-dtype", "fp32", "--chunk", "3", "--threads", "2", "--matmul-precision", precision])
+            got = np.load(out)
+            diff = float(np.abs(got - logits).max()) if got.shape == logits.shape else float("inf")
+            print(f"{fmt}: engine logits (--matmul-precision {precision}) vs the dequantizing reference: "
+                  f"max|dlogit| = {diff:.3g} = {diff / (bound * 1e3):.2e} of the range (limit {limit / (bound * 1e3):.0e})")
+            if not diff <= limit:
+                failures.append(f"{fmt}: engine logits at {precision} differ from the reference by {diff:.3g}")
         rel = float(np.abs(logits - ref_logits).max() / np.abs(ref_logits).max())
         top1 = float(np.mean(logits.argmax(-1) == ref_logits.argmax(-1)))
         print(f"{fmt}: reference logits vs the bf16 checkpoint's: max|dlogit| / max|logit| = {rel:.4f}, "
