@@ -391,25 +391,9 @@ class CpuBackend final : public Backend {
     const bool shifted = t.format == WeightFormat::Int8;
     for_rows(t.m, t.k, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
-        const float* xr = x + i * t.k;
-        uint8_t* q = xq_.data() + i * ldq;
-        float amax = 0.0f;
-        for (int64_t c = 0; c < t.k; ++c) amax = std::max(amax, std::fabs(xr[c]));
-        const float inv = int8_row_inv(amax);
+        const float amax = kt_.quantize_row_int8(x + i * t.k, t.k, ldq, shifted, shifted ? 0 : t.group,
+                                                 xq_.data() + i * ldq, shifted ? nullptr : xsum_.data() + i * t.groups);
         xscale_[size_t(i)] = int8_row_scale(amax);
-        for (int64_t c = 0; c < t.k; ++c) {
-          const int v = static_cast<int>(std::nearbyint(xr[c] * inv));
-          const int cl = std::min(127, std::max(-127, v));
-          q[c] = static_cast<uint8_t>(shifted ? cl + 128 : cl);
-        }
-        std::memset(q + t.k, 0, static_cast<size_t>(ldq - t.k));
-        if (!shifted)
-          for (int64_t g = 0; g < t.groups; ++g) {
-            int32_t sum = 0;
-            for (int64_t c = g * t.group; c < std::min<int64_t>(t.k, (g + 1) * t.group); ++c)
-              sum += static_cast<int8_t>(q[c]);
-            xsum_[size_t(i * t.groups + g)] = sum;
-          }
       }
     });
     t.xq = xq_.data();

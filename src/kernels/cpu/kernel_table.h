@@ -111,6 +111,11 @@ struct KernelTable {
   // multiple of 16): Int8 and Int4 weights.
   void (*linear_cols_q8)(const QuantLinearTask& t, int64_t n0, int64_t n1) = nullptr;
   void (*linear_cols_q4)(const QuantLinearTask& t, int64_t n0, int64_t n1) = nullptr;
+  // (with linear_cols_q8) one row of activations quantized to int8 (backend.h int8_row_inv):
+  // q[0, k) = clamp(round-even(x · inv), ±127) (+ 128 when shifted), zeros in [k, ld); for
+  // group > 0, xsum[g] = Σ q over group g (unshifted). Returns max|x|.
+  float (*quantize_row_int8)(const float* x, int64_t k, int64_t ld, bool shifted, int32_t group, uint8_t* q,
+                             int32_t* xsum) = nullptr;
   // (optional) quantized linears with f32 activations, any quantized format: W dequantized
   // exactly in registers, f32 FMA.
   void (*linear_cols_dq)(const QuantLinearTask& t, int64_t n0, int64_t n1) = nullptr;

@@ -100,22 +100,24 @@ void q4_tile(const QuantLinearTask& t, int64_t i0, int64_t p0) {
   __m512 acc[R][V];
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < V; ++v) acc[r][v] = _mm512_setzero_ps();
-  const int64_t G = t.groups, g = t.group, chunks = g / 8;
-  const auto* zero = static_cast<const uint8_t*>(t.aux);
+  const int64_t G = t.groups, g = t.group, chunks = g / 8, rec = int64_t(g / 8) * 256 + 256 + 64;
   const __m512i nib = _mm512_set1_epi32(0x0F);
+  // Panel p is lane p % 4 of super-panel p / 4 (quant_panels.h); p0 is even, so p0 and p0 + 1
+  // share a super-panel.
+  const int64_t sp = p0 / 4, lane0 = p0 % 4;
   for (int64_t gi = 0; gi < G; ++gi) {
+    const uint8_t* record = t.w + (sp * G + gi) * rec;
     __m512 s[V];
     __m512i z[V];
     for (int v = 0; v < V; ++v) {
-      const int64_t off = ((p0 + v) * G + gi) * 16;
-      s[v] = _mm512_loadu_ps(t.scale + off);
-      z[v] = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(zero + off)));
+      s[v] = _mm512_loadu_ps(reinterpret_cast<const float*>(record + chunks * 256 + (lane0 + v) * 64));
+      z[v] = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(record + chunks * 256 + 256 + (lane0 + v) * 16)));
     }
     const int64_t k0 = gi * g;
     const int64_t n_chunks = (t.k - k0) / 8 < chunks ? (t.k - k0) / 8 : chunks;
     for (int64_t ch = 0; ch < n_chunks; ++ch) {
       __m512i b[V];
-      for (int v = 0; v < V; ++v) b[v] = _mm512_loadu_si512(t.w + (((p0 + v) * G + gi) * chunks + ch) * 64);
+      for (int v = 0; v < V; ++v) b[v] = _mm512_loadu_si512(record + ch * 256 + (lane0 + v) * 64);
       for (int j = 0; j < 8; ++j) {  // k = k0 + 8 ch + j: byte j % 4, low nibble for j < 4
         const int shift = 8 * (j % 4) + (j < 4 ? 0 : 4);
         __m512 w[V];

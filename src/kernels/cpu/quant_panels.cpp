@@ -26,10 +26,9 @@ QuantPanels quant_panels(WeightFormat format, int64_t n, int64_t k, int32_t grou
     case WeightFormat::Int4:
       PYPTO_ASSERT(group > 0 && group % 8 == 0 && k % 8 == 0, "int4 group ", group, " k ", k);
       l.groups = (k + group - 1) / group;
-      l.weights_bytes = static_cast<size_t>(l.panels * l.groups) * static_cast<size_t>(group / 8) * 64;
-      l.scale_offset = align64(l.weights_bytes);
-      l.aux_offset = l.scale_offset + align64(static_cast<size_t>(l.panels * l.groups) * 16 * 4);
-      l.total_bytes = l.aux_offset + align64(static_cast<size_t>(l.panels * l.groups) * 16);
+      l.weights_bytes = static_cast<size_t>((l.panels + 3) / 4 * l.groups * q4_record_bytes(group));
+      l.scale_offset = l.aux_offset = 0;  // inside the records
+      l.total_bytes = l.weights_bytes;
       break;
     case WeightFormat::Fp8:
       PYPTO_ASSERT(group > 0, "fp8 group ", group);
@@ -63,21 +62,20 @@ void pack_quant_panels(const QuantizedWeight& s, uint8_t* dst, int64_t row0, int
       break;
     }
     case WeightFormat::Int4: {
-      const int64_t G = l.groups, g = s.group, chunk_bytes = 64;
-      uint8_t* zero = dst + l.aux_offset;
+      const int64_t G = l.groups, g = s.group, chunks = g / 8, rec = q4_record_bytes(s.group);
       for (int64_t r = 0; r < n; ++r) {
-        const int64_t p = (row0 + r) / 16, c = r % 16;
+        const int64_t R = row0 + r, sp = R / 64, lane = (R % 64) / 16, c = R % 16;
         for (int64_t gi = 0; gi < G; ++gi) {
-          uint8_t* grp = dst + static_cast<size_t>(p * G + gi) * static_cast<size_t>(g / 8) * chunk_bytes;
+          uint8_t* record = dst + (sp * G + gi) * rec;
           for (int64_t j = gi * g; j < k && j < (gi + 1) * g; ++j) {
             const int64_t rel = j - gi * g, chunk = rel / 8, within = rel % 8;
-            const int64_t s4 = within % 4;
             const uint8_t v = s.q4[r * k + j] & 0x0F;
-            uint8_t& b = grp[chunk * chunk_bytes + 4 * c + s4];
+            uint8_t& b = record[chunk * 256 + lane * 64 + 4 * c + within % 4];
             b = static_cast<uint8_t>(within < 4 ? (b & 0xF0) | v : (b & 0x0F) | (v << 4));
           }
-          scale[(p * G + gi) * 16 + c] = s.scale[r * G + gi];
-          zero[(p * G + gi) * 16 + c] = s.zero[r * G + gi];
+          float sc = s.scale[r * G + gi];
+          std::memcpy(record + chunks * 256 + lane * 64 + 4 * c, &sc, 4);
+          record[chunks * 256 + 256 + lane * 16 + c] = s.zero[r * G + gi];
         }
       }
       break;
@@ -108,13 +106,16 @@ void quant_panel_row_to_f32(const LinearWeight& w, int64_t r, float* out) {
       break;
     }
     case WeightFormat::Int4: {
-      const int64_t G = l.groups, g = w.group;
-      const uint8_t* zero = base + l.aux_offset;
+      const int64_t G = l.groups, g = w.group, chunks = g / 8, rec = q4_record_bytes(w.group);
+      const int64_t sp = r / 64, lane = (r % 64) / 16;
       for (int64_t j = 0; j < k; ++j) {
         const int64_t gi = j / g, rel = j % g;
-        const uint8_t b = base[static_cast<size_t>(p * G + gi) * static_cast<size_t>(g / 8) * 64 + (rel / 8) * 64 + 4 * c + rel % 4];
+        const uint8_t* record = base + (sp * G + gi) * rec;
+        const uint8_t b = record[(rel / 8) * 256 + lane * 64 + 4 * c + rel % 4];
         const int q = rel % 8 < 4 ? (b & 0x0F) : (b >> 4);
-        out[j] = static_cast<float>(q - zero[(p * G + gi) * 16 + c]) * scale[(p * G + gi) * 16 + c];
+        float sc;
+        std::memcpy(&sc, record + chunks * 256 + lane * 64 + 4 * c, 4);
+        out[j] = static_cast<float>(q - record[chunks * 256 + 256 + lane * 16 + c]) * sc;
       }
       break;
     }
