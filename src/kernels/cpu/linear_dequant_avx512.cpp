@@ -32,6 +32,15 @@ inline __m512 e4m3x16_scaled_down(const uint8_t* p) {
   return _mm512_cvtph_ps(_mm256_or_si256(mag, sign));
 }
 
+// 32 e4m3 bytes (two consecutive inputs of one panel) → their f16 bits, values 2^8 times smaller:
+// magnitude bits moved up by 7, the sign to bit 15 (5 integer ops for 32 weights).
+inline __m512i e4m3x32_to_f16_bits(const uint8_t* p) {
+  const __m512i b = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  const __m512i mag = _mm512_and_si512(_mm512_slli_epi16(b, 7), _mm512_set1_epi16(0x3F80));
+  // mag | (b << 8 & 0x8000): ternary-logic table 0xF8 is A | (B & C).
+  return _mm512_ternarylogic_epi32(mag, _mm512_slli_epi16(b, 8), _mm512_set1_epi16(static_cast<short>(0x8000)), 0xF8);
+}
+
 template <int R, int V>
 void fp8_tile(const QuantLinearTask& t, int64_t i0, int64_t p0) {
   __m512 acc[R][V];
@@ -42,7 +51,22 @@ void fp8_tile(const QuantLinearTask& t, int64_t i0, int64_t p0) {
     __m512 s[V];
     for (int v = 0; v < V; ++v) s[v] = _mm512_mul_ps(_mm512_loadu_ps(t.scale + ((p0 + v) * t.groups + gi) * 16), up);
     const int64_t k1 = (gi + 1) * t.group < t.k ? (gi + 1) * t.group : t.k;
-    for (int64_t k = gi * t.group; k < k1; ++k) {
+    int64_t k = gi * t.group;
+    // Two inputs at a time: their 2 × 16 bytes are adjacent in a panel.
+    for (; k + 2 <= k1; k += 2) {
+      __m512 w0[V], w1[V];
+      for (int v = 0; v < V; ++v) {
+        const __m512i h = e4m3x32_to_f16_bits(t.w + ((p0 + v) * t.k + k) * 16);
+        w0[v] = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(h)), s[v]);
+        w1[v] = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1)), s[v]);
+      }
+      for (int r = 0; r < R; ++r) {
+        const __m512 x0 = _mm512_set1_ps(t.x[(i0 + r) * t.k + k]);
+        const __m512 x1 = _mm512_set1_ps(t.x[(i0 + r) * t.k + k + 1]);
+        for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(x1, w1[v], _mm512_fmadd_ps(x0, w0[v], acc[r][v]));
+      }
+    }
+    for (; k < k1; ++k) {
       __m512 w[V];
       for (int v = 0; v < V; ++v) w[v] = _mm512_mul_ps(e4m3x16_scaled_down(t.w + ((p0 + v) * t.k + k) * 16), s[v]);
       for (int r = 0; r < R; ++r) {
