@@ -184,7 +184,9 @@ int main(int argc, char** argv) {
     std::printf("model %s: %d layers, hidden %lld, %s, weights %s%s, backend %s, %d threads\n", model.c_str(),
                 c.num_hidden_layers, static_cast<long long>(c.hidden_size), dtype_name(w.embed_dtype),
                 w.weight_formats.c_str(),
-                w.weight_formats == "float" ? "" : backend->quant_int8_activations() ? " (int8 activations)" : " (f32 activations)",
+                w.weight_formats == "float"                                                  ? ""
+                : w.weight_formats.rfind("fp8", 0) != 0 && backend->quant_int8_activations() ? " (int8 activations)"
+                                                                                               : " (f32 activations)",
                 backend->name(), threads);
     const double bw = bench::bandwidth_bound();
     const size_t bytes_tok = weight_bytes_per_token(w, *backend);
