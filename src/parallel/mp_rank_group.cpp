@@ -1,0 +1,157 @@
+#include "parallel/mp_rank_group.h"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "parallel/mpi_communicator.h"
+#include "parallel/rank_health.h"
+
+namespace pypto {
+namespace {
+
+constexpr const char* kRankEnv = "PYPTO_MP_RANK";
+constexpr const char* kFdEnv = "PYPTO_MP_GROUP_FD";
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return str_cat("exited with status ", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return str_cat("was killed by signal ", WTERMSIG(status), " (", strsignal(WTERMSIG(status)), ")");
+  return "stopped";
+}
+
+}  // namespace
+
+std::unique_ptr<MpRankGroup> MpRankGroup::start(int tp, char** argv) {
+  std::unique_ptr<MpRankGroup> g(new MpRankGroup());
+  g->rank_ = 0;
+  g->group_ = ProcessShmGroup::create(tp);
+  g->comm_ = std::make_shared<ProcessShmCommunicator>(g->group_, 0);
+  const pid_t parent = getpid();
+  for (int r = 1; r < tp; ++r) {
+    const pid_t pid = fork();
+    if (pid < 0) {
+      g->reap_children(0);
+      fail("starting tensor-parallel rank ", r, ": fork: ", std::strerror(errno));
+    }
+    if (pid == 0) {
+      // The child: only async-signal-safe calls until exec.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(1);  // rank 0 is already gone
+      char rank_s[16], fd_s[16];
+      std::snprintf(rank_s, sizeof rank_s, "%d", r);
+      std::snprintf(fd_s, sizeof fd_s, "%d", g->group_->fd());
+      setenv(kRankEnv, rank_s, 1);
+      setenv(kFdEnv, fd_s, 1);
+      execv("/proc/self/exe", argv);
+      _exit(127);
+    }
+    g->children_.push_back(pid);
+  }
+  g->thread_ = std::thread([p = g.get()] { p->watch(); });
+  return g;
+}
+
+std::unique_ptr<MpRankGroup> MpRankGroup::join_from_env() {
+  const char* rank_s = std::getenv(kRankEnv);
+  const char* fd_s = std::getenv(kFdEnv);
+  if (!rank_s || !fd_s) return nullptr;
+  std::unique_ptr<MpRankGroup> g(new MpRankGroup());
+  g->rank_ = std::atoi(rank_s);
+  g->group_ = ProcessShmGroup::attach(std::atoi(fd_s));
+  g->comm_ = std::make_shared<ProcessShmCommunicator>(g->group_, g->rank_);
+  unsetenv(kRankEnv);
+  unsetenv(kFdEnv);
+  g->thread_ = std::thread([p = g.get()] {
+    while (!p->stop_.load()) {
+      p->group_->beat(p->rank_);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  return g;
+}
+
+MpRankGroup::~MpRankGroup() {
+  stop_.store(true);
+  if (thread_.joinable()) thread_.join();
+  if (rank_ == 0) {
+    mark_ranks_stopping();
+    reap_children(10);
+  }
+}
+
+void MpRankGroup::reap_children(double timeout_s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  for (pid_t& pid : children_) {
+    while (pid > 0) {
+      int status = 0;
+      const pid_t got = waitpid(pid, &status, WNOHANG);
+      if (got == pid || got < 0) {
+        pid = 0;
+        break;
+      }
+      if (std::chrono::steady_clock::now() >= deadline) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        pid = 0;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+}
+
+void MpRankGroup::watch() {
+  const int n = static_cast<int>(children_.size());
+  std::vector<uint64_t> last_beat(size_t(n), 0);
+  std::vector<std::chrono::steady_clock::time_point> last_change(size_t(n), std::chrono::steady_clock::now());
+  const std::string host = this_host_name();
+  while (!stop_.load()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (stop_.load() || ranks_stopping()) return;
+    const auto now = std::chrono::steady_clock::now();
+    for (int i = 0; i < n; ++i) {
+      const int r = i + 1;
+      const pid_t pid = children_[size_t(i)];
+      if (pid <= 0) continue;
+      int status = 0;
+      if (waitpid(pid, &status, WNOHANG) == pid) {
+        children_[size_t(i)] = 0;
+        if (ranks_stopping()) return;  // a load failure: rank 0 reports it
+        fail_group(str_cat("tensor-parallel rank ", r, " (pid ", pid, ") on ", host, " ", describe_status(status)));
+      }
+      const uint64_t beat = group_->heartbeat(r);
+      if (beat != last_beat[size_t(i)]) {
+        last_beat[size_t(i)] = beat;
+        last_change[size_t(i)] = now;
+      } else if (now - last_change[size_t(i)] > std::chrono::seconds(kHangSeconds)) {
+        fail_group(str_cat("tensor-parallel rank ", r, " (pid ", pid, ") on ", host, " stopped answering (no heartbeat for ",
+                           kHangSeconds, " s)"));
+      }
+    }
+  }
+}
+
+void MpRankGroup::fail_group(const std::string& why) {
+  record_rank_fault(why);
+  log_error(why, ": /health reports unhealthy; stopping every rank and exiting in ", kReportSeconds, " s");
+  group_->mark_broken();
+  std::this_thread::sleep_for(std::chrono::seconds(kReportSeconds));
+  for (pid_t pid : children_)
+    if (pid > 0) kill(pid, SIGKILL);
+  for (pid_t pid : children_)
+    if (pid > 0) waitpid(pid, nullptr, 0);
+  std::fprintf(stderr, "pypto-serving: error: %s; the engine cannot run without it, exiting\n", why.c_str());
+  std::fflush(stderr);
+  _exit(1);
+}
+
+}  // namespace pypto
