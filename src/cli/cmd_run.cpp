@@ -1,5 +1,8 @@
 // Serve mode (default) and offline mode (--prompt): the seed's command line.
 #include <CLI/CLI.hpp>
+#include <pthread.h>
+
+#include <csignal>
 
 #include "cli/commands.h"
 #include "cli/offline.h"
@@ -39,6 +42,17 @@ int cmd_run(int argc, char** argv) {
     if (launch.size != o.tp)
       fail("--distributed-executor-backend mpi: mpirun started ", launch.size, " processes but --tp is ", o.tp,
            ": start exactly one process per rank (mpirun -np ", o.tp, ")");
+    // MPI_Init starts OpenMPI's own threads, which inherit this thread's signal mask. On rank 0 of
+    // a server SIGINT/SIGTERM must reach the server's signal thread (run_server blocks them in
+    // the threads it starts), not end the process from an MPI thread: mpirun sends SIGTERM when
+    // another rank fails, and the server then drains (/health 503) until mpirun's SIGKILL.
+    if (launch.rank == 0 && o.prompts.empty() && o.prompt_token_ids.empty()) {
+      sigset_t set;
+      sigemptyset(&set);
+      sigaddset(&set, SIGINT);
+      sigaddset(&set, SIGTERM);
+      pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    }
     o.process_comm = make_mpi_world_communicator();
   }
 
