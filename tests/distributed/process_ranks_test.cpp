@@ -21,7 +21,7 @@ namespace fs = std::filesystem;
 namespace pypto::test {
 namespace {
 
-constexpr const char* kCommon = " --threads 1 --kv-cache-memory 16MiB --max-model-len 4096";
+constexpr const char* kCommon = " --threads 1 --kv-cache-memory 64MiB --max-model-len 4096";
 
 class ProcessRanks : public ::testing::Test {
  protected:
@@ -37,10 +37,11 @@ class ProcessRanks : public ::testing::Test {
   static std::string model() { return (dir_ / "tiny").string(); }
 
   // Offline generation: the --output-json results' token ids, one vector per prompt.
-  std::vector<std::vector<int>> offline_ids(const std::string& prefix, const std::string& args) {
+  std::vector<std::vector<int>> offline_ids(const std::string& prefix, const std::string& args,
+                                            const std::string& model_dir = model()) {
     const std::string json_path = (dir_ / "out.json").string();
     fs::remove(json_path);
-    const RunResult r = run_shell(prefix + kBinary + " --model " + model() + kCommon +
+    const RunResult r = run_shell(prefix + kBinary + " --model " + model_dir + kCommon +
                                   " --prompt-token-ids 1,2,3,4,5 --prompt-token-ids 9,8,7 --prompt-token-ids 42"
                                   " --generate-config '{\"max_new_tokens\": 24, \"temperature\": 0}' --output-json " +
                                   json_path + " " + args);
@@ -104,6 +105,23 @@ TEST_F(ProcessRanks, OfflineGreedyIdsOfProcessRanksEqualOneRank) {
   EXPECT_EQ(offline_ids("", "--tp 2 --devices 0,1"), one) << "mp (the default for --tp 2)";
   if (mpirun_prefix().empty()) GTEST_SKIP() << "mpi part: " << kNoMpi;
   EXPECT_EQ(offline_ids(mpirun_prefix() + "-np 2 ", "--tp 2 --distributed-executor-backend mpi"), one);
+}
+
+// The qwen3-0.6b shape (hidden 1024, 16 query / 8 KV heads, vocabulary 151936 tied) with 2 of
+// its 28 layers: real widths, so every collective moves real-sized vectors.
+TEST_F(ProcessRanks, Qwen3_0_6B_ShapeGreedyIdsOfProcessRanksEqualOneRank) {
+  TestModelOptions o;
+  o.preset = "qwen3-0.6b";
+  o.layers = 2;
+  o.out_dir = (dir_ / "q06").string();
+  o.show_progress = false;
+  make_test_model(o);
+  const auto one = offline_ids("", "", o.out_dir);
+  ASSERT_EQ(one.size(), 3u);
+  EXPECT_EQ(offline_ids("", "--tp 2 --devices 0,1", o.out_dir), one) << "mp";
+  if (mpirun_prefix().empty()) GTEST_SKIP() << "mpi part: " << kNoMpi;
+  EXPECT_EQ(offline_ids(mpirun_prefix() + "-np 2 ", "--tp 2 --distributed-executor-backend mpi", o.out_dir), one);
+  fs::remove_all(o.out_dir);
 }
 
 TEST_F(ProcessRanks, ServedLogprobsOfProcessRanksAreWithin1e5OfOneRank) {

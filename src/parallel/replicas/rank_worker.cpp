@@ -159,7 +159,12 @@ int run_rank_worker(const ReplicaLoadOptions& opt, Communicator& comm) {
     message.resize(size_t(h.bytes));
     comm.broadcast(message.data(), h.bytes, 0);
     decode_batch(message.data(), message.size(), batch);
-    model.forward(batch, *cache, nullptr);  // its logits columns go to rank 0
+    try {
+      model.forward(batch, *cache, nullptr);  // its logits columns go to rank 0
+    } catch (const Error&) {
+      // A bad batch (a token id outside the vocabulary) throws on every rank before the first
+      // collective, as in TpModelRunner: rank 0 fails the step's requests, this rank goes on.
+    }
   }
 }
 
