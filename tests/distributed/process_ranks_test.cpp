@@ -95,6 +95,7 @@ void expect_served_match(const Served& want, const Served& got, const std::strin
         worst = std::max(worst, std::fabs(got.top[p][i].at(tok) - lp));
       }
     }
+  std::printf("[logprobs] %s: max |top-5 logprob - one rank's| = %.3g\n", what.c_str(), worst);
   EXPECT_LE(worst, 1e-5) << what << ": the top-5 logprobs differ from one rank's by up to " << worst;
 }
 
