@@ -1,5 +1,6 @@
 #include "parallel/mp_rank_group.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -46,6 +47,12 @@ std::unique_ptr<MpRankGroup> MpRankGroup::start(int tp, char** argv) {
       // The child: only async-signal-safe calls until exec.
       prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (getppid() != parent) _exit(1);  // rank 0 is already gone
+      // Ctrl-C (SIGINT to the terminal's process group) or SIGTERM to every process of a service
+      // is for rank 0, which stops the engine and then the ranks; ignored dispositions survive exec.
+      struct sigaction ignore{};
+      ignore.sa_handler = SIG_IGN;
+      sigaction(SIGINT, &ignore, nullptr);
+      sigaction(SIGTERM, &ignore, nullptr);
       char rank_s[16], fd_s[16];
       std::snprintf(rank_s, sizeof rank_s, "%d", r);
       std::snprintf(fd_s, sizeof fd_s, "%d", g->group_->fd());
@@ -56,7 +63,15 @@ std::unique_ptr<MpRankGroup> MpRankGroup::start(int tp, char** argv) {
     }
     g->children_.push_back(pid);
   }
+  // The monitor must not take SIGINT/SIGTERM (their default action would end rank 0 without the
+  // server's drain): it starts with them blocked, as the server's own threads do.
+  sigset_t block, old;
+  sigemptyset(&block);
+  sigaddset(&block, SIGINT);
+  sigaddset(&block, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &block, &old);
   g->thread_ = std::thread([p = g.get()] { p->watch(); });
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
   return g;
 }
 
@@ -83,7 +98,14 @@ MpRankGroup::~MpRankGroup() {
   stop_.store(true);
   if (thread_.joinable()) thread_.join();
   if (rank_ == 0) {
+    // Normally the executor has sent Stop (or a failed load told every rank to stop) and the
+    // children exit by themselves; if rank 0 failed before that (a bad flag, no tokenizer), they
+    // still wait for their first message: end them now instead of after the timeout.
+    const bool told = ranks_stopping();
     mark_ranks_stopping();
+    if (!told)
+      for (pid_t pid : children_)
+        if (pid > 0) kill(pid, SIGKILL);
     reap_children(10);
   }
 }

@@ -9,7 +9,9 @@
 // fault: rank 0 records it (/health answers 503), logs which rank, pid, host and why, marks the
 // group broken (waiting collectives throw), waits kReportSeconds so clients see it, kills the
 // other children, reaps them (no zombies) and exits with status 1. A child dies with rank 0
-// (PR_SET_PDEATHSIG), so rank 0 dying leaves no orphan either.
+// (PR_SET_PDEATHSIG), so rank 0 dying leaves no orphan either. Children ignore SIGINT and SIGTERM:
+// Ctrl-C or a service manager's SIGTERM to every process is rank 0's to handle (it drains, then
+// stops the ranks), and must not look like a rank dying.
 #include <sys/types.h>
 
 #include <atomic>
@@ -32,7 +34,8 @@ class MpRankGroup {
   // In a child started by start(): joins the group; null when this process is not one.
   static std::unique_ptr<MpRankGroup> join_from_env();
   // Rank 0: stops watching, then waits up to 10 s for the children to exit (they do after the
-  // executor's Stop) and kills any left. A child: stops its heartbeat.
+  // executor's Stop) and kills any left; children never told to stop (rank 0 failed before its
+  // engine ran) are killed at once. A child: stops its heartbeat.
   ~MpRankGroup();
 
   int rank() const { return rank_; }

@@ -4,7 +4,8 @@
 //    and over HTTP, and the served top-5 logprobs are within 1e-5 of one rank's;
 //  - a rank that is killed or stops (SIGSTOP) mid-generation turns /health to 503 and the server
 //    exits with status 1 naming the rank within 10 s, leaving no process behind;
-//  - a rank that cannot load fails the start naming the rank, its host and the reason;
+//  - a rank that cannot load fails the start naming the rank, its host and the reason; SIGTERM to
+//    every rank is a clean stop, not a fault;
 //  - misuse (mpi without mpirun, a process count that is not --tp, --dp with process ranks) is
 //    refused with a message saying what to do.
 // The reference is the single-rank engine (itself checked against PyTorch in tests/model).
@@ -214,6 +215,21 @@ TEST_F(ProcessRanks, KilledMpiRankEndsTheJobWithin10s) {
   check_fault(mpirun_prefix() + "-np 2 " + kBinary + " --model " + model() + kCommon +
                   " --tp 2 --distributed-executor-backend mpi",
               dir_ / "mpikill.log", true, SIGKILL, "rank 1");
+}
+
+// A service manager's SIGTERM to every process (rank 0 and its children) is a clean stop: the
+// other ranks ignore it, rank 0 drains, stops them and exits 0, and no fault is reported.
+TEST_F(ProcessRanks, SigtermToEveryMpRankStopsTheServerCleanly) {
+  ServerProcess server(kBinary + " --model " + model() + kCommon + " --tp 2 --devices 0,1", dir_ / "term.log");
+  ASSERT_GT(server.wait_port(120), 0) << server.log();
+  const std::vector<pid_t> ranks = children_of(server.pid());
+  ASSERT_EQ(ranks.size(), 1u);
+  ::kill(server.pid(), SIGTERM);
+  ::kill(ranks[0], SIGTERM);
+  ASSERT_TRUE(server.wait_exit(30)) << server.log();
+  EXPECT_EQ(server.exit_code(), 0) << server.log();
+  EXPECT_FALSE(has(server.log(), "tensor-parallel rank 1")) << server.log();
+  EXPECT_FALSE(process_running(ranks[0]));
 }
 
 TEST_F(ProcessRanks, RankThatCannotLoadIsNamedWithHostAndReason) {
