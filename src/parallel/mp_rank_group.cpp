@@ -37,6 +37,11 @@ std::unique_ptr<MpRankGroup> MpRankGroup::start(int tp, char** argv) {
   g->group_ = ProcessShmGroup::create(tp);
   g->comm_ = std::make_shared<ProcessShmCommunicator>(g->group_, 0);
   const pid_t parent = getpid();
+  // This binary's path (resolved now: the children's process name is then pypto-serving, not exe).
+  char self[4096];
+  const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (len <= 0) fail("starting the tensor-parallel ranks: cannot resolve /proc/self/exe: ", std::strerror(errno));
+  self[len] = '\0';
   for (int r = 1; r < tp; ++r) {
     const pid_t pid = fork();
     if (pid < 0) {
@@ -58,7 +63,7 @@ std::unique_ptr<MpRankGroup> MpRankGroup::start(int tp, char** argv) {
       std::snprintf(fd_s, sizeof fd_s, "%d", g->group_->fd());
       setenv(kRankEnv, rank_s, 1);
       setenv(kFdEnv, fd_s, 1);
-      execv("/proc/self/exe", argv);
+      execv(self, argv);
       _exit(127);
     }
     g->children_.push_back(pid);

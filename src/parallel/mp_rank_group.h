@@ -29,7 +29,7 @@ class MpRankGroup {
   static constexpr int kHangSeconds = 5;
   static constexpr int kReportSeconds = 2;
 
-  // Rank 0: starts tp - 1 children re-running `argv` (argv[0] is resolved through /proc/self/exe).
+  // Rank 0: starts tp - 1 children re-running `argv` with this binary (/proc/self/exe, resolved).
   static std::unique_ptr<MpRankGroup> start(int tp, char** argv);
   // In a child started by start(): joins the group; null when this process is not one.
   static std::unique_ptr<MpRankGroup> join_from_env();

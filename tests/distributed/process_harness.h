@@ -3,10 +3,12 @@
 // children are the other ranks, and an HTTP client for it.
 #include <signal.h>
 #include <spawn.h>
+#include <sys/ptrace.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -26,10 +28,10 @@ namespace pypto::test {
 inline const std::string kBinary = PYPTO_BINARY_DIR "/src/cli/pypto-serving";
 
 // "" when this build has no MPI; else an mpirun prefix that runs as root, over TCP on loopback,
-// with more ranks than cores allowed ("-np N" follows).
+// with more ranks than cores allowed, ended after 300 s if it hangs ("-np N" follows).
 inline std::string mpirun_prefix() {
 #ifdef PYPTO_MPIEXEC
-  return "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,tcp "
+  return "timeout 300 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,tcp "
          "OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_rmaps_base_oversubscribe=1 "
          "OMPI_MCA_mpi_yield_when_idle=1 OMPI_MCA_hwloc_base_binding_policy=none " PYPTO_MPIEXEC " ";
 #else
@@ -74,6 +76,14 @@ inline std::vector<pid_t> children_of(pid_t pid) {
 
 // True while `pid` runs (a zombie whose parent has not reaped it yet counts as gone: it holds no
 // memory and runs nothing).
+// Every process below `pid` (children, their children, ...).
+inline std::vector<pid_t> descendants_of(pid_t pid) {
+  std::vector<pid_t> out = children_of(pid);
+  for (size_t i = 0; i < out.size(); ++i)
+    for (pid_t c : children_of(out[i])) out.push_back(c);
+  return out;
+}
+
 inline bool process_running(pid_t pid) {
   std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
   std::string line;
@@ -81,6 +91,48 @@ inline bool process_running(pid_t pid) {
   const size_t paren = line.rfind(')');
   return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] != 'Z';
 }
+
+// Freezes every thread of `pid` in ptrace-stop (PTRACE_SEIZE + PTRACE_INTERRUPT): a rank that
+// stops answering. Unlike SIGSTOP, a SIGCONT from elsewhere (shared machines run CPU-share
+// limiters that stop and continue busy processes) does not resume it. The tracer thread then
+// reaps the traced threads as they die (the real parent can reap the process only after its
+// tracer has), for at most `seconds`.
+class PtraceFreeze {
+ public:
+  PtraceFreeze(pid_t pid, double seconds) {
+    thread_ = std::thread([this, pid, seconds] { run(pid, seconds); });  // ptrace is per thread
+    while (!ready_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ~PtraceFreeze() { thread_.join(); }
+  bool frozen() const { return frozen_; }
+
+ private:
+  void run(pid_t pid, double seconds) {
+    std::vector<pid_t> tids;
+    for (const auto& e : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
+      const pid_t tid = std::stoi(e.path().filename().string());
+      if (ptrace(PTRACE_SEIZE, tid, nullptr, nullptr) == 0 && ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr) == 0)
+        tids.push_back(tid);
+    }
+    frozen_ = !tids.empty();
+    ready_.store(true);
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    size_t gone = 0;
+    while (gone < tids.size() && std::chrono::steady_clock::now() < end) {
+      for (pid_t& tid : tids) {
+        int st = 0;
+        if (tid > 0 && waitpid(tid, &st, __WALL | WNOHANG) == tid && (WIFEXITED(st) || WIFSIGNALED(st))) {
+          tid = 0;
+          ++gone;
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  std::thread thread_;
+  std::atomic<bool> ready_{false};
+  bool frozen_ = false;
+};
 
 // A server started with `COMMAND --port 0` (COMMAND: the binary or an mpirun line) whose output
 // goes to `log`; the port is read from the log.

@@ -2,7 +2,7 @@
 //  - greedy ids of --tp 2 with ranks as processes (mp: forked ranks over shared memory; mpi: two
 //    processes started by mpirun, TCP over loopback) are identical to one rank's, in offline mode
 //    and over HTTP, and the served top-5 logprobs are within 1e-5 of one rank's;
-//  - a rank that is killed or stops (SIGSTOP) mid-generation turns /health to 503 and the server
+//  - a rank that is killed or stops (frozen by ptrace) mid-generation turns /health to 503 and the server
 //    exits with status 1 naming the rank within 10 s, leaving no process behind;
 //  - a rank that cannot load fails the start naming the rank, its host and the reason; SIGTERM to
 //    every rank is a clean stop, not a fault;
@@ -142,15 +142,16 @@ TEST_F(ProcessRanks, ServedLogprobsOfProcessRanksAreWithin1e5OfOneRank) {
                       "mpi --tp 2");
 }
 
-// Starts a --tp 2 server, starts a long generation, does `fault` to rank 1 and checks that /health
-// turns 503 and the server exits with status 1 naming the fault within 10 s, no rank left.
+// Starts a --tp 2 server, starts a long generation, sends rank 1 `signal` (SIGSTOP: freezes it
+// with ptrace instead, see PtraceFreeze) and checks that /health turns 503 and the server exits
+// naming the fault within 10 s, no rank left.
 void check_fault(const std::string& command, const fs::path& log, bool mpi, int signal, const std::string& says) {
   ServerProcess server(command, log);
   const int port = server.wait_port(120);
   ASSERT_GT(port, 0) << server.log();
-  // Rank 1: mp: the server's child; mpi: the child of mpirun whose environment says rank 1.
+  // Rank 1: mp: the server's child; mpi: the process under mpirun whose environment says rank 1.
   pid_t rank1 = -1;
-  std::vector<pid_t> ranks = children_of(server.pid());
+  std::vector<pid_t> ranks = mpi ? descendants_of(server.pid()) : children_of(server.pid());
   for (pid_t p : ranks) {
     if (!mpi) {
       rank1 = p;
@@ -173,7 +174,13 @@ void check_fault(const std::string& command, const fs::path& log, bool mpi, int 
   auto h = health.Get("/health");
   ASSERT_TRUE(h && h->status == 200);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // generating now
-  ASSERT_EQ(::kill(rank1, signal), 0);
+  std::unique_ptr<PtraceFreeze> freeze;
+  if (signal == SIGSTOP) {
+    freeze = std::make_unique<PtraceFreeze>(rank1, 20.0);  // SIGSTOP that no SIGCONT undoes
+    ASSERT_TRUE(freeze->frozen()) << "cannot ptrace rank 1";
+  } else {
+    ASSERT_EQ(::kill(rank1, signal), 0);
+  }
   const auto t0 = std::chrono::steady_clock::now();
   bool saw_503 = false;
   while (!server.exited() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(12)) {
