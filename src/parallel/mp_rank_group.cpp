@@ -141,10 +141,17 @@ void MpRankGroup::watch() {
   std::vector<uint64_t> last_beat(size_t(n), 0);
   std::vector<std::chrono::steady_clock::time_point> last_change(size_t(n), std::chrono::steady_clock::now());
   const std::string host = this_host_name();
+  auto last_poll = std::chrono::steady_clock::now();
   while (!stop_.load()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     if (stop_.load() || ranks_stopping()) return;
     const auto now = std::chrono::steady_clock::now();
+    // If this monitor itself did not run for a while (rank 0 stopped, the machine paused or
+    // overloaded), the children may not have run either: restart their clocks instead of
+    // calling them hung. A hang is kHangSeconds of this monitor running without a beat.
+    if (now - last_poll > std::chrono::seconds(1))
+      for (auto& t : last_change) t = now;
+    last_poll = now;
     for (int i = 0; i < n; ++i) {
       const int r = i + 1;
       const pid_t pid = children_[size_t(i)];
