@@ -7,9 +7,9 @@
 // Faults (rank 0 watches, every 100 ms): a child that exits while the engine runs, or whose
 // heartbeat (bumped every 100 ms by a thread of the child) has not moved for kHangSeconds while
 // the monitor itself ran (a pause of rank 0 too, e.g. the whole machine stopped, restarts the
-// clock), is a fault: rank 0 records it (/health answers 503), logs which rank, pid, host and why, marks the
-// group broken (waiting collectives throw), waits kReportSeconds so clients see it, kills the
-// other children, reaps them (no zombies) and exits with status 1. A child dies with rank 0
+// clock), is a fault: rank 0 records it (/health answers 503), logs which rank, pid, host and
+// why, marks the group broken (waiting collectives throw), waits kReportSeconds so clients see
+// it, kills the other children, reaps them (no zombies) and exits with status 1. A child dies with rank 0
 // (PR_SET_PDEATHSIG), so rank 0 dying leaves no orphan either. Children ignore SIGINT and SIGTERM:
 // Ctrl-C or a service manager's SIGTERM to every process is rank 0's to handle (it drains, then
 // stops the ranks), and must not look like a rank dying.
