@@ -78,7 +78,8 @@ std::unique_ptr<KvCache> make_cache(const Qwen3Model& model, int64_t num_blocks,
 void exchange_load_status(Communicator& comm, const std::string& my_error) {
   std::string failures;
   for (int r = 0; r < comm.size(); ++r) {
-    std::string msg = comm.rank() == r ? (my_error.empty() ? "" : str_cat("rank ", r, " on ", this_host_name(), ": ", my_error)) : "";
+    std::string msg;  // rank r's error, sent by rank r, received by the others
+    if (comm.rank() == r && !my_error.empty()) msg = str_cat("rank ", r, " on ", this_host_name(), ": ", my_error);
     int64_t len = static_cast<int64_t>(msg.size());
     comm.broadcast(&len, sizeof len, r);
     msg.resize(size_t(len));
