@@ -177,7 +177,9 @@ void check_fault(const std::string& command, const fs::path& log, bool mpi, int 
   std::unique_ptr<PtraceFreeze> freeze;
   if (signal == SIGSTOP) {
     freeze = std::make_unique<PtraceFreeze>(rank1, 20.0);  // SIGSTOP that no SIGCONT undoes
-    ASSERT_TRUE(freeze->frozen()) << "cannot ptrace rank 1";
+    if (!freeze->frozen())
+      GTEST_SKIP() << "cannot ptrace rank 1 here (kernel.yama.ptrace_scope, or no CAP_SYS_PTRACE): "
+                      "the hang cannot be simulated";
   } else {
     ASSERT_EQ(::kill(rank1, signal), 0);
   }
