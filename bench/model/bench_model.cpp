@@ -70,9 +70,14 @@ LinearMacs linear_macs(const Qwen3Weights& w) {
   return m;
 }
 
-size_t weight_bytes_per_token(const Qwen3Weights& w) {
+// Bytes of weights one decode step reads: every linear as staged (quantized ones with their
+// scales and zero points).
+size_t weight_bytes_per_token(const Qwen3Weights& w, const Backend& be) {
   size_t b = 0;
-  auto lin = [](const LinearWeight& l) { return static_cast<size_t>(l.n_out * l.k_in) * dtype_size(l.dtype); };
+  auto lin = [&](const LinearWeight& l) {
+    if (l.format != WeightFormat::Float) return be.packed_quantized_bytes(l.format, l.n_out, l.k_in, l.group);
+    return static_cast<size_t>(l.n_out * l.k_in) * dtype_size(l.dtype);
+  };
   for (const auto& L : w.layers) b += lin(L.qkv) + lin(L.o_proj) + lin(L.gate_up) + lin(L.down);
   return b + lin(w.lm_head);
 }
@@ -119,8 +124,8 @@ void bench_decode_batch(Qwen3Model& m, int B, int runs, double bound_s, double b
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string model, precision = "high", kernel = "auto";
-  int threads = 0, runs = 5;
+  std::string model, precision = "high", kernel = "auto", quantization = "none";
+  int threads = 0, runs = 5, group = 64;
   std::vector<int> contexts = {128, 2048}, prompts = {128, 512}, decode_batches;
   for (int i = 1; i < argc; i++) {
     if (!std::strcmp(argv[i], "--model") && i + 1 < argc) model = argv[++i];
@@ -131,8 +136,10 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--matmul-precision") && i + 1 < argc) precision = argv[++i];
     else if (!std::strcmp(argv[i], "--decode-batches") && i + 1 < argc) decode_batches = parse_list(argv[++i]);
     else if (!std::strcmp(argv[i], "--cpu-linear-kernel") && i + 1 < argc) kernel = argv[++i];
+    else if (!std::strcmp(argv[i], "--quantization") && i + 1 < argc) quantization = argv[++i];
+    else if (!std::strcmp(argv[i], "--quantization-group") && i + 1 < argc) group = std::atoi(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: bench_model --model DIR [--threads N] [--runs 5] [--contexts 128,2048] [--prompts 128,512] [--decode-batches 1,16] [--matmul-precision high] [--cpu-linear-kernel auto]\n");
+      std::fprintf(stderr, "usage: bench_model --model DIR [--threads N] [--runs 5] [--contexts 128,2048] [--prompts 128,512] [--decode-batches 1,16] [--matmul-precision high] [--cpu-linear-kernel auto] [--quantization none|int8|int4] [--quantization-group 64]\n");
       return 2;
     }
   }
@@ -144,7 +151,12 @@ int main(int argc, char** argv) {
     if (threads <= 0) threads = bench::bench_threads();
     auto backend = make_cpu_backend(threads, {}, parse_matmul_precision(precision), parse_cpu_linear_kernel(kernel));
     auto ck = Checkpoint::open(model);
-    Qwen3Weights w = stage_qwen3_weights(*ck, *backend, {});
+    StagingOptions so;
+    if (quantization != "none" && quantization != "int8" && quantization != "int4")
+      fail("--quantization must be none, int8 or int4, got '", quantization, "'");
+    so.quantization = quantization == "int8" ? WeightFormat::Int8 : quantization == "int4" ? WeightFormat::Int4 : WeightFormat::Float;
+    so.int4_group = group;
+    Qwen3Weights w = stage_qwen3_weights(*ck, *backend, so);
     ck.reset();
     Qwen3Model m(w, *backend);
     const ModelConfig& c = w.config;
@@ -169,10 +181,13 @@ int main(int argc, char** argv) {
       return std::chrono::duration<double>(Clock::now() - t0).count();
     };
 
-    std::printf("model %s: %d layers, hidden %lld, %s, backend %s, %d threads\n", model.c_str(), c.num_hidden_layers,
-                static_cast<long long>(c.hidden_size), dtype_name(w.embed_dtype), backend->name(), threads);
+    std::printf("model %s: %d layers, hidden %lld, %s, weights %s%s, backend %s, %d threads\n", model.c_str(),
+                c.num_hidden_layers, static_cast<long long>(c.hidden_size), dtype_name(w.embed_dtype),
+                w.weight_formats.c_str(),
+                w.weight_formats == "float" ? "" : backend->quant_int8_activations() ? " (int8 activations)" : " (f32 activations)",
+                backend->name(), threads);
     const double bw = bench::bandwidth_bound();
-    const size_t bytes_tok = weight_bytes_per_token(w);
+    const size_t bytes_tok = weight_bytes_per_token(w, *backend);
     const double bound_s = bytes_tok / bw;
     std::printf("memory bandwidth bound: %.2f GB/s read; %.1f MB of weights per token -> at most %.1f tokens/s\n",
                 bw / 1e9, bytes_tok / 1e6, 1.0 / bound_s);

@@ -3,20 +3,61 @@
 #include <map>
 
 #include "cli/commands.h"
+#include "cli/npy_writer.h"
+#include "core/error.h"
 #include "core/memory.h"
 #include "io/checkpoint.h"
 #include "kernels/backend.h"
+#include "model/quantized_source.h"
 #include "model/weight_staging.h"
 
 namespace pypto::cli {
 
+namespace {
+
+// The projection as the staging decoders see it (model/quantized_source.h), written as .npy.
+int dump_dequantized(const Checkpoint& ck, const std::string& proj, const std::string& out) {
+  const QuantMethod m = ck.config().quant.method;
+  std::vector<float> w;
+  int64_t n = 0, k = 0;
+  if (m == QuantMethod::Fp8) {
+    Fp8Source s = read_fp8_projection(ck, proj);
+    n = s.n, k = s.k;
+    w.resize(static_cast<size_t>(n * k));
+    for (int64_t r = 0; r < n; r++)
+      for (int64_t c = 0; c < k; c++) w[static_cast<size_t>(r * k + c)] = s.at(r, c);
+  } else if (m == QuantMethod::Awq) {
+    AwqSource s = read_awq_projection(ck, proj);
+    n = s.n, k = s.k;
+    w.resize(static_cast<size_t>(n * k));
+    for (int64_t r = 0; r < n; r++)
+      for (int64_t c = 0; c < k; c++) w[static_cast<size_t>(r * k + c)] = s.at(r, c);
+  } else {
+    fail("--dequantize: ", ck.dir(), " is not a pre-quantized checkpoint (config.json has no quantization_config)");
+  }
+  write_npy_f32(out, w.data(), n, k);
+  std::printf("wrote %s: %s %s dequantized, float32 [%lld, %lld]\n", out.c_str(), proj.c_str(),
+              quant_method_name(m), static_cast<long long>(n), static_cast<long long>(k));
+  return 0;
+}
+
+}  // namespace
+
 int cmd_inspect(int argc, char** argv) {
   CLI::App app{"Print a checkpoint's config summary, tensor count, sizes, dtypes and the memory needed."};
-  std::string model;
+  std::string model, dequantize, out;
   app.add_option("--model", model, "checkpoint directory")->required();
+  app.add_option("--dequantize", dequantize,
+                 "instead of the summary, write one projection of a pre-quantized (fp8 / awq) checkpoint, decoded to "
+                 "float32 W[out, in], e.g. model.layers.0.mlp.down_proj");
+  app.add_option("--out", out, "the .npy file --dequantize writes");
   CLI11_PARSE(app, argc, argv);
 
   auto ck = Checkpoint::open(model);
+  if (!dequantize.empty() || !out.empty()) {
+    if (dequantize.empty() || out.empty()) fail("--dequantize PROJECTION and --out FILE.npy go together");
+    return dump_dequantized(*ck, dequantize, out);
+  }
   const ModelConfig& c = ck->config();
   char b1[32], b2[32], b3[32], b4[32];
   std::printf("model:            %s\n", ck->dir().c_str());
@@ -33,6 +74,12 @@ int cmd_inspect(int argc, char** argv) {
   std::printf("tied embeddings:  %s\n", c.tie_word_embeddings ? "yes" : "no");
   std::printf("q/k/v bias:       %s\n", c.attention_bias ? "yes" : "no");
   std::printf("torch_dtype:      %s\n", dtype_name(c.torch_dtype));
+  if (c.quant.method == QuantMethod::Fp8)
+    std::printf("quantization:     fp8, E4M3 projections with a scale per %d x %d tile\n", c.quant.fp8_block_n,
+                c.quant.fp8_block_k);
+  if (c.quant.method == QuantMethod::Awq)
+    std::printf("quantization:     awq, 4-bit projections with a scale and zero point per %d inputs\n",
+                c.quant.awq_group);
   std::string eos;
   for (int32_t e : c.eos_token_ids) eos += (eos.empty() ? "" : ", ") + std::to_string(e);
   std::printf("eos ids:          %s\n", eos.empty() ? "(none)" : eos.c_str());
@@ -50,7 +97,7 @@ int cmd_inspect(int argc, char** argv) {
   std::printf("files:            %zu safetensors file%s\n", ck->files().size(), ck->files().size() == 1 ? "" : "s");
   std::printf("tensors:          %zu, %s\n", n_tensors, format_bytes(ck->total_tensor_bytes(), b1, sizeof b1));
   for (const auto& [dt, e] : by_dtype)
-    std::printf("  %-5s           %zu tensors, %s\n", dt.c_str(), e.first, format_bytes(e.second, b1, sizeof b1));
+    std::printf("  %-7s         %zu tensors, %s\n", dt.c_str(), e.first, format_bytes(e.second, b1, sizeof b1));
   bool has_qk = ck->find("model.layers.0.self_attn.q_norm.weight") != nullptr;
   if (c.qk_norm && !has_qk) std::printf("q_norm/k_norm:    absent (loaded as ones)\n");
   validate_qwen3_checkpoint(*ck);

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli/npy_writer.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "io/checkpoint.h"
@@ -48,26 +49,6 @@ std::vector<int32_t> parse_token_ids(const std::string& text) {
   return ids;
 }
 
-// numpy .npy version 1.0: magic, header length (u16 LE), a Python dict literal padded with
-// spaces to a 64-byte boundary and ended by '\n', then the raw little-endian f32 data.
-void write_npy_f32(const std::string& path, const float* data, int64_t rows, int64_t cols) {
-  std::string dict = str_cat("{'descr': '<f4', 'fortran_order': False, 'shape': (", rows, ", ", cols, "), }");
-  const size_t prefix = 10;  // magic(6) + version(2) + header length(2)
-  size_t total = prefix + dict.size() + 1;
-  dict.append((64 - total % 64) % 64, ' ');
-  dict.push_back('\n');
-  std::ofstream f(path, std::ios::binary);
-  if (!f) fail("--out: cannot create '", path, "'");
-  const uint16_t hlen = static_cast<uint16_t>(dict.size());
-  const char magic[8] = {'\x93', 'N', 'U', 'M', 'P', 'Y', 1, 0};
-  f.write(magic, 8);
-  const char len_le[2] = {char(hlen & 0xff), char(hlen >> 8)};
-  f.write(len_le, 2);
-  f.write(dict.data(), std::streamsize(dict.size()));
-  f.write(reinterpret_cast<const char*>(data), std::streamsize(sizeof(float) * rows * cols));
-  if (!f) fail("--out: writing '", path, "' failed");
-}
-
 }  // namespace
 
 int cmd_logits(int argc, char** argv) {
@@ -92,6 +73,12 @@ int cmd_logits(int argc, char** argv) {
       ->check(CLI::IsMember({"highest", "high", "medium"}))
       ->capture_default_str();
   app.add_flag("--scalar-kernels", scalar, "use the scalar reference kernels (slow; for checking)");
+  std::string quantization = "none";
+  int group = 64;
+  app.add_option("--quantization", quantization, "quantize while staging: none, int8, int4")
+      ->check(CLI::IsMember({"none", "int8", "int4"}))
+      ->capture_default_str();
+  app.add_option("--quantization-group", group, "int4: inputs per scale and zero point")->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -107,8 +94,12 @@ int cmd_logits(int argc, char** argv) {
 
     auto ck = Checkpoint::open(model_dir);
     const int nthreads = threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency()));
-    std::unique_ptr<Backend> backend = scalar ? make_reference_backend() : make_cpu_backend(nthreads, {}, parse_matmul_precision(precision));
+    const MatmulPrecision prec = parse_matmul_precision(precision);
+    std::unique_ptr<Backend> backend = scalar ? make_reference_backend(prec != MatmulPrecision::Highest)
+                                              : make_cpu_backend(nthreads, {}, prec);
     StagingOptions sopt;
+    sopt.quantization = quantization == "int8" ? WeightFormat::Int8 : quantization == "int4" ? WeightFormat::Int4 : WeightFormat::Float;
+    sopt.int4_group = group;
     Qwen3Weights weights = stage_qwen3_weights(*ck, *backend, sopt);
     Qwen3Model model(weights, *backend);
 
@@ -118,6 +109,10 @@ int cmd_logits(int argc, char** argv) {
     const std::vector<float> logits = prompt_logits(model, ids, popt);
     write_npy_f32(out, logits.data(), int64_t(ids.size()), model.vocab_size());
     log_info("logits: wrote [", ids.size(), ", ", model.vocab_size(), "] to ", out, " (backend ", backend->name(),
+             ", weights ", weights.weight_formats,
+             weights.weight_formats == "float" ? ""
+             : weights.weight_formats.rfind("fp8", 0) != 0 && backend->quant_int8_activations() ? ", int8 activations"
+                                                                                                : ", f32 activations",
              ", kv ", kv_dtype, ")");
     return 0;
   } catch (const Error& e) {

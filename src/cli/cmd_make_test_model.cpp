@@ -11,14 +11,25 @@ int cmd_make_test_model(int argc, char** argv) {
   CLI::App app{"Write a Hugging Face-layout Qwen3 checkpoint with random weights, real Qwen3 shapes and the real "
                "Qwen3 tokenizer files."};
   TestModelOptions opt;
-  std::string dtype = "bf16";
+  std::string dtype;
+  std::string quant = "none";
   int layers = 0;
   bool no_qk_norm = false;
   app.add_option("--preset", opt.preset, "model shape")
       ->check(CLI::IsMember(test_model_presets()))
       ->capture_default_str();
   app.add_option("--layers", layers, "number of layers (default: the preset's)")->check(CLI::PositiveNumber);
-  app.add_option("--dtype", dtype, "weight dtype")->check(CLI::IsMember({"bf16", "f16", "f32"}))->capture_default_str();
+  app.add_option("--dtype", dtype, "weight dtype (of the unquantized tensors with --quant-format) [default: bf16; "
+                                   "f16 with --quant-format awq, as Qwen's AWQ releases]")
+      ->check(CLI::IsMember({"bf16", "f16", "f32"}));
+  app.add_option("--quant-format", quant,
+                 "write a pre-quantized checkpoint: fp8 (block FP8, 128x128 tiles, as Qwen/Qwen3-*-FP8) or awq "
+                 "(4-bit AWQ GEMM with zero points, as Qwen/Qwen3-*-AWQ), from the same random weights")
+      ->check(CLI::IsMember({"none", "fp8", "awq"}))
+      ->capture_default_str();
+  app.add_option("--quant-group", opt.quant_group,
+                 "AWQ group size along in_features [default: 128, or the largest power of two dividing them all]")
+      ->check(CLI::PositiveNumber);
   app.add_option("--shards", opt.shards, "number of safetensors files (index written when > 1)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -29,11 +40,15 @@ int cmd_make_test_model(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (layers > 0) opt.layers = layers;
   opt.qk_norm = !no_qk_norm;
+  opt.quant = quant == "fp8" ? QuantMethod::Fp8 : quant == "awq" ? QuantMethod::Awq : QuantMethod::None;
+  if (dtype.empty()) dtype = opt.quant == QuantMethod::Awq ? "f16" : "bf16";
   dtype_parse(dtype, &opt.dtype);
   make_test_model(opt);
-  std::printf("wrote %s (preset %s%s, %s, %d shard%s, seed %llu)\n", opt.out_dir.c_str(), opt.preset.c_str(),
-              layers > 0 ? (", " + std::to_string(layers) + " layers").c_str() : "", dtype.c_str(), opt.shards,
-              opt.shards == 1 ? "" : "s", static_cast<unsigned long long>(opt.seed));
+  const std::string layers_text = layers > 0 ? ", " + std::to_string(layers) + " layers" : "";
+  const std::string quant_text = opt.quant == QuantMethod::None ? "" : ", " + quant + " projections";
+  std::printf("wrote %s (preset %s%s, %s%s, %d shard%s, seed %llu)\n", opt.out_dir.c_str(), opt.preset.c_str(),
+              layers_text.c_str(), dtype.c_str(), quant_text.c_str(), opt.shards, opt.shards == 1 ? "" : "s",
+              static_cast<unsigned long long>(opt.seed));
   return 0;
 }
 

@@ -114,6 +114,14 @@ void add_run_options(CLI::App& app, RunOptions& o) {
                  "(AMX tiles). On this CPU auto runs " + describe_cpu_linear_choice())
       ->check(CLI::IsMember({"auto", "f32", "bf16dot", "amx"}))
       ->capture_default_str();
+  app.add_option("--quantization", o.quantization,
+                 "quantize an unquantized checkpoint while staging: int8 (per output row; int8 activations at "
+                 "high/medium, f32 at highest), int4 (groups of --quantization-group inputs with zero points), "
+                 "none. FP8 and AWQ checkpoints are detected from config.json and run as stored")
+      ->check(CLI::IsMember({"none", "int8", "int4"}))
+      ->capture_default_str();
+  app.add_option("--quantization-group", o.quantization_group, "int4: inputs per scale and zero point (a multiple of 8)")
+      ->capture_default_str();
   app.add_option("--threads", o.threads, "compute threads (default: all cores of the device group)")->check(CLI::PositiveNumber);
   app.add_flag("--use-compile-cache,!--no-use-compile-cache", o.use_compile_cache,
                "keep staged weights in a fingerprinted cache and map them on the next start")
@@ -197,6 +205,10 @@ EngineLoadOptions engine_options(const RunOptions& o, const std::string& model_d
   e.threads = o.threads;
   e.matmul_precision = parse_matmul_precision(o.matmul_precision);
   e.cpu_linear_kernel = parse_cpu_linear_kernel(o.cpu_linear_kernel);
+  e.quantization = o.quantization == "int8" ? WeightFormat::Int8 : o.quantization == "int4" ? WeightFormat::Int4 : WeightFormat::Float;
+  if (o.quantization_group < 8 || o.quantization_group % 8 != 0)
+    fail("--quantization-group must be a positive multiple of 8, got ", o.quantization_group);
+  e.int4_group = o.quantization_group;
   if (o.use_compile_cache) e.compile_cache_dir = o.compile_cache_dir.empty() ? default_compile_cache_dir() : o.compile_cache_dir;
   return e;
 }

@@ -36,6 +36,8 @@ struct RunOptions {
   std::string kv_cache_dtype = "bf16";
   std::string matmul_precision = "high";  // highest | high | medium (kernels/backend.h)
   std::string cpu_linear_kernel = "auto";  // auto | f32 | bf16dot | amx (kernels/backend.h)
+  std::string quantization = "none";      // none | int8 | int4 (model/weight_staging.h)
+  int quantization_group = 64;            // int4: inputs per scale and zero point
   int64_t max_model_len = 1024;
   int32_t block_size = 16;
   std::optional<double> memory_utilization;  // unset: the CPU default KV size (engine/kv_capacity.h)

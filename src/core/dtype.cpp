@@ -1,5 +1,7 @@
 #include "core/dtype.h"
 
+#include <cmath>
+
 #include "core/error.h"
 
 namespace pypto {
@@ -11,6 +13,7 @@ size_t dtype_size(DType t) {
     case DType::BF16: return 2;
     case DType::I32: return 4;
     case DType::I64: return 8;
+    case DType::F8_E4M3: return 1;
   }
   PYPTO_ASSERT(false, "bad dtype");
 }
@@ -22,6 +25,7 @@ const char* dtype_name(DType t) {
     case DType::BF16: return "BF16";
     case DType::I32: return "I32";
     case DType::I64: return "I64";
+    case DType::F8_E4M3: return "F8_E4M3";
   }
   PYPTO_ASSERT(false, "bad dtype");
 }
@@ -32,6 +36,7 @@ bool dtype_parse(std::string_view s, DType* out) {
   else if (s == "BF16" || s == "bfloat16" || s == "bf16") *out = DType::BF16;
   else if (s == "I32" || s == "int32") *out = DType::I32;
   else if (s == "I64" || s == "int64") *out = DType::I64;
+  else if (s == "F8_E4M3" || s == "float8_e4m3fn") *out = DType::F8_E4M3;
   else return false;
   return true;
 }
@@ -84,6 +89,28 @@ uint16_t f32_to_f16(float f) {
   return static_cast<uint16_t>(sign | out);
 }
 
+uint8_t f32_to_e4m3(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  const uint8_t sign = static_cast<uint8_t>((u >> 24) & 0x80u);
+  const uint32_t abs = u & 0x7fffffffu;
+  if (abs > 0x7f800000u) return sign | 0x7f;  // NaN
+  if (abs >= 0x43e00000u) return sign | 0x7e;  // >= 448 (and inf): saturate
+  if (abs < 0x3c800000u) {                     // below 2^-6: subnormal codes m · 2^-9, m = 0..8
+    const float q = std::fabs(f) * 512.0f;  // exact: scaling by a power of two
+    uint32_t m = static_cast<uint32_t>(q);
+    const float frac = q - static_cast<float>(m);  // exact: q < 8
+    if (frac > 0.5f || (frac == 0.5f && (m & 1u))) m++;
+    return static_cast<uint8_t>(sign | m);  // m == 8 is 0x08, the smallest normal: still right
+  }
+  // Normal: rebias the exponent (127 -> 7) and keep 3 of 23 mantissa bits; a carry out of the
+  // mantissa rolls into the exponent, which is the right rounding.
+  uint32_t out = (abs - ((127u - 7u) << 23)) >> 20;
+  const uint32_t rem = abs & 0xfffffu;
+  if (rem > 0x80000u || (rem == 0x80000u && (out & 1u))) out++;  // |f| < 448 rounds to at most 0x7E
+  return static_cast<uint8_t>(sign | out);
+}
+
 float load_as_f32(const void* data, DType t, size_t i) {
   switch (t) {
     case DType::F32: return static_cast<const float*>(data)[i];
@@ -91,6 +118,7 @@ float load_as_f32(const void* data, DType t, size_t i) {
     case DType::BF16: return bf16_to_f32(static_cast<const uint16_t*>(data)[i]);
     case DType::I32: return static_cast<float>(static_cast<const int32_t*>(data)[i]);
     case DType::I64: return static_cast<float>(static_cast<const int64_t*>(data)[i]);
+    case DType::F8_E4M3: return e4m3_to_f32(static_cast<const uint8_t*>(data)[i]);
   }
   PYPTO_ASSERT(false, "bad dtype");
 }

@@ -61,6 +61,8 @@ struct EngineLoadOptions {
   std::vector<int> cores;                 // pin threads to these cores (empty: no pinning)
   bool show_progress = true;
   std::string compile_cache_dir;          // --use-compile-cache: where staged slabs are cached
+  WeightFormat quantization = WeightFormat::Float;  // --quantization int8 | int4 (none: Float)
+  int32_t int4_group = 64;                // --quantization-group: inputs per int4 scale
   bool prefault_kv_cache = false;         // map every KV page at load (KvCache::prefault)
 };
 

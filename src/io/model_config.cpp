@@ -107,6 +107,7 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
                                              c.torch_dtype != DType::F32))
       fail(path, ": field 'torch_dtype' is '", *s, "' (allowed: bfloat16, float16, float32)");
   }
+  if (f.has("quantization_config")) c.quant = parse_quant_config(j.at("quantization_config"), path);
   c.bos_token_ids = read_id_list(f, "bos_token_id");
   c.eos_token_ids = read_id_list(f, "eos_token_id");
   for (int32_t id : c.eos_token_ids)

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "io/quant_config.h"
 
 namespace pypto {
 
@@ -30,13 +31,15 @@ struct ModelConfig {
   DType torch_dtype = DType::BF16;
   std::vector<int32_t> bos_token_ids;  // may be empty
   std::vector<int32_t> eos_token_ids;  // config.json eos_token_id ∪ generation_config.json's
+  QuantConfig quant;                   // quantization_config (method None when absent or null)
 
   int64_t q_size() const { return int64_t(num_attention_heads) * head_dim; }   // q rows
   int64_t kv_size() const { return int64_t(num_key_value_heads) * head_dim; }  // k (or v) rows
 };
 
 // Parses config.json text (`path` is used in messages). Throws Error naming the field and the
-// file when a field is missing or ill-typed, or names an unsupported architecture/rope_scaling.
+// file when a field is missing or ill-typed, or names an unsupported architecture/rope_scaling or
+// quantization_config (io/quant_config.h).
 ModelConfig parse_model_config(const std::string& json_text, const std::string& path);
 // Reads generation_config.json text and merges its eos_token_id(s) into cfg.
 void merge_generation_config(ModelConfig& cfg, const std::string& json_text, const std::string& path);

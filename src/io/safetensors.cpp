@@ -47,7 +47,9 @@ std::vector<SafetensorInfo> parse_safetensors_header(const uint8_t* file, size_t
     if (dt == "BF16") t.dtype = DType::BF16;
     else if (dt == "F16") t.dtype = DType::F16;
     else if (dt == "F32") t.dtype = DType::F32;
-    else fail(path, ": tensor '", name, "': dtype ", dt, " is not supported (supported: BF16, F16, F32)");
+    else if (dt == "F8_E4M3") t.dtype = DType::F8_E4M3;  // block-FP8 projections
+    else if (dt == "I32") t.dtype = DType::I32;          // AWQ qweight / qzeros
+    else fail(path, ": tensor '", name, "': dtype ", dt, " is not supported (supported: BF16, F16, F32, F8_E4M3, I32)");
     if (!e.contains("shape") || !e["shape"].is_array()) fail(path, ": tensor '", name, "': missing list 'shape'");
     // numel must not overflow: bound every dim and the running product by the data size.
     uint64_t numel = 1;

@@ -24,7 +24,7 @@ struct SafetensorInfo {
 
 // Validates a whole file image (header and offsets) without touching tensor data: the header
 // length lies within the file, the header is a JSON object, every tensor has a supported dtype
-// (BF16, F16, F32), a shape of non-negative integers, offsets inside the data area whose length
+// (BF16, F16, F32; F8_E4M3 and I32 for pre-quantized checkpoints), a shape of non-negative integers, offsets inside the data area whose length
 // equals dtype size × elements, and no two tensors overlap. Throws Error naming `path` and the
 // tensor. On success returns the tensors (sorted by name) and sets *data_start.
 std::vector<SafetensorInfo> parse_safetensors_header(const uint8_t* file, size_t file_size, const std::string& path,

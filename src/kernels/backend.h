@@ -19,13 +19,39 @@
 
 namespace pypto {
 
+// How a linear weight's values are stored. Float: the checkpoint's float dtype (bf16/f16/f32).
+// The quantized formats (docs/architecture.md "Quantized weights"):
+//   Int8: symmetric per output row, w[r][c] = q[r][c] · scale[r], q in [-127, 127].
+//   Int4: groups of `group` inputs along k with a zero point, w[r][c] = (q − zero[r][g]) ·
+//         scale[r][g], q and zero in [0, 15], g = c / group (AWQ's and our online format).
+//   Fp8:  e4m3 with one scale per `group` inputs of a row, w[r][c] = e4m3(q[r][c]) · scale[r][g]
+//         (block FP8 checkpoints: the 128 × 128 block scale repeated on each of its rows).
+enum class WeightFormat : uint8_t { Float, Int8, Int4, Fp8 };
+const char* weight_format_name(WeightFormat f);  // "float" | "int8" | "int4" | "fp8"
+
 // A linear layer's weight as staged: logically W[n_out, k_in] (PyTorch nn.Linear layout,
-// y = x · Wᵀ). `data` points at pack_weight()'s output for this backend.
+// y = x · Wᵀ). `data` points at pack_weight()'s (or pack_quantized()'s) output for this backend.
 struct LinearWeight {
   const void* data = nullptr;
-  DType dtype = DType::BF16;
+  DType dtype = DType::BF16;  // Float only
   int64_t n_out = 0;
   int64_t k_in = 0;
+  WeightFormat format = WeightFormat::Float;
+  int32_t group = 0;  // Int4 / Fp8: inputs per scale (0 for Float and Int8)
+};
+
+// A quantized weight in plain row-major form, as staging hands it to Backend::pack_quantized
+// (and as the reference backend keeps it). Only the arrays of `format` are set.
+struct QuantizedWeight {
+  WeightFormat format = WeightFormat::Int8;
+  int64_t n_out = 0, k_in = 0;
+  int32_t group = 0;             // Int4 / Fp8 inputs per scale; groups = ceil(k_in / group)
+  const int8_t* q8 = nullptr;    // Int8: [n_out, k_in]
+  const uint8_t* q4 = nullptr;   // Int4: [n_out, k_in], one value 0..15 per byte
+  const uint8_t* e4m3 = nullptr; // Fp8: [n_out, k_in]
+  const uint8_t* zero = nullptr; // Int4: [n_out, groups], 0..15
+  const float* scale = nullptr;  // Int8: [n_out]; Int4 / Fp8: [n_out, groups]
+  int64_t groups() const { return group > 0 ? (k_in + group - 1) / group : 1; }
 };
 
 // One layer's paged KV cache: k and v are [num_blocks, block_size, n_kv_heads, head_dim] in
@@ -66,9 +92,18 @@ class Backend {
   // True when pack_weight is a plain copy for `dtype`: then a tied lm_head can share the
   // embedding table's memory instead of holding a second copy.
   virtual bool weight_layout_is_plain(DType dtype) const = 0;
+  // Quantized weights (WeightFormat): the bytes pack_quantized() writes for this shape, and the
+  // packing itself into dst (64-byte aligned). A backend without quantized kernels throws.
+  virtual size_t packed_quantized_bytes(WeightFormat format, int64_t n_out, int64_t k_in, int32_t group) const;
+  // A large table may be packed in chunks of rows: src then holds rows [row0, row0 + src.n_out)
+  // of a weight of n_total rows (row0 a multiple of 16; the chunk with row0 == 0 comes first).
+  virtual void pack_quantized(const QuantizedWeight& src, void* dst, int64_t row0 = 0, int64_t n_total = -1) const;
 
   // --- ops -----------------------------------------------------------------------------------
-  // y[m, n_out] = x[m, k_in] · Wᵀ (+ bias[n_out] when bias != nullptr)
+  // y[m, n_out] = x[m, k_in] · Wᵀ (+ bias[n_out] when bias != nullptr). For Int8 and Int4
+  // weights the activations are either kept in f32 (W dequantized exactly in registers) or, where
+  // quant_int8_activations(), quantized per row to int8 (symmetric, amax / 127, round to nearest
+  // even) for exact integer dot products; see quantize_row_int8 below.
   virtual void linear(const float* x, int64_t m, const LinearWeight& w, const float* bias, float* y) = 0;
   // y[m, d] = x / sqrt(mean(x²) + eps) * gamma[d]   (y may alias x)
   virtual void rms_norm(const float* x, const float* gamma, int64_t m, int64_t d, float eps, float* y) = 0;
@@ -95,6 +130,9 @@ class Backend {
   // Scale is 1/sqrt(head_dim). Must not materialise a [T, T] matrix (online softmax).
   virtual void paged_attention(const float* q, int64_t m, int32_t n_heads, const KvCacheLayer& cache,
                                const AttentionBatch& batch, float* out) = 0;
+
+  // True when Int8 / Int4 linears quantize their activations to int8 per row (else f32).
+  virtual bool quant_int8_activations() const { return false; }
 
   // (optional) wait for queued work; CPU backends are synchronous.
   virtual void synchronize() {}
@@ -140,7 +178,13 @@ std::unique_ptr<Backend> make_cpu_backend(int num_threads, const std::vector<int
                                           MatmulPrecision precision = kDefaultMatmulPrecision,
                                           CpuLinearKernel kernel = CpuLinearKernel::Auto);
 // The scalar reference backend (single thread): the definition every optimised kernel is tested
-// against.
-std::unique_ptr<Backend> make_reference_backend();
+// against. int8_activations: Int8 / Int4 linears quantize x per row as the optimised kernels do.
+std::unique_ptr<Backend> make_reference_backend(bool int8_activations = false);
+
+// Per-row activation quantization of the int8-activation linears, shared by every backend so the
+// integers are identical: amax = max|x|; inv = 127 / amax (0 when amax is 0); xq[c] =
+// round-to-nearest-even(x[c] · inv) in [-127, 127]; the row's scale is amax / 127.
+inline float int8_row_inv(float amax) { return amax > 0.0f ? 127.0f / amax : 0.0f; }
+inline float int8_row_scale(float amax) { return amax / 127.0f; }
 
 }  // namespace pypto

@@ -100,9 +100,11 @@ std::string default_compile_cache_dir() { return cache_dir() + "/compile-cache";
 
 std::string compile_cache_path(const std::string& dir, const std::string& key) { return dir + "/" + key + ".slab"; }
 
-std::string staging_fingerprint(const Checkpoint& ck, const Backend& backend, int tp_rank, int tp_size) {
+std::string staging_fingerprint(const Checkpoint& ck, const Backend& backend, int tp_rank, int tp_size,
+                                const std::string& weights) {
   Sha256 h;
   h.add(std::string("pypto-staging-layout-") + std::to_string(kStagingLayoutVersion));
+  h.add("weights " + weights);
   h.add(std::string(backend.name()));
   for (DType dt : {DType::BF16, DType::F16, DType::F32}) h.add(backend.weight_layout_is_plain(dt) ? "plain" : "packed");
   h.add(std::to_string(tp_rank) + "/" + std::to_string(tp_size));

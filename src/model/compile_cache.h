@@ -19,11 +19,14 @@ namespace pypto {
 
 // Bump when the slab layout produced by stage_qwen3_weights changes.
 // 2: vocab-parallel embedding and lm_head under TP; 3: bf16 pair panels on the bf16-dot backends.
-inline constexpr int kStagingLayoutVersion = 5;  // 4: a tied table staged once, as the lm_head; 5: bf16 panels padded to 16 pairs (AMX tiles)
+inline constexpr int kStagingLayoutVersion = 6;  // 4: a tied table staged once, as the lm_head; 5: bf16 panels padded to 16 pairs (AMX tiles); 6: quantized weights
 
 std::string default_compile_cache_dir();  // <cache_dir()>/compile-cache
 // Hex SHA-256 fingerprint of the slab a staging run would produce.
-std::string staging_fingerprint(const Checkpoint& ck, const Backend& backend, int tp_rank, int tp_size);
+// `weights` names the staged weight format (e.g. "float", "int8", "int4/g64") so that a warm start
+// never reads a slab quantized differently.
+std::string staging_fingerprint(const Checkpoint& ck, const Backend& backend, int tp_rank, int tp_size,
+                                const std::string& weights = "float");
 
 // Reads entry `key` into dst[bytes]. Returns false on a miss; a corrupt entry is logged,
 // removed, and reported as a miss.

@@ -72,6 +72,7 @@ void Qwen3Model::all_reduce(float* x, int64_t n) {
 
 void Qwen3Model::lookup(const int32_t* ids, int64_t T) {
   if (w_.embed_in_lm_head) backend_.weight_rows(ids, T, w_.lm_head, x_);  // tied: one staged copy
+  else if (w_.embed_rows.data) backend_.weight_rows(ids, T, w_.embed_rows, x_);  // a quantized table
   else backend_.embedding(ids, T, w_.embed, w_.embed_dtype, hidden_, x_);
 }
 

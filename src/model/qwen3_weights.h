@@ -3,6 +3,7 @@
 // owned by this object (or a mapped compile-cache file). Built by stage_qwen3_weights().
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "io/model_config.h"
@@ -40,6 +41,10 @@ struct Qwen3Weights {
   const void* embed = nullptr;
   DType embed_dtype = DType::BF16;
   bool embed_in_lm_head = false;
+  // An untied table quantized with --quantization: its rows are looked up (dequantized) through
+  // Backend::weight_rows; `embed` then points at the same memory. data == nullptr otherwise.
+  LinearWeight embed_rows;
+  std::string weight_formats = "float";  // StagedFormats::describe() of the staged weights
   const float* final_norm = nullptr;    // [hidden] f32
   LinearWeight lm_head;                 // [vocab_rows, hidden] (the same memory as embed when tied)
   std::vector<Qwen3LayerWeights> layers;

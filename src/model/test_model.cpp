@@ -5,8 +5,11 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -14,6 +17,7 @@
 #include "core/progress.h"
 #include "io/json_fields.h"
 #include "io/safetensors.h"
+#include "model/test_model_quant.h"
 
 #ifndef PYPTO_NPM_DIR
 #define PYPTO_NPM_DIR ""
@@ -86,6 +90,79 @@ void fill_uniform(uint8_t* dst, DType dt, int64_t n, uint64_t seed, float center
     }
     }
   }
+}
+
+// One projection of a pre-quantized checkpoint. Its 2 (FP8) or 3 (AWQ) tensors are written one
+// after another: the first fill generates the bf16 source weights and quantizes them, each fill
+// copies its part out, and the last frees everything, so memory stays at one projection.
+struct QuantizedProjection {
+  QuantMethod method = QuantMethod::None;
+  int64_t n = 0, k = 0;
+  int32_t group = 0;  // FP8: the tile is group × group; AWQ: the group size along k
+  uint64_t seed = 0;
+  float a = 0;        // uniform half-width of the source weights
+  int pending = 0;
+  std::vector<uint8_t> codes;
+  std::vector<uint16_t> scales;
+  std::vector<int32_t> qweight, qzeros;
+
+  void ensure() {
+    if (!scales.empty()) return;
+    std::vector<uint16_t> src(static_cast<size_t>(n * k));
+    fill_uniform(reinterpret_cast<uint8_t*>(src.data()), DType::BF16, n * k, seed, 0.0f, a);
+    std::vector<float> w(src.size());
+    for (size_t i = 0; i < src.size(); i++) w[i] = bf16_to_f32(src[i]);
+    std::vector<uint16_t>().swap(src);
+    if (method == QuantMethod::Fp8) {
+      const int64_t gn = (n + group - 1) / group, gk = (k + group - 1) / group;
+      codes.resize(static_cast<size_t>(n * k));
+      scales.resize(static_cast<size_t>(gn * gk));
+      quantize_fp8_blocks(w.data(), n, k, group, group, codes.data(), scales.data());
+    } else {
+      qweight.resize(static_cast<size_t>(k * n / 8));
+      qzeros.resize(static_cast<size_t>(k / group * n / 8));
+      scales.resize(static_cast<size_t>(k / group * n));
+      quantize_awq_gemm(w.data(), n, k, group, qweight.data(), qzeros.data(), scales.data());
+    }
+  }
+};
+
+// The fill of one of q's tensors: the member vector `part` once q is quantized.
+template <typename T>
+std::function<void(uint8_t*)> fill_part(const std::shared_ptr<QuantizedProjection>& q,
+                                        std::vector<T> QuantizedProjection::*part) {
+  q->pending++;
+  return [q, part](uint8_t* dst) {
+    q->ensure();
+    const std::vector<T>& buf = (*q).*part;
+    std::memcpy(dst, buf.data(), buf.size() * sizeof(T));
+    if (--q->pending == 0) {  // swap with empties: `v = {}` would keep the capacity
+      std::vector<uint8_t>().swap(q->codes);
+      std::vector<uint16_t>().swap(q->scales);
+      std::vector<int32_t>().swap(q->qweight);
+      std::vector<int32_t>().swap(q->qzeros);
+    }
+  };
+}
+
+// The AWQ group: `requested` if it divides every in_features, else an Error; 0 picks 128 or the
+// largest smaller power of two that divides them all (the tiny preset's hidden size is 64).
+int32_t awq_group_for(const ModelConfig& c, int requested) {
+  const int64_t ins[] = {c.hidden_size, c.q_size(), c.intermediate_size};
+  auto divides_all = [&](int64_t g) {
+    for (int64_t in : ins)
+      if (in % g) return false;
+    return true;
+  };
+  if (requested > 0) {
+    if (!divides_all(requested))
+      fail("--quant-group ", requested, " does not divide every projection's in_features (hidden_size ", c.hidden_size,
+           ", q rows ", c.q_size(), ", intermediate_size ", c.intermediate_size, ")");
+    return requested;
+  }
+  for (int32_t g = 128; g >= 8; g /= 2)
+    if (divides_all(g)) return g;
+  fail("no AWQ group size from 128 down to 8 divides every projection's in_features");
 }
 
 void write_file(const fs::path& p, const std::string& text) {
@@ -163,8 +240,33 @@ void make_test_model(const TestModelOptions& opt) {
     uint64_t s = name_seed(opt.seed, name);
     tensors.push_back({name, dt, shape, [=](uint8_t* dst) { fill_uniform(dst, dt, n, s, center, std * sqrt3); }});
   };
+  const int32_t awq_group = opt.quant == QuantMethod::Awq ? awq_group_for(c, opt.quant_group) : 0;
+  if (opt.quant != QuantMethod::Awq && opt.quant_group != 0) fail("--quant-group applies to --quant-format awq only");
+  constexpr int32_t kFp8Block = 128;  // Qwen's weight_block_size [128, 128]
   auto proj = [&](const std::string& name, int64_t out_f, int64_t in_f) {
-    add(name, {out_f, in_f}, 0.0f, 1.0f / std::sqrt(static_cast<float>(in_f)));
+    const float std = 1.0f / std::sqrt(static_cast<float>(in_f));
+    if (opt.quant == QuantMethod::None) return add(name, {out_f, in_f}, 0.0f, std);
+    // `name` ends in ".weight"; the seed is the unquantized tensor's, so the weights are the same.
+    const std::string stem = name.substr(0, name.size() - 7);
+    auto q = std::make_shared<QuantizedProjection>();
+    q->method = opt.quant;
+    q->n = out_f;
+    q->k = in_f;
+    q->group = opt.quant == QuantMethod::Fp8 ? kFp8Block : awq_group;
+    q->seed = name_seed(opt.seed, name);
+    q->a = std * sqrt3;
+    if (opt.quant == QuantMethod::Fp8) {
+      const int64_t gn = (out_f + kFp8Block - 1) / kFp8Block, gk = (in_f + kFp8Block - 1) / kFp8Block;
+      tensors.push_back({name, DType::F8_E4M3, {out_f, in_f}, fill_part(q, &QuantizedProjection::codes)});
+      tensors.push_back({stem + ".weight_scale_inv", DType::BF16, {gn, gk}, fill_part(q, &QuantizedProjection::scales)});
+    } else {
+      if (out_f % 8) fail("AWQ packs 8 output features per int32: ", name, " has ", out_f);
+      tensors.push_back({stem + ".qweight", DType::I32, {in_f, out_f / 8}, fill_part(q, &QuantizedProjection::qweight)});
+      tensors.push_back(
+          {stem + ".qzeros", DType::I32, {in_f / awq_group, out_f / 8}, fill_part(q, &QuantizedProjection::qzeros)});
+      tensors.push_back(
+          {stem + ".scales", DType::F16, {in_f / awq_group, out_f}, fill_part(q, &QuantizedProjection::scales)});
+    }
   };
   const float gamma_a = 0.2f / sqrt3;
   add("model.embed_tokens.weight", {V, H}, 0.0f, 2.0f / std::sqrt(static_cast<float>(H)));
@@ -243,6 +345,16 @@ void make_test_model(const TestModelOptions& opt) {
       {"eos_token_id", 151645},
       {"pypto_test_model", {{"preset", opt.preset}, {"seed", opt.seed}, {"random_weights", true}}},
   };
+  // As Qwen/Qwen3-*-FP8 and Qwen/Qwen3-*-AWQ write them (io/quant_config.h).
+  if (opt.quant != QuantMethod::None) cfg["pypto_test_model"]["quant_format"] = quant_method_name(opt.quant);
+  if (opt.quant == QuantMethod::Fp8)
+    cfg["quantization_config"] = {{"activation_scheme", "dynamic"},
+                                  {"fmt", "e4m3"},
+                                  {"quant_method", "fp8"},
+                                  {"weight_block_size", {kFp8Block, kFp8Block}}};
+  if (opt.quant == QuantMethod::Awq)
+    cfg["quantization_config"] = {{"bits", 4},           {"group_size", awq_group}, {"modules_to_not_convert", nullptr},
+                                  {"quant_method", "awq"}, {"version", "gemm"},     {"zero_point", true}};
   write_file(out / "config.json", cfg.dump(2) + "\n");
   nlohmann::ordered_json gen = {{"bos_token_id", 151643}, {"eos_token_id", {151645, 151643}}, {"do_sample", false}};
   write_file(out / "generation_config.json", gen.dump(2) + "\n");

@@ -8,6 +8,7 @@
 
 #include "core/dtype.h"
 #include "io/model_config.h"
+#include "io/quant_config.h"
 
 namespace pypto {
 
@@ -19,6 +20,12 @@ struct TestModelOptions {
   bool qk_norm = true;          // false: omit q_norm/k_norm tensors (they load as ones)
   bool qwen2 = false;           // Qwen2ForCausalLM: q/k/v biases, no QK norm
   uint64_t seed = 0;
+  // Pre-quantized checkpoint (test_model_quant.h): the seven projections of every layer are made
+  // from the same random bf16 weights as the unquantized checkpoint of this seed, then written as
+  // block FP8 (128 × 128 tiles) or AWQ GEMM (4 bits, zero points); embeddings, norms and lm_head
+  // stay in `dtype` (Qwen's FP8 releases use bf16, the AWQ ones f16).
+  QuantMethod quant = QuantMethod::None;
+  int quant_group = 0;  // AWQ group size; 0: 128, or the largest power of two dividing every in_features
   std::string out_dir;
   bool show_progress = true;
 };

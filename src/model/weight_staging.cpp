@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
+#include <span>
 #include <cstring>
 #include <vector>
 
@@ -12,6 +14,8 @@
 #include "core/memory.h"
 #include "core/progress.h"
 #include "model/compile_cache.h"
+#include "model/quant_rows.h"
+#include "model/quantized_source.h"
 
 namespace pypto {
 namespace {
@@ -77,9 +81,10 @@ struct RankShapes {
   int layers = 0;
   bool attention_bias = false, tied = false;
   DType wdt = DType::BF16;
+  StagedFormats fmt;
 };
 
-RankShapes rank_shapes(const Checkpoint& ck, int rank, int tp) {
+RankShapes rank_shapes(const Checkpoint& ck, int rank, int tp, const StagedFormats& fmt) {
   const ModelConfig& c = ck.config();
   RankShapes r;
   r.H = c.hidden_size;
@@ -94,6 +99,7 @@ RankShapes rank_shapes(const Checkpoint& ck, int rank, int tp) {
   r.attention_bias = c.attention_bias;
   r.tied = c.tie_word_embeddings;
   r.wdt = ck.get("model.embed_tokens.weight").info->dtype;
+  r.fmt = fmt;
   return r;
 }
 
@@ -107,25 +113,30 @@ void plan_slab(const RankShapes& r, const Backend& backend, SlabCursor& s, std::
                uint8_t*& embed, uint8_t*& norm, uint8_t*& lm) {
   const DType wdt = r.wdt;
   const int64_t H = r.H;
+  auto bytes = [&](WeightFormat f, int64_t n, int64_t k) {
+    return f == WeightFormat::Float ? backend.packed_weight_bytes(wdt, n, k)
+                                    : backend.packed_quantized_bytes(f, n, k, f == WeightFormat::Int8 ? 0 : r.fmt.group);
+  };
+  const WeightFormat hf = r.fmt.head, lf = r.fmt.layers;
   if (r.tied) {
-    lm = embed = s.take(backend.packed_weight_bytes(wdt, r.V, H));
+    lm = embed = s.take(bytes(hf, r.V, H));
     norm = s.take(H * 4);
   } else {
-    embed = s.take(static_cast<size_t>(r.V * H) * dtype_size(wdt));
+    embed = s.take(hf == WeightFormat::Float ? static_cast<size_t>(r.V * H) * dtype_size(wdt) : bytes(hf, r.V, H));
     norm = s.take(H * 4);
-    lm = s.take(backend.packed_weight_bytes(wdt, r.V, H));
+    lm = s.take(bytes(hf, r.V, H));
   }
   layers.resize(size_t(r.layers));
   for (auto& l : layers) {
     l.input_norm = s.take(H * 4);
-    l.qkv = s.take(backend.packed_weight_bytes(wdt, r.qkv_rows, H));
+    l.qkv = s.take(bytes(lf, r.qkv_rows, H));
     l.qkv_bias = r.attention_bias ? s.take(r.qkv_rows * 4) : nullptr;
     l.q_norm = s.take(r.hd * 4);
     l.k_norm = s.take(r.hd * 4);
-    l.o_proj = s.take(backend.packed_weight_bytes(wdt, H, r.q_rows));
+    l.o_proj = s.take(bytes(lf, H, r.q_rows));
     l.post_norm = s.take(H * 4);
-    l.gate_up = s.take(backend.packed_weight_bytes(wdt, 2 * r.inter, H));
-    l.down = s.take(backend.packed_weight_bytes(wdt, H, r.inter));
+    l.gate_up = s.take(bytes(lf, 2 * r.inter, H));
+    l.down = s.take(bytes(lf, H, r.inter));
   }
 }
 
@@ -153,10 +164,60 @@ void release_range(const uint8_t* p, size_t n) {
   if (pe > pb) madvise(reinterpret_cast<void*>(pb), pe - pb, MADV_DONTNEED);
 }
 
+// Quantizes a plain [n, k] float table (the embedding or lm_head rows of this rank) row-wise
+// into dst in chunks of rows, releasing each chunk's source pages as it goes.
+void pack_quantized_rows(const Backend& backend, const uint8_t* src, DType dt, int64_t n, int64_t k, WeightFormat f,
+                         int32_t group, uint8_t* dst) {
+  constexpr int64_t kChunkRows = 4096;  // a multiple of 16
+  const size_t row_bytes = static_cast<size_t>(k) * dtype_size(dt);
+  for (int64_t r0 = 0; r0 < n; r0 += kChunkRows) {
+    const int64_t r1 = std::min(n, r0 + kChunkRows);
+    QuantRows q(f, k, group);
+    q.append_quantized(src, dt, r0, r1);
+    backend.pack_quantized(q.view(), dst, r0, n);
+    release_range(src + static_cast<size_t>(r0) * row_bytes, static_cast<size_t>(r1 - r0) * row_bytes);
+  }
+}
+
 }  // namespace
 
-size_t staged_slab_bytes(const Checkpoint& ck, const Backend& backend, int tp_rank, int tp_size, int num_layers) {
-  RankShapes shapes = rank_shapes(ck, tp_rank, tp_size);
+std::string StagedFormats::describe() const {
+  if (layers == WeightFormat::Float) return "float";
+  std::string s = weight_format_name(layers);
+  if (layers != WeightFormat::Int8) s += str_cat(layers == WeightFormat::Fp8 ? "/b" : "/g", group);
+  if (head != layers) s += str_cat(" (", weight_format_name(head), " embeddings and lm_head)");
+  return s;
+}
+
+StagedFormats staged_formats(const Checkpoint& ck, WeightFormat quantization, int32_t int4_group) {
+  const QuantConfig& q = ck.config().quant;
+  StagedFormats f;
+  if (q.method != QuantMethod::None) {
+    if (quantization != WeightFormat::Float)
+      fail("--quantization ", weight_format_name(quantization), ": ", ck.dir(), " is already quantized (",
+           quant_method_name(q.method), " in config.json quantization_config); it runs in that format, drop the option");
+    if (q.method == QuantMethod::Fp8) {
+      if (q.fp8_block_n % 16 != 0)
+        fail(ck.dir(), ": FP8 weight_block_size [", q.fp8_block_n, ", ", q.fp8_block_k, "]: the block rows must be a multiple of 16");
+      f.layers = WeightFormat::Fp8;
+      f.group = q.fp8_block_k;
+    } else {
+      f.layers = WeightFormat::Int4;
+      f.group = q.awq_group;
+    }
+    return f;  // embeddings and lm_head stay in the checkpoint's float dtype
+  }
+  if (quantization == WeightFormat::Int4 && (int4_group < 8 || int4_group % 8 != 0))
+    fail("int4 group size ", int4_group, " must be a positive multiple of 8");
+  if (quantization == WeightFormat::Fp8) fail("--quantization accepts int8, int4 or none (fp8 comes from FP8 checkpoints)");
+  f.layers = f.head = quantization;
+  f.group = quantization == WeightFormat::Int4 ? int4_group : 0;
+  return f;
+}
+
+size_t staged_slab_bytes(const Checkpoint& ck, const Backend& backend, int tp_rank, int tp_size, int num_layers,
+                         const StagedFormats* formats) {
+  RankShapes shapes = rank_shapes(ck, tp_rank, tp_size, formats ? *formats : staged_formats(ck, WeightFormat::Float, 64));
   if (num_layers >= 0) shapes.layers = num_layers;
   SlabCursor measure;
   std::vector<LayerSlots> slots;
@@ -175,7 +236,10 @@ void validate_qwen3_checkpoint(const Checkpoint& ck) {
   const TensorRef* embed = ck.find("model.embed_tokens.weight");
   DType wdt = embed ? embed->info->dtype : c.torch_dtype;
   std::vector<std::string> problems;
+  const bool prequantized = c.quant.method != QuantMethod::None;
   for (const auto& e : expected_tensors(c)) {
+    // The projections of a pre-quantized checkpoint have their own tensors (checked below).
+    if (prequantized && e.matrix && e.name.rfind("model.layers.", 0) == 0) continue;
     const TensorRef* r = ck.find(e.name);
     if (!r) {
       if (!e.optional) problems.push_back(str_cat(e.name, ": missing (expected ", shape_str(e.shape), ")"));
@@ -187,6 +251,7 @@ void validate_qwen3_checkpoint(const Checkpoint& ck) {
       problems.push_back(str_cat(e.name, ": dtype ", dtype_name(r->info->dtype), ", expected ", dtype_name(wdt),
                                  " like model.embed_tokens.weight"));
   }
+  if (prequantized) validate_quantized_projections(ck, problems);
   if (!problems.empty()) {
     std::string msg = str_cat(ck.dir(), ": checkpoint does not match config.json (", problems.size(), " tensor",
                               problems.size() == 1 ? "" : "s", "):");
@@ -220,7 +285,8 @@ Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, c
   const int64_t v0 = vs.begin, V = vs.end - vs.begin;
   w.vocab_begin = v0;
   w.vocab_rows = V;
-  const RankShapes shapes = rank_shapes(ck, rank, tp);
+  const StagedFormats fmt = staged_formats(ck, opt.quantization, opt.int4_group);
+  const RankShapes shapes = rank_shapes(ck, rank, tp, fmt);
   const int64_t q_rows = shapes.q_rows, kv_rows = shapes.kv_rows, qkv_rows = shapes.qkv_rows;
   const DType wdt = shapes.wdt;
   const size_t esz = dtype_size(wdt);
@@ -240,28 +306,32 @@ Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, c
 
   // Every pointer of the result is known from the plan alone, so a compile-cache hit only has
   // to bring the slab's bytes back.
+  const WeightFormat lf = fmt.layers, hf = fmt.head;
+  const int32_t lgroup = lf == WeightFormat::Int8 ? 0 : fmt.group, hgroup = hf == WeightFormat::Int8 ? 0 : fmt.group;
   for (const LayerSlots& s : slots) {
     Qwen3LayerWeights& L = w.layers.emplace_back();
     L.input_norm = reinterpret_cast<const float*>(s.input_norm);
-    L.qkv = LinearWeight{s.qkv, wdt, qkv_rows, H};
+    L.qkv = LinearWeight{s.qkv, wdt, qkv_rows, H, lf, lgroup};
     L.qkv_bias = c.attention_bias ? reinterpret_cast<const float*>(s.qkv_bias) : nullptr;
     L.q_norm = reinterpret_cast<const float*>(s.q_norm);
     L.k_norm = reinterpret_cast<const float*>(s.k_norm);
-    L.o_proj = LinearWeight{s.o_proj, wdt, H, q_rows};
+    L.o_proj = LinearWeight{s.o_proj, wdt, H, q_rows, lf, lgroup};
     L.post_norm = reinterpret_cast<const float*>(s.post_norm);
-    L.gate_up = LinearWeight{s.gate_up, wdt, 2 * w.inter, H};
-    L.down = LinearWeight{s.down, wdt, H, w.inter};
+    L.gate_up = LinearWeight{s.gate_up, wdt, 2 * w.inter, H, lf, lgroup};
+    L.down = LinearWeight{s.down, wdt, H, w.inter, lf, lgroup};
   }
   w.embed = embed_p;
   w.embed_in_lm_head = tied;
+  if (!tied && hf != WeightFormat::Float) w.embed_rows = LinearWeight{embed_p, wdt, V, H, hf, hgroup};
   w.final_norm = reinterpret_cast<const float*>(norm_p);
-  w.lm_head = LinearWeight{lm_p, wdt, V, H};
+  w.lm_head = LinearWeight{lm_p, wdt, V, H, hf, hgroup};
+  w.weight_formats = fmt.describe();
   w.resident_bytes = slab->size();
   w.storage = slab;
 
   std::string cache_key;
   if (!opt.compile_cache_dir.empty()) {
-    cache_key = staging_fingerprint(ck, backend, rank, tp);
+    cache_key = staging_fingerprint(ck, backend, rank, tp, fmt.describe());
     if (compile_cache_load(opt.compile_cache_dir, cache_key, slab->data(), slab->size())) {
       log_info("compile cache: hit ", compile_cache_path(opt.compile_cache_dir, cache_key));
       w.from_compile_cache = true;
@@ -272,7 +342,7 @@ Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, c
   // One scratch buffer for the largest per-rank fused matrix before packing.
   size_t scratch_bytes = std::max({static_cast<size_t>(qkv_rows * H), static_cast<size_t>(H * q_rows),
                                    static_cast<size_t>(2 * w.inter * H), static_cast<size_t>(H * w.inter)}) * esz;
-  AlignedBuffer scratch(scratch_bytes);
+  AlignedBuffer scratch(lf == WeightFormat::Float ? scratch_bytes : 64);  // the float path fuses in it
 
   size_t total_bytes = ck.total_tensor_bytes();
   Progress progress(str_cat("staging ", ck.dir()), c.num_hidden_layers + 2, opt.show_progress ? total_bytes : 0);
@@ -300,7 +370,12 @@ Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, c
     const TensorRef& e = src("model.embed_tokens.weight");
     const uint8_t* rows = e.data() + static_cast<size_t>(v0 * H) * esz;
     const size_t bytes = static_cast<size_t>(V * H) * esz, chunk = 16u << 20;
-    if (tied && !plain) {
+    if (hf != WeightFormat::Float) {
+      // Quantized table (row-wise): packed in chunks of rows, each chunk's source pages released
+      // as it goes, so the quantization buffers stay small.
+      pack_quantized_rows(backend, rows, wdt, V, H, hf, hgroup, tied ? lm_p : embed_p);
+      release(e);
+    } else if (tied && !plain) {
       backend.pack_weight(rows, wdt, V, H, lm_p);
       release(e);
     } else {
@@ -313,16 +388,75 @@ Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, c
     norm_to_f32("model.norm.weight", H, norm_p, false);
     if (!tied) {
       const TensorRef& lm = src("lm_head.weight");
-      backend.pack_weight(lm.data() + static_cast<size_t>(v0 * H) * esz, wdt, V, H, lm_p);
+      if (hf != WeightFormat::Float)
+        pack_quantized_rows(backend, lm.data() + static_cast<size_t>(v0 * H) * esz, wdt, V, H, hf, hgroup, lm_p);
+      else
+        backend.pack_weight(lm.data() + static_cast<size_t>(v0 * H) * esz, wdt, V, H, lm_p);
       release(lm);
     }
     progress.advance(2, bytes * (tied ? 1 : 2));
   }
 
+  // One linear of a layer: rows [r0, r1) and columns [c0, c1) (c1 < 0: all) of each part's tensor,
+  // parts stacked by rows into a [n, k] weight packed at dst in the layer format. Quantized
+  // online formats quantize whole rows before a column slice (so every rank holds the values a
+  // single rank would); pre-quantized ones are read whole, then sliced the same way.
+  struct Part {
+    const char* proj;
+    int64_t r0, r1, c0, c1;
+  };
+  size_t projection_bytes = 0;
+  auto stage_projection = [&](int layer, std::span<const Part> parts, int64_t n, int64_t k, uint8_t* dst) {
+    if (lf == WeightFormat::Float) {
+      uint8_t* t = scratch.data();
+      for (const Part& p : parts) {
+        const TensorRef& r = src(layer_name(layer, p.proj) + ".weight");
+        const int64_t cols = r.info->shape[1], c1 = p.c1 < 0 ? cols : p.c1;
+        copy_block(r.data(), esz, cols, p.r0, p.r1, p.c0, c1, t);
+        t += static_cast<size_t>((p.r1 - p.r0) * (c1 - p.c0)) * esz;
+        projection_bytes += r.info->end - r.info->begin;
+        release(r);
+      }
+      backend.pack_weight(scratch.data(), wdt, n, k, dst);
+      return;
+    }
+    // Rows are appended straight into `all` unless a column slice is taken (row-parallel
+    // o_proj / down: one part), so at most one extra copy of a projection is alive at a time.
+    QuantRows all(lf, k, lgroup);
+    for (const Part& p : parts) {
+      const std::string name = layer_name(layer, p.proj);
+      const bool sliced = p.c0 != 0 || p.c1 >= 0;
+      auto into = [&](int64_t cols, auto&& append_rows) {
+        const int64_t c1 = p.c1 < 0 ? cols : p.c1;
+        if (!sliced || (p.c0 == 0 && c1 == cols)) return append_rows(all);
+        QuantRows whole(lf, cols, lgroup);
+        append_rows(whole);
+        QuantRows part = whole.slice_cols(p.c0, c1);
+        if (all.rows() == 0) all = std::move(part);
+        else all.append(part);
+      };
+      if (lf == WeightFormat::Fp8) {
+        const Fp8Source f = read_fp8_projection(ck, name);
+        into(f.k, [&](QuantRows& q) { q.append(f, p.r0, p.r1); });
+        release_projection(ck, name);
+      } else if (c.quant.method == QuantMethod::Awq) {
+        const AwqSource a = read_awq_projection(ck, name);
+        into(a.k, [&](QuantRows& q) { q.append(a, p.r0, p.r1); });
+        release_projection(ck, name);
+      } else {
+        const TensorRef& r = src(name + ".weight");
+        into(r.info->shape[1], [&](QuantRows& q) { q.append_quantized(r.data(), wdt, p.r0, p.r1); });
+        projection_bytes += r.info->end - r.info->begin;
+        release(r);
+      }
+    }
+    PYPTO_ASSERT(all.rows() == n && all.k() == k, all.rows(), "x", all.k(), " vs ", n, "x", k);
+    backend.pack_quantized(all.view(), dst);
+  };
+
   for (int i = 0; i < c.num_hidden_layers; i++) {
     const LayerSlots& s = slots[i];
     size_t layer_bytes = 0;
-    auto note = [&](const TensorRef& r) { layer_bytes += r.info->end - r.info->begin; };
 
     norm_to_f32(layer_name(i, "input_layernorm.weight"), H, s.input_norm, false);
     norm_to_f32(layer_name(i, "post_attention_layernorm.weight"), H, s.post_norm, false);
@@ -330,15 +464,10 @@ Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, c
     norm_to_f32(layer_name(i, "self_attn.k_norm.weight"), hd, s.k_norm, true);
 
     // qkv: this rank's head rows of q, k and v stacked → [qkv_rows, H]
-    const TensorRef& q = src(layer_name(i, "self_attn.q_proj.weight"));
-    const TensorRef& k = src(layer_name(i, "self_attn.k_proj.weight"));
-    const TensorRef& v = src(layer_name(i, "self_attn.v_proj.weight"));
-    uint8_t* t = scratch.data();
-    copy_block(q.data(), esz, H, rank * q_rows, (rank + 1) * q_rows, 0, H, t);
-    copy_block(k.data(), esz, H, rank * kv_rows, (rank + 1) * kv_rows, 0, H, t + q_rows * H * esz);
-    copy_block(v.data(), esz, H, rank * kv_rows, (rank + 1) * kv_rows, 0, H, t + (q_rows + kv_rows) * H * esz);
-    backend.pack_weight(t, wdt, qkv_rows, H, s.qkv);
-    for (const TensorRef* r : {&q, &k, &v}) note(*r), release(*r);
+    const Part qkv[] = {{"self_attn.q_proj", rank * q_rows, (rank + 1) * q_rows, 0, -1},
+                        {"self_attn.k_proj", rank * kv_rows, (rank + 1) * kv_rows, 0, -1},
+                        {"self_attn.v_proj", rank * kv_rows, (rank + 1) * kv_rows, 0, -1}};
+    stage_projection(i, qkv, qkv_rows, H, s.qkv);
     if (c.attention_bias) {
       float* b = reinterpret_cast<float*>(s.qkv_bias);
       const TensorRef& qb = src(layer_name(i, "self_attn.q_proj.bias"));
@@ -349,26 +478,18 @@ Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, c
       to_f32(kb.data() + rank * kv_rows * kesz, kb.info->dtype, kv_rows, b + q_rows);
       to_f32(vb.data() + rank * kv_rows * vesz, vb.info->dtype, kv_rows, b + q_rows + kv_rows);
     }
-
     // o_proj is row-parallel: this rank's input columns [H, q_rows].
-    const TensorRef& o = src(layer_name(i, "self_attn.o_proj.weight"));
-    copy_block(o.data(), esz, c.q_size(), 0, H, rank * q_rows, (rank + 1) * q_rows, t);
-    backend.pack_weight(t, wdt, H, q_rows, s.o_proj);
-    note(o), release(o);
-
+    const Part o[] = {{"self_attn.o_proj", 0, H, rank * q_rows, (rank + 1) * q_rows}};
+    stage_projection(i, o, H, q_rows, s.o_proj);
     // gate_up: this rank's intermediate rows of gate then up → [2*inter_r, H]
-    const TensorRef& g = src(layer_name(i, "mlp.gate_proj.weight"));
-    const TensorRef& u = src(layer_name(i, "mlp.up_proj.weight"));
-    copy_block(g.data(), esz, H, rank * w.inter, (rank + 1) * w.inter, 0, H, t);
-    copy_block(u.data(), esz, H, rank * w.inter, (rank + 1) * w.inter, 0, H, t + w.inter * H * esz);
-    backend.pack_weight(t, wdt, 2 * w.inter, H, s.gate_up);
-    note(g), release(g), note(u), release(u);
-
+    const Part gu[] = {{"mlp.gate_proj", rank * w.inter, (rank + 1) * w.inter, 0, -1},
+                       {"mlp.up_proj", rank * w.inter, (rank + 1) * w.inter, 0, -1}};
+    stage_projection(i, gu, 2 * w.inter, H, s.gate_up);
     // down is row-parallel: this rank's input columns [H, inter_r].
-    const TensorRef& d = src(layer_name(i, "mlp.down_proj.weight"));
-    copy_block(d.data(), esz, c.intermediate_size, 0, H, rank * w.inter, (rank + 1) * w.inter, t);
-    backend.pack_weight(t, wdt, H, w.inter, s.down);
-    note(d), release(d);
+    const Part d[] = {{"mlp.down_proj", 0, H, rank * w.inter, (rank + 1) * w.inter}};
+    stage_projection(i, d, H, w.inter, s.down);
+    layer_bytes += projection_bytes;
+    projection_bytes = 0;
 
     progress.advance(1, layer_bytes);
   }

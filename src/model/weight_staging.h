@@ -22,7 +22,22 @@ struct StagingOptions {
   bool show_progress = true;  // a progress line on a terminal (quiet otherwise)
   // Compile cache directory (--use-compile-cache); empty: always stage from the checkpoint.
   std::string compile_cache_dir;
+  // --quantization: Float keeps the checkpoint's weights; Int8 / Int4 quantize an unquantized
+  // checkpoint's projections, lm_head and embedding while staging (int4 in groups of int4_group
+  // inputs). Pre-quantized checkpoints (FP8, AWQ) are staged in their own format; asking to
+  // quantize one again is an error.
+  WeightFormat quantization = WeightFormat::Float;
+  int32_t int4_group = 64;
 };
+
+// The formats one staging run uses, from the checkpoint's quantization_config and the option:
+// `layers` for the seven projections, `head` for lm_head and the embedding table.
+struct StagedFormats {
+  WeightFormat layers = WeightFormat::Float, head = WeightFormat::Float;
+  int32_t group = 0;          // inputs per scale (int4 / fp8)
+  std::string describe() const;  // "float", "int8", "int4/g64", "fp8/b128 (checkpoint)", ...
+};
+StagedFormats staged_formats(const Checkpoint& ck, WeightFormat quantization, int32_t int4_group);
 
 // Stages the weights of rank tp_rank of tp_size: query/KV heads, intermediate columns and the
 // matching o_proj/down_proj input columns are this rank's share (Megatron-style); so are the
@@ -34,7 +49,9 @@ Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, c
 // Bytes stage_qwen3_weights would allocate for rank tp_rank of tp_size on `backend` (the slab),
 // computed from the checkpoint's shapes alone (validated by the caller): the start-up's memory
 // check runs it before staging. num_layers >= 0 counts only that many layers (what would fit).
-size_t staged_slab_bytes(const Checkpoint& ck, const Backend& backend, int tp_rank, int tp_size, int num_layers = -1);
+// formats: nullptr stages the checkpoint as it is (staged_formats(ck, Float, ...)).
+size_t staged_slab_bytes(const Checkpoint& ck, const Backend& backend, int tp_rank, int tp_size, int num_layers = -1,
+                         const StagedFormats* formats = nullptr);
 
 // Rank tp_rank's vocabulary rows [begin, end) of `vocab`: contiguous, in rank order, sizes
 // differing by at most one row when tp_size does not divide the vocabulary.

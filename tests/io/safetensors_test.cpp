@@ -63,8 +63,23 @@ TEST(Safetensors, RejectsInvalidJson) {
 }
 
 TEST(Safetensors, RejectsUnsupportedDtype) {
-  EXPECT_EQ(parse_error(file_image(R"({"x":{"dtype":"F8_E4M3","shape":[1],"data_offsets":[0,1]}})", 1)),
-            "w.safetensors: tensor 'x': dtype F8_E4M3 is not supported (supported: BF16, F16, F32)");
+  EXPECT_EQ(parse_error(file_image(R"({"x":{"dtype":"F8_E5M2","shape":[1],"data_offsets":[0,1]}})", 1)),
+            "w.safetensors: tensor 'x': dtype F8_E5M2 is not supported (supported: BF16, F16, F32, F8_E4M3, I32)");
+}
+
+TEST(Safetensors, ReadsQuantizedCheckpointDtypes) {
+  // F8_E4M3 is 1 byte an element (a 2x3 block-FP8 weight), I32 4 (an AWQ qweight [3, 1]).
+  std::string img = file_image(R"({"w":{"dtype":"F8_E4M3","shape":[2,3],"data_offsets":[0,6]},)"
+                               R"("q":{"dtype":"I32","shape":[3,1],"data_offsets":[8,20]}})",
+                               20);
+  size_t start = 0;
+  auto t = parse_safetensors_header(reinterpret_cast<const uint8_t*>(img.data()), img.size(), "w", &start);
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[0].dtype, DType::I32);
+  EXPECT_EQ(t[1].dtype, DType::F8_E4M3);
+  // A span that would fit 2-byte elements is refused for F8_E4M3.
+  EXPECT_EQ(parse_error(file_image(R"({"x":{"dtype":"F8_E4M3","shape":[4],"data_offsets":[0,8]}})", 8)),
+            "w.safetensors: tensor 'x': data_offsets span 8 bytes but F8_E4M3 [4] needs 4");
 }
 
 TEST(Safetensors, RejectsOffsetsOutsideDataArea) {

@@ -49,7 +49,8 @@ void build_atomically(const fs::path& final_dir, F make) {
 
 std::string options_stamp(const TestModelOptions& o) {
   return str_cat("preset=", o.preset, " layers=", o.layers ? *o.layers : -1, " dtype=", dtype_name(o.dtype),
-                 " shards=", o.shards, " qk_norm=", o.qk_norm, " qwen2=", o.qwen2, " seed=", o.seed, "\n");
+                 " shards=", o.shards, " qk_norm=", o.qk_norm, " qwen2=", o.qwen2, " seed=", o.seed,
+                 " quant=", quant_method_name(o.quant), " quant_group=", o.quant_group, "\n");
 }
 
 }  // namespace

@@ -63,8 +63,12 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 class Qwen3Reference:
-    def __init__(self, model_dir: str):
+    def __init__(self, model_dir: str, transform=None):
+        """transform(name, tensor) -> tensor, applied to every weight as loaded (tests use it to
+        quantize and dequantize weights the way an engine option does)."""
         cfg, w = read_checkpoint(model_dir)
+        if transform is not None:
+            w = {name: transform(name, t) for name, t in w.items()}
         arch = (cfg.get("architectures") or ["Qwen3ForCausalLM"])[0]
         self.qwen2 = arch.startswith("Qwen2")
         self.hidden = cfg["hidden_size"]

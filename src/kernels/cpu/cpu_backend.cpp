@@ -31,7 +31,9 @@
 #include "kernels/cpu/bf16_panels.h"
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/cpu/kernel_table.h"
+#include "kernels/cpu/int8_panels.h"
 #include "kernels/cpu/peak_loops.h"
+#include "kernels/cpu/quant_panels.h"
 
 namespace pypto {
 namespace {
@@ -108,7 +110,8 @@ class CpuBackend final : public Backend {
       : kt_(kt), pool_(num_threads, std::move(cores)), scratch_(num_threads), scratch_floats_(num_threads, 0),
         kernel_(resolve_linear_kernel(kt, opt)),
         bf16_act_(kernel_ != CpuLinearKernel::F32 && opt.bf16_activations),
-        split_act_(kernel_ != CpuLinearKernel::F32 && !bf16_act_ && opt.split_bf16_activations) {}
+        split_act_(kernel_ != CpuLinearKernel::F32 && !bf16_act_ && opt.split_bf16_activations),
+        int8_act_(opt.int8_activations && kt.linear_cols_q8 != nullptr) {}
 
   const char* name() const override {
     if (kernel_ == CpuLinearKernel::Amx) return bf16_act_ ? "cpu-avx512-amx-bf16act" : "cpu-avx512-amx-bf16x2act";
@@ -130,6 +133,15 @@ class CpuBackend final : public Backend {
   }
   bool weight_layout_is_plain(DType dtype) const override { return !panels(dtype); }
 
+  size_t packed_quantized_bytes(WeightFormat format, int64_t n_out, int64_t k_in, int32_t group) const override {
+    return cpu::quant_panels(format, n_out, k_in, group).total_bytes;
+  }
+  void pack_quantized(const QuantizedWeight& src, void* dst, int64_t row0, int64_t n_total) const override {
+    PYPTO_ASSERT(reinterpret_cast<uintptr_t>(dst) % 64 == 0, "packed weight must be 64-byte aligned");
+    cpu::pack_quant_panels(src, static_cast<uint8_t*>(dst), row0, n_total < 0 ? src.n_out : n_total);
+  }
+  bool quant_int8_activations() const override { return int8_act_; }
+
   void parallel_rows(int64_t n, const std::function<void(int64_t)>& fn) override {
     if (n <= 1) {
       if (n == 1) fn(0);
@@ -142,8 +154,9 @@ class CpuBackend final : public Backend {
 
   // --- ops -----------------------------------------------------------------------------------
   void linear(const float* x, int64_t m, const LinearWeight& w, const float* bias, float* y) override {
-    check_weight_dtype(w.dtype);
     if (m <= 0 || w.n_out <= 0) return;
+    if (w.format != WeightFormat::Float) return linear_quant(x, m, w, bias, y);
+    check_weight_dtype(w.dtype);
     cpu::LinearTask t{x, m, w.k_in, w.data, w.dtype, w.n_out, bias, y};
     if (panels(w.dtype)) return kernel_ == CpuLinearKernel::Amx ? linear_amx(t) : linear_bf16act(t);
     reserve_scratch(kt_.linear_scratch_floats(w.k_in));
@@ -191,6 +204,15 @@ class CpuBackend final : public Backend {
   // A tied model's embedding lookup reads the few rows it needs straight from the lm_head's
   // pair panels (bf16_panels.h), so no plain copy of the table is staged beside them.
   void weight_rows(const int32_t* ids, int64_t m, const LinearWeight& w, float* out) override {
+    if (w.format != WeightFormat::Float) {  // a quantized table: dequantize the rows asked for
+      for_rows(m, w.k_in, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) {
+          PYPTO_ASSERT(ids[i] >= 0 && ids[i] < w.n_out, "token id ", ids[i], " outside [0, ", w.n_out, ")");
+          cpu::quant_panel_row_to_f32(w, ids[i], out + i * w.k_in);
+        }
+      });
+      return;
+    }
     if (!panels(w.dtype)) return embedding(ids, m, w.data, w.dtype, w.k_in, out);
     for_rows(m, w.k_in, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
@@ -324,6 +346,91 @@ class CpuBackend final : public Backend {
                                [&](int64_t b, int64_t e, int) { kt_.linear_cols_amx(a, t, b, e); });
   }
 
+  // Quantized linear (WeightFormat Int8 / Int4 / Fp8): f32 activations through the dequantizing
+  // kernel, or int8 activations (int8_act_) through VNNI, and AMX-INT8 for Int8 weights from
+  // kAmxInt8Rows rows on (the integer sums are exact, so which kernel runs never changes a result).
+  static constexpr int64_t kAmxInt8Rows = 16;
+  void linear_quant(const float* x, int64_t m, const LinearWeight& w, const float* bias, float* y) {
+    const cpu::QuantPanels l = cpu::quant_panels(w.format, w.n_out, w.k_in, w.group);
+    const auto* base = static_cast<const uint8_t*>(w.data);
+    cpu::QuantLinearTask t;
+    t.format = w.format;
+    t.m = m;
+    t.k = w.k_in;
+    t.n_out = w.n_out;
+    t.group = w.group;
+    t.groups = l.groups;
+    t.w = base;
+    t.scale = reinterpret_cast<const float*>(base + l.scale_offset);
+    t.aux = base + l.aux_offset;
+    t.x = x;
+    t.bias = bias;
+    t.y = y;
+    auto run = [&](void (*fn)(const cpu::QuantLinearTask&, int64_t, int64_t)) {
+      if (m * w.n_out * w.k_in < kLinearSerialMacs) return fn(t, 0, w.n_out);
+      pool_.parallel_for_dynamic(w.n_out, column_chunk(w.n_out, 64), [&](int64_t b, int64_t e, int) { fn(t, b, e); });
+    };
+    if (w.format == WeightFormat::Fp8 || !int8_act_) {
+      if (!kt_.linear_cols_dq) fail(weight_format_name(w.format), " weights need the AVX-512 kernels; ", kt_.name, " has none");
+      return run(kt_.linear_cols_dq);
+    }
+    quantize_rows(t, x);
+    if (w.format == WeightFormat::Int4) return run(kt_.linear_cols_q4);
+    if (m < kAmxInt8Rows || !kt_.linear_cols_amx_int8) return run(kt_.linear_cols_q8);
+    linear_q8_amx(t);
+  }
+
+  // x rows → xq_ [m, ldq] (u8 = q + 128 for Int8 weights, s8 for Int4), xscale_ [m], and for Int4
+  // xsum_ [m, groups]; the formula of backend.h int8_row_inv, so every backend gets these integers.
+  void quantize_rows(cpu::QuantLinearTask& t, const float* x) {
+    const int64_t ldq = cpu::quant_act_stride(t.k, t.format == WeightFormat::Int4 ? t.group : 0);
+    const size_t bytes = static_cast<size_t>(t.m * ldq);
+    if (xq_.size() < bytes) xq_ = AlignedBuffer(bytes);
+    xscale_.resize(static_cast<size_t>(t.m));
+    if (t.format == WeightFormat::Int4) xsum_.resize(static_cast<size_t>(t.m * t.groups));
+    const bool shifted = t.format == WeightFormat::Int8;
+    for_rows(t.m, t.k, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        const float amax = kt_.quantize_row_int8(x + i * t.k, t.k, ldq, shifted, shifted ? 0 : t.group,
+                                                 xq_.data() + i * ldq, shifted ? nullptr : xsum_.data() + i * t.groups);
+        xscale_[size_t(i)] = int8_row_scale(amax);
+      }
+    });
+    t.xq = xq_.data();
+    t.ldq = ldq;
+    t.xscale = xscale_.data();
+    t.xsum = xsum_.data();
+  }
+
+  // Int8 weights, many rows: xq in A-tile order, TDPBUSD into s32 sums, then the epilogue per
+  // column chunk (the same formula as the VNNI kernel's).
+  void linear_q8_amx(const cpu::QuantLinearTask& t) {
+    cpu::AmxInt8Activations a;
+    a.m_pad = (t.m + 15) / 16 * 16;
+    a.ldx = cpu::amx_int8_ldx(t.k);
+    const int64_t ksteps = a.ldx / 64;
+    const size_t need = static_cast<size_t>(a.m_pad * a.ldx);
+    if (xt8_.size() < need) xt8_ = AlignedBuffer(need);
+    uint8_t* xt = xt8_.data();
+    for_rows(a.m_pad, a.ldx, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i)
+        for (int64_t s = 0; s < ksteps; ++s) {
+          uint8_t* dst = xt + ((i / 16) * ksteps + s) * 1024 + (i % 16) * 64;
+          if (i < t.m) std::memcpy(dst, t.xq + i * t.ldq + 64 * s, 64);
+          else std::memset(dst, 0, 64);
+        }
+    });
+    a.data = xt;
+    const size_t acc_bytes = static_cast<size_t>(t.m * t.n_out) * sizeof(int32_t);
+    if (acc32_.size() < acc_bytes) acc32_ = AlignedBuffer(acc_bytes);
+    auto* acc = reinterpret_cast<int32_t*>(acc32_.data());
+    cpu::LinearInt8Task it{t.m, t.k, reinterpret_cast<const int8_t*>(t.w), t.n_out, acc};
+    pool_.parallel_for_dynamic(t.n_out, column_chunk(t.n_out, 32), [&](int64_t b, int64_t e, int) {
+      kt_.linear_cols_amx_int8(a, it, b, e);
+      kt_.q8_epilogue(t, acc, b, e);
+    });
+  }
+
   const cpu::KernelTable& kt_;
   ThreadPool pool_;
   std::vector<AlignedBuffer> scratch_;   // per thread: linear W blocks / attention K,V blocks
@@ -331,6 +438,10 @@ class CpuBackend final : public Backend {
   CpuLinearKernel kernel_ = CpuLinearKernel::F32;  // resolved: never Auto
   bool bf16_act_ = false;
   bool split_act_ = false;
+  bool int8_act_ = false;
+  AlignedBuffer xq_, xt8_, acc32_;  // int8 activations: rows, A-tile order; AMX s32 sums
+  std::vector<float> xscale_;
+  std::vector<int32_t> xsum_;
   // True when weights of `dtype` go through the bf16-dot or AMX kernel, in pair panels.
   bool panels(DType dtype) const { return (bf16_act_ || split_act_) && dtype == DType::BF16; }
   AlignedBuffer xb_;  // [m, k] bf16 activations (hi, then lo when split) of the current bf16-dot linear
@@ -475,6 +586,7 @@ std::unique_ptr<Backend> make_cpu_backend(int num_threads, const std::vector<int
   CpuBackendOptions o;
   o.split_bf16_activations = precision == MatmulPrecision::High;
   o.bf16_activations = precision == MatmulPrecision::Medium;
+  o.int8_activations = precision != MatmulPrecision::Highest;
   o.linear_kernel = kernel;
   return make_cpu_backend_for_isa(cpu_isa(), num_threads, cores, o);
 }

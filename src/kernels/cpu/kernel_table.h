@@ -51,6 +51,32 @@ struct LinearInt8Task {
   int32_t* y = nullptr;       // [m, n_out]
 };
 
+// A quantized linear (WeightFormat Int8 / Int4 / Fp8; layouts in kernels/cpu/quant_panels.h):
+// y[m, n_out] = x · Wᵀ (+ bias). The f32-activation kernel reads x; the int8-activation kernels
+// read xq, x quantized per row (backend.h int8_row_inv): u8 = xq + 128 for Int8 weights (VPDPBUSD
+// multiplies u8 by s8; the weight's colsum removes the +128), s8 for Int4 (the weights are the u8
+// side), rows of ldq bytes with zeros past k.
+//   Int8: y = float(Σ xu·q − colsum) · (xscale · scale[n])
+//   Int4: y = (Σ_g float(Σ_{k∈g} xq·q − zero · xsum[g]) · scale[n][g]) · xscale   (groups in order)
+// Every row is computed with the same operations whatever m, the column chunk or the kernel
+// (VNNI or AMX: the integer sums are exact), so these are batch-invariant.
+struct QuantLinearTask {
+  WeightFormat format = WeightFormat::Int8;
+  int64_t m = 0, k = 0, n_out = 0;
+  int32_t group = 0;
+  int64_t groups = 1;
+  const uint8_t* w = nullptr;      // the panels
+  const float* scale = nullptr;    // Int8 [P·16]; Int4 / Fp8 [P][G][16]
+  const void* aux = nullptr;       // Int8: colsum s32 [P·16]; Int4: zero u8 [P][G][16]
+  const float* x = nullptr;        // [m, k] f32 (f32-activation kernel)
+  const uint8_t* xq = nullptr;     // [m, ldq] int8 activations
+  int64_t ldq = 0;
+  const float* xscale = nullptr;   // [m] amax / 127
+  const int32_t* xsum = nullptr;   // [m, groups] Σ xq per group (Int4)
+  const float* bias = nullptr;     // [n_out] or nullptr
+  float* y = nullptr;              // [m, n_out]
+};
+
 // Attention for the query rows [t0, t1) of sequence `seq`, all query heads of KV head `kv_head`.
 struct AttentionTask {
   const float* q = nullptr;  // [m, n_heads, head_dim]
@@ -81,6 +107,21 @@ struct KernelTable {
   // (optional, AMX-INT8 where granted) the integer core of an int8 linear, columns [n0, n1)
   // (n0 a multiple of 16); the quantized formats build on it.
   void (*linear_cols_amx_int8)(const AmxInt8Activations& x, const LinearInt8Task& t, int64_t n0, int64_t n1) = nullptr;
+  // (optional, AVX-512 VNNI) quantized linears with int8 activations, columns [n0, n1) (n0 a
+  // multiple of 16): Int8 and Int4 weights.
+  void (*linear_cols_q8)(const QuantLinearTask& t, int64_t n0, int64_t n1) = nullptr;
+  void (*linear_cols_q4)(const QuantLinearTask& t, int64_t n0, int64_t n1) = nullptr;
+  // (with linear_cols_q8) one row of activations quantized to int8 (backend.h int8_row_inv):
+  // q[0, k) = clamp(round-even(x · inv), ±127) (+ 128 when shifted), zeros in [k, ld); for
+  // group > 0, xsum[g] = Σ q over group g (unshifted). Returns max|x|.
+  float (*quantize_row_int8)(const float* x, int64_t k, int64_t ld, bool shifted, int32_t group, uint8_t* q,
+                             int32_t* xsum) = nullptr;
+  // (optional) quantized linears with f32 activations, any quantized format: W dequantized
+  // exactly in registers, f32 FMA.
+  void (*linear_cols_dq)(const QuantLinearTask& t, int64_t n0, int64_t n1) = nullptr;
+  // (optional, with linear_cols_q8 on AMX-INT8) y = float(acc − colsum) · (xscale · scale) for
+  // columns [n0, n1) of the s32 sums acc [m, n_out] of linear_cols_amx_int8 (+ bias).
+  void (*q8_epilogue)(const QuantLinearTask& t, const int32_t* acc, int64_t n0, int64_t n1) = nullptr;
   // (optional, with linear_cols_bf16dot) hi = bf16(x), lo = bf16(x - hi) for n elements.
   void (*split_bf16)(const float* x, int64_t n, uint16_t* hi, uint16_t* lo) = nullptr;
   // Rows [r0, r1) of rms_norm (y may alias x).

@@ -2,6 +2,7 @@
 // follow the math. Dot products, sums of squares and softmax accumulate in double so that the
 // reference is more accurate than any optimised kernel compared against it. Single-threaded,
 // slow, never used for serving; tests and debugging only.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -13,9 +14,99 @@
 namespace pypto {
 namespace {
 
+// The reference keeps quantized weights plain (QuantizedWeight's arrays, each 64-byte aligned):
+// values [n, k] (one byte each) | scale f32 [n, groups] | zero u8 [n, groups] (Int4).
+struct PlainQuant {
+  size_t scale_offset = 0, zero_offset = 0, total = 0;
+  int64_t groups = 1;
+};
+size_t align64(size_t n) { return (n + 63) / 64 * 64; }
+PlainQuant plain_quant(WeightFormat f, int64_t n, int64_t k, int32_t group) {
+  PlainQuant p;
+  p.groups = f == WeightFormat::Int8 ? 1 : (k + group - 1) / group;
+  p.scale_offset = align64(static_cast<size_t>(n * k));
+  p.zero_offset = p.scale_offset + align64(static_cast<size_t>(n * p.groups) * 4);
+  p.total = p.zero_offset + (f == WeightFormat::Int4 ? align64(static_cast<size_t>(n * p.groups)) : 0);
+  return p;
+}
+
+// W[r][c] of a plain quantized weight, dequantized in f32 exactly as the formats define it.
+float dequant(const LinearWeight& w, const PlainQuant& p, int64_t r, int64_t c) {
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  const float* scale = reinterpret_cast<const float*>(base + p.scale_offset);
+  const uint8_t v = base[r * w.k_in + c];
+  switch (w.format) {
+    case WeightFormat::Int8: return static_cast<float>(static_cast<int8_t>(v)) * scale[r];
+    case WeightFormat::Int4: {
+      const int64_t g = r * p.groups + c / w.group;
+      return static_cast<float>(int(v) - int(base[p.zero_offset + g])) * scale[g];
+    }
+    case WeightFormat::Fp8: return e4m3_to_f32(v) * scale[r * p.groups + c / w.group];
+    case WeightFormat::Float: break;
+  }
+  PYPTO_ASSERT(false, "dequant of a float weight");
+  return 0;
+}
+
 class ReferenceBackend final : public Backend {
  public:
+  explicit ReferenceBackend(bool int8_activations) : int8_act_(int8_activations) {}
   const char* name() const override { return "cpu-scalar"; }
+  bool quant_int8_activations() const override { return int8_act_; }
+
+  size_t packed_quantized_bytes(WeightFormat format, int64_t n_out, int64_t k_in, int32_t group) const override {
+    return plain_quant(format, n_out, k_in, group).total;
+  }
+  void pack_quantized(const QuantizedWeight& s, void* dst, int64_t row0, int64_t n_total) const override {
+    const PlainQuant p = plain_quant(s.format, n_total < 0 ? s.n_out : n_total, s.k_in, s.group);
+    auto* d = static_cast<uint8_t*>(dst);
+    const void* values = s.format == WeightFormat::Int8 ? static_cast<const void*>(s.q8)
+                         : s.format == WeightFormat::Int4 ? static_cast<const void*>(s.q4)
+                                                          : static_cast<const void*>(s.e4m3);
+    std::memcpy(d + row0 * s.k_in, values, static_cast<size_t>(s.n_out * s.k_in));
+    std::memcpy(d + p.scale_offset + row0 * p.groups * 4, s.scale, static_cast<size_t>(s.n_out * p.groups) * 4);
+    if (s.format == WeightFormat::Int4)
+      std::memcpy(d + p.zero_offset + row0 * p.groups, s.zero, static_cast<size_t>(s.n_out * p.groups));
+  }
+
+  // Quantized weights. f32 activations: Σ_k x · dequant(W) in double. Int8 activations (Int8 /
+  // Int4 weights): x quantized per row (backend.h int8_row_inv), integer sums per group, scaled.
+  void linear_quant(const float* x, int64_t m, const LinearWeight& w, const float* bias, float* y) {
+    const PlainQuant p = plain_quant(w.format, w.n_out, w.k_in, w.group);
+    const auto* base = static_cast<const uint8_t*>(w.data);
+    const float* scale = reinterpret_cast<const float*>(base + p.scale_offset);
+    const bool int8 = int8_act_ && w.format != WeightFormat::Fp8;
+    std::vector<int> xq(static_cast<size_t>(w.k_in));
+    for (int64_t i = 0; i < m; ++i) {
+      const float* xi = x + i * w.k_in;
+      float amax = 0.0f;
+      for (int64_t c = 0; c < w.k_in; ++c) amax = std::max(amax, std::fabs(xi[c]));
+      const float inv = int8_row_inv(amax);
+      for (int64_t c = 0; c < w.k_in; ++c)
+        xq[size_t(c)] = std::min(127, std::max(-127, static_cast<int>(std::nearbyint(xi[c] * inv))));
+      for (int64_t n = 0; n < w.n_out; ++n) {
+        double acc = 0.0;
+        if (!int8) {
+          for (int64_t c = 0; c < w.k_in; ++c) acc += static_cast<double>(xi[c]) * dequant(w, p, n, c);
+        } else if (w.format == WeightFormat::Int8) {
+          int64_t s = 0;
+          for (int64_t c = 0; c < w.k_in; ++c) s += int64_t(xq[size_t(c)]) * static_cast<int8_t>(base[n * w.k_in + c]);
+          acc = static_cast<double>(s) * scale[n] * int8_row_scale(amax);
+        } else {
+          for (int64_t g = 0; g < p.groups; ++g) {
+            int64_t s = 0;
+            const int z = base[p.zero_offset + n * p.groups + g];
+            for (int64_t c = g * w.group; c < std::min<int64_t>(w.k_in, (g + 1) * w.group); ++c)
+              s += int64_t(xq[size_t(c)]) * (int(base[n * w.k_in + c]) - z);
+            acc += static_cast<double>(s) * scale[n * p.groups + g];
+          }
+          acc *= int8_row_scale(amax);
+        }
+        if (bias) acc += bias[n];
+        y[i * w.n_out + n] = static_cast<float>(acc);
+      }
+    }
+  }
 
   size_t packed_weight_bytes(DType dtype, int64_t n_out, int64_t k_in) const override {
     return plain_weight_bytes(dtype, n_out, k_in);
@@ -27,6 +118,7 @@ class ReferenceBackend final : public Backend {
 
   // y[i, n] = Σ_k x[i, k] · W[n, k] (+ bias[n])
   void linear(const float* x, int64_t m, const LinearWeight& w, const float* bias, float* y) override {
+    if (w.format != WeightFormat::Float) return linear_quant(x, m, w, bias, y);
     check_weight_dtype(w.dtype);
     for (int64_t i = 0; i < m; ++i) {
       const float* xi = x + i * w.k_in;
@@ -156,7 +248,17 @@ class ReferenceBackend final : public Backend {
     }
   }
 
+  void weight_rows(const int32_t* ids, int64_t m, const LinearWeight& w, float* out) override {
+    if (w.format == WeightFormat::Float) return embedding(ids, m, w.data, w.dtype, w.k_in, out);
+    const PlainQuant p = plain_quant(w.format, w.n_out, w.k_in, w.group);
+    for (int64_t i = 0; i < m; ++i) {
+      PYPTO_ASSERT(ids[i] >= 0 && ids[i] < w.n_out, "token id ", ids[i]);
+      for (int64_t c = 0; c < w.k_in; ++c) out[i * w.k_in + c] = dequant(w, p, ids[i], c);
+    }
+  }
+
  private:
+  bool int8_act_ = false;
   // Element offset of key/value `j` (a position of the sequence) of KV head `kvh` in the cache.
   static int64_t kv_offset(const KvCacheLayer& c, const int32_t* table, int32_t j, int32_t kvh) {
     int64_t block = table[j / c.block_size];
@@ -174,6 +276,8 @@ class ReferenceBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_reference_backend() { return std::make_unique<ReferenceBackend>(); }
+std::unique_ptr<Backend> make_reference_backend(bool int8_activations) {
+  return std::make_unique<ReferenceBackend>(int8_activations);
+}
 
 }  // namespace pypto

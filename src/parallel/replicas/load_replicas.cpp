@@ -15,12 +15,13 @@
 
 namespace pypto {
 
-void check_weights_fit(const Checkpoint& ck, const Backend& stager, int tp, size_t available) {
+void check_weights_fit(const Checkpoint& ck, const Backend& stager, int tp, size_t available,
+                       const StagedFormats* formats) {
   validate_qwen3_checkpoint(ck);
   size_t need = 0, base = 0;
   for (int t = 0; t < tp; ++t) {
-    need += staged_slab_bytes(ck, stager, t, tp);
-    base += staged_slab_bytes(ck, stager, t, tp, 0);
+    need += staged_slab_bytes(ck, stager, t, tp, -1, formats);
+    base += staged_slab_bytes(ck, stager, t, tp, 0, formats);
   }
   if (need <= available) return;
   const int layers = ck.config().num_hidden_layers;
@@ -29,7 +30,9 @@ void check_weights_fit(const Checkpoint& ck, const Backend& stager, int tp, size
   char n[32], a[32], b[32], l[32];
   fail(ck.dir(), ": the staged weights need ", format_bytes(need, n, sizeof n), " (", layers, " layers of ",
        format_bytes(per_layer, l, sizeof l), " + ", format_bytes(base, b, sizeof b),
-       " embedding, lm_head and norms, ", dtype_name(ck.get("model.embed_tokens.weight").info->dtype),
+       " embedding, lm_head and norms, ",
+       formats && formats->layers != WeightFormat::Float ? formats->describe()
+                                                          : dtype_name(ck.get("model.embed_tokens.weight").info->dtype),
        ") but this machine has ", format_bytes(available, a, sizeof a), " available (MemAvailable), so ",
        fit > 0 ? str_cat("at most ", fit, " of the ", layers, " layers would fit")
                : std::string("not even the embedding and lm_head fit"),
@@ -87,7 +90,13 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   out.threads = threads_for(L.rank_cores(0, 0));
   // The stager packs in the ranks' layout, which depends on the precision (pair panels or plain rows).
   auto stager = make_cpu_backend(cpu_count(), {}, eo.matmul_precision, eo.cpu_linear_kernel);
-  check_weights_fit(*ck, *stager, L.tp, available_memory_bytes());
+  const StagedFormats formats = staged_formats(*ck, eo.quantization, eo.int4_group);
+  if (formats.layers != WeightFormat::Float)
+    log_info("weights: ", formats.describe(),
+             formats.layers == WeightFormat::Fp8 || !backends[0][0]->quant_int8_activations()
+                 ? "; f32 activations (dequantized in registers)"
+                 : "; activations quantized per token to int8 (integer dot products)");
+  check_weights_fit(*ck, *stager, L.tp, available_memory_bytes(), &formats);
   if (eo.kv_cache_memory) {  // a given pool too small for one sequence fails before staging too
     KvCapacityRequest kr;
     kr.bytes_per_block = kv_bytes_per_block(cfg.num_hidden_layers, eo.cache.block_size, cfg.num_key_value_heads,
@@ -104,6 +113,8 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
     so.tp_size = L.tp;
     so.show_progress = eo.show_progress;
     so.compile_cache_dir = eo.compile_cache_dir;  // --use-compile-cache: slabs keyed by TP rank too
+    so.quantization = eo.quantization;
+    so.int4_group = eo.int4_group;
     slices.push_back(std::make_shared<const Qwen3Weights>(stage_qwen3_weights(*ck, *stager, so)));
     out.weight_bytes += slices.back()->resident_bytes;
   }

@@ -13,6 +13,7 @@
 #include "kernels/backend.h"
 #include "engine/model_runner.h"
 #include "io/model_config.h"
+#include "model/weight_staging.h"
 #include "parallel/communicator.h"
 #include "parallel/device_groups.h"
 #include "parallel/replicas/replica_set.h"
@@ -42,7 +43,8 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt);
 
 // Before staging: throws Error with the bytes the tp ranks' staged weights need, the bytes
 // available and how many layers would fit, when `available` cannot hold them.
-void check_weights_fit(const Checkpoint& ck, const Backend& stager, int tp, size_t available);
+void check_weights_fit(const Checkpoint& ck, const Backend& stager, int tp, size_t available,
+                       const StagedFormats* formats = nullptr);
 
 // One rank, one replica (tp = dp = 1) on opt.cores (empty: every core, threads unpinned): the same
 // start-up as the server's, so the sampler runs on the kernel pool here too (bench_engine, tests).

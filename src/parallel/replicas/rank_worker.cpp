@@ -55,7 +55,9 @@ std::shared_ptr<const Qwen3Weights> stage_own_slice(const EngineLoadOptions& eo,
     fail("--dtype asks for ", dtype_name(*eo.weight_dtype), " weights but the checkpoint's are ",
          dtype_name(ck->get("model.embed_tokens.weight").info->dtype), ": leave out --dtype or pass --dtype auto");
   auto stager = make_cpu_backend(cpu_count(), {}, eo.matmul_precision, eo.cpu_linear_kernel);
-  const size_t need = staged_slab_bytes(*ck, *stager, rank, tp), have = available_memory_bytes();
+  const StagedFormats formats = staged_formats(*ck, eo.quantization, eo.int4_group);  // --quantization
+  if (rank == 0 && formats.layers != WeightFormat::Float) log_info("weights: ", formats.describe());
+  const size_t need = staged_slab_bytes(*ck, *stager, rank, tp, -1, &formats), have = available_memory_bytes();
   if (need > have) {
     char n[32], a[32];
     fail(ck->dir(), ": this rank's weight slice needs ", format_bytes(need, n, sizeof n), " but this host has ",
@@ -66,6 +68,8 @@ std::shared_ptr<const Qwen3Weights> stage_own_slice(const EngineLoadOptions& eo,
   so.tp_size = tp;
   so.show_progress = eo.show_progress && rank == 0;
   so.compile_cache_dir = eo.compile_cache_dir;
+  so.quantization = eo.quantization;
+  so.int4_group = eo.int4_group;
   return std::make_shared<const Qwen3Weights>(stage_qwen3_weights(*ck, *stager, so));
 }
 

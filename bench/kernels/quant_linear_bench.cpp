@@ -1,0 +1,111 @@
+// Quantized linears (WeightFormat int8, int4 in groups of 32/64/128, fp8 blocks) at Qwen3-0.6B
+// shapes:
+//   m = 1 (decode): weight GB/s (the packed bytes with scales and zero points) and % of the read
+//     bandwidth bound measured in the same run; several copies (>= 256 MiB) are cycled so every
+//     call streams from DRAM.
+//   m = 16 and 512 (batched decode, prefill): multiply-adds per second.
+// Activations: int8 (the default precision; VNNI, AMX-INT8 for int8 weights from 16 rows) or f32
+// (highest: W dequantized in registers).
+#include <benchmark/benchmark.h>
+
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "bench_common.h"
+#include "core/cpu_features.h"
+#include "core/memory.h"
+#include "kernels/backend.h"
+#include "kernels/cpu/cpu_backend.h"
+
+namespace pypto::bench {
+namespace {
+
+struct Shape {
+  const char* name;
+  int64_t n, k;
+};
+const Shape kQShapes[] = {{"qkv_1024x4096", 4096, 1024}, {"gate_up_1024x6144", 6144, 1024},
+                          {"down_3072x1024", 1024, 3072}, {"o_2048x1024", 1024, 2048}};
+struct Format {
+  const char* name;
+  WeightFormat f;
+  int32_t group;
+};
+const Format kFormats[] = {{"int8", WeightFormat::Int8, 0},
+                           {"int4-g32", WeightFormat::Int4, 32},
+                           {"int4-g64", WeightFormat::Int4, 64},
+                           {"int4-g128", WeightFormat::Int4, 128},
+                           {"fp8-b128", WeightFormat::Fp8, 128}};
+
+std::unique_ptr<Backend> make_backend(bool int8_act) {
+  std::vector<int> cores(bench_threads());
+  for (int i = 0; i < bench_threads(); ++i) cores[i] = i;
+  CpuBackendOptions o;
+  o.int8_activations = int8_act;
+  return make_cpu_backend_for_isa(cpu_isa(), bench_threads(), cores, o);
+}
+
+// args: shape, format, m, int8 activations (0/1)
+void BM_QuantLinear(benchmark::State& state) {
+  const Shape& s = kQShapes[state.range(0)];
+  const Format& f = kFormats[state.range(1)];
+  const int64_t m = state.range(2);
+  const bool int8_act = state.range(3) != 0;
+  if (f.f == WeightFormat::Fp8 && int8_act) return state.SkipWithError("fp8 runs f32 activations only");
+  auto be = make_backend(int8_act);
+  if (int8_act && !be->quant_int8_activations()) return state.SkipWithError("no AVX512_VNNI: no int8 activations here");
+  // Random plain source, packed once, then copied until the copies exceed 256 MiB (decode).
+  QuantizedWeight q;
+  q.format = f.f;
+  q.n_out = s.n;
+  q.k_in = s.k;
+  q.group = f.group;
+  const int64_t G = q.groups();
+  std::vector<int8_t> q8(size_t(s.n * s.k));
+  std::vector<uint8_t> q4(size_t(s.n * s.k)), zero(size_t(s.n * G));
+  std::vector<float> scale(size_t(s.n * G), 0.01f);
+  std::mt19937 rng(1);
+  for (size_t i = 0; i < q8.size(); ++i) q8[i] = int8_t(rng() % 255 - 127), q4[i] = uint8_t(rng() % (f.f == WeightFormat::Fp8 ? 126 : 16));
+  for (auto& z : zero) z = uint8_t(rng() % 16);
+  q.q8 = q8.data();
+  q.q4 = q4.data();
+  q.e4m3 = q4.data();
+  q.zero = zero.data();
+  q.scale = scale.data();
+  const size_t bytes = be->packed_quantized_bytes(f.f, s.n, s.k, f.group);
+  const size_t copies = m <= 16 ? std::max<size_t>(1, ((size_t(256) << 20) + bytes - 1) / bytes) : 1;
+  std::vector<AlignedBuffer> bufs;
+  std::vector<LinearWeight> ws;
+  for (size_t c = 0; c < copies; ++c) {
+    bufs.emplace_back(bytes);
+    be->pack_quantized(q, bufs.back().data());
+    ws.push_back(LinearWeight{bufs.back().data(), DType::BF16, s.n, s.k, f.f, f.group});
+  }
+  std::vector<float> x(size_t(m * s.k)), y(size_t(m * s.n));
+  for (auto& v : x) v = float(int(rng() % 2001) - 1000) / 1000.0f;
+  size_t i = 0;
+  for (auto _ : state) {
+    be->linear(x.data(), m, ws[i], nullptr, y.data());
+    i = (i + 1) % ws.size();
+    benchmark::ClobberMemory();
+  }
+  state.SetLabel(std::string(s.name) + " " + f.name + (int8_act ? " int8-act" : " f32-act") + " (" + be->name() + ")");
+  state.counters["GMAC/s"] = benchmark::Counter(double(m) * s.n * s.k / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  if (m == 1) {
+    state.counters["GB/s"] = benchmark::Counter(double(bytes) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+    state.counters["pct_bw"] = benchmark::Counter(100.0 * double(bytes) / bandwidth_bound(),
+                                                  benchmark::Counter::kIsIterationInvariantRate);
+  }
+}
+
+void QuantArgs(benchmark::internal::Benchmark* b) {
+  for (int64_t shape = 0; shape < 4; ++shape)
+    for (int64_t fmt = 0; fmt < 5; ++fmt)
+      for (int64_t m : {1, 16, 512})
+        for (int64_t act : {1, 0}) b->Args({shape, fmt, m, act});
+}
+BENCHMARK(BM_QuantLinear)->Apply(QuantArgs)->UseRealTime()->MinTime(0.2);
+
+}  // namespace
+}  // namespace pypto::bench

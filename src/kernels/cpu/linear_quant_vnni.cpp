@@ -1,0 +1,204 @@
+// Quantized linears with int8 activations on AVX-512 VNNI (VPDPBUSD: 64 u8 × s8 products summed
+// by fours into 16 s32 lanes per instruction), on the panels of kernels/cpu/quant_panels.h.
+// Register tile: R ≤ 2 rows of x by V ≤ 4 panels (64 columns). Per quad of k (4 inputs), V loads of
+// W and per row one broadcast of x's 4 bytes as a 32-bit value.
+//
+// Integer sums are exact, so the result of a row depends only on that row: batch-invariant, and
+// equal to the AMX-INT8 path (linear_amx_int8_impl.h + q8_epilogue) bit for bit.
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/kernel_table.h"
+
+namespace pypto::cpu::vnni {
+namespace {
+
+constexpr int kRows = 2;    // R
+constexpr int kPanels = 4;  // V
+
+inline __m512i bcast4(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+inline __mmask16 col_mask(int64_t c0, int64_t n_out) {
+  const int64_t left = n_out - c0;
+  return left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1u);
+}
+
+// Writes 16 outputs of row i at column c0 (masked past n_out), adding the bias.
+inline void store_out(const QuantLinearTask& t, int64_t i, int64_t c0, __m512 v) {
+  const __mmask16 mk = col_mask(c0, t.n_out);
+  if (t.bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mk, t.bias + c0));
+  _mm512_mask_storeu_ps(t.y + i * t.n_out + c0, mk, v);
+}
+
+// Int8 epilogue for 16 columns at c0 of row i: float(acc − colsum) · (xscale · scale).
+inline __m512 q8_finish(const QuantLinearTask& t, int64_t i, int64_t c0, __m512i acc) {
+  const auto* colsum = static_cast<const int32_t*>(t.aux);
+  const __m512i v = _mm512_sub_epi32(acc, _mm512_loadu_si512(colsum + c0));
+  const __m512 s = _mm512_mul_ps(_mm512_set1_ps(t.xscale[i]), _mm512_loadu_ps(t.scale + c0));
+  return _mm512_mul_ps(_mm512_cvtepi32_ps(v), s);
+}
+
+template <int R, int V>
+void q8_tile(const QuantLinearTask& t, int64_t i0, int64_t p0) {
+  const int64_t quads = (t.k + 3) / 4, pstride = (t.k + 63) / 64 * 1024;
+  __m512i acc[R][V];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v) acc[r][v] = _mm512_setzero_si512();
+  const uint8_t* wp = t.w + p0 * pstride;
+  for (int64_t q = 0; q < quads; ++q) {
+    __m512i w[V];
+    for (int v = 0; v < V; ++v) w[v] = _mm512_loadu_si512(wp + v * pstride + q * 64);
+    for (int r = 0; r < R; ++r) {
+      const __m512i x = bcast4(t.xq + (i0 + r) * t.ldq + 4 * q);
+      for (int v = 0; v < V; ++v) acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], x, w[v]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v) {
+      const int64_t c0 = (p0 + v) * 16;
+      store_out(t, i0 + r, c0, q8_finish(t, i0 + r, c0, acc[r][v]));
+    }
+}
+
+// Int4: one super-panel (4 panels, 64 columns; quant_panels.h), rows [i0, i0 + R).
+template <int R>
+void q4_super(const QuantLinearTask& t, int64_t i0, int64_t sp) {
+  constexpr int V = 4;
+  const int64_t G = t.groups, g = t.group, chunks = g / 8, rec = int64_t(g / 8) * 256 + 256 + 64;
+  const __m512i nib = _mm512_set1_epi8(0x0F), nib_hi = _mm512_set1_epi8(static_cast<char>(0xF0));
+  __m512 y[R][V];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v) y[r][v] = _mm512_setzero_ps();
+  for (int64_t gi = 0; gi < G; ++gi) {
+    const uint8_t* record = t.w + (sp * G + gi) * rec;
+    // Low nibbles into acc, high nibbles left in place (16 q) into acc16: no shift per chunk; the
+    // group's sum is acc + acc16 / 16 (exact: acc16 is a multiple of 16).
+    __m512i acc[R][V], acc16[R][V];
+    for (int r = 0; r < R; ++r)
+      for (int v = 0; v < V; ++v) acc[r][v] = acc16[r][v] = _mm512_setzero_si512();
+    const int64_t k0 = gi * g;
+    const int64_t n_chunks = (t.k - k0) / 8 < chunks ? (t.k - k0) / 8 : chunks;  // k % 8 == 0
+    for (int64_t ch = 0; ch < n_chunks; ++ch) {
+      __m512i lo[V], hi[V];
+      for (int v = 0; v < V; ++v) {
+        const __m512i b = _mm512_loadu_si512(record + ch * 256 + v * 64);
+        lo[v] = _mm512_and_si512(b, nib);
+        hi[v] = _mm512_and_si512(b, nib_hi);
+      }
+      for (int r = 0; r < R; ++r) {
+        const uint8_t* xr = t.xq + (i0 + r) * t.ldq + k0 + 8 * ch;
+        const __m512i xl = bcast4(xr), xh = bcast4(xr + 4);
+        for (int v = 0; v < V; ++v) {
+          acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], lo[v], xl);
+          acc16[r][v] = _mm512_dpbusd_epi32(acc16[r][v], hi[v], xh);
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int v = 0; v < V; ++v) acc[r][v] = _mm512_add_epi32(acc[r][v], _mm512_srai_epi32(acc16[r][v], 4));
+    // (acc − zero · xsum) is an exact integer below 2^24, so it is computed in f32 exactly.
+    const uint8_t* tail = record + chunks * 256;
+    for (int v = 0; v < V; ++v) {
+      const __m512 z = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tail + 256 + v * 16))));
+      const __m512 s = _mm512_loadu_ps(reinterpret_cast<const float*>(tail + v * 64));
+      for (int r = 0; r < R; ++r) {
+        const __m512 val = _mm512_fnmadd_ps(z, _mm512_set1_ps(float(t.xsum[(i0 + r) * G + gi])), _mm512_cvtepi32_ps(acc[r][v]));
+        y[r][v] = _mm512_fmadd_ps(val, s, y[r][v]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v) {
+      const int64_t c0 = sp * 64 + v * 16;
+      if (c0 < t.n_out) store_out(t, i0 + r, c0, _mm512_mul_ps(y[r][v], _mm512_set1_ps(t.xscale[i0 + r])));
+    }
+}
+
+// Runs Tile<R, V> over rows [0, m) and panels [p0, p1), R and V shrinking at the edges.
+template <template <int, int> class Tile>
+void run_tiles(const QuantLinearTask& t, int64_t n0, int64_t n1) {
+  const int64_t p0 = n0 / 16, p1 = (n1 + 15) / 16;
+  for (int64_t p = p0; p < p1; p += kPanels) {
+    const int64_t v = p1 - p < kPanels ? p1 - p : kPanels;
+    for (int64_t i = 0; i < t.m; i += kRows) {
+      const bool two = i + 1 < t.m;
+      switch (v) {
+        case 4: two ? Tile<2, 4>::run(t, i, p) : Tile<1, 4>::run(t, i, p); break;
+        case 3: two ? Tile<2, 3>::run(t, i, p) : Tile<1, 3>::run(t, i, p); break;
+        case 2: two ? Tile<2, 2>::run(t, i, p) : Tile<1, 2>::run(t, i, p); break;
+        default: two ? Tile<2, 1>::run(t, i, p) : Tile<1, 1>::run(t, i, p); break;
+      }
+    }
+  }
+}
+template <int R, int V>
+struct Q8Tile {
+  static void run(const QuantLinearTask& t, int64_t i, int64_t p) { q8_tile<R, V>(t, i, p); }
+};
+
+void linear_cols_q8(const QuantLinearTask& t, int64_t n0, int64_t n1) { run_tiles<Q8Tile>(t, n0, n1); }
+// Columns [n0, n1), n0 a multiple of 64 (whole super-panels).
+void linear_cols_q4(const QuantLinearTask& t, int64_t n0, int64_t n1) {
+  for (int64_t sp = n0 / 64; sp < (n1 + 63) / 64; ++sp)
+    for (int64_t i = 0; i < t.m; i += kRows) {
+      if (i + 1 < t.m) q4_super<2>(t, i, sp);
+      else q4_super<1>(t, i, sp);
+    }
+}
+
+void q8_epilogue(const QuantLinearTask& t, const int32_t* acc, int64_t n0, int64_t n1) {
+  for (int64_t i = 0; i < t.m; ++i)
+    for (int64_t c0 = n0; c0 < n1; c0 += 16) {
+      const __mmask16 mk = col_mask(c0, n1);
+      const __m512i a = _mm512_maskz_loadu_epi32(mk, acc + i * t.n_out + c0);
+      store_out(t, i, c0, q8_finish(t, i, c0, a));
+    }
+}
+
+float quantize_row_int8(const float* x, int64_t k, int64_t ld, bool shifted, int32_t group, uint8_t* q,
+                        int32_t* xsum) {
+  __m512 mx = _mm512_setzero_ps();
+  int64_t c = 0;
+  for (; c + 16 <= k; c += 16) mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_loadu_ps(x + c)));
+  if (c < k) mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_maskz_loadu_ps(__mmask16((1u << (k - c)) - 1u), x + c)));
+  const float amax = _mm512_reduce_max_ps(mx);
+  const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;  // backend.h int8_row_inv
+  const __m512 vinv = _mm512_set1_ps(inv);
+  const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127), off = _mm512_set1_epi32(shifted ? 128 : 0);
+  for (c = 0; c < k; c += 16) {
+    const __mmask16 mk = k - c >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (k - c)) - 1u);
+    // VCVTPS2DQ rounds to nearest even in the default MXCSR mode, as std::nearbyint does.
+    __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(mk, x + c), vinv));
+    v = _mm512_min_epi32(_mm512_max_epi32(v, lo), hi);
+    _mm_mask_storeu_epi8(q + c, mk, _mm512_cvtepi32_epi8(_mm512_add_epi32(v, off)));
+  }
+  for (c = k; c < ld; ++c) q[c] = 0;
+  if (group > 0) {
+    const int64_t groups = (k + group - 1) / group;
+    for (int64_t g = 0; g < groups; ++g) {
+      int32_t sum = 0;
+      const int64_t e = (g + 1) * group < k ? (g + 1) * group : k;
+      for (int64_t j = g * group; j < e; ++j) sum += static_cast<int8_t>(q[j]);
+      xsum[g] = sum;
+    }
+  }
+  return amax;
+}
+
+}  // namespace
+}  // namespace pypto::cpu::vnni
+
+namespace pypto::cpu {
+void fill_linear_quant_vnni(KernelTable& t) {
+  t.linear_cols_q8 = vnni::linear_cols_q8;
+  t.linear_cols_q4 = vnni::linear_cols_q4;
+  t.q8_epilogue = vnni::q8_epilogue;
+  t.quantize_row_int8 = vnni::quantize_row_int8;
+}
+}  // namespace pypto::cpu

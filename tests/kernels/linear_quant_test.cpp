@@ -1,0 +1,203 @@
+// Quantized linears (WeightFormat Int8 / Int4 / Fp8) of the optimised CPU backend against the scalar
+// reference backend, on the same QuantizedWeight: awkward shapes (rows, columns and k off every
+// tile; partial last groups; odd group sizes), f32 and int8 activations, with a bias and without.
+// Then batch invariance: a row's output is bitwise the same alone and inside batches of 16, 17
+// and 33 rows (which switch Int8 from VNNI to AMX-INT8 where the CPU has it).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "core/cpu_features.h"
+#include "core/dtype.h"
+#include "core/memory.h"
+#include "kernels/backend.h"
+#include "kernels/cpu/kernel_table.h"
+#include "kernel_test_util.h"
+
+namespace pypto::test {
+namespace {
+
+// A random quantized weight of `format`, kept alive with its arrays.
+struct RandomQuant {
+  std::vector<int8_t> q8;
+  std::vector<uint8_t> q4, e4m3, zero;
+  std::vector<float> scale;
+  QuantizedWeight w;
+};
+
+RandomQuant random_quant(WeightFormat f, int64_t n, int64_t k, int32_t group, uint32_t seed) {
+  std::mt19937 rng(seed);
+  RandomQuant r;
+  r.w.format = f;
+  r.w.n_out = n;
+  r.w.k_in = k;
+  r.w.group = f == WeightFormat::Int8 ? 0 : group;
+  const int64_t G = r.w.groups();
+  std::uniform_real_distribution<float> sd(0.001f, 0.02f);
+  r.scale.resize(static_cast<size_t>(n * G));
+  for (auto& s : r.scale) s = f == WeightFormat::Int4 ? f16_to_f32(f32_to_f16(sd(rng))) : sd(rng);
+  switch (f) {
+    case WeightFormat::Int8: {
+      std::uniform_int_distribution<int> d(-127, 127);
+      r.q8.resize(static_cast<size_t>(n * k));
+      for (auto& v : r.q8) v = static_cast<int8_t>(d(rng));
+      r.w.q8 = r.q8.data();
+      break;
+    }
+    case WeightFormat::Int4: {
+      std::uniform_int_distribution<int> d(0, 15);
+      r.q4.resize(static_cast<size_t>(n * k));
+      r.zero.resize(static_cast<size_t>(n * G));
+      for (auto& v : r.q4) v = static_cast<uint8_t>(d(rng));
+      for (auto& v : r.zero) v = static_cast<uint8_t>(d(rng));
+      r.w.q4 = r.q4.data();
+      r.w.zero = r.zero.data();
+      break;
+    }
+    case WeightFormat::Fp8: {
+      std::uniform_int_distribution<int> d(0, 255);
+      r.e4m3.resize(static_cast<size_t>(n * k));
+      for (auto& v : r.e4m3) {
+        do v = static_cast<uint8_t>(d(rng));
+        while ((v & 0x7F) == 0x7F);  // no NaN codes
+      }
+      r.w.e4m3 = r.e4m3.data();
+      break;
+    }
+    case WeightFormat::Float: break;
+  }
+  r.w.scale = r.scale.data();
+  return r;
+}
+
+struct Staged {
+  AlignedBuffer buf;
+  LinearWeight lw;
+};
+Staged stage(Backend& be, const QuantizedWeight& q) {
+  Staged s{AlignedBuffer(be.packed_quantized_bytes(q.format, q.n_out, q.k_in, q.group)), {}};
+  be.pack_quantized(q, s.buf.data());
+  s.lw = LinearWeight{s.buf.data(), DType::BF16, q.n_out, q.k_in, q.format, q.group};
+  return s;
+}
+
+bool has_quant_kernels() {
+  const cpu::KernelTable* kt = cpu::kernel_table(cpu_isa());
+  return kt && kt->linear_cols_dq;
+}
+
+struct Case {
+  WeightFormat format;
+  int32_t group;
+  int64_t m, n, k;
+};
+
+std::vector<Case> cases() {
+  std::vector<Case> v;
+  for (int64_t m : {1, 2, 5, 16, 17, 33})
+    for (auto [n, k] : {std::pair<int64_t, int64_t>{1, 8}, {17, 200}, {100, 1024}, {33, 136}}) {
+      v.push_back({WeightFormat::Int8, 0, m, n, k + 3});  // k off the quad
+      v.push_back({WeightFormat::Int4, 32, m, n, k});
+      v.push_back({WeightFormat::Int4, 128, m, n, k});    // partial last group for k = 200, 136
+      v.push_back({WeightFormat::Int4, 24, m, n, k});     // a group that is no power of two
+      v.push_back({WeightFormat::Fp8, 128, m, n, k + 5});
+    }
+  return v;
+}
+
+// |y − ref| ≤ rel · Σ_k |x w| + 1e-30 per output, Σ|x w| from the reference run on |x| and |W|.
+void run_case(const Case& c, bool int8_act, MatmulPrecision prec, int threads) {
+  SCOPED_TRACE(testing::Message() << weight_format_name(c.format) << " g" << c.group << " m" << c.m << " n" << c.n
+                                  << " k" << c.k << (int8_act ? " int8-act" : " f32-act") << " threads " << threads);
+  RandomQuant rq = random_quant(c.format, c.n, c.k, c.group, static_cast<uint32_t>(c.m * 131 + c.n * 7 + c.k));
+  auto ref = make_reference_backend(int8_act);
+  auto opt = make_cpu_backend(threads, {}, prec);
+  ASSERT_EQ(opt->quant_int8_activations(), int8_act);
+  Staged sr = stage(*ref, rq.w), so = stage(*opt, rq.w);
+  std::vector<float> x = random_f32(static_cast<size_t>(c.m * c.k), 7u + static_cast<uint32_t>(c.k), -2.0f, 2.0f);
+  std::vector<float> bias = random_f32(static_cast<size_t>(c.n), 3u);
+  for (bool with_bias : {false, true}) {
+    const float* b = with_bias ? bias.data() : nullptr;
+    std::vector<float> yr(static_cast<size_t>(c.m * c.n)), yo(yr.size(), NAN), mag(yr.size());
+    ref->linear(x.data(), c.m, sr.lw, b, yr.data());
+    opt->linear(x.data(), c.m, so.lw, b, yo.data());
+    // A bound on Σ_k |x w| per output: Σ|x| · max|w|.
+    std::vector<float> ax(x.size());
+    for (size_t i = 0; i < x.size(); ++i) ax[i] = std::fabs(x[i]);
+    float wmax = 0;
+    std::vector<float> row(static_cast<size_t>(c.k));
+    for (int64_t r = 0; r < c.n; ++r) {
+      int32_t id = static_cast<int32_t>(r);
+      ref->weight_rows(&id, 1, sr.lw, row.data());
+      for (float v : row) wmax = std::max(wmax, std::fabs(v));
+    }
+    for (int64_t i = 0; i < c.m; ++i) {
+      double sx = 0;
+      for (int64_t j = 0; j < c.k; ++j) sx += ax[size_t(i * c.k + j)];
+      for (int64_t n = 0; n < c.n; ++n) mag[size_t(i * c.n + n)] = static_cast<float>(sx * wmax);
+    }
+    // f32 activations: k roundings of f32 FMA; int8 activations: the integer sums are exact and
+    // only the f32 epilogue rounds (a few roundings per group).
+    const double rel = int8_act && c.format != WeightFormat::Fp8 ? 64 * kU32 : (2.0 * c.k + 8) * kU32;
+    for (size_t i = 0; i < yr.size(); ++i)
+      ASSERT_LE(std::fabs(yo[i] - yr[i]), rel * mag[i] + 1e-30) << "output " << i << ": " << yo[i] << " vs " << yr[i];
+  }
+}
+
+TEST(LinearQuant, MatchesReferenceWithF32Activations) {
+  if (!has_quant_kernels()) GTEST_SKIP() << "no AVX-512 quantized kernels on this CPU";
+  for (const Case& c : cases()) run_case(c, false, MatmulPrecision::Highest, 2);
+}
+
+TEST(LinearQuant, MatchesReferenceWithInt8Activations) {
+  const cpu::KernelTable* kt = cpu::kernel_table(cpu_isa());
+  if (!kt || !kt->linear_cols_q8) GTEST_SKIP() << "this CPU has no AVX512_VNNI: int8 activations do not run here";
+  for (const Case& c : cases()) run_case(c, true, MatmulPrecision::High, 2);
+  for (const Case& c : cases())
+    if (c.m == 33) run_case(c, true, MatmulPrecision::High, 1);
+}
+
+// Row i computed alone equals row i inside batches of 16, 17 and 33 rows, bit for bit.
+TEST(LinearQuant, BatchInvariant) {
+  if (!has_quant_kernels()) GTEST_SKIP() << "no AVX-512 quantized kernels on this CPU";
+  for (MatmulPrecision prec : {MatmulPrecision::Highest, MatmulPrecision::High})
+    for (auto [f, g] : {std::pair<WeightFormat, int32_t>{WeightFormat::Int8, 0}, {WeightFormat::Int4, 64}, {WeightFormat::Fp8, 128}}) {
+      SCOPED_TRACE(testing::Message() << weight_format_name(f) << " " << matmul_precision_name(prec));
+      const int64_t n = 300, k = 1024;
+      RandomQuant rq = random_quant(f, n, k, g, 99);
+      auto be = make_cpu_backend(2, {}, prec);
+      Staged s = stage(*be, rq.w);
+      std::vector<float> x = random_f32(static_cast<size_t>(33 * k), 5u);
+      std::vector<float> alone(static_cast<size_t>(n));
+      for (int64_t rows : {16, 17, 33}) {
+        std::vector<float> y(static_cast<size_t>(rows * n));
+        be->linear(x.data(), rows, s.lw, nullptr, y.data());
+        for (int64_t i : {int64_t(0), rows / 2, rows - 1}) {
+          be->linear(x.data() + i * k, 1, s.lw, nullptr, alone.data());
+          ASSERT_EQ(0, std::memcmp(alone.data(), y.data() + i * n, sizeof(float) * size_t(n))) << "row " << i << " of " << rows;
+        }
+      }
+    }
+}
+
+// The lookup of a quantized, tied embedding table returns the dequantized rows exactly.
+TEST(LinearQuant, WeightRowsDequantizeExactly) {
+  if (!has_quant_kernels()) GTEST_SKIP() << "no AVX-512 quantized kernels on this CPU";
+  for (auto [f, g] : {std::pair<WeightFormat, int32_t>{WeightFormat::Int8, 0}, {WeightFormat::Int4, 32}, {WeightFormat::Fp8, 128}}) {
+    RandomQuant rq = random_quant(f, 37, 200, g, 5);
+    auto ref = make_reference_backend();
+    auto opt = make_cpu_backend(2);
+    Staged sr = stage(*ref, rq.w), so = stage(*opt, rq.w);
+    std::vector<int32_t> ids = {0, 36, 17, 16, 15, 5};
+    std::vector<float> a(ids.size() * 200), b(a.size());
+    ref->weight_rows(ids.data(), int64_t(ids.size()), sr.lw, a.data());
+    opt->weight_rows(ids.data(), int64_t(ids.size()), so.lw, b.data());
+    ASSERT_EQ(a, b) << weight_format_name(f);
+  }
+}
+
+}  // namespace
+}  // namespace pypto::test
