@@ -10,7 +10,8 @@ if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
 
 # Build tools, libraries (the project's dependencies), the PyTorch reference for the logits tests,
 # clang for the libFuzzer targets, Node.js for the npm oracles, chromium and firefox-esr for the
-# chat-page test (tests/serve/webui_page.test.mjs, driven headless by puppeteer-core).
+# chat-page test (tests/serve/webui_page.test.mjs, driven headless by puppeteer-core), OpenMPI for
+# ranks on several hosts (--distributed-executor-backend mpi; iproute2 for the two-namespace test).
 packages=(
   build-essential cmake ninja-build pkg-config git
   nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libpcre2-dev libutf8proc-dev
@@ -18,6 +19,7 @@ packages=(
   clang libclang-rt-14-dev
   python3 python3-numpy python3-torch
   chromium firefox-esr
+  openmpi-bin libopenmpi-dev iproute2
 )
 # Node.js: Debian's nodejs+npm unless a node with npm is already on the machine (a NodeSource
 # nodejs bundles npm and conflicts with Debian's npm package).

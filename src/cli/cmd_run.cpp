@@ -1,5 +1,8 @@
 // Serve mode (default) and offline mode (--prompt): the seed's command line.
 #include <CLI/CLI.hpp>
+#include <pthread.h>
+
+#include <csignal>
 
 #include "cli/commands.h"
 #include "cli/offline.h"
@@ -9,6 +12,9 @@
 #include "core/log.h"
 #include "core/progress.h"
 #include "model/test_model.h"
+#include "parallel/mp_rank_group.h"
+#include "parallel/mpi_communicator.h"
+#include "parallel/replicas/rank_worker.h"
 
 namespace pypto::cli {
 
@@ -23,14 +29,62 @@ int cmd_run(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   validate_run_options(o);
 
+  // Ranks as processes: a child started by rank 0 (mp) or any rank but 0 of an mpirun job runs
+  // the rank worker and never the engine.
+  std::unique_ptr<MpRankGroup> mp = MpRankGroup::join_from_env();
+  if (mp) o.distributed_executor_backend = "mp";
+  const bool use_mpi = o.distributed_executor_backend == "mpi";
+  if (use_mpi) {
+    const MpiLaunch launch = mpi_launch_from_env();
+    if (launch.rank < 0)
+      fail("--distributed-executor-backend mpi: start pypto-serving with mpirun, one process per rank "
+           "(mpirun -np ", o.tp, " pypto-serving ... --tp ", o.tp, " --distributed-executor-backend mpi)");
+    if (launch.size != o.tp)
+      fail("--distributed-executor-backend mpi: mpirun started ", launch.size, " processes but --tp is ", o.tp,
+           ": start exactly one process per rank (mpirun -np ", o.tp, ")");
+    // MPI_Init starts OpenMPI's own threads, which inherit this thread's signal mask. On rank 0 of
+    // a server SIGINT/SIGTERM must reach the server's signal thread (run_server blocks them in
+    // the threads it starts), not end the process from an MPI thread: mpirun sends SIGTERM when
+    // another rank fails, and the server then drains (/health 503) until mpirun's SIGKILL.
+    if (launch.rank == 0 && o.prompts.empty() && o.prompt_token_ids.empty()) {
+      sigset_t set;
+      sigemptyset(&set);
+      sigaddset(&set, SIGINT);
+      sigaddset(&set, SIGTERM);
+      pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    }
+    o.process_comm = make_mpi_world_communicator();
+  }
+
   std::string model_dir = o.model;
   if (model_dir.empty()) {
+    if (mp || (use_mpi && o.process_comm->rank() != 0))
+      fail("ranks as processes need --model (every rank reads its own host's copy of the checkpoint)");
     model_dir = ensure_default_model(Progress::enabled());
     log_warn("no --model given: using the built-in default model at ", model_dir,
              " (RANDOM WEIGHTS, qwen3-0.6b shapes, 4 layers: its text is meaningless)");
   }
-  if (!o.prompts.empty() || !o.prompt_token_ids.empty()) return run_offline(o, model_dir);
-  return run_serve(o, so, model_dir);
+  if (mp || (use_mpi && o.process_comm->rank() != 0)) {
+    Communicator& comm = mp ? *mp->comm() : *o.process_comm;
+    const int rc = run_rank_worker(replica_load_options(o, model_dir), comm);
+    o.process_comm.reset();
+    mp.reset();
+    mpi_finalize();
+    return rc;
+  }
+  if (o.distributed_executor_backend == "mp" && o.tp > 1) {
+    mp = MpRankGroup::start(o.tp, argv);
+    o.process_comm = mp->comm();
+  }
+  int rc;
+  if (!o.prompts.empty() || !o.prompt_token_ids.empty())
+    rc = run_offline(o, model_dir);
+  else
+    rc = run_serve(o, so, model_dir);
+  o.process_comm.reset();
+  mp.reset();  // waits for the other ranks (they stop when the engine does)
+  mpi_finalize();
+  return rc;
 }
 
 }  // namespace pypto::cli

@@ -42,6 +42,12 @@ void add_run_options(CLI::App& app, RunOptions& o) {
   app.add_option("--devices", o.devices, "comma-separated device ids (dp x tp of them); on CPU a device is a core group");
   app.add_option("--tp,--tensor-parallel-size", o.tp, "devices per replica")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--dp,--data-parallel-size", o.dp, "engine replicas")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--distributed-executor-backend", o.distributed_executor_backend,
+                 "how the --tp ranks run: mp (processes on this host, shared memory; the default when --dp is 1), "
+                 "mpi (processes started by mpirun, on one host or several), threads (one process; the default "
+                 "with --dp > 1)")
+      ->check(CLI::IsMember({"auto", "mp", "mpi", "threads"}))
+      ->capture_default_str();
   app.add_option("--data-parallel-routing", o.data_parallel_routing, "how requests are spread over replicas")
       ->check(CLI::IsMember({"least_pending_tokens", "round_robin", "prefix_affinity"}))
       ->capture_default_str();
@@ -139,8 +145,26 @@ void add_run_options(CLI::App& app, RunOptions& o) {
 
 void validate_run_options(RunOptions& o) {
   if (o.backend == "cuda") fail("--backend cuda: this build has no CUDA backend yet (use --backend cpu)");
-  // Device groups: len(devices) == dp × tp, no duplicates; each device a group of cores.
-  o.layout = plan_parallel_layout(o.device, o.devices, o.tp, o.dp, o.cpu_groups, available_cores());
+  if (o.distributed_executor_backend == "auto") o.distributed_executor_backend = o.dp == 1 && o.tp > 1 ? "mp" : "threads";
+  const std::string& deb = o.distributed_executor_backend;
+  if ((deb == "mp" || deb == "mpi") && o.dp != 1)
+    fail("--distributed-executor-backend ", deb, " runs one replica's ranks as processes; with --dp ", o.dp,
+         " use --distributed-executor-backend threads");
+  if (deb == "mpi") {
+    // Each rank is its own process, on its own host or with the cores mpirun bound it to.
+    if (!o.devices.empty() || !o.cpu_groups.empty())
+      fail("--devices/--cpu-groups do not apply to --distributed-executor-backend mpi: each rank uses the cores "
+           "mpirun gives its process (mpirun --bind-to / --map-by)");
+    o.layout = ParallelLayout{};
+    o.layout.tp = o.tp;
+    for (int t = 0; t < o.tp; ++t) {
+      o.layout.devices.push_back(t);
+      o.layout.cores.push_back(available_cores());
+    }
+  } else {
+    // Device groups: len(devices) == dp × tp, no duplicates; each device a group of cores.
+    o.layout = plan_parallel_layout(o.device, o.devices, o.tp, o.dp, o.cpu_groups, available_cores());
+  }
   if (o.dp == 1 && o.data_parallel_routing != "least_pending_tokens")
     log_warn("--data-parallel-routing ", o.data_parallel_routing, " has no effect with --dp 1");
   // --dtype names the checkpoint's own dtype (the seed passes bfloat16) or auto; the loader
@@ -207,6 +231,7 @@ ReplicaLoadOptions replica_load_options(const RunOptions& o, const std::string& 
                  ? plan_parallel_layout(o.device, o.devices, o.tp, o.dp, o.cpu_groups, available_cores())
                  : o.layout;
   r.routing = parse_routing_policy(o.data_parallel_routing);
+  r.process_comm = o.process_comm;
   r.affinity_slack_tokens = o.data_parallel_affinity_slack;
   return r;
 }

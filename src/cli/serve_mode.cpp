@@ -2,6 +2,7 @@
 
 #include "core/log.h"
 #include "core/memory.h"
+#include "parallel/rank_health.h"
 #include "parallel/replicas/load_replicas.h"
 #include "serve/openai_protocol.h"
 #include "serve/replica_engine_client.h"
@@ -20,7 +21,8 @@ class OwningEngineClient : public EngineClient {
     inner_.finish_request(engine_index, request_id, reason, index);
   }
   size_t num_engines() const override { return inner_.num_engines(); }
-  bool is_alive(size_t i) const override { return inner_.is_alive(i); }
+  // A TP rank process that died or hangs (parallel/rank_health.h) makes the engine unhealthy.
+  bool is_alive(size_t i) const override { return inner_.is_alive(i) && !rank_fault(); }
   int64_t num_active_requests(size_t i) const override { return inner_.num_active_requests(i); }
   EngineLoopStats stats(size_t i) const override { return inner_.stats(i); }
 

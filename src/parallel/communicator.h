@@ -36,6 +36,10 @@ class Communicator {
   // the logits of a vocab-parallel lm_head (rank r's vocab slice) → the full [rows, vocab] logits.
   // `out` is ignored (may be null) on the other ranks.
   virtual void gather_columns(const float* in, int64_t rows, int64_t cols, float* out, int root) = 0;
+  // data[bytes] on every rank ← root's data[bytes] (every rank passes the same byte count). The
+  // control channel of ranks that are processes: rank 0 sends each step's batch with it
+  // (parallel/replicas/rank_worker.h). MPI: MPI_Bcast; NCCL: ncclBroadcast.
+  virtual void broadcast(void* data, int64_t bytes, int root) = 0;
   // Returns once every rank has called it.
   virtual void barrier() = 0;
 };

@@ -127,6 +127,16 @@ void ShmCommunicator::gather_columns(const float* in, int64_t rows, int64_t cols
   group_->barrier();  // the root's buffer is complete, and no rank reuses `in` or the slots early
 }
 
+void ShmCommunicator::broadcast(void* data, int64_t bytes, int root) {
+  const int size = group_->size();
+  PYPTO_ASSERT(root >= 0 && root < size, "broadcast root ", root, " of ", size, " ranks");
+  if (size == 1 || bytes <= 0) return;
+  if (rank_ == root) group_->slot(root).in = static_cast<const float*>(data);
+  group_->barrier();
+  if (rank_ != root) std::memcpy(data, group_->slot(root).in, size_t(bytes));
+  group_->barrier();  // the root keeps its buffer until every rank has copied it
+}
+
 std::vector<std::unique_ptr<Communicator>> make_shm_communicators(int size) {
   if (size < 1 || size > 64) fail("tensor-parallel size ", size, " is outside [1, 64]");
   auto group = std::make_shared<ShmGroup>(size);

@@ -28,6 +28,7 @@ class ShmCommunicator : public Communicator {
   void all_reduce_sum(float* x, int64_t n) override;
   void all_gather(const float* in, int64_t n, float* out) override;
   void gather_columns(const float* in, int64_t rows, int64_t cols, float* out, int root) override;
+  void broadcast(void* data, int64_t bytes, int root) override;
   void barrier() override;
 
  private:

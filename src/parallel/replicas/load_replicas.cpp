@@ -9,6 +9,7 @@
 #include "engine/engine.h"
 #include "io/checkpoint.h"
 #include "model/weight_staging.h"
+#include "parallel/replicas/rank_worker.h"
 #include "parallel/replicas/tp_model_runner.h"
 #include "parallel/shm_communicator.h"
 
@@ -39,6 +40,7 @@ void check_weights_fit(const Checkpoint& ck, const Backend& stager, int tp, size
 }
 
 LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
+  if (opt.process_comm) return load_process_rank0(opt);
   const EngineLoadOptions& eo = opt.engine;
   const ParallelLayout& L = opt.layout;
   eo.scheduler.validate();

@@ -14,6 +14,7 @@
 #include "engine/model_runner.h"
 #include "io/model_config.h"
 #include "model/weight_staging.h"
+#include "parallel/communicator.h"
 #include "parallel/device_groups.h"
 #include "parallel/replicas/replica_set.h"
 #include "parallel/router.h"
@@ -29,6 +30,10 @@ struct ReplicaLoadOptions {
   ParallelLayout layout;
   RoutingPolicy routing = RoutingPolicy::LeastPendingTokens;
   int64_t affinity_slack_tokens = kDefaultAffinitySlackTokens;
+  // Set on rank 0 when the TP ranks are processes (--distributed-executor-backend mp|mpi): the
+  // group's communicator (size == layout.tp, dp must be 1). Rank 0 stages only its own slice and
+  // drives the others through it (parallel/replicas/rank_worker.h). Null: ranks are threads.
+  std::shared_ptr<Communicator> process_comm;
 };
 
 // The engine (LoadedEngine::loop, replica 0), tp, dp, more_loops (replicas 1..), replicas (the

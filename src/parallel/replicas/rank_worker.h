@@ -1,0 +1,64 @@
+#pragma once
+// Tensor-parallel ranks that are processes (--distributed-executor-backend mp|mpi). Rank 0 holds
+// the engine (scheduler, sampler, HTTP) and a ProcessTpExecutor; every other rank runs
+// run_rank_worker(): it stages its own weight slice from its own host's copy of the checkpoint,
+// then runs its slice of the model on each batch rank 0 sends, until rank 0 says stop.
+//
+// The protocol over the group's Communicator (every rank makes the same calls in the same order):
+//   start-up: exchange_load_status() (each rank in turn broadcasts ok or its error with its host),
+//             broadcast of the KV cache's block count (rank 0 plans it);
+//   per step: broadcast of a StepHeader {kind, bytes}, then of the encoded ForwardBatch
+//             (batch_codec.h), then the forward pass with its collectives;
+//   shutdown: a StepHeader of kind Stop.
+#include <memory>
+#include <string>
+
+#include "engine/model_executor.h"
+#include "engine/model_runner.h"
+#include "kernels/backend.h"
+#include "model/kv_cache.h"
+#include "model/qwen3_model.h"
+#include "model/qwen3_weights.h"
+#include "parallel/communicator.h"
+
+namespace pypto {
+
+struct ReplicaLoadOptions;
+
+// Every rank calls this once after staging with "" (loaded) or its error. Returns normally when
+// every rank loaded; otherwise throws Error on every rank naming each failed rank, its host and its
+// reason ("rank 1 on host-b: /models/q/model.safetensors: No such file or directory").
+void exchange_load_status(Communicator& comm, const std::string& my_error);
+
+// Rank 0's executor: builds each step's batch, sends it to the other ranks and runs slice 0 (whose
+// communicator gathers the full logits onto rank 0). Sends Stop when destroyed.
+class ProcessTpExecutor : public ModelExecutor {
+ public:
+  ProcessTpExecutor(std::unique_ptr<Backend> backend, std::shared_ptr<const Qwen3Weights> weights,
+                    std::shared_ptr<Communicator> comm, int64_t num_blocks, int32_t block_size, DType kv_dtype);
+  ~ProcessTpExecutor() override;
+  void execute(const SchedulerOutput& so, ExecutorOutput& out) override;
+  void parallel_rows(int64_t n, const std::function<void(int64_t)>& fn) override { runner_->parallel_rows(n, fn); }
+  size_t kv_bytes() const { return cache_->bytes(); }
+  void prefault_kv_cache() { cache_->prefault(); }
+
+ private:
+  std::unique_ptr<Backend> backend_;
+  std::shared_ptr<const Qwen3Weights> weights_;
+  std::shared_ptr<Communicator> comm_;
+  std::unique_ptr<Qwen3Model> model_;
+  std::unique_ptr<KvCache> cache_;
+  std::unique_ptr<ModelRunner> runner_;
+  std::vector<uint8_t> message_;
+};
+
+// Rank 0's start-up (load_replicas() with opt.process_comm set): stages slice 0, exchanges the
+// load status, plans the KV pool and sends its block count, and returns the engine over a
+// ProcessTpExecutor (dp must be 1).
+LoadedEngine load_process_rank0(const ReplicaLoadOptions& opt);
+
+// Ranks ≥ 1: load (opt.layout's cores of this rank, its weight slice), then serve steps until
+// Stop. Returns the process exit code (0 after Stop; a load failure throws Error).
+int run_rank_worker(const ReplicaLoadOptions& opt, Communicator& comm);
+
+}  // namespace pypto
