@@ -5,10 +5,10 @@
 // a multi-byte character is judged byte by byte like any other.
 //
 // Expr is immutable and shared (a sub-expression may appear under several parents). Recursion
-// goes through named rules: Ref(i) stands for rule i's body. The automaton (automaton.h) turns
-// a Grammar into one NFA, inlining references; recursive rules are unrolled up to
-// Grammar::max_recursion levels (deeper nesting is simply not in the language), which keeps the
-// whole constraint a finite automaton whose states can each cache a token mask.
+// goes through named rules: Ref(i) stands for rule i's body. CompiledGrammar
+// (compiled_grammar.h) turns a Grammar into one NFA, inlining references; a recursive reference
+// becomes a call with a return stack, so nesting has no fixed limit. A rule that reaches itself
+// before any byte (left recursion) is refused.
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -79,8 +79,6 @@ struct Grammar {
   };
   std::vector<Rule> rules;
   ExprPtr root;
-  // How many times a rule may be entered while already inside itself (see the header comment).
-  int32_t max_recursion = 6;
 
   int32_t add_rule(std::string name, ExprPtr body = nullptr) {
     rules.push_back({std::move(name), std::move(body)});
