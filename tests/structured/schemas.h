@@ -32,6 +32,8 @@ inline const std::vector<std::string>& test_schemas() {
       R"({"const":{"fixed":[1,2,"x"]}})",
       R"({"type":"object","properties":{"u":{"type":"string","pattern":"é+ü?"}},"required":["u"],"additionalProperties":false})",
       R"({"type":"array","items":{"enum":[1,"two",null,true]},"minItems":0,"maxItems":4})",
+      R"({"type":"array","items":{"type":"number","minimum":-2.5,"exclusiveMaximum":0.75},"minItems":1,"maxItems":6})",
+      R"({"type":"object","properties":{"p":{"type":"number","exclusiveMinimum":0,"maximum":1},"t":{"type":"number","exclusiveMinimum":-0.001,"exclusiveMaximum":0.001}},"required":["p","t"],"additionalProperties":false})",
   };
   return s;
 }
