@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "structured/number_range.h"
 #include "structured/regex.h"
+#include "structured/schema_disjoint.h"
 
 namespace pypto::structured {
 
@@ -103,6 +104,16 @@ struct Compiler {
       if (!list.is_array() || list.empty()) bad(path + "/" + kw, std::string("'") + kw + "' must be a non-empty array");
       std::vector<ExprPtr> alts;
       for (size_t i = 0; i < list.size(); ++i) alts.push_back(value(list[i], path + "/" + kw + "/" + std::to_string(i)));
+      // oneOf is anyOf once no value can match two branches; where that cannot be shown, the
+      // grammar could write a value that fails "exactly one", so the schema is refused.
+      if (std::string(kw) == "oneOf")
+        for (size_t i = 0; i < list.size(); ++i)
+          for (size_t j = i + 1; j < list.size(); ++j)
+            if (!provably_disjoint(list[i], list[j], root))
+              bad(path + "/oneOf", "branches " + std::to_string(i) + " and " + std::to_string(j) +
+                                       " may both match one value, and 'oneOf' needs exactly one; supported are "
+                                       "branches told apart by type, const/enum, numeric or length ranges, or a "
+                                       "required property with such values (use 'anyOf' if both may match)");
       return alt(std::move(alts));
     }
 

@@ -171,6 +171,37 @@ TEST(JsonSchema, UnsupportedOrInvalidSchemasAreErrorsNamingTheProblem) {
   EXPECT_EQ(error_of(R"({"$defs":{"a":{"type":"integer"}},"allOf":[{"$ref":"#/$defs/a"}],"description":"x"})"), "no error");
 }
 
+TEST(JsonSchema, OneOfNeedsBranchesThatCannotBothMatch) {
+  // Accepted: branches told apart by type, values, ranges, lengths, a discriminator property or a
+  // property the other branch forbids (ajv checks "exactly one" on random outputs of such
+  // schemas in RandomOutputsValidateWithAjv).
+  for (const char* ok : {
+           R"({"oneOf":[{"type":"string"},{"type":["integer","null"]}]})",
+           R"({"oneOf":[{"enum":["a","b"]},{"const":"c"},{"type":"integer"}]})",
+           R"({"oneOf":[{"type":"number","maximum":0},{"type":"number","exclusiveMinimum":0}]})",
+           R"({"oneOf":[{"type":"string","maxLength":2},{"type":"string","minLength":3}]})",
+           R"({"oneOf":[{"type":"object","properties":{"k":{"const":1},"v":{}},"required":["k"]},)"
+           R"({"type":"object","properties":{"k":{"const":2}},"required":["k"]}]})",
+           R"({"$defs":{"s":{"type":"string"}},"oneOf":[{"$ref":"#/$defs/s"},{"anyOf":[{"type":"null"},{"type":"boolean"}]}]})",
+       })
+    EXPECT_EQ(error_of(ok), "no error") << ok;
+  // Refused, naming the two branches: a value could match both.
+  for (const char* overlap : {
+           R"({"oneOf":[{"type":"string"},{"type":"string","maxLength":3}]})",
+           R"({"oneOf":[{"type":"number"},{"type":"integer"}]})",
+           R"({"oneOf":[{"type":"number","minimum":0},{"type":"number","maximum":0}]})",
+           R"({"oneOf":[{"enum":[1,2]},{"enum":[2,3]}]})",
+           R"({"oneOf":[{"type":"object","properties":{"a":{}}},{"type":"object","properties":{"b":{}}}]})",
+           R"({"oneOf":[{"type":"integer"},{"const":3}]})",
+       }) {
+    const std::string e = error_of(overlap);
+    EXPECT_NE(e.find("/oneOf: branches 0 and 1 may both match one value"), std::string::npos) << overlap << ": " << e;
+  }
+  EXPECT_NE(error_of(R"({"oneOf":[{"type":"null"},{"type":"string"},{"type":"string","maxLength":1}]})")
+                .find("branches 1 and 2 may both match"),
+            std::string::npos);
+}
+
 TEST(JsonSchema, JsonObjectModeAcceptsNestedObjectsOnly) {
   auto g = compile(json_object_grammar());
   EXPECT_TRUE(accepts(*g, R"({"a": [1, 2.5e3, {"b": null}], "c": "x\"y\n\u001fé", "d": {}})"));
