@@ -83,6 +83,16 @@ struct CompiledGrammar::Builder {
         if (e.min == 0) eps(from, end);
         return end;
       }
+      case Expr::Kind::Automaton: {
+        const ByteAutomaton& a = *e.automaton;
+        const int32_t base = int32_t(nfa.size());
+        for (int32_t i = 0; i < a.num_states; ++i) add();
+        eps(from, base + a.start);
+        for (const ByteAutomaton::Edge& x : a.edges) nfa[size_t(base + x.from)].edges.push_back({x.lo, x.hi, base + x.to});
+        const int32_t end = add();
+        for (int32_t f : a.finals) eps(base + f, end);
+        return end;
+      }
       case Expr::Kind::Ref: {
         PYPTO_ASSERT(e.rule >= 0 && size_t(e.rule) < g.rules.size(), "rule ", e.rule);
         const Grammar::Rule& r = g.rules[size_t(e.rule)];

@@ -37,6 +37,20 @@ struct ByteSet {
 struct Expr;
 using ExprPtr = std::shared_ptr<const Expr>;
 
+// An explicit byte automaton, for languages built state by state (length_limit.h): states
+// 0..num_states-1, byte-range edges, accepting states.
+struct ByteAutomaton {
+  struct Edge {
+    int32_t from;
+    uint8_t lo, hi;
+    int32_t to;
+  };
+  int32_t num_states = 0;
+  int32_t start = 0;
+  std::vector<int32_t> finals;
+  std::vector<Edge> edges;
+};
+
 struct Expr {
   enum class Kind {
     Bytes,   // one byte from `set`
@@ -46,12 +60,14 @@ struct Expr {
     Ref,     // the body of rule `rule`
     List,    // kids[0] (kids[1] kids[0])*, or nothing when min == 0: one copy of the item in
              // the automaton, where item (sep item)* would inline it twice
+    Automaton,  // the language of `automaton`
   };
   Kind kind = Kind::Seq;
   ByteSet set;
   std::vector<ExprPtr> kids;
   int32_t min = 0, max = 0;
   int32_t rule = -1;
+  std::shared_ptr<const ByteAutomaton> automaton;
 };
 
 // Builders. All return shared immutable nodes.
@@ -65,6 +81,7 @@ ExprPtr optional(ExprPtr e);
 ExprPtr ref(int32_t rule);
 // item (sep item)* ; min_one false: also the empty string.
 ExprPtr list(ExprPtr item, ExprPtr sep, bool min_one);
+ExprPtr automaton(std::shared_ptr<const ByteAutomaton> a);
 ExprPtr empty_string();
 ExprPtr nothing();
 // Code points lo..hi (ranges of Unicode scalar values, surrogates excluded) as UTF-8 bytes.

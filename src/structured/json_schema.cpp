@@ -8,6 +8,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "structured/length_limit.h"
 #include "structured/number_range.h"
 #include "structured/regex.h"
 #include "structured/schema_disjoint.h"
@@ -310,8 +311,6 @@ struct Compiler {
     ExprPtr body;
     if (s.contains("pattern") || s.contains("format")) {
       if (s.contains("pattern") && s.contains("format")) bad(path, "'pattern' together with 'format' is not supported");
-      if (lengths) bad(path, std::string("'") + (s.contains("pattern") ? "pattern" : "format") +
-                                 "' together with minLength/maxLength is not supported");
       if (s.contains("pattern")) {
         if (!s["pattern"].is_string()) bad(path + "/pattern", "'pattern' must be a string");
         try {
@@ -321,6 +320,13 @@ struct Compiler {
         }
       } else {
         body = format(s["format"], path + "/format");
+      }
+      if (lengths) {
+        try {
+          body = limit_length(body, std::max(min_len, 0), max_len);
+        } catch (const Error& e) {
+          bad(path, e.what());
+        }
       }
     } else {
       body = repeat(json_string_chars({{0, 0x10FFFF}}), std::max(min_len, 0), max_len);
