@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <functional>
-#include <set>
+#include <unordered_set>
 
 #include "core/error.h"
 
@@ -205,6 +205,7 @@ CompiledGrammar::CompiledGrammar(const Grammar& grammar, std::shared_ptr<const T
     byte_class_[b] = uint8_t(cls);
   }
   num_classes_ = cls + 1;
+  closure_mark_.assign(nfa_.size(), 0);
   std::lock_guard<std::mutex> lock(mu_);
   start_ = intern_locked({{start, -1}});
   PYPTO_ASSERT(start_ >= 0);
@@ -273,13 +274,21 @@ int32_t CompiledGrammar::push_locked(int32_t stack, int32_t ret) const {
 }
 
 int32_t CompiledGrammar::intern_locked(std::vector<Config> seed) const {
-  // Epsilon closure: epsilon edges, calls (push) and fragment exits (pop).
-  std::set<std::pair<int32_t, int32_t>> seen;
+  // Epsilon closure: epsilon edges, calls (push) and fragment exits (pop). Configurations
+  // with an empty stack (all of them in a non-recursive grammar) are marked in an array, the
+  // others in a hash set.
+  ++closure_epoch_;
+  std::unordered_set<uint64_t> seen;
   std::vector<Config> set;
   while (!seed.empty()) {
     const Config c = seed.back();
     seed.pop_back();
-    if (!seen.insert({c.state, c.stack}).second) continue;
+    if (c.stack < 0) {
+      if (closure_mark_[size_t(c.state)] == closure_epoch_) continue;
+      closure_mark_[size_t(c.state)] = closure_epoch_;
+    } else if (!seen.insert((uint64_t(uint32_t(c.stack)) << 32) | uint32_t(c.state)).second) {
+      continue;
+    }
     const NfaState& st = nfa_[size_t(c.state)];
     if (!st.edges.empty() || (c.state == nfa_final_ && c.stack < 0)) set.push_back(c);
     for (int32_t t : st.eps) seed.push_back({t, c.stack});

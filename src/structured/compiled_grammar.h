@@ -109,6 +109,8 @@ class CompiledGrammar {
   mutable std::vector<std::vector<Config>> sets_;  // configurations (byte-consuming or final) per DFA state
   mutable std::vector<StackNode> stacks_;
   mutable std::unordered_map<uint64_t, int32_t> stack_ids_;
+  mutable std::vector<int32_t> closure_mark_;  // scratch for epsilon closures (empty-stack configurations)
+  mutable int32_t closure_epoch_ = 0;
   mutable std::vector<uint8_t> accepting_, continues_;
   mutable std::unordered_map<std::string, int32_t> by_set_;
   mutable std::vector<std::shared_ptr<const TokenMask>> masks_;
