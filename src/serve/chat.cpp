@@ -92,9 +92,10 @@ ReasoningParser::Delta split(ChatJob& j, ChatChoice& c, const ChoiceDelta& d) {
   return out;
 }
 
-// Runs a content delta through the choice's tool-call parser (when tools are on); the calls it
-// completes go to `calls`.
-std::string tool_split(ChatChoice& c, const std::string& content, bool finished, std::vector<ToolCallParser::Call>& calls) {
+// Runs a content delta through the choice's tool-call parser (when tools are on); the call
+// pieces it releases go to `calls`.
+std::string tool_split(ChatChoice& c, const std::string& content, bool finished,
+                       std::vector<ToolCallParser::CallDelta>& calls) {
   if (!c.tools) return content;
   ToolCallParser::Delta d = c.tools->append(content);
   if (finished) {
@@ -167,7 +168,7 @@ void handle_chat_completions(ServerState& s, const httplib::Request& req, httpli
       for (ChoiceDelta& d : deltas) {
         ChatChoice& c = job->choices[size_t(d.index)];
         ReasoningParser::Delta part = split(*job, c, d);
-        std::vector<ToolCallParser::Call> calls;
+        std::vector<ToolCallParser::CallDelta> calls;  // kept by the parser (calls())
         c.reasoning += part.reasoning;
         c.content += tool_split(c, part.content, d.finish_reason.has_value(), calls);
         c.tokens.insert(c.tokens.end(), d.tokens.begin(), d.tokens.end());
@@ -226,7 +227,7 @@ void handle_chat_completions(ServerState& s, const httplib::Request& req, httpli
     for (ChoiceDelta& d : deltas) {
       ChatChoice& c = job->choices[size_t(d.index)];
       ReasoningParser::Delta part = split(*job, c, d);
-      std::vector<ToolCallParser::Call> calls;
+      std::vector<ToolCallParser::CallDelta> calls;
       part.content = tool_split(c, part.content, d.finish_reason.has_value(), calls);
       // Reasoning and content go in separate chunks (reasoning first); the tokens' logprobs ride
       // on the last one.
@@ -238,15 +239,15 @@ void handle_chat_completions(ServerState& s, const httplib::Request& req, httpli
         return false;
       if (content_chunk && !write(stream_chunk(*job, d.index, {{"content", part.content}}, std::move(lp), std::nullopt)))
         return false;
-      // Each finished call: its index, id, type and name first (arguments ""), then its arguments.
-      for (const ToolCallParser::Call& call : calls) {
-        ojson open = {{"index", call.index},
-                      {"id", call.id},
-                      {"type", "function"},
-                      {"function", {{"name", call.name}, {"arguments", ""}}}};
-        ojson args = {{"index", call.index}, {"function", {{"arguments", call.arguments}}}};
-        if (!write(stream_chunk(*job, d.index, {{"tool_calls", ojson::array({open})}}, nullptr, std::nullopt)) ||
-            !write(stream_chunk(*job, d.index, {{"tool_calls", ojson::array({args})}}, nullptr, std::nullopt)))
+      // Calls as OpenAI streams them: a call opens with its index, id, type and name (arguments
+      // ""); later pieces carry the index and argument text as it is written.
+      for (const ToolCallParser::CallDelta& call : calls) {
+        ojson piece = call.opens ? ojson{{"index", call.index},
+                                         {"id", call.id},
+                                         {"type", "function"},
+                                         {"function", {{"name", call.name}, {"arguments", ""}}}}
+                                 : ojson{{"index", call.index}, {"function", {{"arguments", call.arguments}}}};
+        if (!write(stream_chunk(*job, d.index, {{"tool_calls", ojson::array({piece})}}, nullptr, std::nullopt)))
           return false;
       }
       if (d.finish_reason &&

@@ -1,21 +1,25 @@
 #include "structured/compiled_grammar.h"
 
 #include <algorithm>
+#include <functional>
+#include <unordered_set>
 
 #include "core/error.h"
 
 namespace pypto::structured {
 
-// Thompson construction of the grammar's NFA, references inlined (see grammar.h).
+// Thompson construction of the grammar's NFA: references inlined, recursive ones as calls of
+// the rule's fragment (see the header).
 struct CompiledGrammar::Builder {
   const Grammar& g;
   std::vector<NfaState>& nfa;
-  std::vector<int32_t> active;  // per rule: how many times it is open on the inlining path
+  std::vector<uint8_t> active;  // per rule: open on the inlining path
+  std::vector<Fragment> fragments;  // per rule, built on its first recursive reference
 
   int32_t add() {
     if (int64_t(nfa.size()) >= kMaxNfaStates)
-      fail("the grammar is too large: it unrolls to more than ", kMaxNfaStates,
-           " automaton states (lower maxLength / maxItems bounds or recursion)");
+      fail("the grammar is too large: it expands to more than ", kMaxNfaStates,
+           " automaton states (lower maxLength / maxItems bounds, or fewer rules referring to each other)");
     nfa.emplace_back();
     return int32_t(nfa.size()) - 1;
   }
@@ -79,54 +83,110 @@ struct CompiledGrammar::Builder {
         if (e.min == 0) eps(from, end);
         return end;
       }
+      case Expr::Kind::Automaton: {
+        const ByteAutomaton& a = *e.automaton;
+        const int32_t base = int32_t(nfa.size());
+        for (int32_t i = 0; i < a.num_states; ++i) add();
+        eps(from, base + a.start);
+        for (const ByteAutomaton::Edge& x : a.edges) nfa[size_t(base + x.from)].edges.push_back({x.lo, x.hi, base + x.to});
+        const int32_t end = add();
+        for (int32_t f : a.finals) eps(base + f, end);
+        return end;
+      }
       case Expr::Kind::Ref: {
         PYPTO_ASSERT(e.rule >= 0 && size_t(e.rule) < g.rules.size(), "rule ", e.rule);
         const Grammar::Rule& r = g.rules[size_t(e.rule)];
         if (!r.body) fail("grammar rule '", r.name, "' is used but never defined");
-        if (active[size_t(e.rule)] > g.max_recursion) return add();  // too deep: no way through
-        ++active[size_t(e.rule)];
+        if (active[size_t(e.rule)]) {  // recursion: call the rule's fragment
+          const int32_t entry = fragment(e.rule);
+          const int32_t c = add();
+          eps(from, c);
+          const int32_t back = add();
+          nfa[size_t(c)].call = entry;
+          nfa[size_t(c)].call_ret = back;
+          return back;
+        }
+        active[size_t(e.rule)] = 1;
         const int32_t end = build(*r.body, from);
-        --active[size_t(e.rule)];
+        active[size_t(e.rule)] = 0;
         return end;
       }
     }
     PYPTO_ASSERT(false, "unknown expression kind");
     return from;
   }
+
+  // The entry state of rule's fragment: its body built on its own (only the rule itself open, so
+  // every rule is inlined at most once per fragment), ending in a return state.
+  int32_t fragment(int32_t rule) {
+    Fragment& f = fragments[size_t(rule)];
+    if (f.entry >= 0) return f.entry;
+    f.entry = add();
+    std::vector<uint8_t> saved(g.rules.size(), 0);
+    std::swap(saved, active);
+    active[size_t(rule)] = 1;
+    const int32_t end = build(*g.rules[size_t(rule)].body, fragments[size_t(rule)].entry);
+    const int32_t exit = add();
+    eps(end, exit);
+    nfa[size_t(exit)].ret = true;
+    fragments[size_t(rule)].exit = exit;
+    std::swap(saved, active);
+    return fragments[size_t(rule)].entry;
+  }
 };
 
 CompiledGrammar::CompiledGrammar(const Grammar& grammar, std::shared_ptr<const TokenVocab> vocab)
     : vocab_(std::move(vocab)) {
   PYPTO_ASSERT(grammar.root != nullptr, "grammar without a root");
-  Builder b{grammar, nfa_, std::vector<int32_t>(grammar.rules.size(), 0)};
+  Builder b{grammar, nfa_, std::vector<uint8_t>(grammar.rules.size(), 0),
+            std::vector<Fragment>(grammar.rules.size())};
   const int32_t start = b.add();
   nfa_final_ = b.build(*grammar.root, start);
-
-  // Keep only states from which the end can still be reached, so every live DFA state can
-  // complete: the mask never leads into a dead end (e.g. a recursion cut off by the depth limit).
   const size_t n = nfa_.size();
+
+  // Keep only states from which the end (of the grammar, or of their fragment) can still be
+  // reached, so every live configuration can complete: the mask never leads into a dead end. A
+  // call passes through to its return state only when the called fragment can complete, which
+  // is itself what is being computed: iterate until nothing changes.
   std::vector<std::vector<int32_t>> rev(n);
+  std::vector<int32_t> calls;
   for (size_t s = 0; s < n; ++s) {
     for (const NfaEdge& e : nfa_[s].edges) rev[size_t(e.to)].push_back(int32_t(s));
     for (int32_t t : nfa_[s].eps) rev[size_t(t)].push_back(int32_t(s));
+    if (nfa_[s].call >= 0) calls.push_back(int32_t(s));
   }
   std::vector<uint8_t> live(n, 0);
-  std::vector<int32_t> work = {nfa_final_};
-  live[size_t(nfa_final_)] = 1;
-  while (!work.empty()) {
-    const int32_t s = work.back();
-    work.pop_back();
-    for (int32_t p : rev[size_t(s)])
-      if (!live[size_t(p)]) {
-        live[size_t(p)] = 1;
-        work.push_back(p);
+  for (size_t changed = 1; changed;) {
+    std::vector<int32_t> work = {nfa_final_};
+    std::fill(live.begin(), live.end(), 0);
+    for (size_t s = 0; s < n; ++s)
+      if (nfa_[s].ret) work.push_back(int32_t(s));
+    for (int32_t s : work) live[size_t(s)] = 1;
+    while (!work.empty()) {
+      const int32_t s = work.back();
+      work.pop_back();
+      for (int32_t p : rev[size_t(s)])
+        if (!live[size_t(p)]) {
+          live[size_t(p)] = 1;
+          work.push_back(p);
+        }
+    }
+    changed = 0;
+    for (int32_t c : calls) {
+      const NfaState& st = nfa_[size_t(c)];
+      if (live[size_t(st.call)] && std::find(rev[size_t(st.call_ret)].begin(), rev[size_t(st.call_ret)].end(), c) ==
+                                       rev[size_t(st.call_ret)].end()) {
+        rev[size_t(st.call_ret)].push_back(c);
+        changed = 1;
       }
+    }
   }
   if (!live[size_t(start)]) fail("the grammar matches no output at all");
   for (NfaState& s : nfa_) {
     std::erase_if(s.edges, [&](const NfaEdge& e) { return !live[size_t(e.to)]; });
     std::erase_if(s.eps, [&](int32_t t) { return !live[size_t(t)]; });
   }
+  check_left_recursion(grammar, b.fragments);
 
   // Byte classes: bytes no edge tells apart share a column of the DFA table.
   bool boundary[257] = {};
@@ -145,34 +205,106 @@ CompiledGrammar::CompiledGrammar(const Grammar& grammar, std::shared_ptr<const T
     byte_class_[b] = uint8_t(cls);
   }
   num_classes_ = cls + 1;
-  closure_mark_.assign(n, 0);
+  closure_mark_.assign(nfa_.size(), 0);
   std::lock_guard<std::mutex> lock(mu_);
-  start_ = intern_locked({start});
+  start_ = intern_locked({{start, -1}});
   PYPTO_ASSERT(start_ >= 0);
 }
 
-int32_t CompiledGrammar::intern_locked(std::vector<int32_t> seed) const {
+// A rule that can call itself before reading a byte would push forever: refused.
+void CompiledGrammar::check_left_recursion(const Grammar& g, const std::vector<Fragment>& fragments) const {
+  const size_t nr = fragments.size();
+  std::vector<int32_t> rule_of_entry(nfa_.size(), -1);
+  for (size_t r = 0; r < nr; ++r)
+    if (fragments[r].entry >= 0) rule_of_entry[size_t(fragments[r].entry)] = int32_t(r);
+  // The states reachable from `from` without reading a byte (calls of nullable fragments passed
+  // through); the fragments called on the way go to `called`.
+  std::vector<uint8_t> nullable(nr, 0);
+  auto walk = [&](int32_t from, std::vector<int32_t>* called) {
+    std::vector<uint8_t> seen(nfa_.size(), 0);
+    std::vector<int32_t> work = {from};
+    bool reaches_exit = false;
+    while (!work.empty()) {
+      const int32_t s = work.back();
+      work.pop_back();
+      if (seen[size_t(s)]) continue;
+      seen[size_t(s)] = 1;
+      const NfaState& st = nfa_[size_t(s)];
+      reaches_exit |= st.ret;
+      for (int32_t t : st.eps) work.push_back(t);
+      if (st.call >= 0) {
+        if (called) called->push_back(rule_of_entry[size_t(st.call)]);
+        if (nullable[size_t(rule_of_entry[size_t(st.call)])]) work.push_back(st.call_ret);
+      }
+    }
+    return reaches_exit;
+  };
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t r = 0; r < nr; ++r)
+      if (fragments[r].entry >= 0 && !nullable[r] && walk(fragments[r].entry, nullptr)) nullable[r] = changed = true;
+  }
+  std::vector<std::vector<int32_t>> left(nr);
+  for (size_t r = 0; r < nr; ++r)
+    if (fragments[r].entry >= 0) walk(fragments[r].entry, &left[r]);
+  // A cycle in "calls first" is left recursion.
+  std::vector<uint8_t> color(nr, 0);  // 0 new, 1 on the path, 2 done
+  std::function<void(int32_t)> visit = [&](int32_t r) {
+    color[size_t(r)] = 1;
+    for (int32_t t : left[size_t(r)]) {
+      if (color[size_t(t)] == 1)
+        fail("grammar rule '", g.rules[size_t(t)].name,
+             "' is left-recursive (it can reach itself before any byte); rewrite it with repetition");
+      if (color[size_t(t)] == 0) visit(t);
+    }
+    color[size_t(r)] = 2;
+  };
+  for (size_t r = 0; r < nr; ++r)
+    if (fragments[r].entry >= 0 && color[r] == 0) visit(int32_t(r));
+}
+
+int32_t CompiledGrammar::push_locked(int32_t stack, int32_t ret) const {
+  const uint64_t key = (uint64_t(uint32_t(stack)) << 32) | uint32_t(ret);
+  auto it = stack_ids_.find(key);
+  if (it != stack_ids_.end()) return it->second;
+  const int32_t id = int32_t(stacks_.size());
+  stacks_.push_back({ret, stack});
+  stack_ids_.emplace(key, id);
+  return id;
+}
+
+int32_t CompiledGrammar::intern_locked(std::vector<Config> seed) const {
+  // Epsilon closure: epsilon edges, calls (push) and fragment exits (pop). Configurations
+  // with an empty stack (all of them in a non-recursive grammar) are marked in an array, the
+  // others in a hash set.
   ++closure_epoch_;
-  std::vector<int32_t> set;
+  std::unordered_set<uint64_t> seen;
+  std::vector<Config> set;
   while (!seed.empty()) {
-    const int32_t s = seed.back();
+    const Config c = seed.back();
     seed.pop_back();
-    if (closure_mark_[size_t(s)] == closure_epoch_) continue;
-    closure_mark_[size_t(s)] = closure_epoch_;
-    const NfaState& st = nfa_[size_t(s)];
-    if (!st.edges.empty() || s == nfa_final_) set.push_back(s);
-    for (int32_t t : st.eps) seed.push_back(t);
+    if (c.stack < 0) {
+      if (closure_mark_[size_t(c.state)] == closure_epoch_) continue;
+      closure_mark_[size_t(c.state)] = closure_epoch_;
+    } else if (!seen.insert((uint64_t(uint32_t(c.stack)) << 32) | uint32_t(c.state)).second) {
+      continue;
+    }
+    const NfaState& st = nfa_[size_t(c.state)];
+    if (!st.edges.empty() || (c.state == nfa_final_ && c.stack < 0)) set.push_back(c);
+    for (int32_t t : st.eps) seed.push_back({t, c.stack});
+    if (st.call >= 0) seed.push_back({st.call, push_locked(c.stack, st.call_ret)});
+    if (st.ret && c.stack >= 0) seed.push_back({stacks_[size_t(c.stack)].ret, stacks_[size_t(c.stack)].parent});
   }
   if (set.empty()) return kDead;
   std::sort(set.begin(), set.end());
-  std::string key(reinterpret_cast<const char*>(set.data()), set.size() * sizeof(int32_t));
+  std::string key(reinterpret_cast<const char*>(set.data()), set.size() * sizeof(Config));
   auto it = by_set_.find(key);
   if (it != by_set_.end()) return it->second;
   const int32_t id = int32_t(sets_.size());
   bool acc = false, cont = false;
-  for (int32_t s : set) {
-    acc |= s == nfa_final_;
-    cont |= !nfa_[size_t(s)].edges.empty();
+  for (const Config& c : set) {
+    acc |= c.state == nfa_final_ && c.stack < 0;
+    cont |= !nfa_[size_t(c.state)].edges.empty();
   }
   sets_.push_back(std::move(set));
   accepting_.push_back(acc);
@@ -186,10 +318,10 @@ int32_t CompiledGrammar::intern_locked(std::vector<int32_t> seed) const {
 int32_t CompiledGrammar::step_locked(int32_t state, uint8_t byte) const {
   const size_t idx = size_t(state) * size_t(num_classes_) + byte_class_[byte];
   if (trans_[idx] != kUnknown) return trans_[idx];
-  std::vector<int32_t> next;
-  for (int32_t s : sets_[size_t(state)])
-    for (const NfaEdge& e : nfa_[size_t(s)].edges)
-      if (e.lo <= byte && byte <= e.hi) next.push_back(e.to);
+  std::vector<Config> next;
+  for (const Config& c : sets_[size_t(state)])
+    for (const NfaEdge& e : nfa_[size_t(c.state)].edges)
+      if (e.lo <= byte && byte <= e.hi) next.push_back({e.to, c.stack});
   const int32_t t = intern_locked(std::move(next));
   trans_[idx] = t;  // trans_ may have grown: index again
   return t;

@@ -1,11 +1,20 @@
 #pragma once
-// A Grammar compiled for one vocabulary: a byte NFA (recursion unrolled, see grammar.h) that is
-// determinized lazily, and a token mask cached per DFA state.
+// A Grammar compiled for one vocabulary: a byte NFA with call edges for recursion (a pushdown
+// automaton), determinized lazily, and a token mask cached per determinized state.
 //
-// Why a DFA: a constrained step then needs only "which DFA state are we in" (one int per
+// References are inlined, except a reference to a rule that is already being inlined on the way
+// there (recursion): that one becomes a call of the rule's own sub-automaton (its fragment),
+// which pushes the state to return to. A configuration is (NFA state, stack of return states);
+// stacks are interned as a tree (node = return state + parent node), so a configuration is two
+// ints and nesting is bounded only by the output length (max_tokens). A non-recursive grammar
+// never pushes and is a plain finite automaton.
+//
+// Why determinize: a constrained step then needs only "which state are we in" (one int per
 // request), and the mask of a state, once computed by one trie walk (~1-3 ms for the 151,936
 // Qwen3 tokens when most are allowed, far less when few are), is reused by every later step and
-// every later request with the same grammar (GrammarCache shares compiled grammars).
+// every later request with the same grammar (GrammarCache shares compiled grammars). A state
+// of a recursive grammar includes the stacks, so each nesting depth reached has its own states
+// (and masks, computed on first visit).
 //
 // Thread-safety: shared by requests on several threads; the lazy DFA and the mask cache are
 // behind one mutex, taken once per mask and once per accepted token.
@@ -28,7 +37,7 @@ using TokenMask = std::vector<uint32_t>;
 class CompiledGrammar {
  public:
   static constexpr int32_t kDead = -1;
-  // Limit on NFA states: a schema that unrolls to more is refused (Error) instead of eating memory.
+  // Limit on NFA states: a schema that expands to more is refused (Error) instead of eating memory.
   static constexpr int64_t kMaxNfaStates = 1'000'000;
   // Masks kept per grammar (19 KB each for Qwen3: 2,048 = 38 MiB); past it, a state's mask is
   // recomputed when needed instead of cached.
@@ -62,11 +71,27 @@ class CompiledGrammar {
   struct NfaState {
     std::vector<NfaEdge> edges;
     std::vector<int32_t> eps;
+    int32_t call = -1;      // a call state: the called fragment's entry state ...
+    int32_t call_ret = -1;  // ... and the state to continue at once it returns
+    bool ret = false;       // a fragment's exit: pop the stack and continue at its top
+  };
+  // A configuration: NFA state + interned stack (-1: empty).
+  struct Config {
+    int32_t state, stack;
+    bool operator<(const Config& o) const { return state != o.state ? state < o.state : stack < o.stack; }
+  };
+  struct StackNode {
+    int32_t ret, parent;
   };
   struct Builder;
 
   int32_t step_locked(int32_t state, uint8_t byte) const;
-  int32_t intern_locked(std::vector<int32_t> set) const;  // epsilon-closes `set` first
+  struct Fragment {
+    int32_t entry = -1, exit = -1;  // NFA states; -1 when the rule is never called
+  };
+  void check_left_recursion(const Grammar& g, const std::vector<Fragment>& fragments) const;
+  int32_t intern_locked(std::vector<Config> set) const;  // epsilon-closes `set` first
+  int32_t push_locked(int32_t stack, int32_t ret) const;
   std::shared_ptr<const TokenMask> compute_mask_locked(int32_t state) const;
 
   std::shared_ptr<const TokenVocab> vocab_;
@@ -81,13 +106,15 @@ class CompiledGrammar {
   static constexpr int32_t kUnknown = -2;
   mutable std::mutex mu_;
   mutable std::vector<int32_t> trans_;
-  mutable std::vector<std::vector<int32_t>> sets_;  // NFA states (byte-consuming or final) per DFA state
+  mutable std::vector<std::vector<Config>> sets_;  // configurations (byte-consuming or final) per DFA state
+  mutable std::vector<StackNode> stacks_;
+  mutable std::unordered_map<uint64_t, int32_t> stack_ids_;
+  mutable std::vector<int32_t> closure_mark_;  // scratch for epsilon closures (empty-stack configurations)
+  mutable int32_t closure_epoch_ = 0;
   mutable std::vector<uint8_t> accepting_, continues_;
   mutable std::unordered_map<std::string, int32_t> by_set_;
   mutable std::vector<std::shared_ptr<const TokenMask>> masks_;
   mutable int64_t num_masks_ = 0;
-  mutable std::vector<int32_t> closure_mark_;  // scratch for epsilon closures
-  mutable int32_t closure_epoch_ = 0;
 };
 
 }  // namespace pypto::structured

@@ -60,6 +60,14 @@ ExprPtr ref(int32_t rule) {
   return e;
 }
 
+ExprPtr automaton(std::shared_ptr<const ByteAutomaton> a) {
+  PYPTO_ASSERT(a && a->start >= 0 && a->start < a->num_states, "automaton without a start state");
+  auto e = std::make_shared<Expr>();
+  e->kind = Expr::Kind::Automaton;
+  e->automaton = std::move(a);
+  return e;
+}
+
 ExprPtr list(ExprPtr item, ExprPtr sep, bool min_one) {
   auto e = std::make_shared<Expr>();
   e->kind = Expr::Kind::List;

@@ -5,10 +5,10 @@
 // a multi-byte character is judged byte by byte like any other.
 //
 // Expr is immutable and shared (a sub-expression may appear under several parents). Recursion
-// goes through named rules: Ref(i) stands for rule i's body. The automaton (automaton.h) turns
-// a Grammar into one NFA, inlining references; recursive rules are unrolled up to
-// Grammar::max_recursion levels (deeper nesting is simply not in the language), which keeps the
-// whole constraint a finite automaton whose states can each cache a token mask.
+// goes through named rules: Ref(i) stands for rule i's body. CompiledGrammar
+// (compiled_grammar.h) turns a Grammar into one NFA, inlining references; a recursive reference
+// becomes a call with a return stack, so nesting has no fixed limit. A rule that reaches itself
+// before any byte (left recursion) is refused.
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -37,6 +37,20 @@ struct ByteSet {
 struct Expr;
 using ExprPtr = std::shared_ptr<const Expr>;
 
+// An explicit byte automaton, for languages built state by state (length_limit.h): states
+// 0..num_states-1, byte-range edges, accepting states.
+struct ByteAutomaton {
+  struct Edge {
+    int32_t from;
+    uint8_t lo, hi;
+    int32_t to;
+  };
+  int32_t num_states = 0;
+  int32_t start = 0;
+  std::vector<int32_t> finals;
+  std::vector<Edge> edges;
+};
+
 struct Expr {
   enum class Kind {
     Bytes,   // one byte from `set`
@@ -46,12 +60,14 @@ struct Expr {
     Ref,     // the body of rule `rule`
     List,    // kids[0] (kids[1] kids[0])*, or nothing when min == 0: one copy of the item in
              // the automaton, where item (sep item)* would inline it twice
+    Automaton,  // the language of `automaton`
   };
   Kind kind = Kind::Seq;
   ByteSet set;
   std::vector<ExprPtr> kids;
   int32_t min = 0, max = 0;
   int32_t rule = -1;
+  std::shared_ptr<const ByteAutomaton> automaton;
 };
 
 // Builders. All return shared immutable nodes.
@@ -65,6 +81,7 @@ ExprPtr optional(ExprPtr e);
 ExprPtr ref(int32_t rule);
 // item (sep item)* ; min_one false: also the empty string.
 ExprPtr list(ExprPtr item, ExprPtr sep, bool min_one);
+ExprPtr automaton(std::shared_ptr<const ByteAutomaton> a);
 ExprPtr empty_string();
 ExprPtr nothing();
 // Code points lo..hi (ranges of Unicode scalar values, surrogates excluded) as UTF-8 bytes.
@@ -79,8 +96,6 @@ struct Grammar {
   };
   std::vector<Rule> rules;
   ExprPtr root;
-  // How many times a rule may be entered while already inside itself (see the header comment).
-  int32_t max_recursion = 6;
 
   int32_t add_rule(std::string name, ExprPtr body = nullptr) {
     rules.push_back({std::move(name), std::move(body)});

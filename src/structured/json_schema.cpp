@@ -8,7 +8,10 @@
 #include <set>
 
 #include "core/error.h"
+#include "structured/length_limit.h"
+#include "structured/number_range.h"
 #include "structured/regex.h"
+#include "structured/schema_disjoint.h"
 
 namespace pypto::structured {
 
@@ -25,51 +28,6 @@ ExprPtr json_whitespace() {
 namespace {
 
 ExprPtr digits(int min, int max) { return repeat(byte_range('0', '9'), min, max); }
-
-// Decimal strings (no sign, no leading zeros) of every integer in [lo, hi], both >= 0;
-// hi < 0 means no upper bound.
-ExprPtr nonneg_range(int64_t lo, int64_t hi);
-
-std::string str(int64_t v) { return std::to_string(v); }
-
-// x and y have the same number of digits, x <= y: strings of that length in [x, y].
-ExprPtr same_length(const std::string& x, const std::string& y) {
-  const size_t n = x.size();
-  if (n == 0) return empty_string();
-  if (x[0] == y[0]) return seq({literal(x.substr(0, 1)), same_length(x.substr(1), y.substr(1))});
-  const bool x_rest_zero = x.find_first_not_of('0', 1) == std::string::npos;
-  const bool y_rest_nine = y.find_first_not_of('9', 1) == std::string::npos;
-  std::vector<ExprPtr> alts;
-  char lo_first = x[0], hi_first = y[0];
-  if (!x_rest_zero) {
-    alts.push_back(seq({literal(x.substr(0, 1)), same_length(x.substr(1), std::string(n - 1, '9'))}));
-    ++lo_first;
-  }
-  if (!y_rest_nine) {
-    alts.push_back(seq({literal(y.substr(0, 1)), same_length(std::string(n - 1, '0'), y.substr(1))}));
-    --hi_first;
-  }
-  if (lo_first <= hi_first)
-    alts.push_back(seq({byte_range(uint8_t(lo_first), uint8_t(hi_first)), digits(int(n - 1), int(n - 1))}));
-  return alt(std::move(alts));
-}
-
-ExprPtr nonneg_range(int64_t lo, int64_t hi) {
-  std::vector<ExprPtr> alts;
-  const int lo_len = int(str(lo).size());
-  const int hi_len = hi < 0 ? 19 : int(str(hi).size());
-  for (int len = lo_len; len <= hi_len; ++len) {
-    int64_t a = len == 1 ? 0 : 1;
-    for (int k = 1; k < len; ++k) a *= 10;  // 10^(len-1)
-    const int64_t b = len >= 19 ? std::numeric_limits<int64_t>::max() : a == 0 ? 9 : a * 10 - 1;
-    const int64_t from = std::max(lo, a), to = hi < 0 ? b : std::min(hi, b);
-    if (from > to) continue;
-    std::string x = str(from), y = str(to);
-    alts.push_back(same_length(x, y));
-  }
-  if (hi < 0) alts.push_back(seq({byte_range('1', '9'), digits(19, -1)}));  // beyond int64
-  return alt(std::move(alts));
-}
 
 struct Compiler {
   Grammar& g;
@@ -147,6 +105,16 @@ struct Compiler {
       if (!list.is_array() || list.empty()) bad(path + "/" + kw, std::string("'") + kw + "' must be a non-empty array");
       std::vector<ExprPtr> alts;
       for (size_t i = 0; i < list.size(); ++i) alts.push_back(value(list[i], path + "/" + kw + "/" + std::to_string(i)));
+      // oneOf is anyOf once no value can match two branches; where that cannot be shown, the
+      // grammar could write a value that fails "exactly one", so the schema is refused.
+      if (std::string(kw) == "oneOf")
+        for (size_t i = 0; i < list.size(); ++i)
+          for (size_t j = i + 1; j < list.size(); ++j)
+            if (!provably_disjoint(list[i], list[j], root))
+              bad(path + "/oneOf", "branches " + std::to_string(i) + " and " + std::to_string(j) +
+                                       " may both match one value, and 'oneOf' needs exactly one; supported are "
+                                       "branches told apart by type, const/enum, numeric or length ranges, or a "
+                                       "required property with such values (use 'anyOf' if both may match)");
       return alt(std::move(alts));
     }
 
@@ -229,32 +197,28 @@ struct Compiler {
     return ref(rule);
   }
 
-  static std::optional<int64_t> int_bound(const json& s, const char* kw, const std::string& path, const Compiler& c,
-                                          bool integer_type) {
+  // An integer type's bound (a fractional bound rounds inwards).
+  static std::optional<int64_t> int_bound(const json& s, const char* kw, const std::string& path, const Compiler& c) {
     if (!s.contains(kw)) return std::nullopt;
     const json& v = s[kw];
     if (!v.is_number()) c.bad(path + "/" + kw, std::string("'") + kw + "' must be a number");
     const double d = v.get<double>();
     if (d > 9e18 || d < -9e18) c.bad(path + "/" + kw, std::string("'") + kw + "' is out of the supported range");
     if (v.is_number_integer()) return v.get<int64_t>();
-    if (!integer_type) c.bad(path + "/" + kw, std::string("a non-integer '") + kw + "' on a number is not supported");
-    // For integers a fractional bound rounds inwards.
     return std::string(kw) == "minimum" || std::string(kw) == "exclusiveMinimum" ? int64_t(std::ceil(d))
                                                                                   : int64_t(std::floor(d));
   }
 
   // [lo, hi] after exclusive bounds; nullopt = unbounded on that side.
-  std::pair<std::optional<int64_t>, std::optional<int64_t>> bounds(const json& s, const std::string& path, bool integer_type) {
-    auto lo = int_bound(s, "minimum", path, *this, integer_type);
-    auto hi = int_bound(s, "maximum", path, *this, integer_type);
-    if (auto x = int_bound(s, "exclusiveMinimum", path, *this, integer_type)) {
-      if (!integer_type) bad(path + "/exclusiveMinimum", "'exclusiveMinimum' on a number is not supported (use an integer type or minimum)");
+  std::pair<std::optional<int64_t>, std::optional<int64_t>> bounds(const json& s, const std::string& path) {
+    auto lo = int_bound(s, "minimum", path, *this);
+    auto hi = int_bound(s, "maximum", path, *this);
+    if (auto x = int_bound(s, "exclusiveMinimum", path, *this)) {
       const double d = s["exclusiveMinimum"].get<double>();
       const int64_t v = d == double(*x) ? *x + 1 : *x;
       lo = lo ? std::max(*lo, v) : v;
     }
-    if (auto x = int_bound(s, "exclusiveMaximum", path, *this, integer_type)) {
-      if (!integer_type) bad(path + "/exclusiveMaximum", "'exclusiveMaximum' on a number is not supported (use an integer type or maximum)");
+    if (auto x = int_bound(s, "exclusiveMaximum", path, *this)) {
       const double d = s["exclusiveMaximum"].get<double>();
       const int64_t v = d == double(*x) ? *x - 1 : *x;
       hi = hi ? std::min(*hi, v) : v;
@@ -277,14 +241,40 @@ struct Compiler {
   }
 
   ExprPtr integer(const json& s, const std::string& path) {
-    auto [lo, hi] = bounds(s, path, true);
+    auto [lo, hi] = bounds(s, path);
     return int_range(lo, hi);
   }
 
   ExprPtr fraction() { return seq({literal("."), digits(1, 16)}); }
 
+  // The tighter of `kw` and its exclusive form, as an exact decimal (see number_range.h).
+  std::optional<DecimalBound> decimal_bound(const json& s, const char* kw, const char* xkw, bool lower,
+                                            const std::string& path) const {
+    std::optional<DecimalBound> b;
+    for (const char* k : {kw, xkw}) {
+      if (!s.contains(k)) continue;
+      const json& v = s[k];
+      if (!v.is_number()) bad(path + "/" + k, std::string("'") + k + "' must be a number");
+      const double d = v.get<double>();
+      if (!(std::abs(d) <= 9e18)) bad(path + "/" + k, std::string("'") + k + "' is out of the supported range");
+      DecimalBound c{decimal_of(d), k == xkw};
+      if (v.is_number_integer()) {  // exact, whatever a double would round it to
+        const int64_t x = v.is_number_unsigned() ? int64_t(v.get<uint64_t>()) : v.get<int64_t>();
+        c.value = Decimal{x < 0, x < 0 ? -x : x, ""};
+      }
+      if (!b) {
+        b = c;
+        continue;
+      }
+      const int cmp = compare(c.value, b->value);
+      if ((lower ? cmp > 0 : cmp < 0) || (cmp == 0 && c.exclusive)) b = c;
+    }
+    return b;
+  }
+
   ExprPtr number(const json& s, const std::string& path) {
-    auto [lo, hi] = bounds(s, path, false);
+    const auto lo = decimal_bound(s, "minimum", "exclusiveMinimum", true, path);
+    const auto hi = decimal_bound(s, "maximum", "exclusiveMaximum", false, path);
     if (!lo && !hi) {
       ByteSet e, sign;
       e.add('e');
@@ -294,19 +284,15 @@ struct Compiler {
       return seq({int_range(std::nullopt, std::nullopt), optional(fraction()),
                   optional(seq({bytes(e), optional(bytes(sign)), digits(1, 2)}))});
     }
-    // k.xxx lies in [k, k+1) for k >= 0 and in (k-1, k] for k < 0 ("-0.xxx" in (-1, 0]): a
-    // fraction is allowed after an integer part exactly when that interval stays in bounds.
-    std::vector<ExprPtr> alts = {int_range(lo, hi)};
-    const int64_t nn_lo = lo ? std::max<int64_t>(*lo, 0) : 0;
-    const int64_t frac_hi = hi ? *hi - 1 : -1;  // with hi: last integer part a fraction may follow
-    if (!hi || frac_hi >= nn_lo) alts.push_back(seq({nonneg_range(nn_lo, hi ? frac_hi : -1), fraction()}));
-    if (!lo || *lo <= -1) {
-      // Negative integer parts -m with m in [max(1, -hi), -lo - 1].
-      const int64_t mlo = hi && *hi < 0 ? -*hi : 1;
-      if (!lo || -*lo - 1 >= mlo) alts.push_back(seq({literal("-"), nonneg_range(mlo, lo ? -*lo - 1 : -1), fraction()}));
-      if (!hi || *hi >= 0) alts.push_back(seq({literal("-0"), fraction()}));
+    if (lo && hi) {
+      const int cmp = compare(lo->value, hi->value);
+      if (cmp > 0 || (cmp == 0 && (lo->exclusive || hi->exclusive)))
+        bad(path, "the bounds leave no value (" + std::string(lo->exclusive ? "exclusiveMinimum " : "minimum ") +
+                      to_string(lo->value) + ", " + (hi->exclusive ? "exclusiveMaximum " : "maximum ") +
+                      to_string(hi->value) + ")");
     }
-    return alt(std::move(alts));
+    // Bounded numbers are written without an exponent, so the digits can be compared exactly.
+    return decimal_range(lo, hi);
   }
 
   static int count(const json& s, const char* kw, const std::string& path, const Compiler& c) {
@@ -325,8 +311,6 @@ struct Compiler {
     ExprPtr body;
     if (s.contains("pattern") || s.contains("format")) {
       if (s.contains("pattern") && s.contains("format")) bad(path, "'pattern' together with 'format' is not supported");
-      if (lengths) bad(path, std::string("'") + (s.contains("pattern") ? "pattern" : "format") +
-                                 "' together with minLength/maxLength is not supported");
       if (s.contains("pattern")) {
         if (!s["pattern"].is_string()) bad(path + "/pattern", "'pattern' must be a string");
         try {
@@ -336,6 +320,13 @@ struct Compiler {
         }
       } else {
         body = format(s["format"], path + "/format");
+      }
+      if (lengths) {
+        try {
+          body = limit_length(body, std::max(min_len, 0), max_len);
+        } catch (const Error& e) {
+          bad(path, e.what());
+        }
       }
     } else {
       body = repeat(json_string_chars({{0, 0x10FFFF}}), std::max(min_len, 0), max_len);

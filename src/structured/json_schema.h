@@ -22,8 +22,7 @@ inline constexpr int kMaxWhitespace = 40;
 // names it in errors (e.g. "response_format.json_schema.schema").
 ExprPtr add_json_schema(Grammar& g, const nlohmann::json& schema, const std::string& where);
 
-// Any JSON value / any JSON object (response_format json_object), nesting bounded by
-// g.max_recursion.
+// Any JSON value / any JSON object (response_format json_object), any nesting depth.
 ExprPtr add_any_json_value(Grammar& g);
 ExprPtr add_any_json_object(Grammar& g);
 

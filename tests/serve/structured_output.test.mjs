@@ -63,7 +63,7 @@ function validate(schema, text, what) {
   return value;
 }
 
-// 23 shapes: objects, arrays, tuples, enums, unions, recursion, formats, patterns, bounds.
+// 27 shapes: objects, arrays, tuples, enums, unions, recursion, formats, patterns, bounds.
 const SCHEMAS = [
   { type: 'object', properties: { name: { type: 'string', maxLength: 12 }, age: { type: 'integer', minimum: 0, maximum: 130 } },
     required: ['name', 'age'], additionalProperties: false },
@@ -103,9 +103,17 @@ const SCHEMAS = [
   { const: { fixed: [1, 2, 'x'] } },
   { type: 'array', items: { enum: [1, 'two', null, true] }, minItems: 0, maxItems: 4 },
   { type: 'object', additionalProperties: { type: 'integer', minimum: 0, maximum: 99 } },
+  { type: 'array', items: { type: 'number', exclusiveMinimum: -1.5, maximum: 2.25 }, minItems: 1, maxItems: 4 },
+  { type: 'array', items: { oneOf: [{ type: 'integer', maximum: 0 }, { type: 'number', exclusiveMinimum: 0.5, maximum: 9 },
+    { type: 'string', maxLength: 3 }] }, minItems: 1, maxItems: 4 },
+  { type: 'object', properties: { id: { type: 'string', pattern: '^[a-z]+[0-9]*$', minLength: 2, maxLength: 5 },
+    day: { type: 'string', format: 'date', maxLength: 10 } }, required: ['id', 'day'], additionalProperties: false },
+  { $defs: { t: { type: 'object', properties: { k: { type: 'integer', minimum: 0, maximum: 9 },
+    kids: { type: 'array', items: { $ref: '#/$defs/t' }, maxItems: 2 } }, required: ['k', 'kids'], additionalProperties: false } },
+    $ref: '#/$defs/t' },
 ];
 
-test('response_format json_schema: every output validates (23 schemas)', async () => {
+test('response_format json_schema: every output validates (27 schemas)', async () => {
   const results = await Promise.all(SCHEMAS.map((schema, i) => client.chat.completions.create({
     model: 'tiny', messages: user('Answer in JSON.'), max_tokens: 1500, temperature: 1, seed: 100 + i,
     response_format: { type: 'json_schema', json_schema: { name: `s${i}`, schema, strict: true } },
@@ -190,9 +198,20 @@ test('tool_choice required and named: calls validate, streamed the same as not',
       assert.equal(msg.content, null, what);
       checkCalls(msg.tool_calls, what, typeof tool_choice === 'object' ? tool_choice.function.name : undefined);
       if (!parallel_tool_calls || typeof tool_choice === 'object') assert.equal(msg.tool_calls.length, 1, what);
-      // The client's stream helper accumulates the deltas into the same calls.
+      // The client's stream helper accumulates the deltas into the same calls; each call opens
+      // with id, name and arguments "", then its arguments arrive in pieces as they are written.
       const stream = client.beta.chat.completions.stream({ ...body, stream: true });
+      const pieces = {};
+      stream.on('chunk', (chunk) => {
+        for (const tc of chunk.choices[0]?.delta?.tool_calls ?? []) (pieces[tc.index] ??= []).push(tc);
+      });
       const final = await stream.finalChatCompletion();
+      for (const [i, list] of Object.entries(pieces)) {
+        assert.ok(list[0].id && list[0].function.name && list[0].function.arguments === '', `${what}: call ${i} opens`);
+        assert.ok(list.slice(1).every((p) => p.id === undefined && p.function.arguments.length > 0), `${what}: call ${i}`);
+        assert.ok(list.length > 3, `${what}: call ${i}'s arguments came in ${list.length - 1} piece(s)`);
+      }
+      assert.equal(Object.keys(pieces).length, msg.tool_calls.length, what);
       const sc = final.choices[0].message.tool_calls;
       assert.equal(final.choices[0].finish_reason, 'tool_calls');
       assert.deepEqual(sc.map((c) => [c.function.name, c.function.arguments]),
@@ -283,6 +302,9 @@ test('bad input: 400 naming the problem, and the server stays up', async () => {
     [{ structured_outputs: { regex: '(a' } }, "missing ')'"],
     [{ structured_outputs: { grammar: 'start ::= "a"' } }, "no rule named 'root'"],
     [{ structured_outputs: { choice: ['a'] }, min_tokens: 3 }, "'min_tokens' cannot be combined"],
+    [{ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { oneOf: [{ type: 'number' }, { type: 'integer' }] } } } },
+     'oneOf: branches 0 and 1 may both match one value'],
+    [{ structured_outputs: { grammar: 'root ::= root "a" | "b"' } }, "grammar rule 'root' is left-recursive"],
   ];
   for (const [extra, message] of cases) {
     await assert.rejects(client.chat.completions.create({ model: 'tiny', messages: user('x'), max_tokens: 5, ...extra }),

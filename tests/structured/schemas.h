@@ -32,6 +32,11 @@ inline const std::vector<std::string>& test_schemas() {
       R"({"const":{"fixed":[1,2,"x"]}})",
       R"({"type":"object","properties":{"u":{"type":"string","pattern":"é+ü?"}},"required":["u"],"additionalProperties":false})",
       R"({"type":"array","items":{"enum":[1,"two",null,true]},"minItems":0,"maxItems":4})",
+      R"({"type":"array","items":{"type":"number","minimum":-2.5,"exclusiveMaximum":0.75},"minItems":1,"maxItems":6})",
+      R"({"type":"object","properties":{"code":{"type":"string","pattern":"^[a-zé\n]+[0-9]*$","minLength":3,"maxLength":7},"tag":{"type":"string","pattern":"x","maxLength":4},"mail":{"type":"string","format":"email","maxLength":12}},"required":["code","tag","mail"],"additionalProperties":false})",
+      R"({"type":"array","items":{"oneOf":[{"type":"number","maximum":0},{"type":"integer","exclusiveMinimum":0,"maximum":99},{"type":"string","maxLength":3},{"enum":[null,true]}]},"maxItems":6})",
+      R"({"$defs":{"a":{"type":"object","properties":{"x":{"type":"integer"}},"required":["x"],"additionalProperties":false}},"oneOf":[{"$ref":"#/$defs/a"},{"type":"object","properties":{"y":{"type":"boolean"}},"required":["y"],"additionalProperties":false}]})",
+      R"({"type":"object","properties":{"p":{"type":"number","exclusiveMinimum":0,"maximum":1},"t":{"type":"number","exclusiveMinimum":-0.001,"exclusiveMaximum":0.001}},"required":["p","t"],"additionalProperties":false})",
   };
   return s;
 }

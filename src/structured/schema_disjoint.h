@@ -1,0 +1,23 @@
+#pragma once
+// Whether two JSON schemas (of the supported subset) provably admit no common value: what makes
+// `oneOf` exact. The grammar writes a value valid under one branch; "exactly one" then needs the
+// value to be invalid under every other branch, and a value-level question cannot be answered
+// from the branches' grammars (a grammar writes only some of the valid texts: one key order,
+// bounded whitespace). So the branches are compared as schemas, by rules that are sound:
+//   - the JSON types they allow do not meet (integer counts as a number);
+//   - both are const/enum lists without a common value, or one is and none of its values has a
+//     type the other allows;
+//   - both are numbers (or integers) whose ranges do not meet;
+//   - both are strings whose length ranges do not meet;
+//   - both are objects sharing a required property whose two schemas are disjoint (a
+//     discriminator: {"kind": {"const": "circle"}} vs {"kind": {"const": "square"}}), or one
+//     requires a property the other forbids (additionalProperties false, not in properties);
+//   - a branch is an anyOf / oneOf whose every branch is disjoint from the other schema.
+// Anything else counts as overlapping. Local $ref and one-entry allOf are followed.
+#include <nlohmann/json.hpp>
+
+namespace pypto::structured {
+
+bool provably_disjoint(const nlohmann::json& a, const nlohmann::json& b, const nlohmann::json& root);
+
+}  // namespace pypto::structured
