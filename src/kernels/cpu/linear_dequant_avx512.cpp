@@ -24,6 +24,19 @@ inline __mmask16 col_mask(int64_t c0, int64_t n_out) {
   return left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1u);
 }
 
+// y rows [i0, i0 + R), panels [p0, p0 + V) = acc (+ bias), masked past n_out.
+template <int R, int V>
+inline void store_tile(const QuantLinearTask& t, int64_t i0, int64_t p0, const __m512 (&acc)[R][V]) {
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v) {
+      const int64_t c0 = (p0 + v) * 16;
+      const __mmask16 mk = col_mask(c0, t.n_out);
+      __m512 y = acc[r][v];
+      if (t.bias) y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(mk, t.bias + c0));
+      _mm512_mask_storeu_ps(t.y + (i0 + r) * t.n_out + c0, mk, y);
+    }
+}
+
 // 16 e4m3 bytes → 16 f32 values / 2^8.
 inline __m512 e4m3x16_scaled_down(const uint8_t* p) {
   const __m256i b = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
@@ -75,14 +88,7 @@ void fp8_tile(const QuantLinearTask& t, int64_t i0, int64_t p0) {
       }
     }
   }
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < V; ++v) {
-      const int64_t c0 = (p0 + v) * 16;
-      const __mmask16 mk = col_mask(c0, t.n_out);
-      __m512 y = acc[r][v];
-      if (t.bias) y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(mk, t.bias + c0));
-      _mm512_mask_storeu_ps(t.y + (i0 + r) * t.n_out + c0, mk, y);
-    }
+  store_tile<R, V>(t, i0, p0, acc);
 }
 
 template <int R, int V>
@@ -109,14 +115,7 @@ void q8_tile(const QuantLinearTask& t, int64_t i0, int64_t p0) {
       }
     }
   }
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < V; ++v) {
-      const int64_t c0 = (p0 + v) * 16;
-      const __mmask16 mk = col_mask(c0, t.n_out);
-      __m512 y = acc[r][v];
-      if (t.bias) y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(mk, t.bias + c0));
-      _mm512_mask_storeu_ps(t.y + (i0 + r) * t.n_out + c0, mk, y);
-    }
+  store_tile<R, V>(t, i0, p0, acc);
 }
 
 template <int R, int V>
@@ -156,14 +155,7 @@ void q4_tile(const QuantLinearTask& t, int64_t i0, int64_t p0) {
       }
     }
   }
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < V; ++v) {
-      const int64_t c0 = (p0 + v) * 16;
-      const __mmask16 mk = col_mask(c0, t.n_out);
-      __m512 y = acc[r][v];
-      if (t.bias) y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(mk, t.bias + c0));
-      _mm512_mask_storeu_ps(t.y + (i0 + r) * t.n_out + c0, mk, y);
-    }
+  store_tile<R, V>(t, i0, p0, acc);
 }
 
 template <int R, int V>

@@ -15,6 +15,19 @@
 
 namespace pypto {
 
+KvCapacityRequest kv_capacity_request(const EngineLoadOptions& eo, int64_t bytes_per_block, int64_t available) {
+  KvCapacityRequest kr;
+  kr.bytes_per_block = bytes_per_block;
+  kr.block_size = eo.cache.block_size;
+  kr.max_model_len = eo.scheduler.max_model_len;
+  kr.kv_cache_memory = eo.kv_cache_memory;
+  kr.memory_utilization = eo.memory_utilization;
+  kr.max_num_seqs = eo.scheduler.max_num_seqs;
+  kr.prefix_caching = eo.cache.enable_prefix_caching;
+  kr.available_bytes = available;
+  return kr;
+}
+
 void check_weights_fit(const Checkpoint& ck, const Backend& stager, int tp, size_t available,
                        const StagedFormats* formats) {
   validate_qwen3_checkpoint(ck);
@@ -129,16 +142,8 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   for (int t = 0; t < L.tp; ++t)
     bytes_per_block += kv_bytes_per_block(cfg.num_hidden_layers, eo.cache.block_size, slices[size_t(t)]->n_kv_heads,
                                           cfg.head_dim, eo.kv_cache_dtype);
-  KvCapacityRequest kr;
-  kr.bytes_per_block = bytes_per_block;
-  kr.block_size = eo.cache.block_size;
-  kr.max_model_len = eo.scheduler.max_model_len;
-  kr.kv_cache_memory = eo.kv_cache_memory;
-  kr.memory_utilization = eo.memory_utilization;
-  kr.max_num_seqs = eo.scheduler.max_num_seqs;
-  kr.prefix_caching = eo.cache.enable_prefix_caching;
-  kr.available_bytes = static_cast<int64_t>(available_memory_bytes()) / L.dp;
-  out.capacity = plan_kv_capacity(kr);
+  out.capacity = plan_kv_capacity(
+      kv_capacity_request(eo, bytes_per_block, static_cast<int64_t>(available_memory_bytes()) / L.dp));
 
   EngineConfig ec;
   ec.scheduler = eo.scheduler;

@@ -208,17 +208,9 @@ LoadedEngine load_process_rank0(const ReplicaLoadOptions& opt) {
   // host holds 1/tp of it, so this is conservative when the hosts are alike).
   int64_t num_blocks = -1;
   try {
-    KvCapacityRequest kr;
-    kr.bytes_per_block = kv_bytes_per_block(cfg.num_hidden_layers, eo.cache.block_size, weights->n_kv_heads, cfg.head_dim,
-                                            eo.kv_cache_dtype) * L.tp;
-    kr.block_size = eo.cache.block_size;
-    kr.max_model_len = eo.scheduler.max_model_len;
-    kr.kv_cache_memory = eo.kv_cache_memory;
-    kr.memory_utilization = eo.memory_utilization;
-    kr.max_num_seqs = eo.scheduler.max_num_seqs;
-    kr.prefix_caching = eo.cache.enable_prefix_caching;
-    kr.available_bytes = static_cast<int64_t>(available_memory_bytes());
-    out.capacity = plan_kv_capacity(kr);
+    const int64_t block_bytes = kv_bytes_per_block(cfg.num_hidden_layers, eo.cache.block_size, weights->n_kv_heads,
+                                                   cfg.head_dim, eo.kv_cache_dtype) * L.tp;
+    out.capacity = plan_kv_capacity(kv_capacity_request(eo, block_bytes, static_cast<int64_t>(available_memory_bytes())));
     num_blocks = out.capacity.num_blocks;
   } catch (...) {
     mark_ranks_stopping();
