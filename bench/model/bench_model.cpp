@@ -152,9 +152,7 @@ int main(int argc, char** argv) {
     auto backend = make_cpu_backend(threads, {}, parse_matmul_precision(precision), parse_cpu_linear_kernel(kernel));
     auto ck = Checkpoint::open(model);
     StagingOptions so;
-    if (quantization != "none" && quantization != "int8" && quantization != "int4")
-      fail("--quantization must be none, int8 or int4, got '", quantization, "'");
-    so.quantization = quantization == "int8" ? WeightFormat::Int8 : quantization == "int4" ? WeightFormat::Int4 : WeightFormat::Float;
+    so.quantization = parse_quantization(quantization);
     so.int4_group = group;
     Qwen3Weights w = stage_qwen3_weights(*ck, *backend, so);
     ck.reset();
@@ -181,13 +179,10 @@ int main(int argc, char** argv) {
       return std::chrono::duration<double>(Clock::now() - t0).count();
     };
 
-    std::printf("model %s: %d layers, hidden %lld, %s, weights %s%s, backend %s, %d threads\n", model.c_str(),
+    const char* acts = quantized_activations(w.layer_format, *backend);
+    std::printf("model %s: %d layers, hidden %lld, %s, weights %s%s%s%s, backend %s, %d threads\n", model.c_str(),
                 c.num_hidden_layers, static_cast<long long>(c.hidden_size), dtype_name(w.embed_dtype),
-                w.weight_formats.c_str(),
-                w.weight_formats == "float"                                                  ? ""
-                : w.weight_formats.rfind("fp8", 0) != 0 && backend->quant_int8_activations() ? " (int8 activations)"
-                                                                                               : " (f32 activations)",
-                backend->name(), threads);
+                w.weight_formats.c_str(), *acts ? " (" : "", acts, *acts ? ")" : "", backend->name(), threads);
     const double bw = bench::bandwidth_bound();
     const size_t bytes_tok = weight_bytes_per_token(w, *backend);
     const double bound_s = bytes_tok / bw;

@@ -72,16 +72,14 @@ static int compare_compile_cache(const std::string& model, const std::string& di
 int main(int argc, char** argv) {
   std::string model;
   int tp = 1, rank = 0;
-  std::string cache_dir;
+  std::string cache_dir, quantization = "none";
   for (int i = 1; i < argc; i++) {
     if (!std::strcmp(argv[i], "--model") && i + 1 < argc) model = argv[++i];
     else if (!std::strcmp(argv[i], "--tp") && i + 1 < argc) tp = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--rank") && i + 1 < argc) rank = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--compile-cache") && i + 1 < argc) cache_dir = argv[++i];
-    else if (!std::strcmp(argv[i], "--quantization") && i + 1 < argc) {
-      const std::string q = argv[++i];
-      g_quant = q == "int8" ? WeightFormat::Int8 : q == "int4" ? WeightFormat::Int4 : WeightFormat::Float;
-    } else if (!std::strcmp(argv[i], "--quantization-group") && i + 1 < argc) g_group = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--quantization") && i + 1 < argc) quantization = argv[++i];
+    else if (!std::strcmp(argv[i], "--quantization-group") && i + 1 < argc) g_group = std::atoi(argv[++i]);
     else {
       std::fprintf(stderr, "usage: bench_staging --model DIR [--tp N --rank R]\n");
       return 2;
@@ -92,6 +90,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    g_quant = parse_quantization(quantization);
     if (!cache_dir.empty()) return compare_compile_cache(model, cache_dir);
     auto backend = make_cpu_backend(1);
     const size_t rss0 = rss_bytes();

@@ -98,7 +98,7 @@ int cmd_logits(int argc, char** argv) {
     std::unique_ptr<Backend> backend = scalar ? make_reference_backend(prec != MatmulPrecision::Highest)
                                               : make_cpu_backend(nthreads, {}, prec);
     StagingOptions sopt;
-    sopt.quantization = quantization == "int8" ? WeightFormat::Int8 : quantization == "int4" ? WeightFormat::Int4 : WeightFormat::Float;
+    sopt.quantization = parse_quantization(quantization);
     sopt.int4_group = group;
     Qwen3Weights weights = stage_qwen3_weights(*ck, *backend, sopt);
     Qwen3Model model(weights, *backend);
@@ -110,9 +110,8 @@ int cmd_logits(int argc, char** argv) {
     write_npy_f32(out, logits.data(), int64_t(ids.size()), model.vocab_size());
     log_info("logits: wrote [", ids.size(), ", ", model.vocab_size(), "] to ", out, " (backend ", backend->name(),
              ", weights ", weights.weight_formats,
-             weights.weight_formats == "float" ? ""
-             : weights.weight_formats.rfind("fp8", 0) != 0 && backend->quant_int8_activations() ? ", int8 activations"
-                                                                                                : ", f32 activations",
+             weights.layer_format == WeightFormat::Float ? "" : ", ",
+             quantized_activations(weights.layer_format, *backend),
              ", kv ", kv_dtype, ")");
     return 0;
   } catch (const Error& e) {

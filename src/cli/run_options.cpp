@@ -205,7 +205,7 @@ EngineLoadOptions engine_options(const RunOptions& o, const std::string& model_d
   e.threads = o.threads;
   e.matmul_precision = parse_matmul_precision(o.matmul_precision);
   e.cpu_linear_kernel = parse_cpu_linear_kernel(o.cpu_linear_kernel);
-  e.quantization = o.quantization == "int8" ? WeightFormat::Int8 : o.quantization == "int4" ? WeightFormat::Int4 : WeightFormat::Float;
+  e.quantization = parse_quantization(o.quantization);
   if (o.quantization_group < 8 || o.quantization_group % 8 != 0)
     fail("--quantization-group must be a positive multiple of 8, got ", o.quantization_group);
   e.int4_group = o.quantization_group;

@@ -45,6 +45,7 @@ struct Qwen3Weights {
   // Backend::weight_rows; `embed` then points at the same memory. data == nullptr otherwise.
   LinearWeight embed_rows;
   std::string weight_formats = "float";  // StagedFormats::describe() of the staged weights
+  WeightFormat layer_format = WeightFormat::Float;  // StagedFormats::layers
   const float* final_norm = nullptr;    // [hidden] f32
   LinearWeight lm_head;                 // [vocab_rows, hidden] (the same memory as embed when tied)
   std::vector<Qwen3LayerWeights> layers;

@@ -215,6 +215,18 @@ StagedFormats staged_formats(const Checkpoint& ck, WeightFormat quantization, in
   return f;
 }
 
+WeightFormat parse_quantization(const std::string& s) {
+  if (s == "none") return WeightFormat::Float;
+  if (s == "int8") return WeightFormat::Int8;
+  if (s == "int4") return WeightFormat::Int4;
+  fail("--quantization must be one of none, int8, int4; got '", s, "'");
+}
+
+const char* quantized_activations(WeightFormat layers, const Backend& backend) {
+  if (layers == WeightFormat::Float) return "";
+  return layers != WeightFormat::Fp8 && backend.quant_int8_activations() ? "int8 activations" : "f32 activations";
+}
+
 size_t staged_slab_bytes(const Checkpoint& ck, const Backend& backend, int tp_rank, int tp_size, int num_layers,
                          const StagedFormats* formats) {
   RankShapes shapes = rank_shapes(ck, tp_rank, tp_size, formats ? *formats : staged_formats(ck, WeightFormat::Float, 64));
@@ -326,6 +338,7 @@ Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, c
   w.final_norm = reinterpret_cast<const float*>(norm_p);
   w.lm_head = LinearWeight{lm_p, wdt, V, H, hf, hgroup};
   w.weight_formats = fmt.describe();
+  w.layer_format = fmt.layers;
   w.resident_bytes = slab->size();
   w.storage = slab;
 

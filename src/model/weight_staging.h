@@ -39,6 +39,12 @@ struct StagedFormats {
 };
 StagedFormats staged_formats(const Checkpoint& ck, WeightFormat quantization, int32_t int4_group);
 
+// A --quantization value: "none" (Float), "int8" or "int4"; anything else is an Error naming them.
+WeightFormat parse_quantization(const std::string& s);
+// What the products of weights whose layers are `layers` multiply W with on `backend`: "" for
+// float weights, else "int8 activations" or "f32 activations" (FP8 always runs f32).
+const char* quantized_activations(WeightFormat layers, const Backend& backend);
+
 // Stages the weights of rank tp_rank of tp_size: query/KV heads, intermediate columns and the
 // matching o_proj/down_proj input columns are this rank's share (Megatron-style); so are the
 // vocabulary rows of the embedding table and of lm_head (vocab_slice below: vocab-parallel, so a

@@ -16,9 +16,9 @@ struct RunResult {
   std::string output;  // stdout and stderr together
 };
 
-// `pypto-serving ARGS 2>&1` through the shell (ARGS may hold redirections and quotes).
-inline RunResult run(const std::string& args) {
-  FILE* p = popen((kBinary + " " + args + " 2>&1").c_str(), "r");
+// `CMD 2>&1` through the shell.
+inline RunResult run_shell(const std::string& cmd) {
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
   std::string out;
   std::array<char, 4096> buf;
   size_t n;
@@ -26,5 +26,8 @@ inline RunResult run(const std::string& args) {
   const int status = pclose(p);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
 }
+
+// `pypto-serving ARGS 2>&1` through the shell (ARGS may hold redirections and quotes).
+inline RunResult run(const std::string& args) { return run_shell(kBinary + " " + args); }
 
 }  // namespace pypto::test

@@ -21,11 +21,12 @@
 #include <thread>
 #include <vector>
 
+#include "../cli/run_binary.h"  // kBinary, RunResult, run_shell
+
 extern char** environ;
 
 namespace pypto::test {
 
-inline const std::string kBinary = PYPTO_BINARY_DIR "/src/cli/pypto-serving";
 
 // "" when this build has no MPI; else an mpirun prefix that runs as root, over TCP on loopback,
 // with more ranks than cores allowed, ended after 300 s if it hangs ("-np N" follows).
@@ -39,22 +40,6 @@ inline std::string mpirun_prefix() {
 #endif
 }
 inline const char* kNoMpi = "this build has no MPI (scripts/setup.sh installs openmpi-bin and libopenmpi-dev; rebuild)";
-
-struct RunResult {
-  int exit_code;
-  std::string output;
-};
-
-// `CMD 2>&1` through the shell.
-inline RunResult run_shell(const std::string& cmd) {
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
 
 inline bool has(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
 

@@ -105,10 +105,7 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   auto stager = make_cpu_backend(cpu_count(), {}, eo.matmul_precision, eo.cpu_linear_kernel);
   const StagedFormats formats = staged_formats(*ck, eo.quantization, eo.int4_group);
   if (formats.layers != WeightFormat::Float)
-    log_info("weights: ", formats.describe(),
-             formats.layers == WeightFormat::Fp8 || !backends[0][0]->quant_int8_activations()
-                 ? "; f32 activations (dequantized in registers)"
-                 : "; activations quantized per token to int8 (integer dot products)");
+    log_info("weights: ", formats.describe(), "; ", quantized_activations(formats.layers, *backends[0][0]));
   check_weights_fit(*ck, *stager, L.tp, available_memory_bytes(), &formats);
   if (eo.kv_cache_memory) {  // a given pool too small for one sequence fails before staging too
     KvCapacityRequest kr;
