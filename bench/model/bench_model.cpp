@@ -7,9 +7,10 @@
 // Decode: tokens/s of one sequence whose cache already holds `context` tokens (each measured
 // step is one token at position context + i). Prefill: tokens/s for a prompt of N tokens in one
 // forward call. Medians of --runs runs. Decode is compared with the memory-bandwidth bound:
-// every weight byte is read once per token (bytes/token ÷ measured read bandwidth = the fastest
-// possible step), so "fraction of bound" = bound time / measured time, with the bandwidth read
-// again just before each decode run (median of the per-run ratios; the start-up figure is shown).
+// every weight byte and the cached K/V of every earlier position are read once per token
+// (bytes/token ÷ measured read bandwidth = the fastest possible step), so "fraction of bound" =
+// bound time / measured time, with the bandwidth read again just before each decode run (median
+// of the per-run ratios; the start-up figure is shown).
 // Batched decode (--decode-batches): B sequences, each with 128 cached tokens, one new token each
 // per step — the engine's decode step under continuous batching. While the step stays bound by
 // weight bytes, its time grows far slower than B (the weights are read once for all B rows); its
@@ -82,6 +83,12 @@ size_t weight_bytes_per_token(const Qwen3Weights& w, const Backend& be) {
   return b + lin(w.lm_head);
 }
 
+// Bytes of cached K and V (bf16) one new token reads when `ctx` tokens precede it: every layer's
+// K and V rows for positions [0, ctx], all KV heads.
+double kv_bytes_per_token(const ModelConfig& c, double ctx) {
+  return (ctx + 1) * c.num_hidden_layers * 2.0 * c.num_key_value_heads * c.head_dim * 2;
+}
+
 // B sequences with `ctx` cached tokens each step one token together; prints the step time and
 // tokens/s (B per step). Each sequence owns its own blocks in a fresh cache.
 void bench_decode_batch(Qwen3Model& m, int B, int runs, double bound_s, double bw, double macs_per_row, double peak) {
@@ -114,7 +121,7 @@ void bench_decode_batch(Qwen3Model& m, int B, int runs, double bound_s, double b
   const double s = median(t);
   // Bytes read per step: the weights once, and every sequence's cached K and V (bf16) per layer.
   const ModelConfig& c = m.config();
-  const double kv_bytes = double(B) * ctx * c.num_hidden_layers * 2.0 * c.num_key_value_heads * c.head_dim * 2;
+  const double kv_bytes = B * kv_bytes_per_token(c, ctx + (steps - 1) / 2.0);
   const double roof = std::max(bound_s + kv_bytes / bw, 2.0 * macs_per_row * B / peak);
   std::printf("decode batch %-3d @ ctx %-6d %12.2f %12.2f %9.1f%%  (step %.1f ms; roofline %.1f ms, %.2fx of it)\n", B,
               ctx, B / s, s * 1e3 / B, 100.0 * bound_s / s, s * 1e3, roof * 1e3, s / roof);
@@ -199,18 +206,21 @@ int main(int argc, char** argv) {
       // Fill the cache up to ctx once, then time single-token steps at ctx, ctx+1, ...
       for (int s = 0; s < ctx; s += 512) run(s, std::min(512, ctx - s));
       // The host's bandwidth moves with other tenants' load, so each run is compared with the
-      // bandwidth read just before it; the fraction printed is the median of those ratios.
+      // bandwidth read just before it; the fraction printed is the median of those ratios. A step
+      // reads the weights and the cached K and V of every earlier position (mean over the steps).
       std::vector<double> t, frac;
       const int steps = 8;
+      const double read_tok = double(bytes_tok) + kv_bytes_per_token(c, ctx + (steps - 1) / 2.0);
       for (int r = 0; r < runs; r++) {
         const double bw_r = bench::read_bandwidth(size_t(1) << 30, 3).best;
         double sum = 0;
         for (int i = 0; i < steps; i++) sum += run(ctx + i, 1);
         t.push_back(sum / steps);
-        frac.push_back(bytes_tok / bw_r / t.back());
+        frac.push_back(read_tok / bw_r / t.back());
       }
       double s = median(t);
-      std::printf("decode @ context %-11d %12.2f %12.2f %9.1f%%\n", ctx, 1.0 / s, s * 1e3, 100.0 * median(frac));
+      std::printf("decode @ context %-11d %12.2f %12.2f %9.1f%%  (%.1f MB read per token, %.1f of them K/V)\n", ctx, 1.0 / s,
+                  s * 1e3, 100.0 * median(frac), read_tok / 1e6, (read_tok - bytes_tok) / 1e6);
       std::fflush(stdout);
     }
     for (int p : prompts) {

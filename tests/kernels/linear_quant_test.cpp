@@ -98,7 +98,8 @@ struct Case {
 std::vector<Case> cases() {
   std::vector<Case> v;
   for (int64_t m : {1, 2, 5, 16, 17, 33})
-    for (auto [n, k] : {std::pair<int64_t, int64_t>{1, 8}, {17, 200}, {100, 1024}, {33, 136}}) {
+    // n = 150: three int4 super-panels (a lone row walks two side by side, then one).
+    for (auto [n, k] : {std::pair<int64_t, int64_t>{1, 8}, {17, 200}, {100, 1024}, {33, 136}, {150, 256}}) {
       v.push_back({WeightFormat::Int8, 0, m, n, k + 3});  // k off the quad
       v.push_back({WeightFormat::Int4, 32, m, n, k});
       v.push_back({WeightFormat::Int4, 128, m, n, k});    // partial last group for k = 200, 136

@@ -66,58 +66,68 @@ void q8_tile(const QuantLinearTask& t, int64_t i0, int64_t p0) {
     }
 }
 
-// Int4: one super-panel (4 panels, 64 columns; quant_panels.h), rows [i0, i0 + R).
-template <int R>
+// Int4: S super-panels (4 panels, 64 columns each; quant_panels.h) from sp on, rows [i0, i0 + R).
+// Each super-panel is one sequential stream of records; a single stream per core leaves most of
+// the DRAM bandwidth unused (the hardware prefetcher runs only so far ahead of one stream:
+// measured ~50 % of the read bound at m = 1), so one row walks two super-panels side by side.
+// Every column's arithmetic is the same whatever S and R are, so results never depend on them.
+template <int R, int S>
 void q4_super(const QuantLinearTask& t, int64_t i0, int64_t sp) {
   constexpr int V = 4;
   const int64_t G = t.groups, g = t.group, chunks = g / 8, rec = int64_t(g / 8) * 256 + 256 + 64;
   const __m512i nib = _mm512_set1_epi8(0x0F), nib_hi = _mm512_set1_epi8(static_cast<char>(0xF0));
-  __m512 y[R][V];
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < V; ++v) y[r][v] = _mm512_setzero_ps();
+  __m512 y[S][R][V];
+  for (int u = 0; u < S; ++u)
+    for (int r = 0; r < R; ++r)
+      for (int v = 0; v < V; ++v) y[u][r][v] = _mm512_setzero_ps();
   for (int64_t gi = 0; gi < G; ++gi) {
-    const uint8_t* record = t.w + (sp * G + gi) * rec;
+    const uint8_t* record[S];
+    for (int u = 0; u < S; ++u) record[u] = t.w + ((sp + u) * G + gi) * rec;
     // Low nibbles into acc, high nibbles left in place (16 q) into acc16: no shift per chunk; the
     // group's sum is acc + acc16 / 16 (exact: acc16 is a multiple of 16).
-    __m512i acc[R][V], acc16[R][V];
-    for (int r = 0; r < R; ++r)
-      for (int v = 0; v < V; ++v) acc[r][v] = acc16[r][v] = _mm512_setzero_si512();
+    __m512i acc[S][R][V], acc16[S][R][V];
+    for (int u = 0; u < S; ++u)
+      for (int r = 0; r < R; ++r)
+        for (int v = 0; v < V; ++v) acc[u][r][v] = acc16[u][r][v] = _mm512_setzero_si512();
     const int64_t k0 = gi * g;
     const int64_t n_chunks = (t.k - k0) / 8 < chunks ? (t.k - k0) / 8 : chunks;  // k % 8 == 0
     for (int64_t ch = 0; ch < n_chunks; ++ch) {
-      __m512i lo[V], hi[V];
-      for (int v = 0; v < V; ++v) {
-        const __m512i b = _mm512_loadu_si512(record + ch * 256 + v * 64);
-        lo[v] = _mm512_and_si512(b, nib);
-        hi[v] = _mm512_and_si512(b, nib_hi);
-      }
+      __m512i xl[R], xh[R];
       for (int r = 0; r < R; ++r) {
         const uint8_t* xr = t.xq + (i0 + r) * t.ldq + k0 + 8 * ch;
-        const __m512i xl = bcast4(xr), xh = bcast4(xr + 4);
+        xl[r] = bcast4(xr);
+        xh[r] = bcast4(xr + 4);
+      }
+      for (int u = 0; u < S; ++u)
         for (int v = 0; v < V; ++v) {
-          acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], lo[v], xl);
-          acc16[r][v] = _mm512_dpbusd_epi32(acc16[r][v], hi[v], xh);
+          const __m512i b = _mm512_loadu_si512(record[u] + ch * 256 + v * 64);
+          const __m512i lo = _mm512_and_si512(b, nib), hi = _mm512_and_si512(b, nib_hi);
+          for (int r = 0; r < R; ++r) {
+            acc[u][r][v] = _mm512_dpbusd_epi32(acc[u][r][v], lo, xl[r]);
+            acc16[u][r][v] = _mm512_dpbusd_epi32(acc16[u][r][v], hi, xh[r]);
+          }
+        }
+    }
+    // (acc − zero · xsum) is an exact integer below 2^24, so it is computed in f32 exactly.
+    for (int u = 0; u < S; ++u) {
+      const uint8_t* tail = record[u] + chunks * 256;
+      for (int v = 0; v < V; ++v) {
+        const __m512 z = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tail + 256 + v * 16))));
+        const __m512 s = _mm512_loadu_ps(reinterpret_cast<const float*>(tail + v * 64));
+        for (int r = 0; r < R; ++r) {
+          const __m512i a = _mm512_add_epi32(acc[u][r][v], _mm512_srai_epi32(acc16[u][r][v], 4));
+          const __m512 val = _mm512_fnmadd_ps(z, _mm512_set1_ps(float(t.xsum[(i0 + r) * G + gi])), _mm512_cvtepi32_ps(a));
+          y[u][r][v] = _mm512_fmadd_ps(val, s, y[u][r][v]);
         }
       }
     }
-    for (int r = 0; r < R; ++r)
-      for (int v = 0; v < V; ++v) acc[r][v] = _mm512_add_epi32(acc[r][v], _mm512_srai_epi32(acc16[r][v], 4));
-    // (acc − zero · xsum) is an exact integer below 2^24, so it is computed in f32 exactly.
-    const uint8_t* tail = record + chunks * 256;
-    for (int v = 0; v < V; ++v) {
-      const __m512 z = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tail + 256 + v * 16))));
-      const __m512 s = _mm512_loadu_ps(reinterpret_cast<const float*>(tail + v * 64));
-      for (int r = 0; r < R; ++r) {
-        const __m512 val = _mm512_fnmadd_ps(z, _mm512_set1_ps(float(t.xsum[(i0 + r) * G + gi])), _mm512_cvtepi32_ps(acc[r][v]));
-        y[r][v] = _mm512_fmadd_ps(val, s, y[r][v]);
-      }
-    }
   }
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < V; ++v) {
-      const int64_t c0 = sp * 64 + v * 16;
-      if (c0 < t.n_out) store_out(t, i0 + r, c0, _mm512_mul_ps(y[r][v], _mm512_set1_ps(t.xscale[i0 + r])));
-    }
+  for (int u = 0; u < S; ++u)
+    for (int r = 0; r < R; ++r)
+      for (int v = 0; v < V; ++v) {
+        const int64_t c0 = (sp + u) * 64 + v * 16;
+        if (c0 < t.n_out) store_out(t, i0 + r, c0, _mm512_mul_ps(y[u][r][v], _mm512_set1_ps(t.xscale[i0 + r])));
+      }
 }
 
 // Runs Tile<R, V> over rows [0, m) and panels [p0, p1), R and V shrinking at the edges.
@@ -143,13 +153,17 @@ struct Q8Tile {
 };
 
 void linear_cols_q8(const QuantLinearTask& t, int64_t n0, int64_t n1) { run_tiles<Q8Tile>(t, n0, n1); }
-// Columns [n0, n1), n0 a multiple of 64 (whole super-panels).
+// Columns [n0, n1), n0 a multiple of 64 (whole super-panels). Two rows per pass over a super-panel;
+// a lone row takes two super-panels per pass (two streams).
 void linear_cols_q4(const QuantLinearTask& t, int64_t n0, int64_t n1) {
-  for (int64_t sp = n0 / 64; sp < (n1 + 63) / 64; ++sp)
-    for (int64_t i = 0; i < t.m; i += kRows) {
-      if (i + 1 < t.m) q4_super<2>(t, i, sp);
-      else q4_super<1>(t, i, sp);
-    }
+  const int64_t sp1 = (n1 + 63) / 64;
+  for (int64_t sp = n0 / 64; sp < sp1; ++sp)
+    for (int64_t i = 0; i + 1 < t.m; i += kRows) q4_super<2, 1>(t, i, sp);
+  if (t.m % 2 == 0) return;
+  const int64_t last = t.m - 1;
+  int64_t sp = n0 / 64;
+  for (; sp + 1 < sp1; sp += 2) q4_super<1, 2>(t, last, sp);
+  if (sp < sp1) q4_super<1, 1>(t, last, sp);
 }
 
 void q8_epilogue(const QuantLinearTask& t, const int32_t* acc, int64_t n0, int64_t n1) {
