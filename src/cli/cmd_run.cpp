@@ -14,7 +14,6 @@
 #include "model/test_model.h"
 #include "parallel/mp_rank_group.h"
 #include "parallel/mpi_communicator.h"
-#include "parallel/mpi_rank_monitor.h"
 #include "parallel/replicas/rank_worker.h"
 
 namespace pypto::cli {
@@ -33,7 +32,6 @@ int cmd_run(int argc, char** argv) {
   // Ranks as processes: a child started by rank 0 (mp) or any rank but 0 of an mpirun job runs
   // the rank worker and never the engine.
   std::unique_ptr<MpRankGroup> mp = MpRankGroup::join_from_env();
-  std::unique_ptr<MpiRankMonitor> mpi_monitor;  // mpi: rank heartbeats (a hung rank is a fault)
   if (mp) o.distributed_executor_backend = "mp";
   const bool use_mpi = o.distributed_executor_backend == "mpi";
   if (use_mpi) {
@@ -56,7 +54,6 @@ int cmd_run(int argc, char** argv) {
       pthread_sigmask(SIG_BLOCK, &set, nullptr);
     }
     o.process_comm = make_mpi_world_communicator();
-    mpi_monitor = MpiRankMonitor::start();
   }
 
   std::string model_dir = o.model;
@@ -70,7 +67,6 @@ int cmd_run(int argc, char** argv) {
   if (mp || (use_mpi && o.process_comm->rank() != 0)) {
     Communicator& comm = mp ? *mp->comm() : *o.process_comm;
     const int rc = run_rank_worker(replica_load_options(o, model_dir), comm);
-    mpi_monitor.reset();
     o.process_comm.reset();
     mp.reset();
     mpi_finalize();
@@ -85,7 +81,6 @@ int cmd_run(int argc, char** argv) {
     rc = run_offline(o, model_dir);
   else
     rc = run_serve(o, so, model_dir);
-  mpi_monitor.reset();
   o.process_comm.reset();
   mp.reset();  // waits for the other ranks (they stop when the engine does)
   mpi_finalize();

@@ -156,9 +156,7 @@ std::unique_ptr<Communicator> make_mpi_world_communicator() {
   MPI_Initialized(&initialised);
   if (!initialised) {
     int provided = 0;
-    // MPI_THREAD_MULTIPLE for the rank heartbeats (mpi_rank_monitor.h) beside the engine's
-    // collectives; SERIALIZED is the least the engine itself needs.
-    check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
+    check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
     g_initialised_here = true;
     if (provided < MPI_THREAD_SERIALIZED)
       fail("the MPI library gives thread level ", provided, " but the engine needs MPI_THREAD_SERIALIZED (",

@@ -226,15 +226,6 @@ TEST_F(ProcessRanks, KilledMpiRankEndsTheJobWithin10s) {
               dir_ / "mpikill.log", true, SIGKILL, "rank 1");
 }
 
-// A frozen MPI rank does not die, so mpirun cannot see it: rank 0's heartbeat monitor
-// (mpi_rank_monitor.h) must turn /health to 503 and abort the job.
-TEST_F(ProcessRanks, StoppedMpiRankIsDetectedAsHungWithin10s) {
-  if (mpirun_prefix().empty()) GTEST_SKIP() << kNoMpi;
-  check_fault(mpirun_prefix() + "-np 2 " + kBinary + " --model " + model() + kCommon +
-                  " --tp 2 --distributed-executor-backend mpi",
-              dir_ / "mpistop.log", true, SIGSTOP, "stopped answering (no heartbeat for 5 s)");
-}
-
 // A service manager's SIGTERM to every process (rank 0 and its children) is a clean stop: the
 // other ranks ignore it, rank 0 drains, stops them and exits 0, and no fault is reported.
 TEST_F(ProcessRanks, SigtermToEveryMpRankStopsTheServerCleanly) {
