@@ -34,6 +34,11 @@ std::unique_ptr<Communicator> make_mpi_world_communicator();
 // This host's name (MPI_Get_processor_name when MPI is up, else gethostname) for messages.
 std::string this_host_name();
 
+// After make_mpi_world_communicator(): a communicator over the processes that pass the same
+// `color`, ranked by `key` (MPI_Comm_split; every process of the job must call it, in the same
+// order as its other collectives): a pipeline stage's tensor-parallel group.
+std::unique_ptr<Communicator> make_mpi_split_communicator(int color, int key);
+
 // MPI_Finalize (once, when MPI was initialised); call after the last collective.
 void mpi_finalize();
 
