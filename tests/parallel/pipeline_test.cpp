@@ -2,7 +2,8 @@
 //  - stages are balanced by bytes (expected splits worked out by hand), and a --pp larger than the
 //    layer count is refused naming the flag, the value and the limit;
 //  - a step's batch splits into micro-batches of whole sequences that put it back together exactly;
-//  - a staged stage holds only its layers (the embedding on the first, lm_head on the last);
+//  - a staged stage holds only its layers (the embedding on the first, lm_head on the last), and
+//    the compile cache keys its slab by its layer range;
 //  - a TpModelRunner of pp = 2 stages (tp 1 and tp 2 inside each, 1 and 3 micro-batches) gives
 //    the single rank's logits for a mixed step of several sequences (within 1e-5 of max|logit| at
 //    the exact f32 precision) and the same greedy continuation.
@@ -11,7 +12,10 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
+
+#include <unistd.h>
 
 #include "core/error.h"
 #include "io/checkpoint.h"
@@ -202,6 +206,29 @@ TEST(Pipeline, StagesHoldOnlyTheirLayers) {
   const size_t whole = staged_slab_bytes(*ck, *backend, 0, 1);
   EXPECT_LT(ranks[0]->resident_bytes, whole);
   EXPECT_LT(ranks[1]->resident_bytes, whole);
+}
+
+TEST(Pipeline, CompileCacheKeysEachStageByItsLayerRange) {
+  const std::string dir = ensure_test_model("tiny", {.preset = "tiny"});
+  const std::filesystem::path cache = std::filesystem::temp_directory_path() / ("pypto_pp_cache_" + std::to_string(getpid()));
+  auto ck = Checkpoint::open(dir);
+  auto backend = make_cpu_backend(1);
+  auto stage = [&](int b, int e) {
+    StagingOptions so;
+    so.show_progress = false;
+    so.compile_cache_dir = cache.string();
+    so.layer_begin = b;
+    so.layer_end = e;
+    return stage_qwen3_weights(*ck, *backend, so);
+  };
+  EXPECT_FALSE(stage(0, 1).from_compile_cache);
+  EXPECT_FALSE(stage(1, 2).from_compile_cache) << "stage 1 must not read stage 0's slab";
+  EXPECT_FALSE(stage(0, 2).from_compile_cache) << "the whole model must not read a stage's slab";
+  const Qwen3Weights again = stage(1, 2);
+  EXPECT_TRUE(again.from_compile_cache);
+  EXPECT_EQ(again.layer_begin, 1);
+  EXPECT_TRUE(again.has_head && !again.has_embed);
+  std::filesystem::remove_all(cache);
 }
 
 void check_pipeline(int pp, int tp, int micro) {
