@@ -14,6 +14,7 @@
 #include "model/test_model.h"
 #include "parallel/mp_rank_group.h"
 #include "parallel/mpi_communicator.h"
+#include "parallel/mpi_heartbeat.h"
 #include "parallel/replicas/rank_worker.h"
 
 namespace pypto::cli {
@@ -35,6 +36,7 @@ int cmd_run(int argc, char** argv) {
   if (mp) o.distributed_executor_backend = "mp";
   const bool use_mpi = o.distributed_executor_backend == "mpi";
   const int ranks = o.tp * o.pp;  // one replica's ranks: pp stages of tp
+  std::unique_ptr<MpiHeartbeat> heartbeat;
   if (use_mpi) {
     const MpiLaunch launch = mpi_launch_from_env();
     const std::string sizes = o.pp > 1 ? str_cat("--pp ", o.pp, " x --tp ", o.tp) : str_cat("--tp ", o.tp);
@@ -59,6 +61,7 @@ int cmd_run(int argc, char** argv) {
     o.process_comm = make_mpi_world_communicator();
     // Every process makes the stage groups together (MPI_Comm_split is collective).
     if (o.pp > 1 && o.tp > 1) o.stage_comm = make_mpi_split_communicator(launch.rank / o.tp, launch.rank % o.tp);
+    heartbeat = MpiHeartbeat::start();  // a rank that stops without dying is a fault on rank 0
   }
   if (mp) o.stage_comm = mp->stage_comm();
 
@@ -73,6 +76,7 @@ int cmd_run(int argc, char** argv) {
   if (mp || (use_mpi && o.process_comm->rank() != 0)) {
     Communicator& comm = mp ? *mp->comm() : *o.process_comm;
     const int rc = run_rank_worker(replica_load_options(o, model_dir), comm);
+    heartbeat.reset();
     o.process_comm.reset();
     o.stage_comm.reset();
     mp.reset();
@@ -89,6 +93,7 @@ int cmd_run(int argc, char** argv) {
     rc = run_offline(o, model_dir);
   else
     rc = run_serve(o, so, model_dir);
+  heartbeat.reset();
   o.process_comm.reset();
   o.stage_comm.reset();
   mp.reset();  // waits for the other ranks (they stop when the engine does)

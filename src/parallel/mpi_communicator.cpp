@@ -185,11 +185,12 @@ std::unique_ptr<Communicator> make_mpi_world_communicator() {
   MPI_Initialized(&initialised);
   if (!initialised) {
     int provided = 0;
-    check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
+    check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
     g_initialised_here = true;
-    if (provided < MPI_THREAD_SERIALIZED)
-      fail("the MPI library gives thread level ", provided, " but the engine needs MPI_THREAD_SERIALIZED (",
-           MPI_THREAD_SERIALIZED, "): the engine thread, not main, makes the step's MPI calls");
+    if (provided < MPI_THREAD_MULTIPLE)
+      fail("the MPI library gives thread level ", provided, " but the engine needs MPI_THREAD_MULTIPLE (",
+           MPI_THREAD_MULTIPLE, "): the engine thread makes the step's MPI calls while the heartbeat thread "
+           "(parallel/mpi_heartbeat.h) makes its own");
   }
   return std::make_unique<MpiCommunicator>();
 }

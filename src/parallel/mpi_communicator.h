@@ -26,8 +26,8 @@ struct MpiLaunch {
 };
 MpiLaunch mpi_launch_from_env();
 
-// Initialises MPI (once; MPI_THREAD_SERIALIZED: the engine thread, not main, makes the step's
-// calls) and returns a communicator over every process of the job (MPI_COMM_WORLD, duplicated).
+// Initialises MPI (once; MPI_THREAD_MULTIPLE: the engine thread makes the step's calls while
+// the heartbeat thread of parallel/mpi_heartbeat.h makes its own) and returns a communicator over every process of the job (MPI_COMM_WORLD, duplicated).
 // Throws Error when MPI is not built in or the thread level is not available.
 std::unique_ptr<Communicator> make_mpi_world_communicator();
 

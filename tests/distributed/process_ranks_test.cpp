@@ -3,7 +3,8 @@
 //    processes started by mpirun, TCP over loopback) are identical to one rank's, in offline mode
 //    and over HTTP, and the served top-5 logprobs are within 1e-5 of one rank's;
 //  - a rank that is killed or stops (frozen by ptrace) mid-generation turns /health to 503 and the server
-//    exits with status 1 naming the rank within 10 s, leaving no process behind;
+//    exits with status 1 naming the rank within 10 s, leaving no process behind (mp: rank 0's
+//    monitor; mpi: mpirun for a dead rank, the heartbeats of parallel/mpi_heartbeat.h for a frozen one);
 //  - a rank that cannot load fails the start naming the rank, its host and the reason; SIGTERM to
 //    every rank is a clean stop, not a fault;
 //  - misuse (mpi without mpirun, a process count that is not --tp, --dp with process ranks) is
@@ -107,6 +108,13 @@ TEST_F(ProcessRanks, KilledMpRankMakesServerUnhealthyAndExitWithin10s) {
 TEST_F(ProcessRanks, StoppedMpRankIsDetectedAsHungWithin10s) {
   check_fault(kBinary + " --model " + model() + kCommon + " --tp 2 --devices 0,1", dir_ / "stop.log", false, SIGSTOP,
               "stopped answering (no heartbeat for 5 s)");
+}
+
+TEST_F(ProcessRanks, StoppedMpiRankIsDetectedAsHungWithin10s) {
+  if (mpirun_prefix().empty()) GTEST_SKIP() << kNoMpi;
+  check_fault(mpirun_prefix() + "-np 2 " + kBinary + " --model " + model() + kCommon +
+                  " --tp 2 --distributed-executor-backend mpi",
+              dir_ / "mpistop.log", true, SIGSTOP, "rank 1 of the mpirun job stopped answering (no heartbeat for 5 s)");
 }
 
 TEST_F(ProcessRanks, KilledMpiRankEndsTheJobWithin10s) {
