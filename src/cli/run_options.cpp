@@ -51,6 +51,10 @@ void add_run_options(CLI::App& app, RunOptions& o) {
                  "with --pp > 1: each step's batch goes through the stages in up to this many micro-batches "
                  "(whole sequences), so stage s works on part i+1 while stage s+1 works on part i")
       ->capture_default_str();
+  app.add_option("--pp-micro-batch-tokens", o.pp_micro_batch_tokens,
+                 "with --pp > 1: the fewest tokens a micro-batch may have (a step is cut into fewer parts rather "
+                 "than smaller ones: each part streams the stage's weights again, so small decode steps stay whole)")
+      ->capture_default_str();
   app.add_option("--distributed-executor-backend", o.distributed_executor_backend,
                  "how the --tp ranks run: mp (processes on this host, shared memory; the default when --dp is 1), "
                  "mpi (processes started by mpirun, on one host or several), threads (one process; the default "
@@ -158,6 +162,8 @@ void validate_run_options(RunOptions& o) {
     fail("--pp ", o.pp, ": expected a positive number of pipeline stages (1 up to the model's num_hidden_layers)");
   if (o.pp_micro_batches < 1 || o.pp_micro_batches > 1024)
     fail("--pp-micro-batches ", o.pp_micro_batches, ": expected a number of micro-batches between 1 and 1024");
+  if (o.pp_micro_batch_tokens < 1)
+    fail("--pp-micro-batch-tokens ", o.pp_micro_batch_tokens, ": expected a positive number of tokens");
   if (o.distributed_executor_backend == "auto")
     o.distributed_executor_backend = o.dp == 1 && o.tp * o.pp > 1 ? "mp" : "threads";
   const std::string& deb = o.distributed_executor_backend;
@@ -246,7 +252,7 @@ ReplicaLoadOptions replica_load_options(const RunOptions& o, const std::string& 
                  ? plan_parallel_layout(o.device, o.devices, o.tp, o.dp, o.cpu_groups, available_cores(), o.pp)
                  : o.layout;
   r.stage_comm = o.stage_comm;
-  r.pp_micro_batches = o.pp_micro_batches;
+  r.pp_micro_batches = MicroBatchPolicy{o.pp_micro_batches, o.pp_micro_batch_tokens};
   r.routing = parse_routing_policy(o.data_parallel_routing);
   r.process_comm = o.process_comm;
   r.affinity_slack_tokens = o.data_parallel_affinity_slack;

@@ -24,6 +24,7 @@ struct RunOptions {
   int tp = 1, dp = 1;
   int pp = 1;                // --pp: pipeline stages (each of tp ranks)
   int pp_micro_batches = kDefaultPipelineMicroBatches;  // --pp-micro-batches
+  int64_t pp_micro_batch_tokens = kDefaultMicroBatchMinTokens;  // --pp-micro-batch-tokens
   // auto | mp | mpi | threads; validate_run_options() resolves auto (mp when dp == 1 and tp > 1).
   std::string distributed_executor_backend = "auto";
   std::shared_ptr<Communicator> process_comm;  // set by cmd_run on rank 0 of mp/mpi ranks

@@ -1,7 +1,8 @@
 // Pipeline parallelism (--pp) through the real binary, on a tiny random-weight model with 4
 // layers and on the qwen3-0.6b shape with 4 of its 28 layers:
 //  - greedy ids of --pp 2 (threads, mp processes, mpirun) and of --tp 2 --pp 2 (4 ranks under
-//    mpirun) are identical to one rank's, in offline mode, with 1 and several micro-batches;
+//    mpirun) are identical to one rank's, in offline mode, with 1 and several micro-batches
+//    (--pp-micro-batch-tokens 1 lets these short steps split);
 //  - the served top-5 logprobs of --pp 2 (mp, mpirun) are within 1e-5 of one rank's at the exact
 //    f32 precision;
 //  - killing the last stage's rank mid-generation (mp, mpirun) turns /health to 503 and the server
@@ -59,11 +60,16 @@ TEST_F(PipelineRanks, OfflineGreedyIdsOfTwoStagesEqualOneRank) {
   ASSERT_EQ(one.size(), 3u);
   EXPECT_EQ(offline_ids("", "--pp 2 --devices 0,1 --distributed-executor-backend threads"), one) << "threads";
   EXPECT_EQ(offline_ids("", "--pp 2 --devices 0,1 --pp-micro-batches 1"), one) << "mp, 1 micro-batch";
-  EXPECT_EQ(offline_ids("", "--pp 2 --devices 0,1 --pp-micro-batches 3"), one) << "mp, 3 micro-batches";
+  EXPECT_EQ(offline_ids("", "--pp 2 --devices 0,1 --pp-micro-batches 3 --pp-micro-batch-tokens 1"), one)
+      << "mp, 3 micro-batches";
   if (mpirun_prefix().empty()) GTEST_SKIP() << "mpi part: " << kNoMpi;
-  EXPECT_EQ(offline_ids(mpirun_prefix() + "-np 2 ", "--pp 2 --distributed-executor-backend mpi"), one) << "mpi";
+  EXPECT_EQ(offline_ids(mpirun_prefix() + "-np 2 ", "--pp 2 --pp-micro-batch-tokens 1 --distributed-executor-backend mpi"),
+            one)
+      << "mpi, 4 micro-batches (as many as sequences: 3)";
   // 4 ranks: two stages of two tensor-parallel ranks (more ranks than cores: fine for correctness).
-  EXPECT_EQ(offline_ids(mpirun_prefix() + "-np 4 ", "--tp 2 --pp 2 --distributed-executor-backend mpi"), one)
+  EXPECT_EQ(offline_ids(mpirun_prefix() + "-np 4 ",
+                        "--tp 2 --pp 2 --pp-micro-batch-tokens 1 --distributed-executor-backend mpi"),
+            one)
       << "mpi --tp 2 --pp 2";
 }
 

@@ -117,6 +117,15 @@ TEST(MicroBatches, SplitIntoWholeSequencesThatPutTheBatchBackTogether) {
   EXPECT_EQ(two[1].num_seqs(), 2);
 }
 
+TEST(MicroBatches, PartsCarryAtLeastTheMinimumTokens) {
+  const MicroBatchPolicy p{4, 64};
+  EXPECT_EQ(p.parts(16), 1);    // a 16-sequence decode step stays whole
+  EXPECT_EQ(p.parts(130), 2);
+  EXPECT_EQ(p.parts(5000), 4);  // a long prefill: every part
+  EXPECT_EQ((MicroBatchPolicy{3, 1}).parts(2), 2);
+  EXPECT_EQ((MicroBatchPolicy{3, 1}).parts(40), 3);
+}
+
 TEST(MicroBatches, LogitsRowsOutOfOrderKeepOneBatch) {
   ForwardBatch b = mixed_batch();
   std::swap(b.logits_indices[0], b.logits_indices[1]);
@@ -164,7 +173,7 @@ std::unique_ptr<TpModelRunner> make_pipeline_runner(const std::vector<std::share
       parts.push_back(std::move(p));
     }
   }
-  return std::make_unique<TpModelRunner>(std::move(parts), 64, 16, DType::F32, "", pp, micro);
+  return std::make_unique<TpModelRunner>(std::move(parts), 64, 16, DType::F32, "", pp, MicroBatchPolicy{micro, 1});
 }
 
 // One step: three new prompts of different lengths, each sampling its last row.

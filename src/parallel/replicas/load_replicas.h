@@ -40,7 +40,7 @@ struct ReplicaLoadOptions {
   std::shared_ptr<Communicator> stage_comm;
   // --pp-micro-batches: how many parts each step's batch is split into on its way through the
   // pipeline stages (parallel/replicas/pipeline_stage.h).
-  int pp_micro_batches = kDefaultPipelineMicroBatches;
+  MicroBatchPolicy pp_micro_batches;
 };
 
 // The engine (LoadedEngine::loop, replica 0), tp, dp, more_loops (replicas 1..), replicas (the

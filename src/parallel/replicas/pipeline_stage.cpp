@@ -93,8 +93,9 @@ void split_micro_batches(const ForwardBatch& b, int m, std::vector<ForwardBatch>
 }
 
 PipelineStage::PipelineStage(Qwen3Model& model, KvCache& cache, Communicator* world, StagePosition pos,
-                             int micro_batches)
-    : model_(model), cache_(cache), world_(world), pos_(pos), micro_batches_(std::max(1, micro_batches)) {
+                             MicroBatchPolicy micro)
+    : model_(model), cache_(cache), world_(world), pos_(pos), micro_(micro) {
+  micro_.max_parts = std::max(1, micro_.max_parts);
   PYPTO_ASSERT(pos_.pp == 1 || (world_ && world_->size() == pos_.pp * pos_.tp && world_->rank() == pos_.rank()),
                "pipeline rank ", pos_.rank(), " of ", pos_.pp, " x ", pos_.tp, " without a matching communicator");
   PYPTO_ASSERT(model_.first_stage() == pos_.first() && model_.last_stage() == pos_.last(), "stage ", pos_.stage,
@@ -108,13 +109,13 @@ void PipelineStage::run(const ForwardBatch& batch, float* logits_out) {
     return;
   }
   model_.check_batch(batch, cache_);  // every rank throws here, before anything is sent
-  split_micro_batches(batch, micro_batches_, micro_);
+  split_micro_batches(batch, micro_.parts(batch.num_tokens()), parts_);
   const int64_t H = model_.hidden_size(), V = model_.vocab_size(), n = batch.num_logits();
   const int prev = pos_.rank() - pos_.tp, next = pos_.rank() + pos_.tp;  // same TP index, stage ∓ 1
   const bool keeps_logits = pos_.last() && pos_.tp_rank == Qwen3Model::kLogitsRank;
   if (keeps_logits) logits_.resize(size_t(n * V));
   int64_t row = 0;  // the micro-batch's first logits row in the step's logits
-  for (const ForwardBatch& mb : micro_) {
+  for (const ForwardBatch& mb : parts_) {
     const int64_t T = mb.num_tokens();
     const size_t bytes = sizeof(float) * size_t(T * H);
     if (!pos_.first()) {

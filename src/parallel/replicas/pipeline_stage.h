@@ -6,7 +6,7 @@
 // layers (every stage uses the same block ids, so all agree on one block count).
 //
 // One engine step on every rank (PipelineStage::run): the step's batch is split into up to M
-// micro-batches of whole sequences (--pp-micro-batches); for each, stage s > 0 receives the
+// micro-batches of whole sequences (--pp-micro-batches; MicroBatchPolicy below); for each, stage s > 0 receives the
 // residual stream [tokens, hidden] f32 from stage s-1's rank with the same TP index, runs its
 // layers and sends it on to stage s+1. The last stage computes the logits (gathered onto its TP
 // rank 0), keeps them, and after the last micro-batch sends all of the step's logits [rows, vocab]
@@ -16,6 +16,7 @@
 //
 // Messages only flow forward (stage s → s+1, then the last stage → rank 0 once per step), so
 // the schedule cannot deadlock even when every send waits for its receiver (Communicator::send).
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -29,8 +30,23 @@
 
 namespace pypto {
 
-// --pp-micro-batches default: enough to keep two stages busy without making micro-batches tiny.
+// How a step's batch is cut into micro-batches (--pp-micro-batches, --pp-micro-batch-tokens): into
+// at most max_parts parts, each of at least min_tokens tokens (fewer parts when the step has fewer
+// tokens). Every part streams the stage's weights once more, so a part must carry enough tokens to
+// be compute-bound: a decode step of 16 sequences on a CPU is bound by the weights' bytes, and
+// split in 4 it took 2.8x longer on stage-per-core qwen3-0.6b, while a 4940-token prefill split in
+// 4 ran 2x faster (bench/parallel/README.md).
 inline constexpr int kDefaultPipelineMicroBatches = 4;
+inline constexpr int64_t kDefaultMicroBatchMinTokens = 64;
+struct MicroBatchPolicy {
+  int max_parts = kDefaultPipelineMicroBatches;
+  int64_t min_tokens = kDefaultMicroBatchMinTokens;
+  // The number of parts for a step of `tokens` tokens.
+  int parts(int64_t tokens) const {
+    const int64_t by_size = min_tokens > 0 ? tokens / min_tokens : tokens;
+    return int(std::max<int64_t>(1, std::min<int64_t>(max_parts, by_size)));
+  }
+};
 
 // Where one rank sits in its replica.
 struct StagePosition {
@@ -61,7 +77,7 @@ class PipelineStage {
   // `model` holds this stage's layers, `cache` their KV; `world` connects the replica's pp × tp
   // ranks in StagePosition::rank() order (null when pp == 1); the model's own communicator is
   // the stage's TP group.
-  PipelineStage(Qwen3Model& model, KvCache& cache, Communicator* world, StagePosition pos, int micro_batches);
+  PipelineStage(Qwen3Model& model, KvCache& cache, Communicator* world, StagePosition pos, MicroBatchPolicy micro);
 
   // Runs one step's batch through this stage (every rank of the replica calls it with the same
   // batch). logits_out [batch.num_logits(), vocab] is written on rank 0 only. A bad batch throws
@@ -75,8 +91,8 @@ class PipelineStage {
   KvCache& cache_;
   Communicator* world_;
   StagePosition pos_;
-  int micro_batches_;
-  std::vector<ForwardBatch> micro_;
+  MicroBatchPolicy micro_;
+  std::vector<ForwardBatch> parts_;
   std::vector<float> hidden_in_, hidden_out_, logits_;
 };
 

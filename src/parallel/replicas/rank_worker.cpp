@@ -141,7 +141,7 @@ void exchange_load_status(Communicator& comm, const std::string& my_error) {
 
 ProcessTpExecutor::ProcessTpExecutor(std::unique_ptr<Backend> backend, std::shared_ptr<const Qwen3Weights> weights,
                                      std::shared_ptr<Communicator> comm, std::shared_ptr<Communicator> stage_comm,
-                                     int pp, int micro_batches, int64_t num_blocks, int32_t block_size, DType kv_dtype)
+                                     int pp, MicroBatchPolicy micro, int64_t num_blocks, int32_t block_size, DType kv_dtype)
     : backend_(std::move(backend)),
       weights_(std::move(weights)),
       comm_(std::move(comm)),
@@ -152,7 +152,7 @@ ProcessTpExecutor::ProcessTpExecutor(std::unique_ptr<Backend> backend, std::shar
   model_ = std::make_unique<Qwen3Model>(*weights_, *backend_, model_comm(pos, comm_.get(), stage_comm_.get()));
   cache_ = make_cache(*model_, num_blocks, block_size, kv_dtype);
   runner_ = std::make_unique<ModelRunner>(*model_, *cache_);
-  stage_ = std::make_unique<PipelineStage>(*model_, *cache_, pp > 1 ? comm_.get() : nullptr, pos, micro_batches);
+  stage_ = std::make_unique<PipelineStage>(*model_, *cache_, pp > 1 ? comm_.get() : nullptr, pos, micro);
 }
 
 ProcessTpExecutor::~ProcessTpExecutor() {

@@ -39,7 +39,7 @@ class ProcessTpExecutor : public ModelExecutor {
   // and tp > 1 (else the model's collectives use comm, or none).
   ProcessTpExecutor(std::unique_ptr<Backend> backend, std::shared_ptr<const Qwen3Weights> weights,
                     std::shared_ptr<Communicator> comm, std::shared_ptr<Communicator> stage_comm, int pp,
-                    int micro_batches, int64_t num_blocks, int32_t block_size, DType kv_dtype);
+                    MicroBatchPolicy micro, int64_t num_blocks, int32_t block_size, DType kv_dtype);
   ~ProcessTpExecutor() override;
   void execute(const SchedulerOutput& so, ExecutorOutput& out) override;
   void parallel_rows(int64_t n, const std::function<void(int64_t)>& fn) override { runner_->parallel_rows(n, fn); }

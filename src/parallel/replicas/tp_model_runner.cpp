@@ -20,7 +20,7 @@ void wait_change(const std::atomic<T>& word, T old) {
 }  // namespace
 
 TpModelRunner::TpModelRunner(std::vector<TpRankParts> ranks, int64_t num_blocks, int32_t block_size, DType kv_dtype,
-                             std::string track_prefix, int pp, int micro_batches)
+                             std::string track_prefix, int pp, MicroBatchPolicy micro)
     : track_prefix_(std::move(track_prefix)) {
   const int n = static_cast<int>(ranks.size());
   PYPTO_ASSERT(pp >= 1 && n >= pp && n % pp == 0, n, " ranks for ", pp, " pipeline stages");
@@ -37,7 +37,7 @@ TpModelRunner::TpModelRunner(std::vector<TpRankParts> ranks, int64_t num_blocks,
     rk.parts = std::move(p);
     rk.model = std::make_unique<Qwen3Model>(*rk.parts.weights, *rk.parts.backend, tp > 1 ? rk.parts.comm.get() : nullptr);
     rk.cache = std::make_unique<KvCache>(rk.model->kv_cache_spec(num_blocks, block_size, kv_dtype));
-    rk.stage = std::make_unique<PipelineStage>(*rk.model, *rk.cache, rk.parts.world.get(), pos, micro_batches);
+    rk.stage = std::make_unique<PipelineStage>(*rk.model, *rk.cache, rk.parts.world.get(), pos, micro);
     ranks_.push_back(std::move(rk));
   }
   runner_ = std::make_unique<ModelRunner>(*ranks_[0].model, *ranks_[0].cache);

@@ -46,7 +46,7 @@ class TpModelRunner : public ModelExecutor {
   // layer of its stage) and starts pp·tp - 1 rank threads (rank 0 runs on the caller of execute()).
   // ranks: pp × tp of them, in pipeline rank order.
   TpModelRunner(std::vector<TpRankParts> ranks, int64_t num_blocks, int32_t block_size, DType kv_dtype,
-                std::string track_prefix = "", int pp = 1, int micro_batches = 1);
+                std::string track_prefix = "", int pp = 1, MicroBatchPolicy micro = {});
   ~TpModelRunner() override;
 
   void execute(const SchedulerOutput& so, ExecutorOutput& out) override;
