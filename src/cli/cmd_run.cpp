@@ -14,6 +14,7 @@
 #include "model/test_model.h"
 #include "parallel/mp_rank_group.h"
 #include "parallel/mpi_communicator.h"
+#include "parallel/mpi_heartbeat.h"
 #include "parallel/replicas/rank_worker.h"
 
 namespace pypto::cli {
@@ -34,14 +35,18 @@ int cmd_run(int argc, char** argv) {
   std::unique_ptr<MpRankGroup> mp = MpRankGroup::join_from_env();
   if (mp) o.distributed_executor_backend = "mp";
   const bool use_mpi = o.distributed_executor_backend == "mpi";
+  const int ranks = o.tp * o.pp;  // one replica's ranks: pp stages of tp
+  std::unique_ptr<MpiHeartbeat> heartbeat;
   if (use_mpi) {
     const MpiLaunch launch = mpi_launch_from_env();
+    const std::string sizes = o.pp > 1 ? str_cat("--pp ", o.pp, " x --tp ", o.tp) : str_cat("--tp ", o.tp);
     if (launch.rank < 0)
       fail("--distributed-executor-backend mpi: start pypto-serving with mpirun, one process per rank "
-           "(mpirun -np ", o.tp, " pypto-serving ... --tp ", o.tp, " --distributed-executor-backend mpi)");
-    if (launch.size != o.tp)
-      fail("--distributed-executor-backend mpi: mpirun started ", launch.size, " processes but --tp is ", o.tp,
-           ": start exactly one process per rank (mpirun -np ", o.tp, ")");
+           "(mpirun -np ", ranks, " pypto-serving ... ", sizes, " --distributed-executor-backend mpi)");
+    if (launch.size != ranks)
+      fail("--distributed-executor-backend mpi: mpirun started ", launch.size, " processes but ",
+           o.pp > 1 ? str_cat(sizes, " is ", ranks, " ranks") : str_cat("--tp is ", o.tp),
+           ": start exactly one process per rank (mpirun -np ", ranks, ")");
     // MPI_Init starts OpenMPI's own threads, which inherit this thread's signal mask. On rank 0 of
     // a server SIGINT/SIGTERM must reach the server's signal thread (run_server blocks them in
     // the threads it starts), not end the process from an MPI thread: mpirun sends SIGTERM when
@@ -54,7 +59,11 @@ int cmd_run(int argc, char** argv) {
       pthread_sigmask(SIG_BLOCK, &set, nullptr);
     }
     o.process_comm = make_mpi_world_communicator();
+    // Every process makes the stage groups together (MPI_Comm_split is collective).
+    if (o.pp > 1 && o.tp > 1) o.stage_comm = make_mpi_split_communicator(launch.rank / o.tp, launch.rank % o.tp);
+    heartbeat = MpiHeartbeat::start();  // a rank that stops without dying is a fault on rank 0
   }
+  if (mp) o.stage_comm = mp->stage_comm();
 
   std::string model_dir = o.model;
   if (model_dir.empty()) {
@@ -67,21 +76,26 @@ int cmd_run(int argc, char** argv) {
   if (mp || (use_mpi && o.process_comm->rank() != 0)) {
     Communicator& comm = mp ? *mp->comm() : *o.process_comm;
     const int rc = run_rank_worker(replica_load_options(o, model_dir), comm);
+    heartbeat.reset();
     o.process_comm.reset();
+    o.stage_comm.reset();
     mp.reset();
     mpi_finalize();
     return rc;
   }
-  if (o.distributed_executor_backend == "mp" && o.tp > 1) {
-    mp = MpRankGroup::start(o.tp, argv);
+  if (o.distributed_executor_backend == "mp" && ranks > 1) {
+    mp = MpRankGroup::start(ranks, argv, o.tp);
     o.process_comm = mp->comm();
+    o.stage_comm = mp->stage_comm();
   }
   int rc;
   if (!o.prompts.empty() || !o.prompt_token_ids.empty())
     rc = run_offline(o, model_dir);
   else
     rc = run_serve(o, so, model_dir);
+  heartbeat.reset();
   o.process_comm.reset();
+  o.stage_comm.reset();
   mp.reset();  // waits for the other ranks (they stop when the engine does)
   mpi_finalize();
   return rc;

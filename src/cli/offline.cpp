@@ -91,7 +91,8 @@ int run_offline(const RunOptions& o, const std::string& model_dir) {
            format_bytes(le.weight_bytes, b1, sizeof b1), " staged in ", le.load_seconds, " s; backend ", le.backend_name,
            ", ", le.threads, " thread(s)");
   log_info(le.capacity.summary(), " (", format_bytes(le.capacity.kv_bytes, b2, sizeof b2), ")");
-  if (le.dp * le.tp > 1) log_info("dp ", le.dp, " x tp ", le.tp, ":\n", le.placement);
+  if (le.dp * le.tp * le.pp > 1)
+    log_info("dp ", le.dp, le.pp > 1 ? str_cat(" x pp ", le.pp) : std::string(), " x tp ", le.tp, ":\n", le.placement);
   ProfileSession profile(o, le, prompts);  // --profile: warm-up request, then recording
 
   SamplingParams params;

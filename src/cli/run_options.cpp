@@ -42,6 +42,19 @@ void add_run_options(CLI::App& app, RunOptions& o) {
   app.add_option("--devices", o.devices, "comma-separated device ids (dp x tp of them); on CPU a device is a core group");
   app.add_option("--tp,--tensor-parallel-size", o.tp, "devices per replica")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--dp,--data-parallel-size", o.dp, "engine replicas")->check(CLI::PositiveNumber)->capture_default_str();
+  // Checked by validate_run_options (and against the layer count at load) with the limit named.
+  app.add_option("--pp,--pipeline-parallel-size", o.pp,
+                 "pipeline stages per replica: the layers split into this many stages balanced by bytes, each on "
+                 "its own --tp ranks (a replica has pp x tp ranks / devices)")
+      ->capture_default_str();
+  app.add_option("--pp-micro-batches", o.pp_micro_batches,
+                 "with --pp > 1: each step's batch goes through the stages in up to this many micro-batches "
+                 "(whole sequences), so stage s works on part i+1 while stage s+1 works on part i")
+      ->capture_default_str();
+  app.add_option("--pp-micro-batch-tokens", o.pp_micro_batch_tokens,
+                 "with --pp > 1: the fewest tokens a micro-batch may have (a step is cut into fewer parts rather "
+                 "than smaller ones: each part streams the stage's weights again, so small decode steps stay whole)")
+      ->capture_default_str();
   app.add_option("--distributed-executor-backend", o.distributed_executor_backend,
                  "how the --tp ranks run: mp (processes on this host, shared memory; the default when --dp is 1), "
                  "mpi (processes started by mpirun, on one host or several), threads (one process; the default "
@@ -145,7 +158,14 @@ void add_run_options(CLI::App& app, RunOptions& o) {
 
 void validate_run_options(RunOptions& o) {
   if (o.backend == "cuda") fail("--backend cuda: this build has no CUDA backend yet (use --backend cpu)");
-  if (o.distributed_executor_backend == "auto") o.distributed_executor_backend = o.dp == 1 && o.tp > 1 ? "mp" : "threads";
+  if (o.pp < 1)
+    fail("--pp ", o.pp, ": expected a positive number of pipeline stages (1 up to the model's num_hidden_layers)");
+  if (o.pp_micro_batches < 1 || o.pp_micro_batches > 1024)
+    fail("--pp-micro-batches ", o.pp_micro_batches, ": expected a number of micro-batches between 1 and 1024");
+  if (o.pp_micro_batch_tokens < 1)
+    fail("--pp-micro-batch-tokens ", o.pp_micro_batch_tokens, ": expected a positive number of tokens");
+  if (o.distributed_executor_backend == "auto")
+    o.distributed_executor_backend = o.dp == 1 && o.tp * o.pp > 1 ? "mp" : "threads";
   const std::string& deb = o.distributed_executor_backend;
   if ((deb == "mp" || deb == "mpi") && o.dp != 1)
     fail("--distributed-executor-backend ", deb, " runs one replica's ranks as processes; with --dp ", o.dp,
@@ -157,13 +177,14 @@ void validate_run_options(RunOptions& o) {
            "mpirun gives its process (mpirun --bind-to / --map-by)");
     o.layout = ParallelLayout{};
     o.layout.tp = o.tp;
-    for (int t = 0; t < o.tp; ++t) {
+    o.layout.pp = o.pp;
+    for (int t = 0; t < o.tp * o.pp; ++t) {
       o.layout.devices.push_back(t);
       o.layout.cores.push_back(available_cores());
     }
   } else {
     // Device groups: len(devices) == dp × tp, no duplicates; each device a group of cores.
-    o.layout = plan_parallel_layout(o.device, o.devices, o.tp, o.dp, o.cpu_groups, available_cores());
+    o.layout = plan_parallel_layout(o.device, o.devices, o.tp, o.dp, o.cpu_groups, available_cores(), o.pp);
   }
   if (o.dp == 1 && o.data_parallel_routing != "least_pending_tokens")
     log_warn("--data-parallel-routing ", o.data_parallel_routing, " has no effect with --dp 1");
@@ -218,8 +239,8 @@ EngineLoadOptions engine_options(const RunOptions& o, const std::string& model_d
 EngineLoadOptions engine_load_options(const RunOptions& o, const std::string& model_dir) {
   // load_engine() builds one rank of one replica: dropping --tp/--dp here would silently run a
   // different configuration than asked for.
-  if (o.tp != 1 || o.dp != 1)
-    fail("--tp ", o.tp, " --dp ", o.dp, ": engine_load_options()/load_engine() start a single rank; use "
+  if (o.tp != 1 || o.dp != 1 || o.pp != 1)
+    fail("--tp ", o.tp, " --dp ", o.dp, " --pp ", o.pp, ": engine_load_options()/load_engine() start a single rank; use "
          "load_replicas(replica_load_options(...)) (parallel/replicas/load_replicas.h) for tensor/data parallelism");
   return engine_options(o, model_dir);
 }
@@ -228,8 +249,10 @@ ReplicaLoadOptions replica_load_options(const RunOptions& o, const std::string& 
   ReplicaLoadOptions r;
   r.engine = engine_options(o, model_dir);
   r.layout = o.layout.cores.empty()
-                 ? plan_parallel_layout(o.device, o.devices, o.tp, o.dp, o.cpu_groups, available_cores())
+                 ? plan_parallel_layout(o.device, o.devices, o.tp, o.dp, o.cpu_groups, available_cores(), o.pp)
                  : o.layout;
+  r.stage_comm = o.stage_comm;
+  r.pp_micro_batches = MicroBatchPolicy{o.pp_micro_batches, o.pp_micro_batch_tokens};
   r.routing = parse_routing_policy(o.data_parallel_routing);
   r.process_comm = o.process_comm;
   r.affinity_slack_tokens = o.data_parallel_affinity_slack;

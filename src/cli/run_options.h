@@ -22,9 +22,13 @@ struct RunOptions {
   int device = 0;
   std::string devices;  // "0,1"
   int tp = 1, dp = 1;
+  int pp = 1;                // --pp: pipeline stages (each of tp ranks)
+  int pp_micro_batches = kDefaultPipelineMicroBatches;  // --pp-micro-batches
+  int64_t pp_micro_batch_tokens = kDefaultMicroBatchMinTokens;  // --pp-micro-batch-tokens
   // auto | mp | mpi | threads; validate_run_options() resolves auto (mp when dp == 1 and tp > 1).
   std::string distributed_executor_backend = "auto";
   std::shared_ptr<Communicator> process_comm;  // set by cmd_run on rank 0 of mp/mpi ranks
+  std::shared_ptr<Communicator> stage_comm;    // --pp with --tp > 1 as processes: the stage's TP group
   std::string data_parallel_routing = "least_pending_tokens";
   int64_t data_parallel_affinity_slack = kDefaultAffinitySlackTokens;  // prefix_affinity, tokens
   std::string cpu_groups;  // "0-7,8-15": the cores of device 0, 1, ... (default: equal split)

@@ -67,7 +67,7 @@ int run_serve(const RunOptions& o, ServerOptions so, const std::string& model_di
     char b1[32], b2[32];
     log_info("model ", model_dir, ": ", le->config.num_hidden_layers, " layers, weights ",
              format_bytes(le->weight_bytes, b1, sizeof b1), " staged in ", le->load_seconds, " s; backend ",
-             le->backend_name, ", dp ", le->dp, " x tp ", le->tp, ", ", le->threads, " thread(s) per rank");
+             le->backend_name, ", dp ", le->dp, le->pp > 1 ? str_cat(" x pp ", le->pp) : std::string(), " x tp ", le->tp, ", ", le->threads, " thread(s) per rank");
     log_info(le->capacity.summary(), " (", format_bytes(le->capacity.kv_bytes, b2, sizeof b2), " per replica)");
     const ModelConfig cfg = le->config;
     auto client = std::make_shared<OwningEngineClient>(std::move(le));

@@ -80,7 +80,7 @@ struct LoadedEngine {
   // Set by load_replicas() (parallel/replicas/load_replicas.h), the one start-up path (load_engine
   // included). With dp > 1 requests must go through `replicas` (it routes over loop and
   // more_loops); with dp == 1 `loop` is the whole engine, TP ranks included.
-  int tp = 1, dp = 1;
+  int tp = 1, dp = 1, pp = 1;
   std::vector<std::unique_ptr<EngineLoop>> more_loops;  // replicas 1 .. dp-1
   std::shared_ptr<ReplicaSet> replicas;                 // routes over every replica (declared after the loops it uses)
   std::string placement;                                // which devices/cores each rank runs on, for the log

@@ -12,8 +12,10 @@ namespace pypto {
 Qwen3Model::Qwen3Model(const Qwen3Weights& weights, Backend& backend, Communicator* comm)
     : w_(weights), backend_(backend), comm_(comm) {
   const ModelConfig& c = w_.config;
-  PYPTO_ASSERT(int(w_.layers.size()) == c.num_hidden_layers, "staged ", w_.layers.size(), " layers, config has ",
-               c.num_hidden_layers);
+  PYPTO_ASSERT(w_.layer_begin >= 0 && w_.layer_begin + int(w_.layers.size()) <= c.num_hidden_layers &&
+                   w_.has_embed == (w_.layer_begin == 0) &&
+                   w_.has_head == (w_.layer_begin + int(w_.layers.size()) == c.num_hidden_layers),
+               "staged layers [", w_.layer_begin, ", +", w_.layers.size(), ") of ", c.num_hidden_layers);
   PYPTO_ASSERT(w_.n_heads > 0 && w_.n_kv_heads > 0 && w_.n_heads % w_.n_kv_heads == 0, "heads ", w_.n_heads, "/",
                w_.n_kv_heads);
   if (w_.tp_size > 1 && comm_ == nullptr)
@@ -32,7 +34,9 @@ Qwen3Model::Qwen3Model(const Qwen3Weights& weights, Backend& backend, Communicat
   }
   PYPTO_ASSERT(w_.vocab_rows > 0 && w_.vocab_begin >= 0 && w_.vocab_begin + w_.vocab_rows <= c.vocab_size,
                "vocabulary slice [", w_.vocab_begin, ", +", w_.vocab_rows, ") of ", c.vocab_size);
-  PYPTO_ASSERT(w_.lm_head.n_out == w_.vocab_rows && w_.lm_head.k_in == hidden_, "lm_head shape");
+  PYPTO_ASSERT(!(w_.has_head || (w_.has_embed && w_.embed_in_lm_head)) ||
+                   (w_.lm_head.n_out == w_.vocab_rows && w_.lm_head.k_in == hidden_),
+               "lm_head shape");
   vocab_parallel_ = w_.vocab_rows < c.vocab_size;
   if (vocab_parallel_ && comm_ == nullptr)
     fail("rank ", w_.tp_rank, "/", w_.tp_size, " holds vocabulary rows [", w_.vocab_begin, ", ",
@@ -41,7 +45,7 @@ Qwen3Model::Qwen3Model(const Qwen3Weights& weights, Backend& backend, Communicat
 
 KvCacheSpec Qwen3Model::kv_cache_spec(int64_t num_blocks, int32_t block_size, DType dtype) const {
   KvCacheSpec s;
-  s.num_layers = w_.config.num_hidden_layers;
+  s.num_layers = static_cast<int32_t>(w_.layers.size());  // this stage's layers
   s.num_blocks = num_blocks;
   s.block_size = block_size;
   s.n_kv_heads = w_.n_kv_heads;
@@ -119,22 +123,36 @@ void Qwen3Model::lm_head(int64_t n, float* logits_out) {
   comm_->gather_columns(part, n, w_.vocab_rows, logits_out, kLogitsRank);
 }
 
+void Qwen3Model::check_batch(const ForwardBatch& batch, const KvCache& cache) const {
+  const ModelConfig& c = w_.config;
+  PYPTO_ASSERT(cache.num_layers() == int32_t(w_.layers.size()) && cache.spec().n_kv_heads == w_.n_kv_heads &&
+                   cache.spec().head_dim == c.head_dim,
+               "KV cache shape does not match the model");
+  batch.validate(cache.num_blocks(), cache.block_size());
+  for (int64_t t = 0; t < batch.num_tokens(); ++t) {
+    const int32_t id = batch.token_ids[t];
+    if (id < 0 || id >= c.vocab_size) fail("token id ", id, " is outside the vocabulary [0, ", c.vocab_size, ")");
+  }
+}
+
 void Qwen3Model::forward(const ForwardBatch& batch, KvCache& cache, float* logits_out) {
+  PYPTO_ASSERT(first_stage() && last_stage(), "forward() of a pipeline stage: use forward_stage()");
+  forward_stage(batch, cache, nullptr, nullptr, logits_out);
+}
+
+void Qwen3Model::forward_stage(const ForwardBatch& batch, KvCache& cache, const float* hidden_in, float* hidden_out,
+                               float* logits_out) {
   const ModelConfig& c = w_.config;
   const int64_t T = batch.num_tokens();
   if (T == 0) return;
   PYPTO_PROF_SPAN(prof::Level::E2E, "forward", "host.validate", -1, "op");  // profiling: ops below
-  PYPTO_ASSERT(cache.num_layers() == c.num_hidden_layers && cache.spec().n_kv_heads == w_.n_kv_heads &&
-                   cache.spec().head_dim == c.head_dim,
-               "KV cache shape does not match the model");
-  batch.validate(cache.num_blocks(), cache.block_size());
-  for (int64_t t = 0; t < T; ++t) {
-    const int32_t id = batch.token_ids[t];
-    if (id < 0 || id >= c.vocab_size) fail("token id ", id, " is outside the vocabulary [0, ", c.vocab_size, ")");
-  }
+  check_batch(batch, cache);
+  PYPTO_ASSERT(first_stage() || hidden_in != nullptr, "a later pipeline stage needs the hidden states");
+  PYPTO_ASSERT(last_stage() || hidden_out != nullptr, "an earlier pipeline stage needs a hidden-state output");
   // Checked before the first collective: a rank that threw later would leave the others waiting.
   const bool receives = comm_ == nullptr || comm_->rank() == kLogitsRank;
-  PYPTO_ASSERT(!receives || batch.num_logits() == 0 || logits_out != nullptr, "logits requested without an output buffer");
+  PYPTO_ASSERT(!last_stage() || !receives || batch.num_logits() == 0 || logits_out != nullptr,
+               "logits requested without an output buffer");
   take_scratch(T);
   Backend& be = backend_;
   const int32_t hd = c.head_dim;
@@ -144,12 +162,14 @@ void Qwen3Model::forward(const ForwardBatch& batch, KvCache& cache, float* logit
 
   // x [T, hidden]: the residual stream.
   PYPTO_PROF_OP("embedding");
-  embed(batch, T);
+  if (first_stage()) embed(batch, T);
+  else std::memcpy(x_, hidden_in, sizeof(float) * size_t(T * hidden_));  // the previous stage's x
 
   PYPTO_PROF_PHASE(prof::Level::Kernel, "layers");
-  for (int32_t li = 0; li < c.num_hidden_layers; ++li) {
+  for (int32_t i = 0; i < int32_t(w_.layers.size()); ++i) {
+    const int32_t li = w_.layer_begin + i;  // the model's layer index (profiles name it)
     PYPTO_PROF_LAYER(li, "norm.input");
-    const Qwen3LayerWeights& L = w_.layers[li];
+    const Qwen3LayerWeights& L = w_.layers[size_t(i)];
     // --- attention block ---
     be.rms_norm(x_, L.input_norm, T, hidden_, eps, h_);        // h [T, hidden]
     PYPTO_PROF_OP("attention.qkv_proj");
@@ -171,7 +191,7 @@ void Qwen3Model::forward(const ForwardBatch& batch, KvCache& cache, float* logit
     PYPTO_PROF_OP("attention.core");  // rope, kv store, paged attention
     be.rope(q_, batch.positions.data(), T, w_.n_heads, hd, theta);
     be.rope(k_, batch.positions.data(), T, w_.n_kv_heads, hd, theta);
-    const KvCacheLayer& kv = cache.layer(li);
+    const KvCacheLayer& kv = cache.layer(i);  // this stage's cache holds its layers only
     be.kv_store(k_, v_, batch.slot_mapping.data(), T, kv);
     be.paged_attention(q_, T, w_.n_heads, kv, attn_batch, attn_);  // attn [T, nq, hd]
     PYPTO_PROF_OP("attention.o_proj");
@@ -195,6 +215,11 @@ void Qwen3Model::forward(const ForwardBatch& batch, KvCache& cache, float* logit
 
   // Final norm and lm_head only for the rows that need logits: gather them into h [n, hidden].
   // (n is the same on every rank: they run the same batch.)
+  if (!last_stage()) {
+    be.synchronize();
+    std::memcpy(hidden_out, x_, sizeof(float) * size_t(T * hidden_));  // to the next stage
+    return;
+  }
   PYPTO_PROF_OP("host.gather");
   const int64_t n = batch.num_logits();
   if (n == 0) return;

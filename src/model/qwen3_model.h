@@ -39,6 +39,23 @@ class Qwen3Model {
   // logits_out is ignored and may be null.
   void forward(const ForwardBatch& batch, KvCache& cache, float* logits_out);
 
+  // Pipeline parallelism: this model may hold only a stage of the layers (Qwen3Weights::layer_begin,
+  // has_embed, has_head; its KV cache holds just those layers). forward_stage runs the batch
+  // through the stage: the first stage embeds batch.token_ids, the others start from hidden_in
+  // [T, hidden] f32 (the previous stage's residual stream); the last stage writes logits as
+  // forward() does (logits_out, on kLogitsRank of its tensor-parallel group), the others the
+  // residual stream after their last layer into hidden_out [T, hidden]. A whole model (one stage)
+  // is forward(). The stage's tensor-parallel ranks run it in lockstep as in forward().
+  void forward_stage(const ForwardBatch& batch, KvCache& cache, const float* hidden_in, float* hidden_out,
+                     float* logits_out);
+  bool first_stage() const { return w_.has_embed; }
+  bool last_stage() const { return w_.has_head; }
+  int64_t hidden_size() const { return hidden_; }
+  // The checks forward() makes before its first collective (batch shape against the cache, token
+  // ids inside the vocabulary): a pipeline runs them on the whole step's batch on every rank before
+  // any rank sends, so a bad batch throws everywhere and nobody waits.
+  void check_batch(const ForwardBatch& batch, const KvCache& cache) const;
+
   // The tensor-parallel rank that receives the gathered logits (and samples).
   static constexpr int kLogitsRank = 0;
 

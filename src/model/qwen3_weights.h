@@ -48,6 +48,11 @@ struct Qwen3Weights {
   WeightFormat layer_format = WeightFormat::Float;  // StagedFormats::layers
   const float* final_norm = nullptr;    // [hidden] f32
   LinearWeight lm_head;                 // [vocab_rows, hidden] (the same memory as embed when tied)
+  // Pipeline parallelism: this stage's decoder layers [layer_begin, layer_end) (layers[i] is layer
+  // layer_begin + i); has_embed: it holds the embedding (the first stage), has_head: the final
+  // norm and lm_head (the last stage). A whole model is [0, num_hidden_layers) with both.
+  int layer_begin = 0, layer_end = 0;
+  bool has_embed = true, has_head = true;
   std::vector<Qwen3LayerWeights> layers;
   size_t resident_bytes = 0;            // size of the slab holding all of the above
   bool from_compile_cache = false;      // the slab was read back from the compile cache

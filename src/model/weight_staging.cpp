@@ -79,13 +79,24 @@ struct SlabCursor {
 struct RankShapes {
   int64_t H = 0, hd = 0, V = 0, q_rows = 0, kv_rows = 0, qkv_rows = 0, inter = 0;
   int layers = 0;
+  bool embed = true, head = true;  // this pipeline stage holds the embedding / final norm + lm_head
   bool attention_bias = false, tied = false;
   DType wdt = DType::BF16;
   StagedFormats fmt;
 };
 
-RankShapes rank_shapes(const Checkpoint& ck, int rank, int tp, const StagedFormats& fmt) {
+// The range with end resolved; Error naming the range when it is not inside the model.
+LayerRange resolve_range(const ModelConfig& c, LayerRange range) {
+  if (range.end < 0) range.end = c.num_hidden_layers;
+  if (range.begin < 0 || range.begin >= range.end || range.end > c.num_hidden_layers)
+    fail("pipeline stage layers [", range.begin, ", ", range.end, ") are not a non-empty range inside the model's ",
+         c.num_hidden_layers, " layers");
+  return range;
+}
+
+RankShapes rank_shapes(const Checkpoint& ck, int rank, int tp, const StagedFormats& fmt, LayerRange range = {}) {
   const ModelConfig& c = ck.config();
+  range = resolve_range(c, range);
   RankShapes r;
   r.H = c.hidden_size;
   r.hd = c.head_dim;
@@ -95,7 +106,9 @@ RankShapes rank_shapes(const Checkpoint& ck, int rank, int tp, const StagedForma
   r.kv_rows = int64_t(c.num_key_value_heads / tp) * r.hd;
   r.qkv_rows = r.q_rows + 2 * r.kv_rows;
   r.inter = c.intermediate_size / tp;
-  r.layers = c.num_hidden_layers;
+  r.layers = range.end - range.begin;
+  r.embed = range.begin == 0;
+  r.head = range.end == c.num_hidden_layers;
   r.attention_bias = c.attention_bias;
   r.tied = c.tie_word_embeddings;
   r.wdt = ck.get("model.embed_tokens.weight").info->dtype;
@@ -118,13 +131,17 @@ void plan_slab(const RankShapes& r, const Backend& backend, SlabCursor& s, std::
                                     : backend.packed_quantized_bytes(f, n, k, f == WeightFormat::Int8 ? 0 : r.fmt.group);
   };
   const WeightFormat hf = r.fmt.head, lf = r.fmt.layers;
+  embed = norm = lm = nullptr;  // a pipeline stage without them leaves them null
   if (r.tied) {
-    lm = embed = s.take(bytes(hf, r.V, H));
-    norm = s.take(H * 4);
+    if (r.embed || r.head) lm = embed = s.take(bytes(hf, r.V, H));
+    if (r.head) norm = s.take(H * 4);
   } else {
-    embed = s.take(hf == WeightFormat::Float ? static_cast<size_t>(r.V * H) * dtype_size(wdt) : bytes(hf, r.V, H));
-    norm = s.take(H * 4);
-    lm = s.take(bytes(hf, r.V, H));
+    if (r.embed)
+      embed = s.take(hf == WeightFormat::Float ? static_cast<size_t>(r.V * H) * dtype_size(wdt) : bytes(hf, r.V, H));
+    if (r.head) {
+      norm = s.take(H * 4);
+      lm = s.take(bytes(hf, r.V, H));
+    }
   }
   layers.resize(size_t(r.layers));
   for (auto& l : layers) {
@@ -228,8 +245,9 @@ const char* quantized_activations(WeightFormat layers, const Backend& backend) {
 }
 
 size_t staged_slab_bytes(const Checkpoint& ck, const Backend& backend, int tp_rank, int tp_size, int num_layers,
-                         const StagedFormats* formats) {
-  RankShapes shapes = rank_shapes(ck, tp_rank, tp_size, formats ? *formats : staged_formats(ck, WeightFormat::Float, 64));
+                         const StagedFormats* formats, LayerRange range) {
+  RankShapes shapes =
+      rank_shapes(ck, tp_rank, tp_size, formats ? *formats : staged_formats(ck, WeightFormat::Float, 64), range);
   if (num_layers >= 0) shapes.layers = num_layers;
   SlabCursor measure;
   std::vector<LayerSlots> slots;
@@ -298,7 +316,13 @@ Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, c
   w.vocab_begin = v0;
   w.vocab_rows = V;
   const StagedFormats fmt = staged_formats(ck, opt.quantization, opt.int4_group);
-  const RankShapes shapes = rank_shapes(ck, rank, tp, fmt);
+  const LayerRange range = resolve_range(c, {opt.layer_begin, opt.layer_end});
+  const bool whole = range.begin == 0 && range.end == c.num_hidden_layers;
+  const RankShapes shapes = rank_shapes(ck, rank, tp, fmt, range);
+  w.layer_begin = range.begin;
+  w.layer_end = range.end;
+  w.has_embed = shapes.embed;
+  w.has_head = shapes.head;
   const int64_t q_rows = shapes.q_rows, kv_rows = shapes.kv_rows, qkv_rows = shapes.qkv_rows;
   const DType wdt = shapes.wdt;
   const size_t esz = dtype_size(wdt);
@@ -334,9 +358,9 @@ Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, c
   }
   w.embed = embed_p;
   w.embed_in_lm_head = tied;
-  if (!tied && hf != WeightFormat::Float) w.embed_rows = LinearWeight{embed_p, wdt, V, H, hf, hgroup};
+  if (embed_p && !tied && hf != WeightFormat::Float) w.embed_rows = LinearWeight{embed_p, wdt, V, H, hf, hgroup};
   w.final_norm = reinterpret_cast<const float*>(norm_p);
-  w.lm_head = LinearWeight{lm_p, wdt, V, H, hf, hgroup};
+  if (lm_p) w.lm_head = LinearWeight{lm_p, wdt, V, H, hf, hgroup};
   w.weight_formats = fmt.describe();
   w.layer_format = fmt.layers;
   w.resident_bytes = slab->size();
@@ -344,7 +368,9 @@ Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, c
 
   std::string cache_key;
   if (!opt.compile_cache_dir.empty()) {
-    cache_key = staging_fingerprint(ck, backend, rank, tp, fmt.describe());
+    // A pipeline stage's slab is keyed by its layer range too (the whole model keeps its old key).
+    const std::string layers = whole ? "" : str_cat(" layers [", range.begin, ", ", range.end, ")");
+    cache_key = staging_fingerprint(ck, backend, rank, tp, fmt.describe() + layers);
     if (compile_cache_load(opt.compile_cache_dir, cache_key, slab->data(), slab->size())) {
       log_info("compile cache: hit ", compile_cache_path(opt.compile_cache_dir, cache_key));
       w.from_compile_cache = true;
@@ -358,7 +384,7 @@ Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, c
   AlignedBuffer scratch(lf == WeightFormat::Float ? scratch_bytes : 64);  // the float path fuses in it
 
   size_t total_bytes = ck.total_tensor_bytes();
-  Progress progress(str_cat("staging ", ck.dir()), c.num_hidden_layers + 2, opt.show_progress ? total_bytes : 0);
+  Progress progress(str_cat("staging ", ck.dir()), shapes.layers + 2, opt.show_progress ? total_bytes : 0);
   if (!opt.show_progress) progress.finish();
 
   auto src = [&](const std::string& name) -> const TensorRef& { return ck.get(name); };
@@ -379,7 +405,7 @@ Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, c
   // are copied in chunks whose source pages are released as we go (it is the largest tensor:
   // 311 MB for qwen3-0.6b, half of it per rank at TP=2); a tied table on a packing backend is
   // packed straight from the checkpoint as the lm_head, and that is its only copy.
-  {
+  if (embed_p) {  // the first pipeline stage's table (a tied table: the last stage's lm_head too)
     const TensorRef& e = src("model.embed_tokens.weight");
     const uint8_t* rows = e.data() + static_cast<size_t>(v0 * H) * esz;
     const size_t bytes = static_cast<size_t>(V * H) * esz, chunk = 16u << 20;
@@ -398,6 +424,9 @@ Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, c
         release_range(rows + off, n);
       }
     }
+    progress.advance(1, bytes);
+  }
+  if (norm_p) {  // the last pipeline stage
     norm_to_f32("model.norm.weight", H, norm_p, false);
     if (!tied) {
       const TensorRef& lm = src("lm_head.weight");
@@ -406,8 +435,8 @@ Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, c
       else
         backend.pack_weight(lm.data() + static_cast<size_t>(v0 * H) * esz, wdt, V, H, lm_p);
       release(lm);
+      progress.advance(1, size_t(V * H) * esz);
     }
-    progress.advance(2, bytes * (tied ? 1 : 2));
   }
 
   // One linear of a layer: rows [r0, r1) and columns [c0, c1) (c1 < 0: all) of each part's tensor,
@@ -467,8 +496,8 @@ Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, c
     backend.pack_quantized(all.view(), dst);
   };
 
-  for (int i = 0; i < c.num_hidden_layers; i++) {
-    const LayerSlots& s = slots[i];
+  for (int i = range.begin; i < range.end; i++) {
+    const LayerSlots& s = slots[size_t(i - range.begin)];
     size_t layer_bytes = 0;
 
     norm_to_f32(layer_name(i, "input_layernorm.weight"), H, s.input_norm, false);

@@ -28,6 +28,16 @@ struct StagingOptions {
   // quantize one again is an error.
   WeightFormat quantization = WeightFormat::Float;
   int32_t int4_group = 64;
+  // Pipeline parallelism (--pp): stage only decoder layers [layer_begin, layer_end) (layer_end -1:
+  // to the last). The stage holding layer 0 also stages the embedding table, the stage holding the
+  // last layer the final norm and lm_head (a tied table is staged by both). The compile cache key
+  // includes the range, so the slabs of different stages never meet.
+  int layer_begin = 0, layer_end = -1;
+};
+
+// A stage's decoder layers [begin, end) (end -1: through the last layer).
+struct LayerRange {
+  int begin = 0, end = -1;
 };
 
 // The formats one staging run uses, from the checkpoint's quantization_config and the option:
@@ -56,8 +66,10 @@ Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, c
 // computed from the checkpoint's shapes alone (validated by the caller): the start-up's memory
 // check runs it before staging. num_layers >= 0 counts only that many layers (what would fit).
 // formats: nullptr stages the checkpoint as it is (staged_formats(ck, Float, ...)).
+// range: the bytes of a pipeline stage holding those layers (and the embedding / lm_head when it
+// holds the first / last layer); num_layers >= 0 then counts layers of that stage.
 size_t staged_slab_bytes(const Checkpoint& ck, const Backend& backend, int tp_rank, int tp_size, int num_layers = -1,
-                         const StagedFormats* formats = nullptr);
+                         const StagedFormats* formats = nullptr, LayerRange range = {});
 
 // Rank tp_rank's vocabulary rows [begin, end) of `vocab`: contiguous, in rank order, sizes
 // differing by at most one row when tp_size does not divide the vocabulary.

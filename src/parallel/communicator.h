@@ -42,6 +42,15 @@ class Communicator {
   virtual void broadcast(void* data, int64_t bytes, int root) = 0;
   // Returns once every rank has called it.
   virtual void barrier() = 0;
+
+  // Point-to-point (pipeline stages pass hidden states [tokens, hidden] and logits along with
+  // these; parallel/replicas/pipeline_stage.h). send() may block until `dest` has called the
+  // matching recv() (every implementation may be synchronous, so a schedule must be deadlock-free
+  // under that: the pipeline's is); recv() receives exactly `bytes` from `src`. Messages between one
+  // pair of ranks arrive in the order they were sent. MPI: MPI_Send / MPI_Recv; NCCL:
+  // ncclSend / ncclRecv.
+  virtual void send(const void* data, int64_t bytes, int dest) = 0;
+  virtual void recv(void* data, int64_t bytes, int src) = 0;
 };
 
 }  // namespace pypto

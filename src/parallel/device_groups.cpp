@@ -88,19 +88,25 @@ std::vector<int> available_cores() {
 }
 
 ParallelLayout plan_parallel_layout(int device, const std::string& devices_flag, int tp, int dp,
-                                    const std::string& cpu_groups_flag, const std::vector<int>& available) {
+                                    const std::string& cpu_groups_flag, const std::vector<int>& available, int pp) {
   if (tp < 1) fail("--tp ", tp, ": expected a positive number of devices per replica");
   if (dp < 1) fail("--dp ", dp, ": expected a positive number of replicas");
+  if (pp < 1) fail("--pp ", pp, ": expected a positive number of pipeline stages");
   ParallelLayout L;
   L.tp = tp;
   L.dp = dp;
+  L.pp = pp;
   if (!devices_flag.empty()) {
     L.devices = parse_device_list("--devices", devices_flag);
   } else {
     if (device < 0) fail("--device ", device, ": expected a non-negative device id");
     L.devices = {device};
   }
-  const int need = tp * dp;
+  const int need = tp * dp * pp;
+  if (pp > 1 && static_cast<int>(L.devices.size()) != need)
+    fail("--dp ", dp, " x --pp ", pp, " x --tp ", tp, " needs ", need, " devices but ",
+         devices_flag.empty() ? std::string("only --device is given") : str_cat("--devices '", devices_flag, "' lists ", L.devices.size()),
+         ": give --devices with ", need, " comma-separated ids (replica i, stage s, rank t uses device [(i*pp + s)*tp + t])");
   if (static_cast<int>(L.devices.size()) != need) {
     if (devices_flag.empty())
       fail("--dp ", dp, " x --tp ", tp, " needs ", need, " devices: give --devices with ", need,

@@ -9,13 +9,18 @@
 
 namespace pypto {
 
+// With pipeline parallelism (--pp) a replica has pp × tp ranks: rank stage * tp + t is stage
+// `stage`'s tensor-parallel rank t, each on its own device.
 struct ParallelLayout {
-  int tp = 1, dp = 1;
-  std::vector<int> devices;               // dp × tp device ids, replica-major
-  std::vector<std::vector<int>> cores;    // cores[i * tp + t]: cores of replica i's rank t
+  int tp = 1, dp = 1, pp = 1;
+  std::vector<int> devices;               // dp × pp × tp device ids, replica-major
+  std::vector<std::vector<int>> cores;    // cores[i * pp * tp + r]: cores of replica i's rank r
   bool pinned = false;                    // false: one device on all cores, threads unpinned
 
-  const std::vector<int>& rank_cores(int replica, int rank) const { return cores[size_t(replica * tp + rank)]; }
+  int ranks_per_replica() const { return pp * tp; }
+  const std::vector<int>& rank_cores(int replica, int rank) const {
+    return cores[size_t(replica * ranks_per_replica() + rank)];
+  }
 };
 
 // Parses a comma-separated list of device ids ("0,1,2,3"): non-negative integers without
@@ -33,8 +38,9 @@ std::vector<int> available_cores();
 // `cpu_groups_flag` is --cpu-groups ("" = split `available` equally into max id + 1 groups).
 // Throws Error saying what was expected when len(devices) != dp × tp, an id has no core group,
 // or a group names a core this process may not use.
+// pp > 1: each replica's pp × tp ranks (pipeline stages of tp ranks) need that many devices.
 ParallelLayout plan_parallel_layout(int device, const std::string& devices_flag, int tp, int dp,
-                                    const std::string& cpu_groups_flag, const std::vector<int>& available);
+                                    const std::string& cpu_groups_flag, const std::vector<int>& available, int pp = 1);
 
 // "0-3" / "0,2,5" style text for logs.
 std::string format_core_list(const std::vector<int>& cores);

@@ -22,6 +22,7 @@ namespace {
 
 constexpr const char* kRankEnv = "PYPTO_MP_RANK";
 constexpr const char* kFdEnv = "PYPTO_MP_GROUP_FD";
+constexpr const char* kStageFdEnv = "PYPTO_MP_STAGE_GROUP_FD";  // --pp with --tp > 1
 
 std::string describe_status(int status) {
   if (WIFEXITED(status)) return str_cat("exited with status ", WEXITSTATUS(status));
@@ -31,18 +32,25 @@ std::string describe_status(int status) {
 
 }  // namespace
 
-std::unique_ptr<MpRankGroup> MpRankGroup::start(int tp, char** argv) {
+std::unique_ptr<MpRankGroup> MpRankGroup::start(int ranks, char** argv, int tp) {
+  PYPTO_ASSERT(tp >= 1 && ranks % tp == 0, ranks, " ranks in stages of ", tp);
   std::unique_ptr<MpRankGroup> g(new MpRankGroup());
   g->rank_ = 0;
-  g->group_ = ProcessShmGroup::create(tp);
+  g->tp_ = tp;
+  g->group_ = ProcessShmGroup::create(ranks);
   g->comm_ = std::make_shared<ProcessShmCommunicator>(g->group_, 0);
+  if (ranks > tp && tp > 1) {
+    for (int s = 0; s < ranks / tp; ++s) g->stage_groups_.push_back(ProcessShmGroup::create(tp));
+    g->stage_comm_ = std::make_shared<ProcessShmCommunicator>(g->stage_groups_[0], 0);
+  }
   const pid_t parent = getpid();
   // This binary's path (resolved now: the children's process name is then pypto-serving, not exe).
   char self[4096];
   const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
   if (len <= 0) fail("starting the tensor-parallel ranks: cannot resolve /proc/self/exe: ", std::strerror(errno));
   self[len] = '\0';
-  for (int r = 1; r < tp; ++r) {
+  for (int r = 1; r < ranks; ++r) {
+    const int stage_fd = g->stage_groups_.empty() ? -1 : g->stage_groups_[size_t(r / tp)]->fd();
     const pid_t pid = fork();
     if (pid < 0) {
       g->reap_children(0);
@@ -58,11 +66,13 @@ std::unique_ptr<MpRankGroup> MpRankGroup::start(int tp, char** argv) {
       ignore.sa_handler = SIG_IGN;
       sigaction(SIGINT, &ignore, nullptr);
       sigaction(SIGTERM, &ignore, nullptr);
-      char rank_s[16], fd_s[16];
+      char rank_s[16], fd_s[16], stage_s[16];
       std::snprintf(rank_s, sizeof rank_s, "%d", r);
       std::snprintf(fd_s, sizeof fd_s, "%d", g->group_->fd());
+      std::snprintf(stage_s, sizeof stage_s, "%d", stage_fd);
       setenv(kRankEnv, rank_s, 1);
       setenv(kFdEnv, fd_s, 1);
+      if (stage_fd >= 0) setenv(kStageFdEnv, stage_s, 1);
       execv(self, argv);
       _exit(127);
     }
@@ -88,8 +98,14 @@ std::unique_ptr<MpRankGroup> MpRankGroup::join_from_env() {
   g->rank_ = std::atoi(rank_s);
   g->group_ = ProcessShmGroup::attach(std::atoi(fd_s));
   g->comm_ = std::make_shared<ProcessShmCommunicator>(g->group_, g->rank_);
+  if (const char* stage_s = std::getenv(kStageFdEnv)) {
+    g->stage_groups_.push_back(ProcessShmGroup::attach(std::atoi(stage_s)));
+    g->tp_ = g->stage_groups_[0]->size();
+    g->stage_comm_ = std::make_shared<ProcessShmCommunicator>(g->stage_groups_[0], g->rank_ % g->tp_);
+  }
   unsetenv(kRankEnv);
   unsetenv(kFdEnv);
+  unsetenv(kStageFdEnv);
   g->thread_ = std::thread([p = g.get()] {
     while (!p->stop_.load()) {
       p->group_->beat(p->rank_);
@@ -136,6 +152,11 @@ void MpRankGroup::reap_children(double timeout_s) {
   }
 }
 
+std::string MpRankGroup::describe_rank(int r) const {
+  if (group_->size() == tp_) return str_cat("tensor-parallel rank ", r);
+  return str_cat("rank ", r, " (pipeline stage ", r / tp_, ", tensor-parallel rank ", r % tp_, ")");
+}
+
 void MpRankGroup::watch() {
   const int n = static_cast<int>(children_.size());
   std::vector<uint64_t> last_beat(size_t(n), 0);
@@ -160,14 +181,14 @@ void MpRankGroup::watch() {
       if (waitpid(pid, &status, WNOHANG) == pid) {
         children_[size_t(i)] = 0;
         if (ranks_stopping()) return;  // a load failure: rank 0 reports it
-        fail_group(str_cat("tensor-parallel rank ", r, " (pid ", pid, ") on ", host, " ", describe_status(status)));
+        fail_group(str_cat(describe_rank(r), " (pid ", pid, ") on ", host, " ", describe_status(status)));
       }
       const uint64_t beat = group_->heartbeat(r);
       if (beat != last_beat[size_t(i)]) {
         last_beat[size_t(i)] = beat;
         last_change[size_t(i)] = now;
       } else if (now - last_change[size_t(i)] > std::chrono::seconds(kHangSeconds)) {
-        fail_group(str_cat("tensor-parallel rank ", r, " (pid ", pid, ") on ", host, " stopped answering (no heartbeat for ",
+        fail_group(str_cat(describe_rank(r), " (pid ", pid, ") on ", host, " stopped answering (no heartbeat for ",
                            kHangSeconds, " s)"));
       }
     }
@@ -178,6 +199,7 @@ void MpRankGroup::fail_group(const std::string& why) {
   record_rank_fault(why);
   log_error(why, ": /health reports unhealthy; stopping every rank and exiting in ", kReportSeconds, " s");
   group_->mark_broken();
+  for (auto& sg : stage_groups_) sg->mark_broken();
   std::this_thread::sleep_for(std::chrono::seconds(kReportSeconds));
   for (pid_t pid : children_)
     if (pid > 0) kill(pid, SIGKILL);

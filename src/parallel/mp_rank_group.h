@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -30,8 +31,11 @@ class MpRankGroup {
   static constexpr int kHangSeconds = 5;
   static constexpr int kReportSeconds = 2;
 
-  // Rank 0: starts tp - 1 children re-running `argv` with this binary (/proc/self/exe, resolved).
-  static std::unique_ptr<MpRankGroup> start(int tp, char** argv);
+  // Rank 0: starts ranks - 1 children re-running `argv` with this binary (/proc/self/exe, resolved).
+  // Pipeline parallelism: ranks = pp × tp, and each stage's tp ranks (stage * tp .. + tp - 1) also
+  // get a shared-memory group of their own for their collectives (stage_comm(); the group of
+  // every rank, comm(), then carries the step's batch and the stages' point-to-point messages).
+  static std::unique_ptr<MpRankGroup> start(int ranks, char** argv, int tp);
   // In a child started by start(): joins the group; null when this process is not one.
   static std::unique_ptr<MpRankGroup> join_from_env();
   // Rank 0: stops watching, then waits up to 10 s for the children to exit (they do after the
@@ -41,16 +45,22 @@ class MpRankGroup {
 
   int rank() const { return rank_; }
   std::shared_ptr<Communicator> comm() const { return comm_; }
+  // This rank's pipeline stage's TP group; null unless pp > 1 and tp > 1.
+  std::shared_ptr<Communicator> stage_comm() const { return stage_comm_; }
 
  private:
   MpRankGroup() = default;
   void watch();                   // rank 0's monitor thread
   [[noreturn]] void fail_group(const std::string& why);
   void reap_children(double timeout_s);
+  std::string describe_rank(int r) const;  // "tensor-parallel rank 1" / "rank 2 (pipeline stage 1, ...)"
 
   int rank_ = 0;
   std::shared_ptr<ProcessShmGroup> group_;
   std::shared_ptr<Communicator> comm_;
+  std::vector<std::shared_ptr<ProcessShmGroup>> stage_groups_;  // rank 0: every stage's; a child: its own
+  std::shared_ptr<Communicator> stage_comm_;
+  int tp_ = 0;  // ranks per pipeline stage (== the group's size without --pp)
   std::vector<pid_t> children_;   // rank 0: children_[r - 1] is rank r (0 once reaped)
   std::atomic<bool> stop_{false};
   std::thread thread_;            // rank 0: watch(); a child: the heartbeat

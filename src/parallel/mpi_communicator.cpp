@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -57,6 +58,12 @@ class MpiCommunicator : public Communicator {
  public:
   MpiCommunicator() {
     check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+  }
+  // The ranks of MPI_COMM_WORLD with the same color, ordered by key (MPI_Comm_split).
+  MpiCommunicator(int color, int key) {
+    check_mpi(MPI_Comm_split(MPI_COMM_WORLD, color, key, &comm_), "MPI_Comm_split");
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
   }
@@ -139,7 +146,29 @@ class MpiCommunicator : public Communicator {
 
   void barrier() override { check_mpi(MPI_Barrier(comm_), "MPI_Barrier"); }
 
+  // In pieces of at most 1 GiB (MPI counts are int).
+  void send(const void* data, int64_t bytes, int dest) override {
+    PYPTO_ASSERT(dest >= 0 && dest < size_ && dest != rank_, "send from rank ", rank_, " to ", dest);
+    const char* p = static_cast<const char*>(data);
+    for (int64_t b0 = 0; b0 < bytes || b0 == 0; b0 += kPiece) {
+      const int64_t len = std::min(kPiece, bytes - b0);
+      check_mpi(MPI_Send(p + b0, as_count(len), MPI_BYTE, dest, kP2pTag, comm_), "MPI_Send");
+      if (bytes == 0) break;
+    }
+  }
+  void recv(void* data, int64_t bytes, int src) override {
+    PYPTO_ASSERT(src >= 0 && src < size_ && src != rank_, "recv on rank ", rank_, " from ", src);
+    char* p = static_cast<char*>(data);
+    for (int64_t b0 = 0; b0 < bytes || b0 == 0; b0 += kPiece) {
+      const int64_t len = std::min(kPiece, bytes - b0);
+      check_mpi(MPI_Recv(p + b0, as_count(len), MPI_BYTE, src, kP2pTag, comm_, MPI_STATUS_IGNORE), "MPI_Recv");
+      if (bytes == 0) break;
+    }
+  }
+
  private:
+  static constexpr int64_t kPiece = int64_t(1) << 30;
+  static constexpr int kP2pTag = 7;
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
   std::vector<float> send_, recv_;  // staging, reused between calls
@@ -156,13 +185,19 @@ std::unique_ptr<Communicator> make_mpi_world_communicator() {
   MPI_Initialized(&initialised);
   if (!initialised) {
     int provided = 0;
-    check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
+    check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
     g_initialised_here = true;
-    if (provided < MPI_THREAD_SERIALIZED)
-      fail("the MPI library gives thread level ", provided, " but the engine needs MPI_THREAD_SERIALIZED (",
-           MPI_THREAD_SERIALIZED, "): the engine thread, not main, makes the step's MPI calls");
+    if (provided < MPI_THREAD_MULTIPLE)
+      fail("the MPI library gives thread level ", provided, " but the engine needs MPI_THREAD_MULTIPLE (",
+           MPI_THREAD_MULTIPLE, "): the engine thread makes the step's MPI calls while the heartbeat thread "
+           "(parallel/mpi_heartbeat.h) makes its own");
   }
   return std::make_unique<MpiCommunicator>();
+}
+
+std::unique_ptr<Communicator> make_mpi_split_communicator(int color, int key) {
+  PYPTO_ASSERT(g_initialised_here, "MPI is not initialised: make the world communicator first");
+  return std::make_unique<MpiCommunicator>(color, key);
 }
 
 void mpi_finalize() {
@@ -179,6 +214,8 @@ std::unique_ptr<Communicator> make_mpi_world_communicator() {
   fail("--distributed-executor-backend mpi: this pypto-serving was built without MPI; install OpenMPI "
        "(apt-get install openmpi-bin libopenmpi-dev, as scripts/setup.sh does) and rebuild");
 }
+
+std::unique_ptr<Communicator> make_mpi_split_communicator(int, int) { return make_mpi_world_communicator(); }
 
 void mpi_finalize() {}
 

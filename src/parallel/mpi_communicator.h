@@ -26,13 +26,18 @@ struct MpiLaunch {
 };
 MpiLaunch mpi_launch_from_env();
 
-// Initialises MPI (once; MPI_THREAD_SERIALIZED: the engine thread, not main, makes the step's
-// calls) and returns a communicator over every process of the job (MPI_COMM_WORLD, duplicated).
+// Initialises MPI (once; MPI_THREAD_MULTIPLE: the engine thread makes the step's calls while
+// the heartbeat thread of parallel/mpi_heartbeat.h makes its own) and returns a communicator over every process of the job (MPI_COMM_WORLD, duplicated).
 // Throws Error when MPI is not built in or the thread level is not available.
 std::unique_ptr<Communicator> make_mpi_world_communicator();
 
 // This host's name (MPI_Get_processor_name when MPI is up, else gethostname) for messages.
 std::string this_host_name();
+
+// After make_mpi_world_communicator(): a communicator over the processes that pass the same
+// `color`, ranked by `key` (MPI_Comm_split; every process of the job must call it, in the same
+// order as its other collectives): a pipeline stage's tensor-parallel group.
+std::unique_ptr<Communicator> make_mpi_split_communicator(int color, int key);
 
 // MPI_Finalize (once, when MPI was initialised); call after the last collective.
 void mpi_finalize();

@@ -35,6 +35,10 @@ struct ProcessShmSegment {
   struct alignas(64) RankWords {
     std::atomic<int64_t> count;       // gather_columns: this rank's column count
     std::atomic<uint64_t> heartbeat;  // bumped by the rank's heartbeat thread
+    // Point-to-point: 1 while a piece of this rank's message sits in its slot for `dest`.
+    std::atomic<uint32_t> p2p_full;
+    std::atomic<int32_t> p2p_dest;
+    std::atomic<int64_t> p2p_len;  // bytes of the piece
   };
   RankWords ranks[kMaxRanks];
 };
@@ -63,6 +67,20 @@ void group_barrier(ProcessShmSegment& s) {
     if (s.broken.load(std::memory_order_acquire))
       fail("a tensor-parallel rank stopped: the shared-memory group is broken");
     futex(&s.generation, FUTEX_WAIT, gen, &tick);
+  }
+}
+
+// Waits until `word` != old (spin, then a futex sleep that looks at `broken` every 100 ms).
+void wait_word(ProcessShmSegment& s, std::atomic<uint32_t>& word, uint32_t old) {
+  for (int i = 0; i < (1 << 14); ++i) {
+    if (word.load(std::memory_order_acquire) != old) return;
+    if ((i & 255) == 255) std::this_thread::yield();
+  }
+  const timespec tick{0, 100 * 1000 * 1000};
+  while (word.load(std::memory_order_acquire) == old) {
+    if (s.broken.load(std::memory_order_acquire))
+      fail("a pipeline or tensor-parallel rank stopped: the shared-memory group is broken");
+    futex(&word, FUTEX_WAIT, old, &tick);
   }
 }
 
@@ -115,6 +133,7 @@ void ProcessShmGroup::beat(int r) { seg_->ranks[r].heartbeat.fetch_add(1, std::m
 void ProcessShmGroup::mark_broken() {
   seg_->broken.store(1, std::memory_order_release);
   futex(&seg_->generation, FUTEX_WAKE, INT32_MAX, nullptr);
+  for (int r = 0; r < seg_->size; ++r) futex(&seg_->ranks[r].p2p_full, FUTEX_WAKE, INT32_MAX, nullptr);
 }
 bool ProcessShmGroup::broken() const { return seg_->broken.load(std::memory_order_acquire) != 0; }
 
@@ -202,6 +221,44 @@ void ProcessShmCommunicator::gather_columns(const float* in, int64_t rows, int64
           std::memcpy(out + (r0 + i) * total + offset_of[r], slot(r) + i * cols_of[r], sizeof(float) * size_t(cols_of[r]));
     barrier();
   }
+}
+
+void ProcessShmCommunicator::send(const void* data, int64_t bytes, int dest) {
+  PYPTO_ASSERT(dest >= 0 && dest < size() && dest != rank_, "send from rank ", rank_, " to ", dest);
+  ProcessShmSegment& s = group_->seg();
+  ProcessShmSegment::RankWords& w = s.ranks[rank_];
+  const int64_t cap = s.slot_floats * int64_t(sizeof(float));
+  const char* p = static_cast<const char*>(data);
+  int64_t b0 = 0;
+  do {  // a zero-byte message is one empty piece
+    const int64_t len = std::min(cap, bytes - b0);
+    wait_word(s, w.p2p_full, 1);  // the previous piece was taken
+    if (len > 0) std::memcpy(slot(rank_), p + b0, size_t(len));
+    w.p2p_dest.store(dest, std::memory_order_relaxed);
+    w.p2p_len.store(len, std::memory_order_relaxed);
+    w.p2p_full.store(1, std::memory_order_release);
+    futex(&w.p2p_full, FUTEX_WAKE, INT32_MAX, nullptr);
+    b0 += len;
+  } while (b0 < bytes);
+  wait_word(s, w.p2p_full, 1);  // the last piece was taken: the slot is free again
+}
+
+void ProcessShmCommunicator::recv(void* data, int64_t bytes, int src) {
+  PYPTO_ASSERT(src >= 0 && src < size() && src != rank_, "recv on rank ", rank_, " from ", src);
+  ProcessShmSegment& s = group_->seg();
+  ProcessShmSegment::RankWords& w = s.ranks[src];
+  char* p = static_cast<char*>(data);
+  int64_t b0 = 0;
+  do {
+    wait_word(s, w.p2p_full, 0);
+    const int64_t len = w.p2p_len.load(std::memory_order_relaxed);
+    PYPTO_ASSERT(w.p2p_dest.load(std::memory_order_relaxed) == rank_ && b0 + len <= bytes, "rank ", rank_,
+                 " expected ", bytes, " bytes from rank ", src);
+    if (len > 0) std::memcpy(p + b0, slot(src), size_t(len));
+    b0 += len;
+    w.p2p_full.store(0, std::memory_order_release);
+    futex(&w.p2p_full, FUTEX_WAKE, INT32_MAX, nullptr);
+  } while (b0 < bytes);
 }
 
 void ProcessShmCommunicator::broadcast(void* data, int64_t bytes, int root) {

@@ -57,6 +57,10 @@ class ProcessShmCommunicator : public Communicator {
   void gather_columns(const float* in, int64_t rows, int64_t cols, float* out, int root) override;
   void broadcast(void* data, int64_t bytes, int root) override;
   void barrier() override;
+  // Through the sender's slot, piece by piece (the receiver copies each piece out; send returns
+  // once the last piece is taken, so the slot is free for the next collective).
+  void send(const void* data, int64_t bytes, int dest) override;
+  void recv(void* data, int64_t bytes, int src) override;
 
  private:
   float* slot(int r);

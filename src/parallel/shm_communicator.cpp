@@ -51,10 +51,32 @@ class ShmGroup {
   };
   Slot& slot(int r) { return slots_[r]; }
 
+  // Point-to-point: rank r's outgoing message (one at a time: send waits until it is taken).
+  struct alignas(64) Mail {
+    std::atomic<uint32_t> full{0};  // 1 while data waits for `dest`
+    int dest = -1;
+    const void* data = nullptr;
+    int64_t bytes = 0;
+  };
+  Mail& mail(int r) { return mail_[size_t(r)]; }
+
+  // Spins briefly, then sleeps until word != old.
+  static void wait_while(const std::atomic<uint32_t>& word, uint32_t old) {
+    for (int i = 0; i < kSpins; ++i) {
+      if (word.load(std::memory_order_acquire) != old) return;
+      if ((i & 255) == 255)
+        std::this_thread::yield();
+      else
+        PYPTO_CPU_RELAX();
+    }
+    while (word.load(std::memory_order_acquire) == old) word.wait(old, std::memory_order_acquire);
+  }
+
  private:
   static constexpr int kSpins = 1 << 14;
   const int size_;
   std::vector<Slot> slots_;
+  std::vector<Mail> mail_ = std::vector<Mail>(size_t(size_));
   alignas(64) std::atomic<int> arrived_{0};
   alignas(64) std::atomic<uint32_t> generation_{0};
 };
@@ -135,6 +157,29 @@ void ShmCommunicator::broadcast(void* data, int64_t bytes, int root) {
   group_->barrier();
   if (rank_ != root) std::memcpy(data, group_->slot(root).in, size_t(bytes));
   group_->barrier();  // the root keeps its buffer until every rank has copied it
+}
+
+void ShmCommunicator::send(const void* data, int64_t bytes, int dest) {
+  PYPTO_ASSERT(dest >= 0 && dest < size() && dest != rank_, "send from rank ", rank_, " to ", dest);
+  ShmGroup::Mail& m = group_->mail(rank_);
+  PYPTO_ASSERT(m.full.load(std::memory_order_acquire) == 0, "rank ", rank_, " has a message in flight");
+  m.dest = dest;
+  m.data = data;
+  m.bytes = bytes;
+  m.full.store(1, std::memory_order_release);
+  m.full.notify_all();
+  ShmGroup::wait_while(m.full, 1);  // the receiver copied it: `data` may be reused
+}
+
+void ShmCommunicator::recv(void* data, int64_t bytes, int src) {
+  PYPTO_ASSERT(src >= 0 && src < size() && src != rank_, "recv on rank ", rank_, " from ", src);
+  ShmGroup::Mail& m = group_->mail(src);
+  ShmGroup::wait_while(m.full, 0);
+  PYPTO_ASSERT(m.dest == rank_ && m.bytes == bytes, "rank ", rank_, " expected ", bytes, " bytes from rank ", src,
+               ", which sent ", m.bytes, " to rank ", m.dest);
+  if (bytes > 0) std::memcpy(data, m.data, size_t(bytes));
+  m.full.store(0, std::memory_order_release);
+  m.full.notify_all();
 }
 
 std::vector<std::unique_ptr<Communicator>> make_shm_communicators(int size) {

@@ -30,6 +30,8 @@ class ShmCommunicator : public Communicator {
   void gather_columns(const float* in, int64_t rows, int64_t cols, float* out, int root) override;
   void broadcast(void* data, int64_t bytes, int root) override;
   void barrier() override;
+  void send(const void* data, int64_t bytes, int dest) override;  // returns once dest has copied it
+  void recv(void* data, int64_t bytes, int src) override;
 
  private:
   std::shared_ptr<ShmGroup> group_;

@@ -3,7 +3,8 @@
 //    processes started by mpirun, TCP over loopback) are identical to one rank's, in offline mode
 //    and over HTTP, and the served top-5 logprobs are within 1e-5 of one rank's;
 //  - a rank that is killed or stops (frozen by ptrace) mid-generation turns /health to 503 and the server
-//    exits with status 1 naming the rank within 10 s, leaving no process behind;
+//    exits with status 1 naming the rank within 10 s, leaving no process behind (mp: rank 0's
+//    monitor; mpi: mpirun for a dead rank, the heartbeats of parallel/mpi_heartbeat.h for a frozen one);
 //  - a rank that cannot load fails the start naming the rank, its host and the reason; SIGTERM to
 //    every rank is a clean stop, not a fault;
 //  - misuse (mpi without mpirun, a process count that is not --tp, --dp with process ranks) is
@@ -16,6 +17,7 @@
 
 #include "model/test_model.h"
 #include "process_harness.h"
+#include "served_checks.h"
 
 namespace fs = std::filesystem;
 
@@ -55,50 +57,6 @@ class ProcessRanks : public ::testing::Test {
   }
 };
 fs::path ProcessRanks::dir_;
-
-// The served completions' tokens and top-5 logprobs for a few prompts.
-struct Served {
-  std::vector<std::vector<std::string>> tokens;
-  std::vector<std::vector<std::map<std::string, double>>> top;
-};
-
-Served serve_and_ask(const std::string& command, const fs::path& log) {
-  Served s;
-  ServerProcess server(command, log);
-  const int port = server.wait_port(120);
-  EXPECT_GT(port, 0) << server.log();
-  if (port == 0) return s;
-  httplib::Client cli("127.0.0.1", port);
-  cli.set_read_timeout(120);
-  for (const char* prompt : {"[1,2,3,4,5]", "[9,8,7]", "\"the quick brown fox\""}) {
-    const std::string body = std::string("{\"model\":\"tiny\",\"prompt\":") + prompt +
-                             ",\"max_tokens\":12,\"temperature\":0,\"logprobs\":5}";
-    auto res = cli.Post("/v1/completions", body, "application/json");
-    EXPECT_TRUE(res && res->status == 200) << (res ? res->body : "no response") << server.log();
-    if (!res || res->status != 200) return s;
-    const auto lp = nlohmann::json::parse(res->body)["choices"][0]["logprobs"];
-    s.tokens.push_back(lp["tokens"].get<std::vector<std::string>>());
-    std::vector<std::map<std::string, double>> top;
-    for (const auto& t : lp["top_logprobs"]) top.push_back(t.get<std::map<std::string, double>>());
-    s.top.push_back(top);
-  }
-  return s;
-}
-
-void expect_served_match(const Served& want, const Served& got, const std::string& what) {
-  ASSERT_EQ(got.tokens, want.tokens) << what;
-  double worst = 0;
-  for (size_t p = 0; p < want.top.size(); ++p)
-    for (size_t i = 0; i < want.top[p].size(); ++i) {
-      ASSERT_EQ(got.top[p][i].size(), want.top[p][i].size()) << what;
-      for (const auto& [tok, lp] : want.top[p][i]) {
-        ASSERT_TRUE(got.top[p][i].count(tok)) << what << ": prompt " << p << " step " << i << " lacks '" << tok << "'";
-        worst = std::max(worst, std::fabs(got.top[p][i].at(tok) - lp));
-      }
-    }
-  std::printf("[logprobs] %s: max |top-5 logprob - one rank's| = %.3g\n", what.c_str(), worst);
-  EXPECT_LE(worst, 1e-5) << what << ": the top-5 logprobs differ from one rank's by up to " << worst;
-}
 
 TEST_F(ProcessRanks, OfflineGreedyIdsOfProcessRanksEqualOneRank) {
   const auto one = offline_ids("", "");
@@ -142,73 +100,6 @@ TEST_F(ProcessRanks, ServedLogprobsOfProcessRanksAreWithin1e5OfOneRank) {
                       "mpi --tp 2");
 }
 
-// Starts a --tp 2 server, starts a long generation, sends rank 1 `signal` (SIGSTOP: freezes it
-// with ptrace instead, see PtraceFreeze) and checks that /health turns 503 and the server exits
-// naming the fault within 10 s, no rank left.
-void check_fault(const std::string& command, const fs::path& log, bool mpi, int signal, const std::string& says) {
-  ServerProcess server(command, log);
-  const int port = server.wait_port(120);
-  ASSERT_GT(port, 0) << server.log();
-  // Rank 1: mp: the server's child; mpi: the process under mpirun whose environment says rank 1.
-  pid_t rank1 = -1;
-  std::vector<pid_t> ranks = mpi ? descendants_of(server.pid()) : children_of(server.pid());
-  for (pid_t p : ranks) {
-    if (!mpi) {
-      rank1 = p;
-      break;
-    }
-    if (has(read_file("/proc/" + std::to_string(p) + "/environ"), std::string("OMPI_COMM_WORLD_RANK=1") + '\0'))
-      rank1 = p;
-  }
-  ASSERT_GT(rank1, 0) << "no rank-1 process among the server's children";
-
-  std::thread client([port] {
-    httplib::Client cli("127.0.0.1", port);
-    cli.set_read_timeout(60);
-    cli.Post("/v1/completions", R"({"model":"tiny","prompt":"hello","max_tokens":4000,"ignore_eos":true})",
-             "application/json");
-  });
-  httplib::Client health("127.0.0.1", port);
-  health.set_connection_timeout(1);
-  health.set_read_timeout(1);
-  auto h = health.Get("/health");
-  ASSERT_TRUE(h && h->status == 200);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // generating now
-  std::unique_ptr<PtraceFreeze> freeze;
-  if (signal == SIGSTOP) {
-    freeze = std::make_unique<PtraceFreeze>(rank1, 20.0);  // SIGSTOP that no SIGCONT undoes
-    if (!freeze->frozen())
-      GTEST_SKIP() << "cannot ptrace rank 1 here (kernel.yama.ptrace_scope, or no CAP_SYS_PTRACE): "
-                      "the hang cannot be simulated";
-  } else {
-    ASSERT_EQ(::kill(rank1, signal), 0);
-  }
-  const auto t0 = std::chrono::steady_clock::now();
-  bool saw_503 = false;
-  while (!server.exited() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(12)) {
-    auto r = health.Get("/health");
-    if (r && r->status == 503) saw_503 = true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  client.join();
-  std::printf("[fault] %s: the server exited %.2f s after the fault\n", says.c_str(), secs);
-  ASSERT_TRUE(server.exited()) << "still running " << secs << " s after the fault\n" << server.log();
-  EXPECT_LE(secs, 10.0) << server.log();
-  EXPECT_NE(server.exit_code(), 0) << server.log();
-  // mp: rank 0's monitor turns /health to 503 for 2 s before exiting; mpi: mpirun sends rank 0
-  // SIGTERM (the server drains: 503) and SIGKILL 1 s later.
-  EXPECT_TRUE(saw_503) << "/health never reported the dead rank\n" << server.log();
-  if (!mpi) EXPECT_EQ(server.exit_code(), 1);
-  EXPECT_TRUE(has(server.log(), says)) << server.log();
-  // Every rank is gone within the same 10 s (mpirun may return while it still kills rank 0).
-  for (pid_t p : ranks) {
-    while (process_running(p) && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10))
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    EXPECT_FALSE(process_running(p)) << "rank process " << p << " outlived the server by 10 s";
-  }
-}
-
 TEST_F(ProcessRanks, KilledMpRankMakesServerUnhealthyAndExitWithin10s) {
   check_fault(kBinary + " --model " + model() + kCommon + " --tp 2 --devices 0,1", dir_ / "kill.log", false, SIGKILL,
               "tensor-parallel rank 1 (pid ");
@@ -217,6 +108,13 @@ TEST_F(ProcessRanks, KilledMpRankMakesServerUnhealthyAndExitWithin10s) {
 TEST_F(ProcessRanks, StoppedMpRankIsDetectedAsHungWithin10s) {
   check_fault(kBinary + " --model " + model() + kCommon + " --tp 2 --devices 0,1", dir_ / "stop.log", false, SIGSTOP,
               "stopped answering (no heartbeat for 5 s)");
+}
+
+TEST_F(ProcessRanks, StoppedMpiRankIsDetectedAsHungWithin10s) {
+  if (mpirun_prefix().empty()) GTEST_SKIP() << kNoMpi;
+  check_fault(mpirun_prefix() + "-np 2 " + kBinary + " --model " + model() + kCommon +
+                  " --tp 2 --distributed-executor-backend mpi",
+              dir_ / "mpistop.log", true, SIGSTOP, "rank 1 of the mpirun job stopped answering (no heartbeat for 5 s)");
 }
 
 TEST_F(ProcessRanks, KilledMpiRankEndsTheJobWithin10s) {

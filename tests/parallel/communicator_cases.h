@@ -91,6 +91,35 @@ inline void case_broadcast_copies_the_roots_bytes(int r, Communicator& c) {
     }
 }
 
+// Point-to-point along a chain, as pipeline stages use it: rank r receives message k from r-1,
+// adds r to every byte and sends it on to r+1; the last rank sends the result to rank 0. Sizes
+// below and above a staging slot, an empty message, and many rounds in a row (a send that waits for
+// its receiver must not deadlock this schedule, and messages must keep their order).
+inline void case_send_recv_carries_bytes_along_a_chain(int r, Communicator& c) {
+  const int size = c.size();
+  if (size < 2) return;
+  const int64_t sizes[] = {0, 1, 8, 1000, 300001};
+  for (int round = 0; round < 40; ++round) {
+    const int64_t bytes = sizes[round % 5];
+    std::vector<unsigned char> buf(static_cast<size_t>(bytes));
+    auto start = [&](int64_t k) { return static_cast<unsigned char>(k * 13 + round); };
+    if (r == 0) {
+      for (int64_t k = 0; k < bytes; ++k) buf[size_t(k)] = start(k);
+    } else {
+      c.recv(buf.data(), bytes, r - 1);
+      for (int64_t k = 0; k < bytes; ++k)
+        ASSERT_EQ(buf[size_t(k)], static_cast<unsigned char>(start(k) + (r - 1) * r / 2)) << "rank " << r << " round " << round;
+      for (unsigned char& b : buf) b = static_cast<unsigned char>(b + r);
+    }
+    c.send(buf.data(), bytes, r + 1 < size ? r + 1 : 0);
+    if (r == 0) {
+      c.recv(buf.data(), bytes, size - 1);
+      for (int64_t k = 0; k < bytes; ++k)
+        ASSERT_EQ(buf[size_t(k)], static_cast<unsigned char>(start(k) + (size - 1) * size / 2)) << "round " << round;
+    }
+  }
+}
+
 // 2000 back-to-back reductions of a counter: a rank running ahead into the next round would
 // corrupt a sum.
 inline void case_many_rounds_stay_in_step(int r, Communicator& c) {

@@ -49,6 +49,9 @@ TEST_P(ShmCommunicators, BroadcastCopiesTheRootsBytes) {
   on_ranks(GetParam(), 3, case_broadcast_copies_the_roots_bytes);
 }
 TEST_P(ShmCommunicators, ManyRoundsStayInStep) { on_ranks(GetParam(), 2, case_many_rounds_stay_in_step); }
+TEST_P(ShmCommunicators, SendRecvCarriesBytesAlongAChain) {
+  for (int size : {2, 3, 4}) on_ranks(GetParam(), size, case_send_recv_carries_bytes_along_a_chain);
+}
 
 INSTANTIATE_TEST_SUITE_P(Kinds, ShmCommunicators, ::testing::Values("in_process", "process_shared"));
 

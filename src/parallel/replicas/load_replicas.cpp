@@ -59,12 +59,14 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   eo.scheduler.validate();
   if (eo.kv_cache_dtype != DType::BF16 && eo.kv_cache_dtype != DType::F32) fail("--kv-cache-dtype must be bf16 or fp32");
   if (eo.threads < 0) fail("--threads must be positive, got ", eo.threads);
-  PYPTO_ASSERT(static_cast<int>(L.cores.size()) == L.tp * L.dp, "layout has ", L.cores.size(), " groups for dp ", L.dp,
-               " x tp ", L.tp);
+  PYPTO_ASSERT(static_cast<int>(L.cores.size()) == L.ranks_per_replica() * L.dp, "layout has ", L.cores.size(),
+               " groups for dp ", L.dp, " x pp ", L.pp, " x tp ", L.tp);
   const auto t0 = std::chrono::steady_clock::now();
+  const int nr = L.ranks_per_replica();  // pp × tp: rank stage * tp + t
   LoadedEngine out;
   out.tp = L.tp;
   out.dp = L.dp;
+  out.pp = L.pp;
 
   auto ck = Checkpoint::open(eo.model_dir);
   const ModelConfig cfg = ck->config();  // a copy: the checkpoint is released after staging
@@ -97,7 +99,7 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   // takes the run's precision; then its slices fit every rank.
   std::vector<std::vector<std::unique_ptr<Backend>>> backends(size_t(L.dp));
   for (int i = 0; i < L.dp; ++i)
-    for (int t = 0; t < L.tp; ++t) backends[size_t(i)].push_back(backend_for(i, t));
+    for (int r = 0; r < nr; ++r) backends[size_t(i)].push_back(backend_for(i, r));
   out.backend_name = backends[0][0]->name();
   log_info("CPU matrix kernels: ", describe_cpu_linear_choice(), "; running ", out.backend_name);
   out.threads = threads_for(L.rank_cores(0, 0));
@@ -116,11 +118,21 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
     kr.kv_cache_memory = eo.kv_cache_memory;
     plan_kv_capacity(kr);
   }
-  std::vector<std::shared_ptr<const Qwen3Weights>> slices;
-  for (int t = 0; t < L.tp; ++t) {
+  // Pipeline stages: layer ranges balanced by staged bytes (one stage: every layer).
+  const std::vector<LayerRange> stages = plan_pipeline_stages(*ck, *stager, L.tp, L.pp, &formats);
+  if (L.pp > 1) {
+    std::string s;
+    for (int k = 0; k < L.pp; ++k) s += str_cat(k ? ", " : "", "stage ", k, ": layers ", stages[size_t(k)].begin, "-", stages[size_t(k)].end - 1);
+    log_info("pipeline: ", s);
+  }
+  std::vector<std::shared_ptr<const Qwen3Weights>> slices;  // per rank of a replica
+  for (int r = 0; r < nr; ++r) {
+    const StagePosition pos = StagePosition::of_rank(r, L.pp, L.tp);
     StagingOptions so;
-    so.tp_rank = t;
+    so.tp_rank = pos.tp_rank;
     so.tp_size = L.tp;
+    so.layer_begin = stages[size_t(pos.stage)].begin;
+    so.layer_end = stages[size_t(pos.stage)].end;
     so.show_progress = eo.show_progress;
     so.compile_cache_dir = eo.compile_cache_dir;  // --use-compile-cache: slabs keyed by TP rank too
     so.quantization = eo.quantization;
@@ -135,10 +147,11 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
 
   // KV blocks: one block id covers the same token slots on every rank, each rank holding its own
   // KV heads, so a replica's block costs the sum over its ranks.
+  // Under PP each rank holds its stage's layers only.
   int64_t bytes_per_block = 0;
-  for (int t = 0; t < L.tp; ++t)
-    bytes_per_block += kv_bytes_per_block(cfg.num_hidden_layers, eo.cache.block_size, slices[size_t(t)]->n_kv_heads,
-                                          cfg.head_dim, eo.kv_cache_dtype);
+  for (int r = 0; r < nr; ++r)
+    bytes_per_block += kv_bytes_per_block(int32_t(slices[size_t(r)]->layers.size()), eo.cache.block_size,
+                                          slices[size_t(r)]->n_kv_heads, cfg.head_dim, eo.kv_cache_dtype);
   out.capacity = plan_kv_capacity(
       kv_capacity_request(eo, bytes_per_block, static_cast<int64_t>(available_memory_bytes()) / L.dp));
 
@@ -151,18 +164,25 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
 
   std::vector<ReplicaSet::Replica> replicas;
   for (int i = 0; i < L.dp; ++i) {
-    std::vector<std::unique_ptr<Communicator>> comms;
-    if (L.tp > 1) comms = make_shm_communicators(L.tp);
+    std::vector<std::unique_ptr<Communicator>> world;  // pp > 1: every rank of the replica
+    if (L.pp > 1) world = make_shm_communicators(nr);
     std::vector<TpRankParts> parts;
-    for (int t = 0; t < L.tp; ++t) {
-      TpRankParts p;
-      p.backend = std::move(backends[size_t(i)][size_t(t)]);
-      p.weights = slices[size_t(t)];
-      if (L.tp > 1) p.comm = std::move(comms[size_t(t)]);
-      parts.push_back(std::move(p));
+    for (int s = 0; s < L.pp; ++s) {
+      std::vector<std::unique_ptr<Communicator>> comms;  // the stage's TP group
+      if (L.tp > 1) comms = make_shm_communicators(L.tp);
+      for (int t = 0; t < L.tp; ++t) {
+        const int r = s * L.tp + t;
+        TpRankParts p;
+        p.backend = std::move(backends[size_t(i)][size_t(r)]);
+        p.weights = slices[size_t(r)];
+        if (L.tp > 1) p.comm = std::move(comms[size_t(t)]);
+        if (L.pp > 1) p.world = std::move(world[size_t(r)]);
+        parts.push_back(std::move(p));
+      }
     }
     auto runner = std::make_unique<TpModelRunner>(std::move(parts), out.capacity.num_blocks, eo.cache.block_size,
-                                                  eo.kv_cache_dtype, L.dp > 1 ? str_cat("replica ", i, " ") : "");
+                                                  eo.kv_cache_dtype, L.dp > 1 ? str_cat("replica ", i, " ") : "", L.pp,
+                                                  opt.pp_micro_batches);
     if (eo.prefault_kv_cache) runner->prefault_kv_caches();
     ReplicaSet::Replica r;
     r.load = std::make_shared<LoadBook>();
@@ -176,9 +196,10 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
     replicas.push_back(std::move(r));
 
     std::string line = str_cat("replica ", i, ":");
-    for (int t = 0; t < L.tp; ++t)
-      line += str_cat(" rank ", t, " device ", L.devices[size_t(i * L.tp + t)], " cores ",
-                      L.pinned ? format_core_list(L.rank_cores(i, t)) : std::string("any"));
+    for (int r = 0; r < nr; ++r)
+      line += str_cat(L.pp > 1 ? str_cat(" stage ", r / L.tp) : std::string(), " rank ", r % L.tp, " device ",
+                      L.devices[size_t(i * nr + r)], " cores ",
+                      L.pinned ? format_core_list(L.rank_cores(i, r)) : std::string("any"));
     out.placement += (out.placement.empty() ? "" : "\n") + line;
   }
   RouterOptions ro;

@@ -16,6 +16,7 @@
 #include "model/weight_staging.h"
 #include "parallel/communicator.h"
 #include "parallel/device_groups.h"
+#include "parallel/replicas/pipeline_stage.h"
 #include "parallel/replicas/replica_set.h"
 #include "parallel/router.h"
 
@@ -34,6 +35,12 @@ struct ReplicaLoadOptions {
   // group's communicator (size == layout.tp, dp must be 1). Rank 0 stages only its own slice and
   // drives the others through it (parallel/replicas/rank_worker.h). Null: ranks are threads.
   std::shared_ptr<Communicator> process_comm;
+  // With layout.pp > 1 (ranks as processes): the communicator of this rank's pipeline stage's TP
+  // group (process_comm then spans every rank of the replica); null when tp == 1.
+  std::shared_ptr<Communicator> stage_comm;
+  // --pp-micro-batches: how many parts each step's batch is split into on its way through the
+  // pipeline stages (parallel/replicas/pipeline_stage.h).
+  MicroBatchPolicy pp_micro_batches;
 };
 
 // The engine (LoadedEngine::loop, replica 0), tp, dp, more_loops (replicas 1..), replicas (the

@@ -1,5 +1,6 @@
 #include "parallel/replicas/rank_worker.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -39,9 +40,11 @@ std::unique_ptr<Backend> rank_backend(const ReplicaLoadOptions& opt, int rank) {
                           eo.matmul_precision, eo.cpu_linear_kernel);
 }
 
-// Opens this host's copy of the checkpoint, checks that this rank's slice fits this host's free
-// memory and stages it. Errors say which file or how many bytes.
-std::shared_ptr<const Qwen3Weights> stage_own_slice(const EngineLoadOptions& eo, int rank, int tp) {
+// Opens this host's copy of the checkpoint, checks that this rank's slice (its TP share of its
+// pipeline stage's layers) fits this host's free memory and stages it. Errors say which file or
+// how many bytes, or that --pp exceeds the layer count.
+std::shared_ptr<const Qwen3Weights> stage_own_slice(const EngineLoadOptions& eo, const StagePosition& pos) {
+  const int rank = pos.tp_rank, tp = pos.tp;
   auto ck = Checkpoint::open(eo.model_dir);
   validate_qwen3_checkpoint(*ck);
   const ModelConfig& cfg = ck->config();
@@ -57,7 +60,14 @@ std::shared_ptr<const Qwen3Weights> stage_own_slice(const EngineLoadOptions& eo,
   auto stager = make_cpu_backend(cpu_count(), {}, eo.matmul_precision, eo.cpu_linear_kernel);
   const StagedFormats formats = staged_formats(*ck, eo.quantization, eo.int4_group);  // --quantization
   if (rank == 0 && formats.layers != WeightFormat::Float) log_info("weights: ", formats.describe());
-  const size_t need = staged_slab_bytes(*ck, *stager, rank, tp, -1, &formats), have = available_memory_bytes();
+  const LayerRange range = plan_pipeline_stages(*ck, *stager, tp, pos.pp, &formats)[size_t(pos.stage)];
+  if (pos.pp > 1 && pos.rank() == 0) {
+    std::string s;
+    for (const LayerRange& r : plan_pipeline_stages(*ck, *stager, tp, pos.pp, &formats))
+      s += str_cat(s.empty() ? "" : ", ", "layers ", r.begin, "-", r.end - 1);
+    log_info("pipeline stages: ", s);
+  }
+  const size_t need = staged_slab_bytes(*ck, *stager, rank, tp, -1, &formats, range), have = available_memory_bytes();
   if (need > have) {
     char n[32], a[32];
     fail(ck->dir(), ": this rank's weight slice needs ", format_bytes(need, n, sizeof n), " but this host has ",
@@ -66,7 +76,9 @@ std::shared_ptr<const Qwen3Weights> stage_own_slice(const EngineLoadOptions& eo,
   StagingOptions so;
   so.tp_rank = rank;
   so.tp_size = tp;
-  so.show_progress = eo.show_progress && rank == 0;
+  so.layer_begin = range.begin;
+  so.layer_end = range.end;
+  so.show_progress = eo.show_progress && pos.rank() == 0;
   so.compile_cache_dir = eo.compile_cache_dir;
   so.quantization = eo.quantization;
   so.int4_group = eo.int4_group;
@@ -75,6 +87,37 @@ std::shared_ptr<const Qwen3Weights> stage_own_slice(const EngineLoadOptions& eo,
 
 std::unique_ptr<KvCache> make_cache(const Qwen3Model& model, int64_t num_blocks, int32_t block_size, DType dtype) {
   return std::make_unique<KvCache>(model.kv_cache_spec(num_blocks, block_size, dtype));
+}
+
+// The KV block count every rank uses: rank 0's plan (the whole replica's KV against its host's
+// memory), lowered to what the most constrained other host can hold for its own ranks' layers
+// (`mine`: each rank's bound; ranks on rank 0's host bound nothing tighter than rank 0's plan).
+// Each rank in turn broadcasts its number; all take the min. A rank 0 plan of -1 (it failed)
+// stops every rank.
+int64_t agree_num_blocks(Communicator& comm, int64_t mine) {
+  int64_t agreed = 0;
+  for (int r = 0; r < comm.size(); ++r) {
+    int64_t v = mine;
+    comm.broadcast(&v, sizeof v, r);
+    if (r == 0 && v <= 0) return v;
+    if (r > 0 && v < agreed && comm.rank() == 0)
+      log_warn("rank ", r, "'s host holds only ", v, " KV blocks of its layers: every rank uses ", v);
+    agreed = r == 0 ? v : std::min(agreed, v);
+  }
+  return agreed;
+}
+
+// What this host could hold of this rank's own layers' KV (90 % of its free memory).
+int64_t own_kv_bound(const Qwen3Weights& w, const EngineLoadOptions& eo) {
+  const int64_t per_block = kv_bytes_per_block(int32_t(w.layers.size()), eo.cache.block_size, w.n_kv_heads,
+                                               w.config.head_dim, eo.kv_cache_dtype);
+  return std::max<int64_t>(1, int64_t(double(available_memory_bytes()) * 0.9) / std::max<int64_t>(1, per_block));
+}
+
+// The model of a rank: its stage's layers; collectives over its stage's TP group.
+Communicator* model_comm(const StagePosition& pos, Communicator* world, Communicator* stage) {
+  if (pos.tp == 1) return nullptr;
+  return pos.pp > 1 ? stage : world;
 }
 
 }  // namespace
@@ -97,14 +140,19 @@ void exchange_load_status(Communicator& comm, const std::string& my_error) {
 }
 
 ProcessTpExecutor::ProcessTpExecutor(std::unique_ptr<Backend> backend, std::shared_ptr<const Qwen3Weights> weights,
-                                     std::shared_ptr<Communicator> comm, int64_t num_blocks, int32_t block_size,
-                                     DType kv_dtype)
-    : backend_(std::move(backend)), weights_(std::move(weights)), comm_(std::move(comm)) {
-  PYPTO_ASSERT(comm_ && comm_->rank() == 0 && weights_->tp_rank == 0 && weights_->tp_size == comm_->size(),
+                                     std::shared_ptr<Communicator> comm, std::shared_ptr<Communicator> stage_comm,
+                                     int pp, MicroBatchPolicy micro, int64_t num_blocks, int32_t block_size, DType kv_dtype)
+    : backend_(std::move(backend)),
+      weights_(std::move(weights)),
+      comm_(std::move(comm)),
+      stage_comm_(std::move(stage_comm)) {
+  const StagePosition pos = StagePosition::of_rank(0, pp, comm_->size() / pp);
+  PYPTO_ASSERT(comm_ && comm_->rank() == 0 && weights_->tp_rank == 0 && weights_->tp_size == pos.tp,
                "rank 0's executor needs slice 0 of the group's size");
-  model_ = std::make_unique<Qwen3Model>(*weights_, *backend_, comm_->size() > 1 ? comm_.get() : nullptr);
+  model_ = std::make_unique<Qwen3Model>(*weights_, *backend_, model_comm(pos, comm_.get(), stage_comm_.get()));
   cache_ = make_cache(*model_, num_blocks, block_size, kv_dtype);
   runner_ = std::make_unique<ModelRunner>(*model_, *cache_);
+  stage_ = std::make_unique<PipelineStage>(*model_, *cache_, pp > 1 ? comm_.get() : nullptr, pos, micro);
 }
 
 ProcessTpExecutor::~ProcessTpExecutor() {
@@ -129,31 +177,38 @@ void ProcessTpExecutor::execute(const SchedulerOutput& so, ExecutorOutput& out) 
   StepHeader h{kStep, static_cast<int64_t>(message_.size())};
   comm_->broadcast(&h, sizeof h, 0);
   comm_->broadcast(message_.data(), h.bytes, 0);
-  model_->forward(batch, *cache_, out.logits.data());
+  stage_->run(batch, out.logits.data());
 }
 
 int run_rank_worker(const ReplicaLoadOptions& opt, Communicator& comm) {
-  const int rank = comm.rank(), tp = comm.size();
+  const int rank = comm.rank(), pp = opt.layout.pp;
+  const StagePosition pos = StagePosition::of_rank(rank, pp, comm.size() / pp);
   PYPTO_ASSERT(rank > 0, "rank 0 runs the engine, not a worker");
+  PYPTO_ASSERT(pp == 1 || pos.tp == 1 || (opt.stage_comm && opt.stage_comm->rank() == pos.tp_rank),
+               "rank ", rank, " has no communicator for its pipeline stage");
   const EngineLoadOptions& eo = opt.engine;
   std::unique_ptr<Backend> backend;
   std::shared_ptr<const Qwen3Weights> weights;
   std::string error;
   try {
     backend = rank_backend(opt, rank);
-    weights = stage_own_slice(eo, rank, tp);
+    weights = stage_own_slice(eo, pos);
   } catch (const std::exception& e) {
     error = e.what();
   }
   exchange_load_status(comm, error);
-  int64_t num_blocks = 0;
-  comm.broadcast(&num_blocks, sizeof num_blocks, 0);
+  const int64_t num_blocks = agree_num_blocks(comm, own_kv_bound(*weights, eo));
   if (num_blocks <= 0) fail("rank ", rank, ": rank 0 failed to start (see its message); stopping");
 
-  Qwen3Model model(*weights, *backend, &comm);
+  Qwen3Model model(*weights, *backend, model_comm(pos, &comm, opt.stage_comm.get()));
   auto cache = make_cache(model, num_blocks, eo.cache.block_size, eo.kv_cache_dtype);
   if (eo.prefault_kv_cache) cache->prefault();
-  log_info("rank ", rank, " of ", tp, " on ", this_host_name(), ": ready (", num_blocks, " KV blocks)");
+  PipelineStage stage(model, *cache, pp > 1 ? &comm : nullptr, pos, opt.pp_micro_batches);
+  log_info("rank ", rank, " of ", comm.size(),
+           pp > 1 ? str_cat(" (pipeline stage ", pos.stage, ": layers ", weights->layer_begin, "-", weights->layer_end - 1,
+                            ", tensor-parallel rank ", pos.tp_rank, ")")
+                  : std::string(),
+           " on ", this_host_name(), ": ready (", num_blocks, " KV blocks)");
   ForwardBatch batch;
   std::vector<uint8_t> message;
   for (;;) {
@@ -165,7 +220,7 @@ int run_rank_worker(const ReplicaLoadOptions& opt, Communicator& comm) {
     comm.broadcast(message.data(), h.bytes, 0);
     decode_batch(message.data(), message.size(), batch);
     try {
-      model.forward(batch, *cache, nullptr);  // its logits columns go to rank 0
+      stage.run(batch, nullptr);  // its logits go to rank 0
     } catch (const Error&) {
       // A bad batch (a token id outside the vocabulary) throws on every rank before the first
       // collective, as in TpModelRunner: rank 0 fails the step's requests, this rank goes on.
@@ -178,19 +233,22 @@ LoadedEngine load_process_rank0(const ReplicaLoadOptions& opt) {
   const ParallelLayout& L = opt.layout;
   Communicator& comm = *opt.process_comm;
   if (L.dp != 1) fail("--dp ", L.dp, " with ranks as processes: only one replica per process group (use --dp 1)");
-  PYPTO_ASSERT(comm.rank() == 0 && comm.size() == L.tp, "process group of ", comm.size(), " for --tp ", L.tp);
+  PYPTO_ASSERT(comm.rank() == 0 && comm.size() == L.ranks_per_replica(), "process group of ", comm.size(), " for --pp ",
+               L.pp, " x --tp ", L.tp);
+  const StagePosition pos = StagePosition::of_rank(0, L.pp, L.tp);
   eo.scheduler.validate();
   const auto t0 = std::chrono::steady_clock::now();
   LoadedEngine out;
   out.tp = L.tp;
   out.dp = 1;
+  out.pp = L.pp;
   std::unique_ptr<Backend> backend;
   std::shared_ptr<const Qwen3Weights> weights;
   std::string error;
   try {
     if (eo.kv_cache_dtype != DType::BF16 && eo.kv_cache_dtype != DType::F32) fail("--kv-cache-dtype must be bf16 or fp32");
     backend = rank_backend(opt, 0);
-    weights = stage_own_slice(eo, 0, L.tp);
+    weights = stage_own_slice(eo, pos);
   } catch (const std::exception& e) {
     error = e.what();
   }
@@ -199,7 +257,7 @@ LoadedEngine load_process_rank0(const ReplicaLoadOptions& opt) {
   log_info("CPU matrix kernels: ", describe_cpu_linear_choice(), "; running ", out.backend_name);
   out.threads = rank_threads(opt, 0);
   out.config = weights->config;
-  out.weight_bytes = weights->resident_bytes * size_t(L.tp);  // every slice is the same size
+  out.weight_bytes = weights->resident_bytes * size_t(L.ranks_per_replica());  // about: stages differ a little
   out.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const ModelConfig& cfg = weights->config;
 
@@ -214,10 +272,20 @@ LoadedEngine load_process_rank0(const ReplicaLoadOptions& opt) {
     num_blocks = out.capacity.num_blocks;
   } catch (...) {
     mark_ranks_stopping();
-    comm.broadcast(&num_blocks, sizeof num_blocks, 0);  // -1: the workers stop too
+    agree_num_blocks(comm, -1);  // the workers stop too
     throw;
   }
-  comm.broadcast(&num_blocks, sizeof num_blocks, 0);
+  const int64_t planned = num_blocks;
+  num_blocks = agree_num_blocks(comm, num_blocks);
+  if (num_blocks != planned) {
+    out.capacity.num_blocks = num_blocks;
+    const int64_t per_seq = (eo.scheduler.max_model_len + eo.cache.block_size - 1) / eo.cache.block_size;
+    if (num_blocks < per_seq) {
+      mark_ranks_stopping();
+      fail("a pipeline rank's host holds only ", num_blocks, " KV blocks of its layers, fewer than one --max-model-len ",
+           eo.scheduler.max_model_len, " sequence needs (", per_seq, "): free memory or lower --max-model-len");
+    }
+  }
 
   EngineConfig ec;
   ec.scheduler = eo.scheduler;
@@ -225,15 +293,18 @@ LoadedEngine load_process_rank0(const ReplicaLoadOptions& opt) {
   ec.cache.num_blocks = static_cast<int32_t>(num_blocks);
   ec.vocab_size = cfg.vocab_size;
   ec.eos_token_ids = cfg.eos_token_ids;
-  auto runner = std::make_unique<ProcessTpExecutor>(std::move(backend), weights, opt.process_comm, num_blocks,
-                                                    eo.cache.block_size, eo.kv_cache_dtype);
+  auto runner = std::make_unique<ProcessTpExecutor>(std::move(backend), weights, opt.process_comm, opt.stage_comm, L.pp,
+                                                    opt.pp_micro_batches, num_blocks, eo.cache.block_size,
+                                                    eo.kv_cache_dtype);
   if (eo.prefault_kv_cache) runner->prefault_kv_cache();
   ReplicaSet::Replica r;
   r.load = std::make_shared<LoadBook>();
   auto executor = std::make_unique<LoadReportingExecutor>(std::move(runner), r.load);
   out.loop = std::make_unique<EngineLoop>(std::make_unique<Engine>(ec, std::move(executor)));
   r.loop = out.loop.get();
-  out.placement = str_cat("process group of ", L.tp, " ranks: rank 0 on ", this_host_name(), " (engine)");
+  out.placement = str_cat("process group of ", L.ranks_per_replica(), " ranks",
+                          L.pp > 1 ? str_cat(" (", L.pp, " pipeline stages of ", L.tp, ")") : std::string(),
+                          ": rank 0 on ", this_host_name(), " (engine)");
   RouterOptions ro;
   ro.block_size = eo.cache.block_size;
   ro.prefix_index_blocks = static_cast<size_t>(std::max<int64_t>(1, num_blocks));

@@ -1,5 +1,5 @@
 #pragma once
-// Tensor-parallel ranks that are processes (--distributed-executor-backend mp|mpi). Rank 0 holds
+// Tensor-parallel and pipeline ranks that are processes (--distributed-executor-backend mp|mpi). Rank 0 holds
 // the engine (scheduler, sampler, HTTP) and a ProcessTpExecutor; every other rank runs
 // run_rank_worker(): it stages its own weight slice from its own host's copy of the checkpoint,
 // then runs its slice of the model on each batch rank 0 sends, until rank 0 says stop.
@@ -20,6 +20,7 @@
 #include "model/qwen3_model.h"
 #include "model/qwen3_weights.h"
 #include "parallel/communicator.h"
+#include "parallel/replicas/pipeline_stage.h"
 
 namespace pypto {
 
@@ -34,8 +35,11 @@ void exchange_load_status(Communicator& comm, const std::string& my_error);
 // communicator gathers the full logits onto rank 0). Sends Stop when destroyed.
 class ProcessTpExecutor : public ModelExecutor {
  public:
+  // comm: every rank of the replica (pp × tp); stage_comm: rank 0's stage's TP group when pp > 1
+  // and tp > 1 (else the model's collectives use comm, or none).
   ProcessTpExecutor(std::unique_ptr<Backend> backend, std::shared_ptr<const Qwen3Weights> weights,
-                    std::shared_ptr<Communicator> comm, int64_t num_blocks, int32_t block_size, DType kv_dtype);
+                    std::shared_ptr<Communicator> comm, std::shared_ptr<Communicator> stage_comm, int pp,
+                    MicroBatchPolicy micro, int64_t num_blocks, int32_t block_size, DType kv_dtype);
   ~ProcessTpExecutor() override;
   void execute(const SchedulerOutput& so, ExecutorOutput& out) override;
   void parallel_rows(int64_t n, const std::function<void(int64_t)>& fn) override { runner_->parallel_rows(n, fn); }
@@ -46,9 +50,11 @@ class ProcessTpExecutor : public ModelExecutor {
   std::unique_ptr<Backend> backend_;
   std::shared_ptr<const Qwen3Weights> weights_;
   std::shared_ptr<Communicator> comm_;
+  std::shared_ptr<Communicator> stage_comm_;
   std::unique_ptr<Qwen3Model> model_;
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<ModelRunner> runner_;
+  std::unique_ptr<PipelineStage> stage_;
   std::vector<uint8_t> message_;
 };
 

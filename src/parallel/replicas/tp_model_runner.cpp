@@ -20,24 +20,28 @@ void wait_change(const std::atomic<T>& word, T old) {
 }  // namespace
 
 TpModelRunner::TpModelRunner(std::vector<TpRankParts> ranks, int64_t num_blocks, int32_t block_size, DType kv_dtype,
-                             std::string track_prefix)
+                             std::string track_prefix, int pp, MicroBatchPolicy micro)
     : track_prefix_(std::move(track_prefix)) {
-  const int tp = static_cast<int>(ranks.size());
-  PYPTO_ASSERT(tp >= 1, "no ranks");
-  for (int r = 0; r < tp; ++r) {
+  const int n = static_cast<int>(ranks.size());
+  PYPTO_ASSERT(pp >= 1 && n >= pp && n % pp == 0, n, " ranks for ", pp, " pipeline stages");
+  const int tp = n / pp;
+  for (int r = 0; r < n; ++r) {
     TpRankParts& p = ranks[size_t(r)];
+    const StagePosition pos = StagePosition::of_rank(r, pp, tp);
     PYPTO_ASSERT(p.backend && p.weights, "rank ", r, " is incomplete");
-    PYPTO_ASSERT(p.weights->tp_rank == r && p.weights->tp_size == tp, "rank ", r, " holds the slice of rank ",
+    PYPTO_ASSERT(p.weights->tp_rank == pos.tp_rank && p.weights->tp_size == tp, "rank ", r, " holds the slice of rank ",
                  p.weights->tp_rank, "/", p.weights->tp_size);
-    PYPTO_ASSERT(tp == 1 || (p.comm && p.comm->rank() == r && p.comm->size() == tp), "rank ", r, " communicator");
+    PYPTO_ASSERT(tp == 1 || (p.comm && p.comm->rank() == pos.tp_rank && p.comm->size() == tp), "rank ", r,
+                 " communicator");
     Rank rk;
     rk.parts = std::move(p);
     rk.model = std::make_unique<Qwen3Model>(*rk.parts.weights, *rk.parts.backend, tp > 1 ? rk.parts.comm.get() : nullptr);
     rk.cache = std::make_unique<KvCache>(rk.model->kv_cache_spec(num_blocks, block_size, kv_dtype));
+    rk.stage = std::make_unique<PipelineStage>(*rk.model, *rk.cache, rk.parts.world.get(), pos, micro);
     ranks_.push_back(std::move(rk));
   }
   runner_ = std::make_unique<ModelRunner>(*ranks_[0].model, *ranks_[0].cache);
-  for (int r = 1; r < tp; ++r) threads_.emplace_back([this, r] { rank_main(r); });
+  for (int r = 1; r < n; ++r) threads_.emplace_back([this, r] { rank_main(r); });
 }
 
 TpModelRunner::~TpModelRunner() {
@@ -48,7 +52,9 @@ TpModelRunner::~TpModelRunner() {
 }
 
 void TpModelRunner::rank_main(int r) {
-  prof::name_this_thread(str_cat(track_prefix_, "tp rank ", r));
+  const StagePosition& pos = ranks_[size_t(r)].stage->position();
+  prof::name_this_thread(pos.pp > 1 ? str_cat(track_prefix_, "pp stage ", pos.stage, " tp rank ", pos.tp_rank)
+                                    : str_cat(track_prefix_, "tp rank ", r));
   uint64_t seen = 0;
   Rank& rk = ranks_[size_t(r)];
   while (true) {
@@ -56,7 +62,7 @@ void TpModelRunner::rank_main(int r) {
     seen = epoch_.load(std::memory_order_acquire);
     if (stop_) return;
     try {
-      rk.model->forward(*batch_, *rk.cache, nullptr);  // its logits columns go to rank 0
+      rk.stage->run(*batch_, nullptr);  // its logits go to rank 0
     } catch (...) {
       rk.error = std::current_exception();
     }
@@ -70,7 +76,7 @@ void TpModelRunner::execute(const SchedulerOutput& so, ExecutorOutput& out) {
   out.vocab_size = r0.model->vocab_size();
   out.logits.resize(static_cast<size_t>(batch.num_logits() * out.vocab_size));
   if (batch.num_tokens() == 0) return;
-  const int tp = this->tp();
+  const int tp = this->ranks();
   if (tp > 1) {
     if (!engine_thread_named_) {  // rank 0 runs on the thread that calls execute()
       prof::name_this_thread(str_cat(track_prefix_, "tp rank 0 (engine)"));
@@ -87,7 +93,7 @@ void TpModelRunner::execute(const SchedulerOutput& so, ExecutorOutput& out) {
     epoch_.notify_all();
   }
   try {
-    r0.model->forward(batch, *r0.cache, out.logits.data());
+    r0.stage->run(batch, out.logits.data());
   } catch (...) {
     r0.error = std::current_exception();
   }

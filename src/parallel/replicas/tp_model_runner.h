@@ -8,6 +8,10 @@
 // the logits of its vocabulary rows and rank 0 gathers them into the step's [rows, vocab] logits
 // (Qwen3Model::kLogitsRank). With tp == 1 this is the plain single-rank ModelRunner.
 //
+// Pipeline parallelism (pp > 1, parallel/replicas/pipeline_stage.h): the replica has pp × tp
+// rank threads, rank stage * tp + t running stage `stage`'s layers as its TP rank t; each step's
+// batch goes through the stages in micro-batches, the last stage's logits back to rank 0.
+//
 // Profiling: rank r's thread is the trace track "tp rank r" (rank 0 is the engine thread that
 // calls execute(): "tp rank 0 (engine)"), prefixed by `track_prefix` ("replica 1 " under dp).
 #include <atomic>
@@ -24,6 +28,7 @@
 #include "model/qwen3_model.h"
 #include "model/qwen3_weights.h"
 #include "parallel/communicator.h"
+#include "parallel/replicas/pipeline_stage.h"
 
 namespace pypto {
 
@@ -31,22 +36,24 @@ namespace pypto {
 struct TpRankParts {
   std::unique_ptr<Backend> backend;            // threads pinned to this rank's cores
   std::shared_ptr<const Qwen3Weights> weights;  // read-only, may be shared with other replicas
-  std::unique_ptr<Communicator> comm;           // null when tp == 1
+  std::unique_ptr<Communicator> comm;           // its stage's TP group; null when tp == 1
+  std::unique_ptr<Communicator> world;          // pp > 1: the replica's pp × tp ranks (point-to-point)
 };
 
 class TpModelRunner : public ModelExecutor {
  public:
   // Allocates every rank's KV cache ([num_blocks, block_size, rank's KV heads, head_dim] per
-  // layer) and starts tp - 1 rank threads (rank 0 runs on the caller of execute()).
+  // layer of its stage) and starts pp·tp - 1 rank threads (rank 0 runs on the caller of execute()).
+  // ranks: pp × tp of them, in pipeline rank order.
   TpModelRunner(std::vector<TpRankParts> ranks, int64_t num_blocks, int32_t block_size, DType kv_dtype,
-                std::string track_prefix = "");
+                std::string track_prefix = "", int pp = 1, MicroBatchPolicy micro = {});
   ~TpModelRunner() override;
 
   void execute(const SchedulerOutput& so, ExecutorOutput& out) override;
   // Rank 0's threads (the engine thread's pool); the other ranks idle between steps.
   void parallel_rows(int64_t n, const std::function<void(int64_t)>& fn) override { runner_->parallel_rows(n, fn); }
 
-  int tp() const { return static_cast<int>(ranks_.size()); }
+  int ranks() const { return static_cast<int>(ranks_.size()); }  // pp × tp
   // Every rank's KV cache (KvCache::prefault).
   void prefault_kv_caches() {
     for (Rank& rk : ranks_) rk.cache->prefault();
@@ -59,6 +66,7 @@ class TpModelRunner : public ModelExecutor {
     TpRankParts parts;
     std::unique_ptr<Qwen3Model> model;
     std::unique_ptr<KvCache> cache;
+    std::unique_ptr<PipelineStage> stage;
     std::exception_ptr error;
   };
   void rank_main(int r);

@@ -25,6 +25,22 @@ TEST(MpiCommunicator, GatherColumnsPlacesEachRanksBlockOnTheRoot) {
 }
 TEST(MpiCommunicator, BroadcastCopiesTheRootsBytes) { case_broadcast_copies_the_roots_bytes(world().rank(), world()); }
 TEST(MpiCommunicator, ManyRoundsStayInStep) { case_many_rounds_stay_in_step(world().rank(), world()); }
+TEST(MpiCommunicator, SendRecvCarriesBytesAlongAChain) {
+  case_send_recv_carries_bytes_along_a_chain(world().rank(), world());
+}
+// A split by color (pipeline stages' TP groups): ranks 0, 2, ... and 1, 3, ... form two groups,
+// each ordered by world rank; a reduction inside one sees only its own members.
+TEST(MpiCommunicator, SplitGroupsReduceOverTheirOwnMembers) {
+  const int r = world().rank(), size = world().size();
+  std::unique_ptr<Communicator> g = make_mpi_split_communicator(r % 2, r);
+  EXPECT_EQ(g->rank(), r / 2);
+  EXPECT_EQ(g->size(), (size - r % 2 + 1) / 2);
+  float x = float(r);
+  g->all_reduce_sum(&x, 1);
+  float want = 0;
+  for (int q = r % 2; q < size; q += 2) want += float(q);
+  EXPECT_EQ(x, want);
+}
 
 }  // namespace
 }  // namespace pypto::test
