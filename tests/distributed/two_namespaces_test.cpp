@@ -2,13 +2,15 @@
 // removes itself (namespace-private 10.218.0.0/24 addresses; nothing outside the namespaces
 // changes). mpirun runs in host A and starts rank 0 there and rank 1 in host B (ip netns exec),
 // with OpenMPI's TCP transports, its out-of-band channel and PMIx all restricted to the veth
-// subnet, so every byte between the ranks crosses a network stack. Checks: the greedy ids equal
-// one rank's, and host B's veth sent at least rank 1's share of the logits (each step sends its
-// 2 rows x 75,968 vocabulary columns of f32, 0.6 MB, to rank 0: > 1 MB over 17 steps).
+// subnet, so every byte between the ranks crosses a network stack. For --tp 2 and for --pp 2:
+// the greedy ids equal one rank's, and host B's veth sent more than 1 MB (--tp 2: rank 1's share
+// of the logits, 2 rows x 75,968 vocabulary columns of f32 per step; --pp 2: the last stage's
+// logits, twice that; over 17 steps).
 // Skipped, with the reason, without MPI, without root, or where namespaces cannot be made.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
+
+#include <cstdio>
 
 #include "model/test_model.h"
 #include "process_harness.h"
@@ -69,6 +71,8 @@ class TwoHosts {
   std::string a_, b_, vb_, error_;
 };
 
+// Rank 1 in host B is tensor-parallel rank 1 (--tp 2: all-reduces cross the veth every layer) or
+// pipeline stage 1 (--pp 2: hidden states go to it, logits come back from it every step).
 TEST(TwoNamespaces, MpiRanksOnTwoNetworkStacksGiveOneRanksGreedyIds) {
   if (mpirun_prefix().empty()) GTEST_SKIP() << kNoMpi;
   if (geteuid() != 0) GTEST_SKIP() << "making network namespaces needs root";
@@ -79,6 +83,7 @@ TEST(TwoNamespaces, MpiRanksOnTwoNetworkStacksGiveOneRanksGreedyIds) {
   const fs::path dir = fs::temp_directory_path() / ("pypto_two_hosts_" + std::to_string(getpid()));
   TestModelOptions o;
   o.out_dir = (dir / "tiny").string();
+  o.layers = 4;  // two per stage at --pp 2
   o.show_progress = false;
   make_test_model(o);
   const std::string gen = " --model " + o.out_dir +
@@ -92,24 +97,28 @@ TEST(TwoNamespaces, MpiRanksOnTwoNetworkStacksGiveOneRanksGreedyIds) {
   const RunResult one = run_shell(kBinary + gen + (dir / "one.json").string());
   ASSERT_EQ(one.exit_code, 0) << one.output;
 
-  const long long tx0 = hosts.b_tx_bytes();
   const std::string subnet = "10.218.0.0/24";
   const std::string env = "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,tcp"
                           " OMPI_MCA_btl_tcp_if_include=" + subnet + " OMPI_MCA_oob_tcp_if_include=" + subnet +
                           " PMIX_MCA_ptl_tcp_remote_connections=1 PMIX_MCA_ptl_tcp_if_include=" + subnet +
                           " OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none ";
-  const std::string tail = gen + (dir / "two.json").string() + " --tp 2 --distributed-executor-backend mpi";
 #ifdef PYPTO_MPIEXEC
   const std::string mpirun = PYPTO_MPIEXEC;
 #else
   const std::string mpirun = "mpirun";
 #endif
-  const RunResult two = run_shell("timeout 120 ip netns exec " + hosts.a() + " " + env + mpirun + " -np 1 " + kBinary +
-                                  tail + " : -np 1 ip netns exec " + hosts.b() + " " + kBinary + tail);
-  ASSERT_EQ(two.exit_code, 0) << two.output;
-  EXPECT_EQ(ids_of(dir / "two.json"), ids_of(dir / "one.json"));
-  const long long sent = hosts.b_tx_bytes() - tx0;
-  EXPECT_GT(sent, 1000000) << "host B's veth sent only " << sent << " bytes: the ranks did not talk over it";
+  for (const std::string layout : {"--tp 2", "--pp 2"}) {
+    SCOPED_TRACE(layout);
+    const long long tx0 = hosts.b_tx_bytes();
+    const std::string tail = gen + (dir / "two.json").string() + " " + layout + " --distributed-executor-backend mpi";
+    const RunResult two = run_shell("timeout 120 ip netns exec " + hosts.a() + " " + env + mpirun + " -np 1 " + kBinary +
+                                    tail + " : -np 1 ip netns exec " + hosts.b() + " " + kBinary + tail);
+    ASSERT_EQ(two.exit_code, 0) << two.output;
+    EXPECT_EQ(ids_of(dir / "two.json"), ids_of(dir / "one.json"));
+    const long long sent = hosts.b_tx_bytes() - tx0;
+    EXPECT_GT(sent, 1000000) << "host B's veth sent only " << sent << " bytes: the ranks did not talk over it";
+    std::printf("[two hosts] %s: host B's veth sent %lld bytes\n", layout.c_str(), sent);
+  }
   fs::remove_all(dir);
 }
 
