@@ -24,7 +24,7 @@ namespace fs = std::filesystem;
 namespace pypto::test {
 namespace {
 
-constexpr const char* kCommon = " --threads 1 --kv-cache-memory 64MiB --max-model-len 4096";
+constexpr const char* kCommon = kRankCommon;
 
 class ProcessRanks : public ::testing::Test {
  protected:
@@ -39,21 +39,9 @@ class ProcessRanks : public ::testing::Test {
   static void TearDownTestSuite() { fs::remove_all(dir_); }
   static std::string model() { return (dir_ / "tiny").string(); }
 
-  // Offline generation: the --output-json results' token ids, one vector per prompt.
   std::vector<std::vector<int>> offline_ids(const std::string& prefix, const std::string& args,
                                             const std::string& model_dir = model()) {
-    const std::string json_path = (dir_ / "out.json").string();
-    fs::remove(json_path);
-    const RunResult r = run_shell(prefix + kBinary + " --model " + model_dir + kCommon +
-                                  " --prompt-token-ids 1,2,3,4,5 --prompt-token-ids 9,8,7 --prompt-token-ids 42"
-                                  " --generate-config '{\"max_new_tokens\": 24, \"temperature\": 0}' --output-json " +
-                                  json_path + " " + args);
-    EXPECT_EQ(r.exit_code, 0) << r.output;
-    std::vector<std::vector<int>> ids;
-    if (r.exit_code != 0) return ids;
-    const auto j = nlohmann::json::parse(read_file(json_path));
-    for (const auto& res : j["results"]) ids.push_back(res["token_ids"].get<std::vector<int>>());
-    return ids;
+    return test::offline_ids(dir_, model_dir, prefix, args);
   }
 };
 fs::path ProcessRanks::dir_;

@@ -1,7 +1,7 @@
 #pragma once
-// Checks through a running server shared by the process-rank and pipeline tests: the served
-// greedy tokens and top-5 logprobs of a few prompts (compared with one rank's), and a rank killed
-// or frozen mid-generation (/health 503, exit within 10 s, no process left).
+// Checks through the binary shared by the process-rank and pipeline tests: offline greedy ids of a
+// few prompts, the served greedy tokens and top-5 logprobs (compared with one rank's), and a rank
+// killed or frozen mid-generation (/health 503, exit within 10 s, no process left).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,6 +12,27 @@
 namespace pypto::test {
 
 namespace fs = std::filesystem;
+
+// Options every run of these suites shares (one thread per rank: the ranks share 2 cores).
+constexpr const char* kRankCommon = " --threads 1 --kv-cache-memory 64MiB --max-model-len 4096";
+
+// Offline generation of 3 prompts (24 greedy tokens each, batched together) by `prefix` (e.g. an
+// mpirun command) + the binary + `args`, the JSON written under `dir`: one id vector per prompt.
+inline std::vector<std::vector<int>> offline_ids(const fs::path& dir, const std::string& model_dir,
+                                                 const std::string& prefix, const std::string& args) {
+  const std::string json_path = (dir / "out.json").string();
+  fs::remove(json_path);
+  const RunResult r = run_shell(prefix + kBinary + " --model " + model_dir + kRankCommon +
+                                " --prompt-token-ids 1,2,3,4,5 --prompt-token-ids 9,8,7 --prompt-token-ids 42"
+                                " --generate-config '{\"max_new_tokens\": 24, \"temperature\": 0}' --output-json " +
+                                json_path + " " + args);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  std::vector<std::vector<int>> ids;
+  if (r.exit_code != 0) return ids;
+  const auto j = nlohmann::json::parse(read_file(json_path));
+  for (const auto& res : j["results"]) ids.push_back(res["token_ids"].get<std::vector<int>>());
+  return ids;
+}
 
 // The served completions' tokens and top-5 logprobs for a few prompts.
 struct Served {
