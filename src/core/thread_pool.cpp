@@ -13,8 +13,13 @@ namespace pypto {
 namespace {
 
 // How long an idle worker (or the caller waiting for workers) spins before sleeping. Ops of one
-// forward pass follow each other within a few microseconds; a step boundary may take longer.
-constexpr auto kSpinTime = std::chrono::microseconds(200);
+// forward pass follow each other within a few microseconds; a step boundary may take longer. On a
+// VM whose host is shared, a thread of an op can be descheduled for a few hundred microseconds;
+// if the other thread has gone to sleep meanwhile, waking it costs as much again (a halted vCPU
+// waits for the host). Counted on 2-thread int4 decode: with 200 µs of spin 15 % of the ops found
+// the worker asleep (woken ~340 µs late on average), with 2 ms none. Idle cost: 2 ms of one core
+// after the engine's last step.
+constexpr auto kSpinTime = std::chrono::microseconds(2000);
 
 // One step of a spin-wait. A pool with more threads than usable cores also yields the core after a
 // few spins, so the descheduled thread it waits for can run instead of it burning a time slice
@@ -67,7 +72,18 @@ void ThreadPool::range_of(int64_t n, int64_t grain, int tid, int64_t* begin, int
 }
 
 void ThreadPool::run_share(int tid) {
-  if (dynamic_) {
+  if (mode_ == Mode::Guided) {
+    const int64_t split = 2 * int64_t(num_threads_);
+    for (int64_t b = next_chunk_.load(std::memory_order_relaxed);;) {
+      if (b >= n_) return;
+      const int64_t want = (n_ - b + split - 1) / split;
+      const int64_t size = (want + grain_ - 1) / grain_ * grain_;
+      if (!next_chunk_.compare_exchange_weak(b, b + size, std::memory_order_relaxed)) continue;  // b reloaded
+      call_(ctx_, b, b + size < n_ ? b + size : n_, tid);
+      b = next_chunk_.load(std::memory_order_relaxed);
+    }
+  }
+  if (mode_ == Mode::Dynamic) {
     for (;;) {
       int64_t b = next_chunk_.fetch_add(1, std::memory_order_relaxed) * grain_;
       if (b >= n_) return;
@@ -79,7 +95,7 @@ void ThreadPool::run_share(int tid) {
   if (b < e) call_(ctx_, b, e, tid);
 }
 
-void ThreadPool::run(int64_t n, int64_t grain, Call call, void* ctx, bool dynamic) {
+void ThreadPool::run(int64_t n, int64_t grain, Call call, void* ctx, Mode mode) {
   PYPTO_ASSERT(!t_inside_job, "nested parallel_for");
   PYPTO_ASSERT(grain >= 1, "grain ", grain);
   if (n <= 0) return;
@@ -93,11 +109,11 @@ void ThreadPool::run(int64_t n, int64_t grain, Call call, void* ctx, bool dynami
   ctx_ = ctx;
   n_ = n;
   grain_ = grain;
-  dynamic_ = dynamic;
+  mode_ = mode;
   next_chunk_.store(0, std::memory_order_relaxed);
   t_inside_job = true;
   if (num_threads_ == 1 || n <= grain) {
-    if (dynamic && n > grain) {
+    if (mode != Mode::Static && n > grain) {
       run_share(0);  // one thread: all chunks in order
     } else {
       call(ctx, 0, n, 0);  // one range: no need to wake anyone

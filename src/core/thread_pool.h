@@ -1,8 +1,8 @@
 #pragma once
 // A persistent pool of worker threads for the CPU kernels. The caller of parallel_for is thread 0
 // and works too, so a pool of N threads starts N - 1 workers. Workers are created once, pinned to
-// a core each when a core list is given, and between jobs spin briefly on an epoch counter (a job
-// in a forward pass follows the previous one within microseconds) before sleeping on it (futex
+// a core each when a core list is given, and between jobs spin for up to 2 ms on an epoch counter
+// (a job in a forward pass follows the previous one within microseconds) before sleeping on it (futex
 // via std::atomic::wait), so an op costs no thread start-up and an idle engine burns no CPU.
 #include <atomic>
 #include <cstdint>
@@ -32,7 +32,7 @@ class ThreadPool {
   void parallel_for(int64_t n, F&& fn, int64_t grain = 1) {
     using Fn = std::remove_reference_t<F>;
     run(n, grain, [](void* ctx, int64_t b, int64_t e, int tid) { (*static_cast<Fn*>(ctx))(b, e, tid); },
-        const_cast<void*>(static_cast<const void*>(&fn)), /*dynamic=*/false);
+        const_cast<void*>(static_cast<const void*>(&fn)), Mode::Static);
   }
 
   // Dynamic variant: [0, n) is cut into chunks of `chunk` elements (the last may be shorter) that
@@ -44,7 +44,19 @@ class ThreadPool {
   void parallel_for_dynamic(int64_t n, int64_t chunk, F&& fn) {
     using Fn = std::remove_reference_t<F>;
     run(n, chunk, [](void* ctx, int64_t b, int64_t e, int tid) { (*static_cast<Fn*>(ctx))(b, e, tid); },
-        const_cast<void*>(static_cast<const void*>(&fn)), /*dynamic=*/true);
+        const_cast<void*>(static_cast<const void*>(&fn)), Mode::Dynamic);
+  }
+
+  // Guided variant: chunks shrink as the work runs out. A thread takes max(unit, remaining / (2 ·
+  // num_threads)) elements rounded up to a multiple of `unit` (the last chunk may be shorter), so
+  // the first chunks are long (few hand-outs, long streams through memory) and the last ones short:
+  // the threads finish within about one `unit` of each other instead of one fixed chunk. Like
+  // parallel_for_dynamic, which thread runs which elements varies from run to run.
+  template <typename F>
+  void parallel_for_guided(int64_t n, int64_t unit, F&& fn) {
+    using Fn = std::remove_reference_t<F>;
+    run(n, unit, [](void* ctx, int64_t b, int64_t e, int tid) { (*static_cast<Fn*>(ctx))(b, e, tid); },
+        const_cast<void*>(static_cast<const void*>(&fn)), Mode::Guided);
   }
 
   // The range thread `tid` gets for (n, grain): exposed so kernels and tests can reason about it.
@@ -52,7 +64,8 @@ class ThreadPool {
 
  private:
   using Call = void (*)(void*, int64_t, int64_t, int);
-  void run(int64_t n, int64_t grain, Call call, void* ctx, bool dynamic);
+  enum class Mode { Static, Dynamic, Guided };
+  void run(int64_t n, int64_t grain, Call call, void* ctx, Mode mode);
   void worker_main(int tid);
   void run_share(int tid);
 
@@ -66,8 +79,9 @@ class ThreadPool {
   Call call_ = nullptr;
   void* ctx_ = nullptr;
   int64_t n_ = 0, grain_ = 1;
-  bool dynamic_ = false;
-  alignas(64) std::atomic<int64_t> next_chunk_{0};  // dynamic jobs: next chunk to hand out
+  Mode mode_ = Mode::Static;
+  // Dynamic jobs: the next chunk to hand out; guided jobs: the first element not handed out.
+  alignas(64) std::atomic<int64_t> next_chunk_{0};
 
   alignas(64) std::atomic<uint64_t> epoch_{0};   // bumped once per job (and at shutdown)
   alignas(64) std::atomic<int> remaining_{0};    // workers still running the current job

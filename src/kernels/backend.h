@@ -54,8 +54,12 @@ struct QuantizedWeight {
   int64_t groups() const { return group > 0 ? (k_in + group - 1) / group : 1; }
 };
 
-// One layer's paged KV cache: k and v are [num_blocks, block_size, n_kv_heads, head_dim] in
-// `dtype`. A token at slot s lives at block s / block_size, offset s % block_size.
+// One layer's paged KV cache: k and v are [num_blocks, n_kv_heads, block_size, head_dim] in
+// `dtype`. A token at slot s lives at block s / block_size, offset s % block_size: its head h is
+// the row ((block · n_kv_heads + h) · block_size + offset) · head_dim. Head-major within a block,
+// so the keys (values) one KV head reads from a block are one contiguous run of block_size ·
+// head_dim elements (4 KiB at bf16, block 16, head_dim 128) that the hardware prefetchers stream,
+// not block_size pieces n_kv_heads · head_dim apart.
 struct KvCacheLayer {
   void* k = nullptr;
   void* v = nullptr;

@@ -1,6 +1,6 @@
 #pragma once
 // Storage of the paged KV cache: for every layer a K and a V pool of
-// [num_blocks, block_size, n_kv_heads, head_dim] elements in bf16 or f32 (this rank's KV heads).
+// [num_blocks, n_kv_heads, block_size, head_dim] elements in bf16 or f32 (this rank's KV heads).
 // Which blocks belong to which sequence is the engine's business (BlockPool / KVCacheManager);
 // this class only owns the memory and hands out the per-layer views the kernels read.
 #include <cstddef>

@@ -248,10 +248,11 @@ TEST(PagedAttention, RowsAloneAndInChunksMatchPrefillBitwise) {
         for (auto [a, b] : calls) {
           for (; poisoned > cs.start + b; --poisoned) {
             const int32_t p = poisoned - 1;
-            const int64_t slot = int64_t(sc.tables[p / cs.bs]) * cs.bs + p % cs.bs;
+            const int64_t block = sc.tables[p / cs.bs];
             const size_t es = dtype_size(dt), n = size_t(cs.nkv) * cs.hd;
             for (size_t e = 0; e < n; ++e) {
-              const size_t off = (slot * n + e) * es;
+              // Head e / hd of position p in the head-major block (backend.h).
+              const size_t h = e / cs.hd, off = (((block * cs.nkv + h) * cs.bs + p % cs.bs) * cs.hd + e % cs.hd) * es;
               if (dt == DType::F32) {
                 const float nan = NAN;
                 std::memcpy(sc.cache->k.data() + off, &nan, 4);

@@ -1,7 +1,9 @@
 // ThreadPool and Arena (src/core), tested here because the kernels are their users.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <cstring>
 #include <set>
 #include <vector>
@@ -46,6 +48,37 @@ TEST(ThreadPool, DynamicChunksCoverRangeExactlyOnce) {
           for (int64_t i = b; i < e; ++i) hits[i]++;
         });
         for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "n=" << n << " chunk=" << chunk;
+      }
+  }
+}
+
+// Guided chunks: every element once, every chunk starts on a unit boundary and is whole units
+// (but the last), and the chunks shrink (a later-starting chunk is never longer than an earlier one
+// of the same job, within one unit of rounding).
+TEST(ThreadPool, GuidedChunksCoverRangeExactlyOnceAndShrink) {
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {1, 5, 64, 1001, 6144})
+      for (int64_t unit : {1, 7, 64, 5000}) {
+        std::vector<std::atomic<int>> hits(n);
+        std::mutex mu;
+        std::vector<std::pair<int64_t, int64_t>> chunks;
+        pool.parallel_for_guided(n, unit, [&](int64_t b, int64_t e, int tid) {
+          ASSERT_TRUE(b % unit == 0 && (e == n || (e - b) % unit == 0) && e > b && tid < threads);
+          for (int64_t i = b; i < e; ++i) hits[i]++;
+          std::lock_guard<std::mutex> lock(mu);
+          chunks.push_back({b, e - b});
+        });
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "n=" << n << " unit=" << unit;
+        std::sort(chunks.begin(), chunks.end());
+        for (size_t c = 1; c < chunks.size(); ++c) ASSERT_LE(chunks[c].second, chunks[c - 1].second + unit);
+        // The first chunk is about n / (2 · threads) (neither one chunk per thread nor unit-sized
+        // ones throughout), the last one a single unit.
+        if (threads > 1 && n >= 64 * unit) {
+          ASSERT_LE(chunks[0].second, n / (2 * threads) + unit);
+          ASSERT_GE(chunks[0].second, n / (2 * threads) - unit);
+          ASSERT_LE(chunks.back().second, unit);
+        }
       }
   }
 }

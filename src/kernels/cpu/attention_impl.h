@@ -89,7 +89,6 @@ inline void attention_generic(const AttentionTask& t, float* scratch) {
   const int32_t nq = (t.t1 - t.t0) * group;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int64_t ldk = round_lanes(hd);
-  const int64_t row_elems = static_cast<int64_t>(c.n_kv_heads) * hd;  // one cache slot, all heads
 
   float* kf = scratch;                        // [bs, ldk]  this block's keys, f32
   float* vfb = kf + bs * ldk;                 // [bs, ldk]  this block's values, f32
@@ -112,7 +111,8 @@ inline void attention_generic(const AttentionTask& t, float* scratch) {
     const int64_t block = table[kb0 / bs];
     // Widen this block's keys and values of our KV head to f32.
     for (int32_t j = 0; j < kb1 - kb0; ++j) {
-      const int64_t off = (block * bs + j) * row_elems + static_cast<int64_t>(t.kv_head) * hd;
+      // Head-major blocks (backend.h): this head's rows of the block are contiguous.
+      const int64_t off = ((block * c.n_kv_heads + t.kv_head) * bs + j) * hd;
       if (c.dtype == DType::F32) {
         const float* ks = static_cast<const float*>(c.k) + off;
         const float* vs = static_cast<const float*>(c.v) + off;
@@ -392,7 +392,6 @@ inline void attention_fast(const AttentionTask& t, float* scratch) {
   const int32_t nq = (t.t1 - t.t0) * group;
   const int32_t nqv = (nq + L - 1) / L;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const int64_t row_elems = static_cast<int64_t>(c.n_kv_heads) * hd;
   constexpr int kMaxQ = kAttentionMaxQueries + kLanes;  // query-head slots, padded to whole vectors
 
   float* kf = scratch;                            // [round_lanes(bs), hd]  this block's keys, f32
@@ -433,21 +432,18 @@ inline void attention_fast(const AttentionTask& t, float* scratch) {
   bool have_qt = false;
 
   const int32_t last_pos = first_pos + (t.t1 - 1 - q0);
-  // This head's K / V rows of the block kAttnPrefetchBlocks ahead (head_dim pieces n_kv_heads ·
-  // head_dim apart, a pattern the hardware prefetchers do not follow) are prefetched into L2 while
-  // a block is widened, so a decode task, little arithmetic per byte, streams the cache instead of
-  // waiting on each block: 16 sequences × context 512 from DRAM, 1.5× faster with the blocks
-  // scattered over the pool (a long-running cache), ~1.1× with each sequence's blocks consecutive
-  // (a stride the hardware follows across blocks). Into L2: measured slightly faster than L1,
-  // which the f32 scratch blocks share. A hint only: no value changes.
+  // This head's K / V rows of the block kAttnPrefetchBlocks ahead (one contiguous run of bs ·
+  // head_dim elements in the head-major block, but the next block of a sequence may lie anywhere
+  // in the pool) are prefetched into L2 while a block is widened, so a decode task, little
+  // arithmetic per byte, streams the cache instead of waiting on each block. Into L2: measured
+  // slightly faster than L1, which the f32 scratch blocks share. A hint only: no value changes.
   const int64_t esize = c.dtype == DType::F32 ? 4 : 2, row_bytes = hd * esize;
-  const char* kbase = static_cast<const char*>(c.k) + static_cast<int64_t>(t.kv_head) * hd * esize;
-  const char* vbase = static_cast<const char*>(c.v) + static_cast<int64_t>(t.kv_head) * hd * esize;
-  const int64_t slot_bytes = row_elems * esize;
+  const int64_t block_bytes = static_cast<int64_t>(c.n_kv_heads) * bs * row_bytes;  // all heads
+  const char* kbase = static_cast<const char*>(c.k) + static_cast<int64_t>(t.kv_head) * bs * row_bytes;
+  const char* vbase = static_cast<const char*>(c.v) + static_cast<int64_t>(t.kv_head) * bs * row_bytes;
   // (Captures by value: capturing by reference measured as slow as no prefetch at all.)
-  auto prefetch_rows = [kbase, vbase, slot_bytes, row_bytes, bs](int64_t blk, int32_t j)
-                           __attribute__((always_inline)) {
-    const int64_t poff = (blk * bs + j) * slot_bytes;
+  auto prefetch_rows = [kbase, vbase, block_bytes, row_bytes](int64_t blk, int32_t j) __attribute__((always_inline)) {
+    const int64_t poff = blk * block_bytes + j * row_bytes;
     for (int64_t e = 0; e < row_bytes; e += 64) {
       _mm_prefetch(kbase + poff + e, _MM_HINT_T1);
       _mm_prefetch(vbase + poff + e, _MM_HINT_T1);
@@ -467,7 +463,7 @@ inline void attention_fast(const AttentionTask& t, float* scratch) {
     const int64_t next_block = next_rows > 0 ? table[pf0 / bs] : 0;
     for (int32_t j = 0; j < nrows; ++j) {
       if (j < next_rows) prefetch_rows(next_block, j);
-      const int64_t off = (block * bs + j) * row_elems + static_cast<int64_t>(t.kv_head) * hd;
+      const int64_t off = ((block * c.n_kv_heads + t.kv_head) * bs + j) * hd;  // head-major block
       if (c.dtype == DType::F32) {
         const float* ks = static_cast<const float*>(c.k) + off;
         const float* vs = static_cast<const float*>(c.v) + off;

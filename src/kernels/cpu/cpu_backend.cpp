@@ -164,8 +164,8 @@ class CpuBackend final : public Backend {
       kt_.linear_cols(t, 0, w.n_out, scratch(0));
       return;
     }
-    pool_.parallel_for_dynamic(w.n_out, column_chunk(w.n_out),
-                               [&](int64_t b, int64_t e, int tid) { kt_.linear_cols(t, b, e, scratch(tid)); });
+    pool_.parallel_for_guided(w.n_out, kColumnUnit,
+                              [&](int64_t b, int64_t e, int tid) { kt_.linear_cols(t, b, e, scratch(tid)); });
   }
 
   void rms_norm(const float* x, const float* gamma, int64_t m, int64_t d, float eps, float* y) override {
@@ -233,15 +233,19 @@ class CpuBackend final : public Backend {
   void kv_store(const float* k, const float* v, const int64_t* slot_mapping, int64_t m,
                 const KvCacheLayer& cache) override {
     check_kv_dtype(cache.dtype);
-    const int64_t row = static_cast<int64_t>(cache.n_kv_heads) * cache.head_dim;
-    const size_t row_bytes = static_cast<size_t>(row) * dtype_size(cache.dtype);
+    const int64_t hd = cache.head_dim, row = static_cast<int64_t>(cache.n_kv_heads) * hd;
+    const size_t esize = dtype_size(cache.dtype);
     for_rows(m, 2 * row, [&](int64_t b, int64_t e) {
       for (int64_t t = b; t < e; ++t) {
         const int64_t slot = slot_mapping[t];
         if (slot < 0) continue;  // padding token
         PYPTO_ASSERT(slot < cache.num_blocks * cache.block_size, "slot ", slot);
-        kt_.from_f32(k + t * row, row, static_cast<uint8_t*>(cache.k) + slot * row_bytes, cache.dtype);
-        kt_.from_f32(v + t * row, row, static_cast<uint8_t*>(cache.v) + slot * row_bytes, cache.dtype);
+        const int64_t block = slot / cache.block_size, off = slot % cache.block_size;
+        for (int64_t h = 0; h < cache.n_kv_heads; ++h) {  // head-major blocks (backend.h)
+          const size_t dst = static_cast<size_t>(((block * cache.n_kv_heads + h) * cache.block_size + off) * hd) * esize;
+          kt_.from_f32(k + t * row + h * hd, hd, static_cast<uint8_t*>(cache.k) + dst, cache.dtype);
+          kt_.from_f32(v + t * row + h * hd, hd, static_cast<uint8_t*>(cache.v) + dst, cache.dtype);
+        }
       }
     });
   }
@@ -259,16 +263,14 @@ class CpuBackend final : public Backend {
         scratch_floats_[i] = floats;
       }
   }
-  // Work is handed out in chunks, about 4 per thread, from a shared counter (parallel_for_dynamic):
-  // on cores shared with other processes a descheduled thread then holds up one chunk, not a
-  // whole static share. Chunking never changes results: every element is computed on its own.
-  //
-  // Columns of a linear per chunk: a multiple of `unit` (48: whole W blocks / tiles of every ISA
-  // on plain rows; 64: whole panel groups of the bf16-dot kernel).
-  int64_t column_chunk(int64_t n_out, int64_t unit = 48) const {
-    int64_t c = (n_out + 4 * pool_.num_threads() - 1) / (4 * pool_.num_threads());
-    return (c + unit - 1) / unit * unit;
-  }
+  // A linear's columns are handed out in guided chunks (parallel_for_guided): long ones first,
+  // then shorter, down to one `unit` (48: whole W blocks / tiles of every ISA on plain rows; 64:
+  // whole panel groups of the bf16-dot kernel and whole int4 / int8 super-panels; 32: two AMX B
+  // tiles). On cores shared with other processes a descheduled thread holds up at most one chunk,
+  // and the threads end an op within about one unit of each other: with fixed chunks of n / 8
+  // columns the 2-thread int4 decode of qwen3-0.6b left each thread idle ~10 % of every op.
+  // Chunking never changes results: every column is computed on its own.
+  static constexpr int64_t kColumnUnit = 48;
   // Runs fn(row_begin, row_end) over m rows of `row_elems` elements, on the pool when worth it.
   template <typename F>
   void for_rows(int64_t m, int64_t row_elems, F&& fn) {
@@ -299,8 +301,7 @@ class CpuBackend final : public Backend {
       }
     });
     if (t.m * t.n_out * t.k < kLinearSerialMacs) return kt_.linear_cols_bf16dot(xh, xl, t, 0, t.n_out);
-    pool_.parallel_for_dynamic(t.n_out, column_chunk(t.n_out, 64),
-                               [&](int64_t b, int64_t e, int) { kt_.linear_cols_bf16dot(xh, xl, t, b, e); });
+    pool_.parallel_for_guided(t.n_out, 64, [&](int64_t b, int64_t e, int) { kt_.linear_cols_bf16dot(xh, xl, t, b, e); });
   }
 
   // AMX linear: x as one (medium) or two (high) bf16 parts in A-tile order, zero-padded to whole
@@ -342,8 +343,7 @@ class CpuBackend final : public Backend {
           std::memset(xt + p * part + ((i / 16) * ksteps + s) * 512 + (i % 16) * 32, 0, 64);
     a.data = xt;
     if (t.m * t.n_out * t.k < kLinearSerialMacs) return kt_.linear_cols_amx(a, t, 0, t.n_out);
-    pool_.parallel_for_dynamic(t.n_out, column_chunk(t.n_out, 32),
-                               [&](int64_t b, int64_t e, int) { kt_.linear_cols_amx(a, t, b, e); });
+    pool_.parallel_for_guided(t.n_out, 32, [&](int64_t b, int64_t e, int) { kt_.linear_cols_amx(a, t, b, e); });
   }
 
   // Quantized linear (WeightFormat Int8 / Int4 / Fp8): f32 activations through the dequantizing
@@ -368,7 +368,7 @@ class CpuBackend final : public Backend {
     t.y = y;
     auto run = [&](void (*fn)(const cpu::QuantLinearTask&, int64_t, int64_t)) {
       if (m * w.n_out * w.k_in < kLinearSerialMacs) return fn(t, 0, w.n_out);
-      pool_.parallel_for_dynamic(w.n_out, column_chunk(w.n_out, 64), [&](int64_t b, int64_t e, int) { fn(t, b, e); });
+      pool_.parallel_for_guided(w.n_out, 64, [&](int64_t b, int64_t e, int) { fn(t, b, e); });
     };
     if (w.format == WeightFormat::Fp8 || !int8_act_) {
       if (!kt_.linear_cols_dq) fail(weight_format_name(w.format), " weights need the AVX-512 kernels; ", kt_.name, " has none");
@@ -425,7 +425,7 @@ class CpuBackend final : public Backend {
     if (acc32_.size() < acc_bytes) acc32_ = AlignedBuffer(acc_bytes);
     auto* acc = reinterpret_cast<int32_t*>(acc32_.data());
     cpu::LinearInt8Task it{t.m, t.k, reinterpret_cast<const int8_t*>(t.w), t.n_out, acc};
-    pool_.parallel_for_dynamic(t.n_out, column_chunk(t.n_out, 32), [&](int64_t b, int64_t e, int) {
+    pool_.parallel_for_guided(t.n_out, 32, [&](int64_t b, int64_t e, int) {
       kt_.linear_cols_amx_int8(a, it, b, e);
       kt_.q8_epilogue(t, acc, b, e);
     });

@@ -190,14 +190,18 @@ class ReferenceBackend final : public Backend {
   void kv_store(const float* k, const float* v, const int64_t* slot_mapping, int64_t m,
                 const KvCacheLayer& cache) override {
     check_kv_dtype(cache.dtype);
-    const int64_t row = static_cast<int64_t>(cache.n_kv_heads) * cache.head_dim;
+    const int64_t hd = cache.head_dim, row = static_cast<int64_t>(cache.n_kv_heads) * hd;
     for (int64_t t = 0; t < m; ++t) {
       int64_t slot = slot_mapping[t];
       if (slot < 0) continue;  // padding token: nothing to store
       PYPTO_ASSERT(slot < cache.num_blocks * cache.block_size, "slot ", slot);
-      for (int64_t j = 0; j < row; ++j) {
-        store_kv_elem(cache.k, cache.dtype, slot * row + j, k[t * row + j]);
-        store_kv_elem(cache.v, cache.dtype, slot * row + j, v[t * row + j]);
+      const int64_t block = slot / cache.block_size, off = slot % cache.block_size;
+      for (int64_t h = 0; h < cache.n_kv_heads; ++h) {
+        const int64_t dst = ((block * cache.n_kv_heads + h) * cache.block_size + off) * hd;
+        for (int64_t e = 0; e < hd; ++e) {
+          store_kv_elem(cache.k, cache.dtype, dst + e, k[t * row + h * hd + e]);
+          store_kv_elem(cache.v, cache.dtype, dst + e, v[t * row + h * hd + e]);
+        }
       }
     }
   }
@@ -263,8 +267,7 @@ class ReferenceBackend final : public Backend {
   static int64_t kv_offset(const KvCacheLayer& c, const int32_t* table, int32_t j, int32_t kvh) {
     int64_t block = table[j / c.block_size];
     PYPTO_ASSERT(block >= 0 && block < c.num_blocks, "block ", block);
-    int64_t slot = block * c.block_size + j % c.block_size;
-    return (slot * c.n_kv_heads + kvh) * c.head_dim;
+    return ((block * c.n_kv_heads + kvh) * c.block_size + j % c.block_size) * c.head_dim;
   }
   static void store_kv_elem(void* base, DType dt, int64_t i, float v) {
     if (dt == DType::F32)

@@ -42,7 +42,7 @@ struct TpRankParts {
 
 class TpModelRunner : public ModelExecutor {
  public:
-  // Allocates every rank's KV cache ([num_blocks, block_size, rank's KV heads, head_dim] per
+  // Allocates every rank's KV cache ([num_blocks, rank's KV heads, block_size, head_dim] per
   // layer of its stage) and starts pp·tp - 1 rank threads (rank 0 runs on the caller of execute()).
   // ranks: pp × tp of them, in pipeline rank order.
   TpModelRunner(std::vector<TpRankParts> ranks, int64_t num_blocks, int32_t block_size, DType kv_dtype,
