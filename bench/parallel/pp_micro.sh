@@ -6,13 +6,19 @@
 #   prefill: 16 prompts of ~310 tokens (4940 in all), one output token; prompt tok/s.
 # --pp-micro-batch-tokens 1 lets even a 16-token decode step split, to show what splitting does;
 # the last row of each table is the default policy (at most 4 parts of at least 64 tokens).
-# Each figure is the best of REPEAT runs (default 3: on a shared machine a run can be paused).
+# --pp-virtual-engines rows: two engines (8 of the 16 sequences each) whose steps are in flight
+# together through the two stages (parallel/replicas/step_pipeline.h).
+# Each row gives the median and the best of REPEAT runs (default 3: on a shared machine a run can
+# be paused). KINDS="decode" (default "decode prefill") runs only those tables, ONLY=REGEX only the
+# rows whose name matches.
 # Usage: bench/parallel/pp_micro.sh BINARY MODEL_DIR   (make the model with
 #   BINARY make-test-model --preset qwen3-0.6b --out MODEL_DIR)
 set -euo pipefail
 BIN=${1:?binary}
 MODEL=${2:?model dir}
 REPEAT=${REPEAT:-3}
+KINDS=${KINDS:-decode prefill}
+ONLY=${ONLY:-}  # an extended regex: run only the rows whose name matches it
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 COMMON=(--model "$MODEL" --kv-cache-memory 512MiB --max-model-len 1024 --max-num-seqs 16)
@@ -21,6 +27,7 @@ GREEDY='"temperature": 0, "ignore_eos": true'
 run() {  # kind (decode|prefill), name, flags...
   local kind=$1 name=$2
   shift 2
+  if [ -n "$ONLY" ] && ! [[ "$name" =~ $ONLY ]]; then return 0; fi
   local prompts=() out=64
   for i in $(seq 1 16); do
     if [ "$kind" = decode ]; then
@@ -35,8 +42,8 @@ run() {  # kind (decode|prefill), name, flags...
       --output-json "$TMP/r$k.json" >/dev/null 2>"$TMP/err" || { cat "$TMP/err"; exit 1; }
   done
   python3 - "$kind" "$name" "$TMP"/r*.json <<'PY'
-import json, sys
-kind, name, best = sys.argv[1], sys.argv[2], 0.0
+import json, statistics, sys
+kind, name, rates = sys.argv[1], sys.argv[2], []
 for path in sys.argv[3:]:
     j = json.load(open(path))
     rs = j["results"]
@@ -44,21 +51,22 @@ for path in sys.argv[3:]:
         gen = sum(len(r["token_ids"]) for r in rs)
         ttft = max(r["timings"]["time_to_first_token_s"] for r in rs)
         total = max(r["timings"]["total_s"] for r in rs)
-        best = max(best, (gen - len(rs)) / (total - ttft))
+        rates.append((gen - len(rs)) / (total - ttft))
     else:
-        best = max(best, sum(len(r["prompt_token_ids"]) for r in rs) / j["seconds"])
-print(f"| {name:36} | {best:9.1f} |")
+        rates.append(sum(len(r["prompt_token_ids"]) for r in rs) / j["seconds"])
+print(f"| {name:44} | {statistics.median(rates):9.1f} | {max(rates):9.1f} |")
 PY
   rm -f "$TMP"/r*.json
 }
 
-for kind in decode prefill; do
+for kind in $KINDS; do
   echo
-  echo "| $kind: config | $( [ $kind = decode ] && echo 'decode tok/s' || echo 'prompt tok/s') |"
-  echo "| --- | ---: |"
+  echo "| $kind: config | $( [ $kind = decode ] && echo 'decode tok/s, median' || echo 'prompt tok/s, median') | best |"
+  echo "| --- | ---: | ---: |"
   run $kind "pp1 (1 rank, 1 core)" --threads 1
   for m in 1 2 4; do
     run $kind "pp2 mp, $m micro-batch(es)" --pp 2 --devices 0,1 --pp-micro-batches "$m" --pp-micro-batch-tokens 1
   done
   run $kind "pp2 mp, default (4 parts of >= 64 tokens)" --pp 2 --devices 0,1
+  run $kind "pp2 mp, --pp-virtual-engines (2 steps in flight)" --pp 2 --devices 0,1 --pp-virtual-engines
 done
