@@ -161,6 +161,14 @@ TEST_F(PipelineRanks, BadValuesAreRefusedNamingFlagValueAndLimit) {
   EXPECT_TRUE(has(r.output, "--pp-virtual-engines runs --pp engines over the pipeline stages of one replica of "
                             "processes: it needs --pp >= 2, --dp 1 and --distributed-executor-backend mp or mpi"))
       << r.output;
+  // 6 MiB of the tiny model's KV = 384 blocks of 16 tokens; a 4096-token sequence needs 256, more
+  // than each engine's half.
+  r = run_shell(kBinary + " --model " + model() +
+                " --threads 1 --kv-cache-memory 6MiB --max-model-len 4096 --prompt hi --pp 2 --devices 0,1 --pp-virtual-engines");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(has(r.output, "--pp-virtual-engines: each of the 2 engines gets 192 of the 384 KV blocks, fewer than one "
+                            "--max-model-len 4096 sequence needs (256)"))
+      << r.output;
   r = run_shell(kBinary + " --model " + model() + kCommon + " --prompt hi --pp 2");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(has(r.output, "--dp 1 x --pp 2 x --tp 1 needs 2 devices")) << r.output;
