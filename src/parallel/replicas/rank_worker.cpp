@@ -39,8 +39,10 @@ std::unique_ptr<Backend> rank_backend(const ReplicaLoadOptions& opt, int rank) {
 
 // Opens this host's copy of the checkpoint, checks that this rank's slice (its TP share of its
 // pipeline stage's layers) fits this host's free memory and stages it. Errors say which file or
-// how many bytes, or that --pp exceeds the layer count.
-std::shared_ptr<const Qwen3Weights> stage_own_slice(const EngineLoadOptions& eo, const StagePosition& pos) {
+// how many bytes, or that --pp exceeds the layer count. engine_rank: this is rank 0 (it logs the
+// stages and shows the staging progress; the first ranks of other --dp replicas do not).
+std::shared_ptr<const Qwen3Weights> stage_own_slice(const EngineLoadOptions& eo, const StagePosition& pos,
+                                                    bool engine_rank) {
   const int rank = pos.tp_rank, tp = pos.tp;
   auto ck = Checkpoint::open(eo.model_dir);
   validate_qwen3_checkpoint(*ck);
@@ -58,7 +60,7 @@ std::shared_ptr<const Qwen3Weights> stage_own_slice(const EngineLoadOptions& eo,
   const StagedFormats formats = staged_formats(*ck, eo.quantization, eo.int4_group);  // --quantization
   if (rank == 0 && formats.layers != WeightFormat::Float) log_info("weights: ", formats.describe());
   const LayerRange range = plan_pipeline_stages(*ck, *stager, tp, pos.pp, &formats)[size_t(pos.stage)];
-  if (pos.pp > 1 && pos.rank() == 0) {
+  if (pos.pp > 1 && engine_rank) {
     std::string s;
     for (const LayerRange& r : plan_pipeline_stages(*ck, *stager, tp, pos.pp, &formats))
       s += str_cat(s.empty() ? "" : ", ", "layers ", r.begin, "-", r.end - 1);
@@ -75,7 +77,7 @@ std::shared_ptr<const Qwen3Weights> stage_own_slice(const EngineLoadOptions& eo,
   so.tp_size = tp;
   so.layer_begin = range.begin;
   so.layer_end = range.end;
-  so.show_progress = eo.show_progress && pos.rank() == 0;
+  so.show_progress = eo.show_progress && engine_rank;
   so.compile_cache_dir = eo.compile_cache_dir;
   so.quantization = eo.quantization;
   so.int4_group = eo.int4_group;
@@ -197,7 +199,7 @@ int run_rank_worker(const ReplicaLoadOptions& opt) {
   std::string error;
   try {
     backend = rank_backend(opt, rank);
-    weights = stage_own_slice(eo, pos);
+    weights = stage_own_slice(eo, pos, /*engine_rank=*/false);
   } catch (const std::exception& e) {
     error = e.what();
   }
@@ -328,7 +330,7 @@ LoadedEngine load_process_rank0(const ReplicaLoadOptions& opt) {
   try {
     if (eo.kv_cache_dtype != DType::BF16 && eo.kv_cache_dtype != DType::F32) fail("--kv-cache-dtype must be bf16 or fp32");
     backend = rank_backend(opt, 0);
-    weights = stage_own_slice(eo, pos);
+    weights = stage_own_slice(eo, pos, /*engine_rank=*/true);
   } catch (const std::exception& e) {
     error = e.what();
   }
