@@ -73,4 +73,6 @@ for kind in $KINDS; do
   done
   run $kind "pp2 mp, default (4 parts of >= 64 tokens)" --pp 2 --devices 0,1
   run $kind "pp2 mp, --pp-virtual-engines (2 steps in flight)" --pp 2 --devices 0,1 --pp-virtual-engines
+  run $kind "pp2 threads, --pp-virtual-engines" --pp 2 --devices 0,1 --pp-virtual-engines \
+    --distributed-executor-backend threads
 done

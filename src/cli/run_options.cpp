@@ -53,8 +53,8 @@ void add_run_options(CLI::App& app, RunOptions& o) {
                  "(whole sequences), so stage s works on part i+1 while stage s+1 works on part i")
       ->capture_default_str();
   app.add_flag("--pp-virtual-engines", o.pp_virtual_engines,
-               "--pp with ranks as processes: run --pp engines over the stages, each with its own sequences and "
-               "1/pp of the KV blocks, so that consecutive steps are in flight together (vLLM's virtual engines)");
+               "with --pp > 1: run --pp engines over each replica's stages, each with its own sequences and 1/pp of "
+               "the KV blocks, so that consecutive steps are in flight together (vLLM's virtual engines)");
   app.add_option("--pp-micro-batch-tokens", o.pp_micro_batch_tokens,
                  "with --pp > 1: the fewest tokens a micro-batch may have (a step is cut into fewer parts rather "
                  "than smaller ones: each part streams the stage's weights again, so small decode steps stay whole)")
@@ -191,10 +191,12 @@ void validate_run_options(RunOptions& o) {
   if (o.distributed_executor_backend == "auto")
     o.distributed_executor_backend = o.dp == 1 && o.tp * o.pp > 1 ? "mp" : "threads";
   const std::string& deb = o.distributed_executor_backend;
-  if (o.pp_virtual_engines && (o.pp < 2 || o.dp != 1 || (deb != "mp" && deb != "mpi")))
-    fail("--pp-virtual-engines runs --pp engines over the pipeline stages of one replica of processes: it needs --pp "
-         ">= 2, --dp 1 and --distributed-executor-backend mp or mpi (got --pp ", o.pp, ", --dp ", o.dp,
-         ", --distributed-executor-backend ", deb, ")");
+  if (o.pp_virtual_engines && o.pp < 2)
+    fail("--pp-virtual-engines runs --pp engines over the pipeline stages of a replica: it needs --pp >= 2 (got --pp ",
+         o.pp, ")");
+  if (o.pp_virtual_engines && o.dp != 1 && deb != "threads")
+    fail("--pp-virtual-engines with --dp ", o.dp, " needs --distributed-executor-backend threads (processes: --dp 1; "
+         "got ", deb, ")");
   if (deb == "mpi") {
     // Each rank is its own process, on its own host or with the cores mpirun bound it to.
     if (!o.devices.empty() || !o.cpu_groups.empty() || o.cpu_oversubscribe)

@@ -8,8 +8,8 @@
 //  - killing the last stage's rank mid-generation (mp, mpirun) turns /health to 503 and the server
 //    exits naming it within 10 s, no process left;
 //  - --pp-virtual-engines (two engines' steps in flight together, step_pipeline.h): greedy ids of
-//    --pp 2, --pp 4 and --tp 2 --pp 2 (mp, mpirun) and served logprobs (mp) equal one rank's; a
-//    killed stage rank ends the server within 10 s;
+//    --pp 2, --pp 4 and --tp 2 --pp 2 (mp, mpirun), --pp 2 and --dp 2 --tp 2 --pp 2 (threads) and
+//    served logprobs (mp) equal one rank's; a killed stage rank ends the server within 10 s;
 //  - bad --pp / --pp-micro-batches / --pp-virtual-engines values are refused naming the flag, the
 //    value and the limit.
 // The reference is the single-rank engine (itself checked against PyTorch in tests/model).
@@ -74,6 +74,12 @@ TEST_F(PipelineRanks, OfflineGreedyIdsOfVirtualEnginesEqualOneRank) {
   EXPECT_EQ(offline_ids("", "--tp 2 --pp 2 --devices 0,1,2,3 --cpu-oversubscribe --pp-virtual-engines"), one)
       << "mp --tp 2 --pp 2";
   EXPECT_EQ(offline_ids("", "--pp 4 --devices 0,1,2,3 --cpu-oversubscribe --pp-virtual-engines"), one) << "mp --pp 4";
+  EXPECT_EQ(offline_ids("", "--pp 2 --devices 0,1 --distributed-executor-backend threads --pp-virtual-engines"), one)
+      << "threads";
+  EXPECT_EQ(offline_ids("", "--dp 2 --tp 2 --pp 2 --devices 0,1,2,3,4,5,6,7 --cpu-oversubscribe"
+                            " --distributed-executor-backend threads --pp-virtual-engines"),
+            one)
+      << "threads --dp 2 --tp 2 --pp 2 (4 engines)";
   if (mpirun_prefix().empty()) GTEST_SKIP() << "mpi part: " << kNoMpi;
   EXPECT_EQ(offline_ids(mpirun_prefix() + "-np 2 ", "--pp 2 --pp-virtual-engines --distributed-executor-backend mpi"),
             one)
@@ -155,12 +161,16 @@ TEST_F(PipelineRanks, BadValuesAreRefusedNamingFlagValueAndLimit) {
   r = run_shell(kBinary + " --model " + model() + kCommon + " --prompt hi --pp 2 --devices 0,1 --pp-micro-batches 0");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(has(r.output, "--pp-micro-batches 0: expected a number of micro-batches between 1 and 1024")) << r.output;
-  r = run_shell(kBinary + " --model " + model() + kCommon +
-                " --prompt hi --pp 2 --devices 0,1 --distributed-executor-backend threads --pp-virtual-engines");
+  r = run_shell(kBinary + " --model " + model() + kCommon + " --prompt hi --pp-virtual-engines");
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_TRUE(has(r.output, "--pp-virtual-engines runs --pp engines over the pipeline stages of one replica of "
-                            "processes: it needs --pp >= 2, --dp 1 and --distributed-executor-backend mp or mpi"))
+  EXPECT_TRUE(has(r.output, "--pp-virtual-engines runs --pp engines over the pipeline stages of a replica: it needs "
+                            "--pp >= 2 (got --pp 1)"))
       << r.output;
+  r = run_shell(kBinary + " --model " + model() + kCommon +
+                " --prompt hi --dp 2 --pp 2 --devices 0,1,2,3 --cpu-oversubscribe --distributed-executor-backend mp"
+                " --pp-virtual-engines");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(has(r.output, "--pp-virtual-engines with --dp 2 needs --distributed-executor-backend threads")) << r.output;
   // 6 MiB of the tiny model's KV = 384 blocks of 16 tokens; a 4096-token sequence needs 256, more
   // than each engine's half.
   r = run_shell(kBinary + " --model " + model() +

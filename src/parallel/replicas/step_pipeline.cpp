@@ -6,6 +6,7 @@
 #include "parallel/rank_health.h"
 #include "parallel/replicas/batch_codec.h"
 #include "parallel/replicas/replica_link.h"
+#include "parallel/shm_communicator.h"
 
 namespace pypto {
 
@@ -134,6 +135,67 @@ void VirtualEngineExecutor::execute(const SchedulerOutput& so, ExecutorOutput& o
   out.vocab_size = pipeline_->vocab_size();
   out.logits.resize(static_cast<size_t>(batch_.num_logits() * out.vocab_size));
   pipeline_->run(batch_, out.logits.data());
+}
+
+namespace {
+
+// The threads backend's stage ranks 1 .. n-1 and rank 0's pipeline. The pipeline goes first (its
+// Stop travels down the stages), then the threads are joined; the ranks' models, caches and
+// communicators outlive them (members are destroyed after the destructor's body).
+struct ThreadedStages {
+  struct Rank {
+    TpRankParts parts;
+    std::unique_ptr<Qwen3Model> model;
+    std::unique_ptr<KvCache> cache;
+  };
+  std::vector<Rank> ranks;  // [0] unused: rank 0 lives in the pipeline
+  std::shared_ptr<Communicator> back_end;  // the last stage's end of the return link
+  std::vector<std::thread> threads;
+  std::shared_ptr<StepPipeline> pipeline;
+  ~ThreadedStages() {
+    pipeline.reset();
+    for (std::thread& t : threads) t.join();
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<StepPipeline> make_threaded_step_pipeline(std::vector<TpRankParts> ranks, int pp, int64_t num_blocks,
+                                                          int32_t block_size, DType kv_dtype,
+                                                          const std::string& track_prefix) {
+  const int n = static_cast<int>(ranks.size());
+  PYPTO_ASSERT(pp > 1 && n % pp == 0, n, " ranks for ", pp, " pipeline stages");
+  const int tp = n / pp;
+  auto back = make_shm_communicators(2);
+  auto owner = std::make_shared<ThreadedStages>();
+  owner->back_end = std::move(back[1]);
+  owner->ranks.resize(size_t(n));
+  for (int r = 1; r < n; ++r) {
+    ThreadedStages::Rank& rk = owner->ranks[size_t(r)];
+    rk.parts = std::move(ranks[size_t(r)]);
+    rk.model = std::make_unique<Qwen3Model>(*rk.parts.weights, *rk.parts.backend, tp > 1 ? rk.parts.comm.get() : nullptr);
+    rk.cache = std::make_unique<KvCache>(rk.model->kv_cache_spec(num_blocks, block_size, kv_dtype));
+  }
+  TpRankParts& r0 = ranks[0];
+  owner->pipeline = std::make_shared<StepPipeline>(
+      std::move(r0.backend), r0.weights, std::shared_ptr<Communicator>(std::move(r0.world)),
+      tp > 1 ? std::shared_ptr<Communicator>(std::move(r0.comm)) : nullptr, std::shared_ptr<Communicator>(std::move(back[0])),
+      pp, num_blocks, block_size, kv_dtype);
+  for (int r = 1; r < n; ++r) {
+    ThreadedStages::Rank* rk = &owner->ranks[size_t(r)];
+    const StagePosition pos = StagePosition::of_rank(r, pp, tp);
+    Communicator* back_end = r == (pp - 1) * tp ? owner->back_end.get() : nullptr;
+    owner->threads.emplace_back([rk, pos, back_end, tp, track_prefix] {
+      prof::name_this_thread(str_cat(track_prefix, "pp stage ", pos.stage, " tp rank ", pos.tp_rank));
+      try {
+        run_pipelined_stage(*rk->model, *rk->cache, *rk->parts.world, tp > 1 ? rk->parts.comm.get() : nullptr, back_end,
+                            pos);
+      } catch (const std::exception& e) {
+        log_error("pipeline stage ", pos.stage, " tensor-parallel rank ", pos.tp_rank, ": ", e.what());
+      }
+    });
+  }
+  return std::shared_ptr<StepPipeline>(owner, owner->pipeline.get());
 }
 
 int run_pipelined_stage(Qwen3Model& model, KvCache& cache, Communicator& world, Communicator* stage_comm,

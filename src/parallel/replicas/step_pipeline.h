@@ -40,6 +40,7 @@
 #include "model/qwen3_weights.h"
 #include "parallel/communicator.h"
 #include "parallel/replicas/pipeline_stage.h"
+#include "parallel/replicas/tp_model_runner.h"
 
 namespace pypto {
 
@@ -106,6 +107,14 @@ class VirtualEngineExecutor : public ModelExecutor {
   BlockTables tables_;
   ForwardBatch batch_;
 };
+
+// --distributed-executor-backend threads: one replica's pp × tp ranks (`ranks`, in pipeline rank
+// order, their `comm` and `world` set as for TpModelRunner) with ranks 1.. as threads of this
+// process running run_pipelined_stage() over in-process communicators, and rank 0's pipeline,
+// which is returned and owns them (destroying it stops and joins them).
+std::shared_ptr<StepPipeline> make_threaded_step_pipeline(std::vector<TpRankParts> ranks, int pp, int64_t num_blocks,
+                                                          int32_t block_size, DType kv_dtype,
+                                                          const std::string& track_prefix);
 
 // A stage rank other than rank 0 under --pp-virtual-engines: runs steps as they come until Stop
 // (the protocol above). back: the return link on the last stage's TP rank 0, else null. Returns
