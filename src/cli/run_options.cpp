@@ -1,5 +1,6 @@
 #include "cli/run_options.h"
 
+#include <algorithm>
 #include <set>
 
 #include "cli/generate_config.h"
@@ -51,6 +52,9 @@ void add_run_options(CLI::App& app, RunOptions& o) {
                  "with --pp > 1: each step's batch goes through the stages in up to this many micro-batches "
                  "(whole sequences), so stage s works on part i+1 while stage s+1 works on part i")
       ->capture_default_str();
+  app.add_flag("--pp-virtual-engines", o.pp_virtual_engines,
+               "with --pp > 1: run --pp engines over each replica's stages, each with its own sequences and 1/pp of "
+               "the KV blocks, so that consecutive steps are in flight together (vLLM's virtual engines)");
   app.add_option("--pp-micro-batch-tokens", o.pp_micro_batch_tokens,
                  "with --pp > 1: the fewest tokens a micro-batch may have (a step is cut into fewer parts rather "
                  "than smaller ones: each part streams the stage's weights again, so small decode steps stay whole)")
@@ -88,6 +92,9 @@ void add_run_options(CLI::App& app, RunOptions& o) {
                "accepted for the seed's command lines: start-up logs are always shown here");
   app.add_option("--cpu-groups", o.cpu_groups,
                  "CPU: the cores of each device, e.g. 0-7,8-15 (a group may join ranges with +); default: equal split");
+  app.add_flag("--cpu-oversubscribe", o.cpu_oversubscribe,
+               "CPU: when the devices outnumber the cores, let devices share cores (device d on core d mod the core "
+               "count) instead of refusing; the ranks then compete for cores (for correctness runs on small machines)");
   app.add_option("--dtype", o.dtype, "weight dtype: auto, or the checkpoint's own (weights are never converted)")
       ->check(CLI::IsMember({"auto", "bfloat16", "bf16", "float16", "f16", "float32", "f32"}))
       ->capture_default_str();
@@ -156,6 +163,23 @@ void add_run_options(CLI::App& app, RunOptions& o) {
   app.add_option("--port", o.port, "serve mode: port (0: any free port, printed at start)")->check(CLI::Range(0, 65535))->capture_default_str();
 }
 
+namespace {
+
+// The cores the device groups are cut from: this process's, repeated round-robin under
+// --cpu-oversubscribe until every device id (and every rank) can have one.
+std::vector<int> layout_cores(const RunOptions& o) {
+  std::vector<int> cores = available_cores();
+  if (!o.cpu_oversubscribe || cores.empty()) return cores;
+  if (!o.cpu_groups.empty()) fail("--cpu-oversubscribe and --cpu-groups: give one of them (groups name their cores)");
+  size_t want = size_t(o.dp) * size_t(o.tp) * size_t(o.pp);
+  if (!o.devices.empty())
+    for (int d : parse_device_list("--devices", o.devices)) want = std::max(want, size_t(d) + 1);
+  for (size_t i = 0; cores.size() < want; ++i) cores.push_back(cores[i]);
+  return cores;
+}
+
+}  // namespace
+
 void validate_run_options(RunOptions& o) {
   if (o.backend == "cuda") fail("--backend cuda: this build has no CUDA backend yet (use --backend cpu)");
   if (o.pp < 1)
@@ -167,24 +191,28 @@ void validate_run_options(RunOptions& o) {
   if (o.distributed_executor_backend == "auto")
     o.distributed_executor_backend = o.dp == 1 && o.tp * o.pp > 1 ? "mp" : "threads";
   const std::string& deb = o.distributed_executor_backend;
-  if ((deb == "mp" || deb == "mpi") && o.dp != 1)
-    fail("--distributed-executor-backend ", deb, " runs one replica's ranks as processes; with --dp ", o.dp,
-         " use --distributed-executor-backend threads");
+  if (o.pp_virtual_engines && o.pp < 2)
+    fail("--pp-virtual-engines runs --pp engines over the pipeline stages of a replica: it needs --pp >= 2 (got --pp ",
+         o.pp, ")");
+  if (o.pp_virtual_engines && o.dp != 1 && deb != "threads")
+    fail("--pp-virtual-engines with --dp ", o.dp, " needs --distributed-executor-backend threads (processes: --dp 1; "
+         "got ", deb, ")");
   if (deb == "mpi") {
     // Each rank is its own process, on its own host or with the cores mpirun bound it to.
-    if (!o.devices.empty() || !o.cpu_groups.empty())
-      fail("--devices/--cpu-groups do not apply to --distributed-executor-backend mpi: each rank uses the cores "
-           "mpirun gives its process (mpirun --bind-to / --map-by)");
+    if (!o.devices.empty() || !o.cpu_groups.empty() || o.cpu_oversubscribe)
+      fail("--devices/--cpu-groups/--cpu-oversubscribe do not apply to --distributed-executor-backend mpi: each rank "
+           "uses the cores mpirun gives its process (mpirun --bind-to / --map-by)");
     o.layout = ParallelLayout{};
     o.layout.tp = o.tp;
     o.layout.pp = o.pp;
-    for (int t = 0; t < o.tp * o.pp; ++t) {
+    o.layout.dp = o.dp;
+    for (int t = 0; t < o.dp * o.tp * o.pp; ++t) {
       o.layout.devices.push_back(t);
       o.layout.cores.push_back(available_cores());
     }
   } else {
     // Device groups: len(devices) == dp × tp, no duplicates; each device a group of cores.
-    o.layout = plan_parallel_layout(o.device, o.devices, o.tp, o.dp, o.cpu_groups, available_cores(), o.pp);
+    o.layout = plan_parallel_layout(o.device, o.devices, o.tp, o.dp, o.cpu_groups, layout_cores(o), o.pp);
   }
   if (o.dp == 1 && o.data_parallel_routing != "least_pending_tokens")
     log_warn("--data-parallel-routing ", o.data_parallel_routing, " has no effect with --dp 1");
@@ -249,10 +277,14 @@ ReplicaLoadOptions replica_load_options(const RunOptions& o, const std::string& 
   ReplicaLoadOptions r;
   r.engine = engine_options(o, model_dir);
   r.layout = o.layout.cores.empty()
-                 ? plan_parallel_layout(o.device, o.devices, o.tp, o.dp, o.cpu_groups, available_cores(), o.pp)
+                 ? plan_parallel_layout(o.device, o.devices, o.tp, o.dp, o.cpu_groups, layout_cores(o), o.pp)
                  : o.layout;
   r.stage_comm = o.stage_comm;
+  r.replica_comm = o.replica_comm;
+  r.link_comms = o.link_comms;
   r.pp_micro_batches = MicroBatchPolicy{o.pp_micro_batches, o.pp_micro_batch_tokens};
+  r.pp_virtual_engines = o.pp_virtual_engines;
+  r.return_comm = o.return_comm;
   r.routing = parse_routing_policy(o.data_parallel_routing);
   r.process_comm = o.process_comm;
   r.affinity_slack_tokens = o.data_parallel_affinity_slack;

@@ -25,13 +25,26 @@ struct RunOptions {
   int pp = 1;                // --pp: pipeline stages (each of tp ranks)
   int pp_micro_batches = kDefaultPipelineMicroBatches;  // --pp-micro-batches
   int64_t pp_micro_batch_tokens = kDefaultMicroBatchMinTokens;  // --pp-micro-batch-tokens
+  bool pp_virtual_engines = false;  // --pp-virtual-engines (parallel/replicas/step_pipeline.h)
   // auto | mp | mpi | threads; validate_run_options() resolves auto (mp when dp == 1 and tp > 1).
   std::string distributed_executor_backend = "auto";
-  std::shared_ptr<Communicator> process_comm;  // set by cmd_run on rank 0 of mp/mpi ranks
-  std::shared_ptr<Communicator> stage_comm;    // --pp with --tp > 1 as processes: the stage's TP group
+  // Ranks as processes (set by cmd_run; ReplicaLoadOptions says what each is).
+  std::shared_ptr<Communicator> process_comm;  // every rank of every replica
+  std::shared_ptr<Communicator> replica_comm;  // this rank's replica (process_comm when dp == 1)
+  std::shared_ptr<Communicator> stage_comm;    // --pp with --tp > 1: the stage's TP group
+  std::vector<std::shared_ptr<Communicator>> link_comms;  // --dp > 1: rank 0 <-> replica leaders
+  std::shared_ptr<Communicator> return_comm;  // --pp-virtual-engines: last stage's TP rank 0 -> rank 0
+  void drop_communicators() {
+    return_comm.reset();
+    process_comm.reset();
+    replica_comm.reset();
+    stage_comm.reset();
+    link_comms.clear();
+  }
   std::string data_parallel_routing = "least_pending_tokens";
   int64_t data_parallel_affinity_slack = kDefaultAffinitySlackTokens;  // prefix_affinity, tokens
   std::string cpu_groups;  // "0-7,8-15": the cores of device 0, 1, ... (default: equal split)
+  bool cpu_oversubscribe = false;  // more devices than cores: devices share cores round-robin
   ParallelLayout layout;   // filled by validate_run_options
   std::string dtype = "auto";
   int ep = 1;                      // --ep: only 1 (dense models)

@@ -23,6 +23,9 @@ namespace {
 constexpr const char* kRankEnv = "PYPTO_MP_RANK";
 constexpr const char* kFdEnv = "PYPTO_MP_GROUP_FD";
 constexpr const char* kStageFdEnv = "PYPTO_MP_STAGE_GROUP_FD";  // --pp with --tp > 1
+constexpr const char* kReplicaFdEnv = "PYPTO_MP_REPLICA_GROUP_FD";  // --dp > 1
+constexpr const char* kLinkFdEnv = "PYPTO_MP_LINK_GROUP_FD";  // --dp > 1: a replica's leader
+constexpr const char* kReturnFdEnv = "PYPTO_MP_RETURN_GROUP_FD";  // --pp-virtual-engines: the last stage
 
 std::string describe_status(int status) {
   if (WIFEXITED(status)) return str_cat("exited with status ", WEXITSTATUS(status));
@@ -32,16 +35,32 @@ std::string describe_status(int status) {
 
 }  // namespace
 
-std::unique_ptr<MpRankGroup> MpRankGroup::start(int ranks, char** argv, int tp) {
-  PYPTO_ASSERT(tp >= 1 && ranks % tp == 0, ranks, " ranks in stages of ", tp);
+std::unique_ptr<MpRankGroup> MpRankGroup::start(int ranks, char** argv, int tp, int per_replica, bool return_link) {
+  PYPTO_ASSERT(tp >= 1 && per_replica % tp == 0 && ranks % per_replica == 0, ranks, " ranks in replicas of ",
+               per_replica, " in stages of ", tp);
   std::unique_ptr<MpRankGroup> g(new MpRankGroup());
   g->rank_ = 0;
   g->tp_ = tp;
+  g->per_replica_ = per_replica;
   g->group_ = ProcessShmGroup::create(ranks);
   g->comm_ = std::make_shared<ProcessShmCommunicator>(g->group_, 0);
-  if (ranks > tp && tp > 1) {
+  g->replica_comm_ = g->comm_;
+  if (per_replica > tp && tp > 1) {  // every replica's every stage (global stage r / tp)
     for (int s = 0; s < ranks / tp; ++s) g->stage_groups_.push_back(ProcessShmGroup::create(tp));
     g->stage_comm_ = std::make_shared<ProcessShmCommunicator>(g->stage_groups_[0], 0);
+  }
+  if (ranks > per_replica) {
+    for (int i = 0; i < ranks / per_replica; ++i) g->replica_groups_.push_back(ProcessShmGroup::create(per_replica));
+    g->replica_comm_ = std::make_shared<ProcessShmCommunicator>(g->replica_groups_[0], 0);
+    for (int i = 1; i < ranks / per_replica; ++i) {
+      g->link_groups_.push_back(ProcessShmGroup::create(2));
+      g->link_comms_.push_back(std::make_shared<ProcessShmCommunicator>(g->link_groups_.back(), 0));
+    }
+  }
+  if (return_link) {
+    PYPTO_ASSERT(ranks == per_replica && per_replica > tp, "a return link needs one replica of several stages");
+    g->return_group_ = ProcessShmGroup::create(2);
+    g->return_comm_ = std::make_shared<ProcessShmCommunicator>(g->return_group_, 0);
   }
   const pid_t parent = getpid();
   // This binary's path (resolved now: the children's process name is then pypto-serving, not exe).
@@ -51,6 +70,8 @@ std::unique_ptr<MpRankGroup> MpRankGroup::start(int ranks, char** argv, int tp) 
   self[len] = '\0';
   for (int r = 1; r < ranks; ++r) {
     const int stage_fd = g->stage_groups_.empty() ? -1 : g->stage_groups_[size_t(r / tp)]->fd();
+    const int replica_fd = g->replica_groups_.empty() ? -1 : g->replica_groups_[size_t(r / per_replica)]->fd();
+    const int link_fd = !g->link_groups_.empty() && r % per_replica == 0 ? g->link_groups_[size_t(r / per_replica - 1)]->fd() : -1;
     const pid_t pid = fork();
     if (pid < 0) {
       g->reap_children(0);
@@ -66,13 +87,22 @@ std::unique_ptr<MpRankGroup> MpRankGroup::start(int ranks, char** argv, int tp) 
       ignore.sa_handler = SIG_IGN;
       sigaction(SIGINT, &ignore, nullptr);
       sigaction(SIGTERM, &ignore, nullptr);
-      char rank_s[16], fd_s[16], stage_s[16];
+      char rank_s[16], fd_s[16], stage_s[16], replica_s[16], link_s[16];
       std::snprintf(rank_s, sizeof rank_s, "%d", r);
       std::snprintf(fd_s, sizeof fd_s, "%d", g->group_->fd());
       std::snprintf(stage_s, sizeof stage_s, "%d", stage_fd);
+      std::snprintf(replica_s, sizeof replica_s, "%d", replica_fd);
+      std::snprintf(link_s, sizeof link_s, "%d", link_fd);
       setenv(kRankEnv, rank_s, 1);
       setenv(kFdEnv, fd_s, 1);
       if (stage_fd >= 0) setenv(kStageFdEnv, stage_s, 1);
+      if (replica_fd >= 0) setenv(kReplicaFdEnv, replica_s, 1);
+      if (link_fd >= 0) setenv(kLinkFdEnv, link_s, 1);
+      if (g->return_group_ && r == per_replica - tp) {  // the last stage's TP rank 0
+        char return_s[16];
+        std::snprintf(return_s, sizeof return_s, "%d", g->return_group_->fd());
+        setenv(kReturnFdEnv, return_s, 1);
+      }
       execv(self, argv);
       _exit(127);
     }
@@ -98,14 +128,31 @@ std::unique_ptr<MpRankGroup> MpRankGroup::join_from_env() {
   g->rank_ = std::atoi(rank_s);
   g->group_ = ProcessShmGroup::attach(std::atoi(fd_s));
   g->comm_ = std::make_shared<ProcessShmCommunicator>(g->group_, g->rank_);
+  g->replica_comm_ = g->comm_;
   if (const char* stage_s = std::getenv(kStageFdEnv)) {
     g->stage_groups_.push_back(ProcessShmGroup::attach(std::atoi(stage_s)));
     g->tp_ = g->stage_groups_[0]->size();
     g->stage_comm_ = std::make_shared<ProcessShmCommunicator>(g->stage_groups_[0], g->rank_ % g->tp_);
   }
+  if (const char* replica_s = std::getenv(kReplicaFdEnv)) {  // replicas are contiguous rank ranges
+    g->replica_groups_.push_back(ProcessShmGroup::attach(std::atoi(replica_s)));
+    g->per_replica_ = g->replica_groups_[0]->size();
+    g->replica_comm_ = std::make_shared<ProcessShmCommunicator>(g->replica_groups_[0], g->rank_ % g->per_replica_);
+  }
+  if (const char* link_s = std::getenv(kLinkFdEnv)) {
+    g->link_groups_.push_back(ProcessShmGroup::attach(std::atoi(link_s)));
+    g->link_comms_.push_back(std::make_shared<ProcessShmCommunicator>(g->link_groups_[0], 1));
+  }
+  if (const char* return_s = std::getenv(kReturnFdEnv)) {
+    g->return_group_ = ProcessShmGroup::attach(std::atoi(return_s));
+    g->return_comm_ = std::make_shared<ProcessShmCommunicator>(g->return_group_, 1);
+  }
   unsetenv(kRankEnv);
   unsetenv(kFdEnv);
+  unsetenv(kReturnFdEnv);
   unsetenv(kStageFdEnv);
+  unsetenv(kReplicaFdEnv);
+  unsetenv(kLinkFdEnv);
   g->thread_ = std::thread([p = g.get()] {
     while (!p->stop_.load()) {
       p->group_->beat(p->rank_);
@@ -154,7 +201,10 @@ void MpRankGroup::reap_children(double timeout_s) {
 
 std::string MpRankGroup::describe_rank(int r) const {
   if (group_->size() == tp_) return str_cat("tensor-parallel rank ", r);
-  return str_cat("rank ", r, " (pipeline stage ", r / tp_, ", tensor-parallel rank ", r % tp_, ")");
+  const std::string replica = group_->size() > per_replica_ ? str_cat("replica ", r / per_replica_, ", ") : "";
+  if (per_replica_ == tp_) return str_cat("rank ", r, " (", replica, "tensor-parallel rank ", r % tp_, ")");
+  return str_cat("rank ", r, " (", replica, "pipeline stage ", (r % per_replica_) / tp_, ", tensor-parallel rank ",
+                 r % tp_, ")");
 }
 
 void MpRankGroup::watch() {
@@ -200,6 +250,9 @@ void MpRankGroup::fail_group(const std::string& why) {
   log_error(why, ": /health reports unhealthy; stopping every rank and exiting in ", kReportSeconds, " s");
   group_->mark_broken();
   for (auto& sg : stage_groups_) sg->mark_broken();
+  for (auto& rg : replica_groups_) rg->mark_broken();
+  for (auto& lg : link_groups_) lg->mark_broken();
+  if (return_group_) return_group_->mark_broken();
   std::this_thread::sleep_for(std::chrono::seconds(kReportSeconds));
   for (pid_t pid : children_)
     if (pid > 0) kill(pid, SIGKILL);

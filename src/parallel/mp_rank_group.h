@@ -32,10 +32,17 @@ class MpRankGroup {
   static constexpr int kReportSeconds = 2;
 
   // Rank 0: starts ranks - 1 children re-running `argv` with this binary (/proc/self/exe, resolved).
-  // Pipeline parallelism: ranks = pp × tp, and each stage's tp ranks (stage * tp .. + tp - 1) also
-  // get a shared-memory group of their own for their collectives (stage_comm(); the group of
-  // every rank, comm(), then carries the step's batch and the stages' point-to-point messages).
-  static std::unique_ptr<MpRankGroup> start(int ranks, char** argv, int tp);
+  // Pipeline parallelism: a replica has pp × tp ranks, and each stage's tp ranks (stage * tp .. +
+  // tp - 1) also get a shared-memory group of their own for their collectives (stage_comm()).
+  // Data parallelism (--dp): ranks = dp × per_replica; replica i is ranks [i·per_replica, (i+1)·
+  // per_replica), with a group of its own (replica_comm(): the step's batch, the stages'
+  // point-to-point messages), and replica i > 0's first rank (its leader) shares a two-rank group
+  // with rank 0 (link_comm()/link_comms(): rank 0 sends it the replica's step batches and gets the
+  // logits back). comm() spans every rank (start-up and heartbeats); with dp == 1 it is the
+  // replica's group.
+  // return_link (--pp-virtual-engines, dp == 1): a two-rank group of rank 0 and the last stage's
+  // TP rank 0 (return_comm(); rank 0 is rank 0 of it) for the logits.
+  static std::unique_ptr<MpRankGroup> start(int ranks, char** argv, int tp, int per_replica, bool return_link = false);
   // In a child started by start(): joins the group; null when this process is not one.
   static std::unique_ptr<MpRankGroup> join_from_env();
   // Rank 0: stops watching, then waits up to 10 s for the children to exit (they do after the
@@ -47,20 +54,34 @@ class MpRankGroup {
   std::shared_ptr<Communicator> comm() const { return comm_; }
   // This rank's pipeline stage's TP group; null unless pp > 1 and tp > 1.
   std::shared_ptr<Communicator> stage_comm() const { return stage_comm_; }
+  // This rank's replica's ranks (comm() when dp == 1).
+  std::shared_ptr<Communicator> replica_comm() const { return replica_comm_; }
+  // Rank 0: its links to replicas 1 .. dp-1 (in order; rank 0 is rank 0 of each). A replica's
+  // leader: its one link to rank 0 (in which it is rank 1). Empty otherwise.
+  const std::vector<std::shared_ptr<Communicator>>& link_comms() const { return link_comms_; }
+  // start(..., return_link): on rank 0 and the last stage's TP rank 0; null elsewhere.
+  std::shared_ptr<Communicator> return_comm() const { return return_comm_; }
 
  private:
   MpRankGroup() = default;
   void watch();                   // rank 0's monitor thread
   [[noreturn]] void fail_group(const std::string& why);
   void reap_children(double timeout_s);
-  std::string describe_rank(int r) const;  // "tensor-parallel rank 1" / "rank 2 (pipeline stage 1, ...)"
+  std::string describe_rank(int r) const;  // "tensor-parallel rank 1" / "rank 2 (replica 1, pipeline stage 0, ...)"
 
   int rank_ = 0;
   std::shared_ptr<ProcessShmGroup> group_;
   std::shared_ptr<Communicator> comm_;
   std::vector<std::shared_ptr<ProcessShmGroup>> stage_groups_;  // rank 0: every stage's; a child: its own
   std::shared_ptr<Communicator> stage_comm_;
-  int tp_ = 0;  // ranks per pipeline stage (== the group's size without --pp)
+  std::vector<std::shared_ptr<ProcessShmGroup>> replica_groups_;  // dp > 1; rank 0: every replica's
+  std::shared_ptr<Communicator> replica_comm_;
+  std::vector<std::shared_ptr<ProcessShmGroup>> link_groups_;  // rank 0: every link; a leader: its own
+  std::vector<std::shared_ptr<Communicator>> link_comms_;
+  std::shared_ptr<ProcessShmGroup> return_group_;
+  std::shared_ptr<Communicator> return_comm_;
+  int tp_ = 0;           // ranks per pipeline stage (== the group's size without --pp)
+  int per_replica_ = 0;  // pp × tp (== the group's size without --dp)
   std::vector<pid_t> children_;   // rank 0: children_[r - 1] is rank r (0 once reaped)
   std::atomic<bool> stop_{false};
   std::thread thread_;            // rank 0: watch(); a child: the heartbeat

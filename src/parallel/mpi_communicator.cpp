@@ -61,9 +61,8 @@ class MpiCommunicator : public Communicator {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
   }
-  // The ranks of MPI_COMM_WORLD with the same color, ordered by key (MPI_Comm_split).
-  MpiCommunicator(int color, int key) {
-    check_mpi(MPI_Comm_split(MPI_COMM_WORLD, color, key, &comm_), "MPI_Comm_split");
+  // A communicator made by MPI_Comm_split (owned: freed with this object).
+  explicit MpiCommunicator(MPI_Comm comm) : comm_(comm) {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
   }
@@ -197,7 +196,10 @@ std::unique_ptr<Communicator> make_mpi_world_communicator() {
 
 std::unique_ptr<Communicator> make_mpi_split_communicator(int color, int key) {
   PYPTO_ASSERT(g_initialised_here, "MPI is not initialised: make the world communicator first");
-  return std::make_unique<MpiCommunicator>(color, key);
+  MPI_Comm comm = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_split(MPI_COMM_WORLD, color < 0 ? MPI_UNDEFINED : color, key, &comm), "MPI_Comm_split");
+  if (comm == MPI_COMM_NULL) return nullptr;  // not a member (color < 0)
+  return std::make_unique<MpiCommunicator>(comm);
 }
 
 void mpi_finalize() {

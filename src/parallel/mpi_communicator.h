@@ -36,7 +36,9 @@ std::string this_host_name();
 
 // After make_mpi_world_communicator(): a communicator over the processes that pass the same
 // `color`, ranked by `key` (MPI_Comm_split; every process of the job must call it, in the same
-// order as its other collectives): a pipeline stage's tensor-parallel group.
+// order as its other collectives): a pipeline stage's tensor-parallel group, a --dp replica's
+// ranks, or the link between rank 0 and a replica's first rank. A process that passes a negative
+// color joins no group (MPI_UNDEFINED) and gets null.
 std::unique_ptr<Communicator> make_mpi_split_communicator(int color, int key);
 
 // MPI_Finalize (once, when MPI was initialised); call after the last collective.

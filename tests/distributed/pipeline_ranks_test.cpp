@@ -7,7 +7,11 @@
 //    f32 precision;
 //  - killing the last stage's rank mid-generation (mp, mpirun) turns /health to 503 and the server
 //    exits naming it within 10 s, no process left;
-//  - bad --pp / --pp-micro-batches values are refused naming the flag, the value and the limit.
+//  - --pp-virtual-engines (two engines' steps in flight together, step_pipeline.h): greedy ids of
+//    --pp 2, --pp 4 and --tp 2 --pp 2 (mp, mpirun), --pp 2 and --dp 2 --tp 2 --pp 2 (threads) and
+//    served logprobs (mp) equal one rank's; a killed stage rank ends the server within 10 s;
+//  - bad --pp / --pp-micro-batches / --pp-virtual-engines values are refused naming the flag, the
+//    value and the limit.
 // The reference is the single-rank engine (itself checked against PyTorch in tests/model).
 #include <gtest/gtest.h>
 
@@ -61,6 +65,31 @@ TEST_F(PipelineRanks, OfflineGreedyIdsOfTwoStagesEqualOneRank) {
       << "mpi --tp 2 --pp 2";
 }
 
+// --pp-virtual-engines: two engines' steps in flight together through the stages (each engine
+// holds its own sequences; the 3 prompts are spread over both), greedy ids still one rank's.
+TEST_F(PipelineRanks, OfflineGreedyIdsOfVirtualEnginesEqualOneRank) {
+  const auto one = offline_ids("", "");
+  ASSERT_EQ(one.size(), 3u);
+  EXPECT_EQ(offline_ids("", "--pp 2 --devices 0,1 --pp-virtual-engines"), one) << "mp";
+  EXPECT_EQ(offline_ids("", "--tp 2 --pp 2 --devices 0,1,2,3 --cpu-oversubscribe --pp-virtual-engines"), one)
+      << "mp --tp 2 --pp 2";
+  EXPECT_EQ(offline_ids("", "--pp 4 --devices 0,1,2,3 --cpu-oversubscribe --pp-virtual-engines"), one) << "mp --pp 4";
+  EXPECT_EQ(offline_ids("", "--pp 2 --devices 0,1 --distributed-executor-backend threads --pp-virtual-engines"), one)
+      << "threads";
+  EXPECT_EQ(offline_ids("", "--dp 2 --tp 2 --pp 2 --devices 0,1,2,3,4,5,6,7 --cpu-oversubscribe"
+                            " --distributed-executor-backend threads --pp-virtual-engines"),
+            one)
+      << "threads --dp 2 --tp 2 --pp 2 (4 engines)";
+  if (mpirun_prefix().empty()) GTEST_SKIP() << "mpi part: " << kNoMpi;
+  EXPECT_EQ(offline_ids(mpirun_prefix() + "-np 2 ", "--pp 2 --pp-virtual-engines --distributed-executor-backend mpi"),
+            one)
+      << "mpi";
+  EXPECT_EQ(offline_ids(mpirun_prefix() + "-np 4 ",
+                        "--tp 2 --pp 2 --pp-virtual-engines --distributed-executor-backend mpi"),
+            one)
+      << "mpi --tp 2 --pp 2";
+}
+
 TEST_F(PipelineRanks, Qwen3_0_6B_ShapeGreedyIdsOfTwoStagesEqualOneRank) {
   TestModelOptions o;
   o.preset = "qwen3-0.6b";
@@ -85,6 +114,8 @@ TEST_F(PipelineRanks, ServedLogprobsOfTwoStagesAreWithin1e5OfOneRank) {
   const Served one = serve_and_ask(kBinary + args, dir_ / "one.log");
   ASSERT_EQ(one.tokens.size(), 3u);
   expect_served_match(one, serve_and_ask(kBinary + args + " --pp 2 --devices 0,1", dir_ / "mp.log"), "mp --pp 2");
+  expect_served_match(one, serve_and_ask(kBinary + args + " --pp 2 --devices 0,1 --pp-virtual-engines", dir_ / "ve.log"),
+                      "mp --pp 2 --pp-virtual-engines");
   if (mpirun_prefix().empty()) GTEST_SKIP() << "mpi part: " << kNoMpi;
   expect_served_match(one,
                       serve_and_ask(mpirun_prefix() + "-np 2 " + kBinary + args + " --pp 2 --distributed-executor-backend mpi",
@@ -96,6 +127,11 @@ TEST_F(PipelineRanks, KilledStageRankMakesServerUnhealthyAndExitWithin10s) {
   // Rank 1 is the last stage: rank 0 waits for its logits when it dies.
   check_fault(kBinary + " --model " + model() + kCommon + " --pp 2 --devices 0,1", dir_ / "kill.log", false, SIGKILL,
               "rank 1 (pipeline stage 1, tensor-parallel rank 0) (pid ");
+}
+
+TEST_F(PipelineRanks, KilledStageRankOfVirtualEnginesMakesServerUnhealthyAndExitWithin10s) {
+  check_fault(kBinary + " --model " + model() + kCommon + " --pp 2 --devices 0,1 --pp-virtual-engines",
+              dir_ / "vekill.log", false, SIGKILL, "rank 1 (pipeline stage 1, tensor-parallel rank 0) (pid ");
 }
 
 TEST_F(PipelineRanks, KilledMpiStageRankEndsTheJobWithin10s) {
@@ -125,6 +161,24 @@ TEST_F(PipelineRanks, BadValuesAreRefusedNamingFlagValueAndLimit) {
   r = run_shell(kBinary + " --model " + model() + kCommon + " --prompt hi --pp 2 --devices 0,1 --pp-micro-batches 0");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(has(r.output, "--pp-micro-batches 0: expected a number of micro-batches between 1 and 1024")) << r.output;
+  r = run_shell(kBinary + " --model " + model() + kCommon + " --prompt hi --pp-virtual-engines");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(has(r.output, "--pp-virtual-engines runs --pp engines over the pipeline stages of a replica: it needs "
+                            "--pp >= 2 (got --pp 1)"))
+      << r.output;
+  r = run_shell(kBinary + " --model " + model() + kCommon +
+                " --prompt hi --dp 2 --pp 2 --devices 0,1,2,3 --cpu-oversubscribe --distributed-executor-backend mp"
+                " --pp-virtual-engines");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(has(r.output, "--pp-virtual-engines with --dp 2 needs --distributed-executor-backend threads")) << r.output;
+  // 6 MiB of the tiny model's KV = 384 blocks of 16 tokens; a 4096-token sequence needs 256, more
+  // than each engine's half.
+  r = run_shell(kBinary + " --model " + model() +
+                " --threads 1 --kv-cache-memory 6MiB --max-model-len 4096 --prompt hi --pp 2 --devices 0,1 --pp-virtual-engines");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(has(r.output, "--pp-virtual-engines: each of the 2 engines gets 192 of the 384 KV blocks, fewer than one "
+                            "--max-model-len 4096 sequence needs (256)"))
+      << r.output;
   r = run_shell(kBinary + " --model " + model() + kCommon + " --prompt hi --pp 2");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(has(r.output, "--dp 1 x --pp 2 x --tp 1 needs 2 devices")) << r.output;

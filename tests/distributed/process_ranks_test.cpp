@@ -7,7 +7,7 @@
 //    monitor; mpi: mpirun for a dead rank, the heartbeats of parallel/mpi_heartbeat.h for a frozen one);
 //  - a rank that cannot load fails the start naming the rank, its host and the reason; SIGTERM to
 //    every rank is a clean stop, not a fault;
-//  - misuse (mpi without mpirun, a process count that is not --tp, --dp with process ranks) is
+//  - misuse (mpi without mpirun, a process count that is not --tp, --cpu-oversubscribe with --cpu-groups) is
 //    refused with a message saying what to do.
 // The reference is the single-rank engine (itself checked against PyTorch in tests/model).
 #include <gtest/gtest.h>
@@ -145,9 +145,10 @@ TEST_F(ProcessRanks, MisuseIsRefusedWithWhatToDo) {
   RunResult r = run_shell(kBinary + " --model " + model() + " --prompt hi --tp 2 --distributed-executor-backend mpi");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(has(r.output, "start pypto-serving with mpirun, one process per rank (mpirun -np 2")) << r.output;
-  r = run_shell(kBinary + " --model " + model() + " --prompt hi --tp 2 --dp 2 --devices 0,1,2,3 --distributed-executor-backend mp");
+  r = run_shell(kBinary + " --model " + model() +
+                " --prompt hi --tp 2 --dp 2 --devices 0,1,2,3 --cpu-oversubscribe --cpu-groups 0,1,0,1");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_TRUE(has(r.output, "with --dp 2 use --distributed-executor-backend threads")) << r.output;
+  EXPECT_TRUE(has(r.output, "--cpu-oversubscribe and --cpu-groups: give one of them")) << r.output;
   r = run_shell(kBinary + " --model " + model() + " --prompt hi --distributed-executor-backend ray");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(has(r.output, "ray")) << r.output;

@@ -10,6 +10,7 @@
 #include "io/checkpoint.h"
 #include "model/weight_staging.h"
 #include "parallel/replicas/rank_worker.h"
+#include "parallel/replicas/step_pipeline.h"
 #include "parallel/replicas/tp_model_runner.h"
 #include "parallel/shm_communicator.h"
 
@@ -162,6 +163,16 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   ec.vocab_size = cfg.vocab_size;
   ec.eos_token_ids = cfg.eos_token_ids;
 
+  // --pp-virtual-engines: each replica runs pp engines over its stages (step_pipeline.h), each
+  // with 1/pp of its KV blocks.
+  const int64_t per_engine = opt.pp_virtual_engines ? out.capacity.num_blocks / L.pp : out.capacity.num_blocks;
+  if (opt.pp_virtual_engines) {
+    const int64_t per_seq = (eo.scheduler.max_model_len + eo.cache.block_size - 1) / eo.cache.block_size;
+    if (per_engine < per_seq)
+      fail("--pp-virtual-engines: each of the ", L.pp, " engines gets ", per_engine, " of the ", out.capacity.num_blocks,
+           " KV blocks, fewer than one --max-model-len ", eo.scheduler.max_model_len, " sequence needs (", per_seq,
+           "): raise --kv-cache-memory or lower --max-model-len");
+  }
   std::vector<ReplicaSet::Replica> replicas;
   for (int i = 0; i < L.dp; ++i) {
     std::vector<std::unique_ptr<Communicator>> world;  // pp > 1: every rank of the replica
@@ -179,6 +190,29 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
         if (L.pp > 1) p.world = std::move(world[size_t(r)]);
         parts.push_back(std::move(p));
       }
+    }
+    if (opt.pp_virtual_engines) {
+      auto pipeline = make_threaded_step_pipeline(std::move(parts), L.pp, out.capacity.num_blocks, eo.cache.block_size,
+                                                  eo.kv_cache_dtype, L.dp > 1 ? str_cat("replica ", i, " ") : "");
+      if (eo.prefault_kv_cache) pipeline->prefault_kv_cache();  // rank 0's; the stage threads' map as used
+      EngineConfig ve = ec;
+      ve.cache.num_blocks = static_cast<int32_t>(per_engine);
+      for (int g = 0; g < L.pp; ++g) {
+        ReplicaSet::Replica r;
+        r.load = std::make_shared<LoadBook>();
+        auto inner = std::make_unique<VirtualEngineExecutor>(pipeline, int32_t(g * per_engine), eo.cache.block_size);
+        auto executor = std::make_unique<LoadReportingExecutor>(std::move(inner), r.load);
+        auto loop = std::make_unique<EngineLoop>(std::make_unique<Engine>(ve, std::move(executor)));
+        r.loop = loop.get();
+        if (!out.loop)
+          out.loop = std::move(loop);
+        else
+          out.more_loops.push_back(std::move(loop));
+        replicas.push_back(std::move(r));
+      }
+      out.placement += str_cat(out.placement.empty() ? "" : "\n", "replica ", i, ": ", L.pp, " virtual engines of ",
+                               per_engine, " KV blocks over ", nr, " rank threads, their steps in flight together");
+      continue;
     }
     auto runner = std::make_unique<TpModelRunner>(std::move(parts), out.capacity.num_blocks, eo.cache.block_size,
                                                   eo.kv_cache_dtype, L.dp > 1 ? str_cat("replica ", i, " ") : "", L.pp,
@@ -202,6 +236,7 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
                       L.pinned ? format_core_list(L.rank_cores(i, r)) : std::string("any"));
     out.placement += (out.placement.empty() ? "" : "\n") + line;
   }
+  out.capacity.num_blocks = per_engine;  // of one engine
   RouterOptions ro;
   ro.policy = opt.routing;
   ro.affinity_slack_tokens = opt.affinity_slack_tokens;

@@ -31,13 +31,27 @@ struct ReplicaLoadOptions {
   ParallelLayout layout;
   RoutingPolicy routing = RoutingPolicy::LeastPendingTokens;
   int64_t affinity_slack_tokens = kDefaultAffinitySlackTokens;
-  // Set on rank 0 when the TP ranks are processes (--distributed-executor-backend mp|mpi): the
-  // group's communicator (size == layout.tp, dp must be 1). Rank 0 stages only its own slice and
-  // drives the others through it (parallel/replicas/rank_worker.h). Null: ranks are threads.
+  // Set on every rank when the ranks are processes (--distributed-executor-backend mp|mpi): the
+  // communicator of every rank of every replica (dp × pp × tp; start-up: load status, KV block
+  // count). Rank 0 stages only its own slice and drives the others (parallel/replicas/rank_worker.h).
+  // Null: ranks are threads.
   std::shared_ptr<Communicator> process_comm;
+  // Ranks as processes: this rank's replica's pp × tp ranks (each step's batch, the pipeline's
+  // point-to-point messages); null means process_comm (dp == 1).
+  std::shared_ptr<Communicator> replica_comm;
   // With layout.pp > 1 (ranks as processes): the communicator of this rank's pipeline stage's TP
-  // group (process_comm then spans every rank of the replica); null when tp == 1.
+  // group; null when tp == 1.
   std::shared_ptr<Communicator> stage_comm;
+  // Ranks as processes with dp > 1: on rank 0, one two-rank link per replica 1 .. dp-1 (rank 0 is
+  // rank 0 of each, the replica's first rank is rank 1): rank 0 runs every replica's engine and
+  // sends replica i's step batches to its first rank, which runs them with its replica's ranks and
+  // sends the logits back. On a replica's first rank: its one link. Empty elsewhere.
+  std::vector<std::shared_ptr<Communicator>> link_comms;
+  // --pp-virtual-engines (ranks as processes, dp 1, pp > 1): pp engines share the stages, their
+  // steps in flight together (parallel/replicas/step_pipeline.h); return_comm is then the link
+  // from the last stage's TP rank 0 (rank 1 of it) to rank 0, set on those two ranks.
+  bool pp_virtual_engines = false;
+  std::shared_ptr<Communicator> return_comm;
   // --pp-micro-batches: how many parts each step's batch is split into on its way through the
   // pipeline stages (parallel/replicas/pipeline_stage.h).
   MicroBatchPolicy pp_micro_batches;

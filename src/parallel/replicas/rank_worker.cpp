@@ -15,16 +15,13 @@
 #include "parallel/rank_health.h"
 #include "parallel/replicas/batch_codec.h"
 #include "parallel/replicas/load_replicas.h"
+#include "parallel/replicas/replica_link.h"
+#include "parallel/replicas/step_pipeline.h"
 
 namespace pypto {
 namespace {
 
-// What rank 0 broadcasts before each step.
-struct StepHeader {
-  int64_t kind;   // kStep or kStop
-  int64_t bytes;  // the encoded batch that follows (kStep)
-};
-constexpr int64_t kStep = 1, kStop = 2;
+constexpr int64_t kStep = kStepMessage, kStop = kStopMessage;  // StepHeader kinds (replica_link.h)
 
 // A rank's compute backend: threads pinned to its core group (mp on one host), or every core this
 // process may use (mpi: mpirun's binding decides).
@@ -42,8 +39,10 @@ std::unique_ptr<Backend> rank_backend(const ReplicaLoadOptions& opt, int rank) {
 
 // Opens this host's copy of the checkpoint, checks that this rank's slice (its TP share of its
 // pipeline stage's layers) fits this host's free memory and stages it. Errors say which file or
-// how many bytes, or that --pp exceeds the layer count.
-std::shared_ptr<const Qwen3Weights> stage_own_slice(const EngineLoadOptions& eo, const StagePosition& pos) {
+// how many bytes, or that --pp exceeds the layer count. engine_rank: this is rank 0 (it logs the
+// stages and shows the staging progress; the first ranks of other --dp replicas do not).
+std::shared_ptr<const Qwen3Weights> stage_own_slice(const EngineLoadOptions& eo, const StagePosition& pos,
+                                                    bool engine_rank) {
   const int rank = pos.tp_rank, tp = pos.tp;
   auto ck = Checkpoint::open(eo.model_dir);
   validate_qwen3_checkpoint(*ck);
@@ -61,7 +60,7 @@ std::shared_ptr<const Qwen3Weights> stage_own_slice(const EngineLoadOptions& eo,
   const StagedFormats formats = staged_formats(*ck, eo.quantization, eo.int4_group);  // --quantization
   if (rank == 0 && formats.layers != WeightFormat::Float) log_info("weights: ", formats.describe());
   const LayerRange range = plan_pipeline_stages(*ck, *stager, tp, pos.pp, &formats)[size_t(pos.stage)];
-  if (pos.pp > 1 && pos.rank() == 0) {
+  if (pos.pp > 1 && engine_rank) {
     std::string s;
     for (const LayerRange& r : plan_pipeline_stages(*ck, *stager, tp, pos.pp, &formats))
       s += str_cat(s.empty() ? "" : ", ", "layers ", r.begin, "-", r.end - 1);
@@ -78,7 +77,7 @@ std::shared_ptr<const Qwen3Weights> stage_own_slice(const EngineLoadOptions& eo,
   so.tp_size = tp;
   so.layer_begin = range.begin;
   so.layer_end = range.end;
-  so.show_progress = eo.show_progress && pos.rank() == 0;
+  so.show_progress = eo.show_progress && engine_rank;
   so.compile_cache_dir = eo.compile_cache_dir;
   so.quantization = eo.quantization;
   so.int4_group = eo.int4_group;
@@ -180,10 +179,18 @@ void ProcessTpExecutor::execute(const SchedulerOutput& so, ExecutorOutput& out) 
   stage_->run(batch, out.logits.data());
 }
 
-int run_rank_worker(const ReplicaLoadOptions& opt, Communicator& comm) {
-  const int rank = comm.rank(), pp = opt.layout.pp;
-  const StagePosition pos = StagePosition::of_rank(rank, pp, comm.size() / pp);
+int run_rank_worker(const ReplicaLoadOptions& opt) {
+  PYPTO_ASSERT(opt.process_comm, "a rank worker needs its process group");
+  Communicator& world = *opt.process_comm;                                // every rank: start-up
+  Communicator& comm = opt.replica_comm ? *opt.replica_comm : world;      // this replica: the steps
+  const int rank = world.rank(), pp = opt.layout.pp;
+  const StagePosition pos = StagePosition::of_rank(comm.rank(), pp, comm.size() / pp);
   PYPTO_ASSERT(rank > 0, "rank 0 runs the engine, not a worker");
+  // A replica's first rank under --dp (not replica 0's: that is rank 0) gets its steps from rank 0
+  // over its link and runs them with its replica as rank 0 runs replica 0's (replica_link.h).
+  const bool leader = comm.rank() == 0;
+  PYPTO_ASSERT(!leader || (opt.link_comms.size() == 1 && opt.link_comms[0]->rank() == 1),
+               "rank ", rank, " leads a replica but has no link to rank 0");
   PYPTO_ASSERT(pp == 1 || pos.tp == 1 || (opt.stage_comm && opt.stage_comm->rank() == pos.tp_rank),
                "rank ", rank, " has no communicator for its pipeline stage");
   const EngineLoadOptions& eo = opt.engine;
@@ -192,55 +199,130 @@ int run_rank_worker(const ReplicaLoadOptions& opt, Communicator& comm) {
   std::string error;
   try {
     backend = rank_backend(opt, rank);
-    weights = stage_own_slice(eo, pos);
+    weights = stage_own_slice(eo, pos, /*engine_rank=*/false);
   } catch (const std::exception& e) {
     error = e.what();
   }
-  exchange_load_status(comm, error);
-  const int64_t num_blocks = agree_num_blocks(comm, own_kv_bound(*weights, eo));
+  exchange_load_status(world, error);
+  const int64_t num_blocks = agree_num_blocks(world, own_kv_bound(*weights, eo));
   if (num_blocks <= 0) fail("rank ", rank, ": rank 0 failed to start (see its message); stopping");
 
   Qwen3Model model(*weights, *backend, model_comm(pos, &comm, opt.stage_comm.get()));
   auto cache = make_cache(model, num_blocks, eo.cache.block_size, eo.kv_cache_dtype);
   if (eo.prefault_kv_cache) cache->prefault();
+  if (opt.pp_virtual_engines) {  // steps of several engines in flight together (step_pipeline.h)
+    log_info("rank ", rank, " of ", world.size(), " (pipeline stage ", pos.stage, ": layers ", weights->layer_begin, "-",
+             weights->layer_end - 1, ", tensor-parallel rank ", pos.tp_rank, ") on ", this_host_name(), ": ready (",
+             num_blocks, " KV blocks, ", pp, " virtual engines)");
+    return run_pipelined_stage(model, *cache, comm, opt.stage_comm.get(), opt.return_comm.get(), pos);
+  }
   PipelineStage stage(model, *cache, pp > 1 ? &comm : nullptr, pos, opt.pp_micro_batches);
-  log_info("rank ", rank, " of ", comm.size(),
+  const int replicas = world.size() / comm.size();
+  log_info("rank ", rank, " of ", world.size(),
+           replicas > 1 ? str_cat(" (replica ", rank / comm.size(), leader ? ", its first rank" : "", ")") : std::string(),
            pp > 1 ? str_cat(" (pipeline stage ", pos.stage, ": layers ", weights->layer_begin, "-", weights->layer_end - 1,
                             ", tensor-parallel rank ", pos.tp_rank, ")")
                   : std::string(),
            " on ", this_host_name(), ": ready (", num_blocks, " KV blocks)");
   ForwardBatch batch;
   std::vector<uint8_t> message;
+  std::vector<float> logits;  // a leader's: the step's logits for rank 0
+  Communicator* link = leader ? opt.link_comms[0].get() : nullptr;
   for (;;) {
     StepHeader h{};
+    if (link) link->recv(&h, sizeof h, 0);  // a leader passes rank 0's step on to its replica
     comm.broadcast(&h, sizeof h, 0);
     if (h.kind == kStop) return 0;
     PYPTO_ASSERT(h.kind == kStep && h.bytes > 0, "step message kind ", h.kind, " of ", h.bytes, " bytes");
     message.resize(size_t(h.bytes));
+    if (link) link->recv(message.data(), h.bytes, 0);
     comm.broadcast(message.data(), h.bytes, 0);
     decode_batch(message.data(), message.size(), batch);
+    std::string refused;
     try {
-      stage.run(batch, nullptr);  // its logits go to rank 0
-    } catch (const Error&) {
+      if (link) logits.resize(size_t(batch.num_logits() * weights->config.vocab_size));
+      stage.run(batch, link ? logits.data() : nullptr);  // a non-leader's logits go to its replica's rank 0
+    } catch (const Error& e) {
       // A bad batch (a token id outside the vocabulary) throws on every rank before the first
       // collective, as in TpModelRunner: rank 0 fails the step's requests, this rank goes on.
+      refused = e.what();
     }
+    if (!link) continue;
+    LinkReply reply{int64_t(refused.size())};
+    link->send(&reply, sizeof reply, 0);
+    if (!refused.empty())
+      link->send(refused.data(), reply.error_bytes, 0);
+    else if (!logits.empty())
+      link->send(logits.data(), int64_t(sizeof(float) * logits.size()), 0);
   }
 }
+
+namespace {
+
+// --pp-virtual-engines: pp engines over one pipeline (step_pipeline.h), each with 1/pp of the
+// agreed KV blocks (block ids [g·B, (g+1)·B) of every stage's cache), routed like replicas.
+LoadedEngine pipelined_rank0(const ReplicaLoadOptions& opt, LoadedEngine out, std::unique_ptr<Backend> backend,
+                             std::shared_ptr<const Qwen3Weights> weights, EngineConfig ec) {
+  const EngineLoadOptions& eo = opt.engine;
+  const ParallelLayout& L = opt.layout;
+  const int64_t total = ec.cache.num_blocks, per_engine = total / L.pp;
+  const int64_t per_seq = (eo.scheduler.max_model_len + eo.cache.block_size - 1) / eo.cache.block_size;
+  if (per_engine < per_seq) {
+    mark_ranks_stopping();
+    StepPipeline stop(std::move(backend), weights, opt.process_comm, opt.stage_comm, opt.return_comm, L.pp, 1,
+                      eo.cache.block_size, eo.kv_cache_dtype);  // tells the stages to stop
+    fail("--pp-virtual-engines: each of the ", L.pp, " engines gets ", per_engine, " of the ", total,
+         " KV blocks, fewer than one --max-model-len ", eo.scheduler.max_model_len, " sequence needs (", per_seq,
+         "): raise --kv-cache-memory or lower --max-model-len");
+  }
+  auto pipeline = std::make_shared<StepPipeline>(std::move(backend), weights, opt.process_comm, opt.stage_comm,
+                                                 opt.return_comm, L.pp, total, eo.cache.block_size, eo.kv_cache_dtype);
+  if (eo.prefault_kv_cache) pipeline->prefault_kv_cache();
+  ec.cache.num_blocks = static_cast<int32_t>(per_engine);
+  out.capacity.num_blocks = per_engine;
+  std::vector<ReplicaSet::Replica> engines;
+  for (int g = 0; g < L.pp; ++g) {
+    ReplicaSet::Replica r;
+    r.load = std::make_shared<LoadBook>();
+    auto inner = std::make_unique<VirtualEngineExecutor>(pipeline, int32_t(g * per_engine), eo.cache.block_size);
+    auto executor = std::make_unique<LoadReportingExecutor>(std::move(inner), r.load);
+    auto loop = std::make_unique<EngineLoop>(std::make_unique<Engine>(ec, std::move(executor)));
+    r.loop = loop.get();
+    if (g == 0)
+      out.loop = std::move(loop);
+    else
+      out.more_loops.push_back(std::move(loop));
+    engines.push_back(std::move(r));
+  }
+  out.placement = str_cat("process group of ", L.ranks_per_replica(), " ranks (", L.pp, " pipeline stages of ", L.tp,
+                          "): rank 0 on ", this_host_name(), " (", L.pp, " virtual engines of ", per_engine,
+                          " KV blocks each, their steps in flight together)");
+  RouterOptions ro;
+  ro.policy = opt.routing;
+  ro.affinity_slack_tokens = opt.affinity_slack_tokens;
+  ro.block_size = eo.cache.block_size;
+  ro.prefix_index_blocks = static_cast<size_t>(std::max<int64_t>(1, per_engine));
+  ro.max_model_len = eo.scheduler.max_model_len;
+  out.replicas = std::make_shared<ReplicaSet>(std::move(engines), ro);
+  return out;
+}
+
+}  // namespace
 
 LoadedEngine load_process_rank0(const ReplicaLoadOptions& opt) {
   const EngineLoadOptions& eo = opt.engine;
   const ParallelLayout& L = opt.layout;
-  Communicator& comm = *opt.process_comm;
-  if (L.dp != 1) fail("--dp ", L.dp, " with ranks as processes: only one replica per process group (use --dp 1)");
-  PYPTO_ASSERT(comm.rank() == 0 && comm.size() == L.ranks_per_replica(), "process group of ", comm.size(), " for --pp ",
-               L.pp, " x --tp ", L.tp);
+  Communicator& comm = *opt.process_comm;  // every rank of every replica: the start-up exchanges
+  std::shared_ptr<Communicator> replica_comm = opt.replica_comm ? opt.replica_comm : opt.process_comm;
+  PYPTO_ASSERT(comm.rank() == 0 && comm.size() == L.ranks_per_replica() * L.dp &&
+                   replica_comm->size() == L.ranks_per_replica() && int(opt.link_comms.size()) == L.dp - 1,
+               "process group of ", comm.size(), " for --dp ", L.dp, " x --pp ", L.pp, " x --tp ", L.tp);
   const StagePosition pos = StagePosition::of_rank(0, L.pp, L.tp);
   eo.scheduler.validate();
   const auto t0 = std::chrono::steady_clock::now();
   LoadedEngine out;
   out.tp = L.tp;
-  out.dp = 1;
+  out.dp = L.dp;
   out.pp = L.pp;
   std::unique_ptr<Backend> backend;
   std::shared_ptr<const Qwen3Weights> weights;
@@ -248,7 +330,7 @@ LoadedEngine load_process_rank0(const ReplicaLoadOptions& opt) {
   try {
     if (eo.kv_cache_dtype != DType::BF16 && eo.kv_cache_dtype != DType::F32) fail("--kv-cache-dtype must be bf16 or fp32");
     backend = rank_backend(opt, 0);
-    weights = stage_own_slice(eo, pos);
+    weights = stage_own_slice(eo, pos, /*engine_rank=*/true);
   } catch (const std::exception& e) {
     error = e.what();
   }
@@ -263,12 +345,14 @@ LoadedEngine load_process_rank0(const ReplicaLoadOptions& opt) {
 
   // KV: a block id covers the same token slots on every rank, each holding its own KV heads; the
   // pool is planned from rank 0's free memory (on one host that is every rank's; across hosts each
-  // host holds 1/tp of it, so this is conservative when the hosts are alike).
+  // host holds 1/tp of it, so this is conservative when the hosts are alike), split evenly over the
+  // --dp replicas as with threads; every replica uses the agreed block count.
   int64_t num_blocks = -1;
   try {
     const int64_t block_bytes = kv_bytes_per_block(cfg.num_hidden_layers, eo.cache.block_size, weights->n_kv_heads,
                                                    cfg.head_dim, eo.kv_cache_dtype) * L.tp;
-    out.capacity = plan_kv_capacity(kv_capacity_request(eo, block_bytes, static_cast<int64_t>(available_memory_bytes())));
+    out.capacity =
+        plan_kv_capacity(kv_capacity_request(eo, block_bytes, static_cast<int64_t>(available_memory_bytes()) / L.dp));
     num_blocks = out.capacity.num_blocks;
   } catch (...) {
     mark_ranks_stopping();
@@ -293,23 +377,44 @@ LoadedEngine load_process_rank0(const ReplicaLoadOptions& opt) {
   ec.cache.num_blocks = static_cast<int32_t>(num_blocks);
   ec.vocab_size = cfg.vocab_size;
   ec.eos_token_ids = cfg.eos_token_ids;
-  auto runner = std::make_unique<ProcessTpExecutor>(std::move(backend), weights, opt.process_comm, opt.stage_comm, L.pp,
+  if (opt.pp_virtual_engines) return pipelined_rank0(opt, std::move(out), std::move(backend), weights, ec);
+  auto runner = std::make_unique<ProcessTpExecutor>(std::move(backend), weights, replica_comm, opt.stage_comm, L.pp,
                                                     opt.pp_micro_batches, num_blocks, eo.cache.block_size,
                                                     eo.kv_cache_dtype);
   if (eo.prefault_kv_cache) runner->prefault_kv_cache();
-  ReplicaSet::Replica r;
-  r.load = std::make_shared<LoadBook>();
-  auto executor = std::make_unique<LoadReportingExecutor>(std::move(runner), r.load);
-  out.loop = std::make_unique<EngineLoop>(std::make_unique<Engine>(ec, std::move(executor)));
-  r.loop = out.loop.get();
-  out.placement = str_cat("process group of ", L.ranks_per_replica(), " ranks",
-                          L.pp > 1 ? str_cat(" (", L.pp, " pipeline stages of ", L.tp, ")") : std::string(),
-                          ": rank 0 on ", this_host_name(), " (engine)");
+  // Replica 0 runs on rank 0's own ranks; replica i > 0 over its link to its first rank.
+  std::vector<ReplicaSet::Replica> replicas;
+  for (int i = 0; i < L.dp; ++i) {
+    ReplicaSet::Replica r;
+    r.load = std::make_shared<LoadBook>();
+    std::unique_ptr<ModelExecutor> inner;
+    if (i == 0)
+      inner = std::move(runner);
+    else
+      inner = std::make_unique<RemoteReplicaExecutor>(opt.link_comms[size_t(i - 1)], cfg.vocab_size, eo.cache.block_size);
+    auto executor = std::make_unique<LoadReportingExecutor>(std::move(inner), r.load);
+    auto loop = std::make_unique<EngineLoop>(std::make_unique<Engine>(ec, std::move(executor)));
+    r.loop = loop.get();
+    if (i == 0)
+      out.loop = std::move(loop);
+    else
+      out.more_loops.push_back(std::move(loop));
+    replicas.push_back(std::move(r));
+  }
+  const int nr = L.ranks_per_replica();
+  const std::string shape = L.pp > 1 ? str_cat(" (", L.pp, " pipeline stages of ", L.tp, ")") : std::string();
+  if (L.dp == 1)
+    out.placement = str_cat("process group of ", nr, " ranks", shape, ": rank 0 on ", this_host_name(), " (engine)");
+  else
+    out.placement = str_cat("process group of ", L.dp, " replicas of ", nr, " ranks", shape, ": replica i is ranks i*", nr,
+                            " .. i*", nr, "+", nr - 1, "; rank 0 on ", this_host_name(),
+                            " (every replica's engine, the router)");
   RouterOptions ro;
+  ro.policy = opt.routing;
+  ro.affinity_slack_tokens = opt.affinity_slack_tokens;
   ro.block_size = eo.cache.block_size;
   ro.prefix_index_blocks = static_cast<size_t>(std::max<int64_t>(1, num_blocks));
   ro.max_model_len = eo.scheduler.max_model_len;
-  std::vector<ReplicaSet::Replica> replicas{r};
   out.replicas = std::make_shared<ReplicaSet>(std::move(replicas), ro);
   return out;
 }

@@ -4,11 +4,14 @@
 // run_rank_worker(): it stages its own weight slice from its own host's copy of the checkpoint,
 // then runs its slice of the model on each batch rank 0 sends, until rank 0 says stop.
 //
-// The protocol over the group's Communicator (every rank makes the same calls in the same order):
-//   start-up: exchange_load_status() (each rank in turn broadcasts ok or its error with its host),
-//             broadcast of the KV cache's block count (rank 0 plans it);
-//   per step: broadcast of a StepHeader {kind, bytes}, then of the encoded ForwardBatch
-//             (batch_codec.h), then the forward pass with its collectives;
+// The protocol (every rank of a group makes the same calls in the same order):
+//   start-up, over every rank of every replica: exchange_load_status() (each rank in turn
+//             broadcasts ok or its error with its host), broadcast of the KV cache's block count
+//             (rank 0 plans it);
+//   per step, over one replica's ranks: broadcast of a StepHeader {kind, bytes} from the replica's
+//             first rank, then of the encoded ForwardBatch (batch_codec.h), then the forward pass
+//             with its collectives (--dp: replica i > 0's first rank got them from rank 0 first,
+//             replica_link.h);
 //   shutdown: a StepHeader of kind Stop.
 #include <memory>
 #include <string>
@@ -59,12 +62,15 @@ class ProcessTpExecutor : public ModelExecutor {
 };
 
 // Rank 0's start-up (load_replicas() with opt.process_comm set): stages slice 0, exchanges the
-// load status, plans the KV pool and sends its block count, and returns the engine over a
-// ProcessTpExecutor (dp must be 1).
+// load status, plans the KV pool and sends its block count, and returns the engines: replica 0's
+// over a ProcessTpExecutor, replica i > 0's (--dp) over a RemoteReplicaExecutor on its link
+// (replica_link.h), all behind the router.
 LoadedEngine load_process_rank0(const ReplicaLoadOptions& opt);
 
-// Ranks ≥ 1: load (opt.layout's cores of this rank, its weight slice), then serve steps until
-// Stop. Returns the process exit code (0 after Stop; a load failure throws Error).
-int run_rank_worker(const ReplicaLoadOptions& opt, Communicator& comm);
+// Ranks ≥ 1 (opt.process_comm, replica_comm, stage_comm and link_comms set): load (opt.layout's
+// cores of this rank, its weight slice), then serve steps until Stop. A replica's first rank under
+// --dp gets each step from rank 0 over its link, runs it with its replica as rank 0 of it, and
+// sends the logits back. Returns the process exit code (0 after Stop; a load failure throws Error).
+int run_rank_worker(const ReplicaLoadOptions& opt);
 
 }  // namespace pypto

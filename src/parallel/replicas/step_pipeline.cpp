@@ -1,0 +1,251 @@
+#include "parallel/replicas/step_pipeline.h"
+
+#include "core/error.h"
+#include "core/log.h"
+#include "core/profiler.h"
+#include "parallel/rank_health.h"
+#include "parallel/replicas/batch_codec.h"
+#include "parallel/replicas/replica_link.h"
+#include "parallel/shm_communicator.h"
+
+namespace pypto {
+
+StepPipeline::StepPipeline(std::unique_ptr<Backend> backend, std::shared_ptr<const Qwen3Weights> weights,
+                           std::shared_ptr<Communicator> world, std::shared_ptr<Communicator> stage_comm,
+                           std::shared_ptr<Communicator> back, int pp, int64_t num_blocks, int32_t block_size,
+                           DType kv_dtype)
+    : backend_(std::move(backend)),
+      weights_(std::move(weights)),
+      world_(std::move(world)),
+      stage_comm_(std::move(stage_comm)),
+      back_(std::move(back)) {
+  PYPTO_ASSERT(pp > 1 && world_ && world_->rank() == 0 && world_->size() % pp == 0, "a step pipeline needs pp > 1");
+  pos_ = StagePosition::of_rank(0, pp, world_->size() / pp);
+  PYPTO_ASSERT(back_ && back_->size() == 2 && back_->rank() == 0, "the return link is rank 0 and the last stage");
+  PYPTO_ASSERT(pos_.tp == 1 || (stage_comm_ && stage_comm_->size() == pos_.tp), "stage 0's TP group");
+  model_ = std::make_unique<Qwen3Model>(*weights_, *backend_, pos_.tp > 1 ? stage_comm_.get() : nullptr);
+  cache_ = std::make_unique<KvCache>(model_->kv_cache_spec(num_blocks, block_size, kv_dtype));
+  thread_ = std::thread([this] { thread_main(); });
+}
+
+StepPipeline::~StepPipeline() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void StepPipeline::send_step(const ForwardBatch& batch) {
+  encode_batch(batch, message_);
+  StepHeader h{kStepMessage, static_cast<int64_t>(message_.size())};
+  if (stage_comm_) {  // stage 0's other TP ranks run the same batch
+    stage_comm_->broadcast(&h, sizeof h, 0);
+    stage_comm_->broadcast(message_.data(), h.bytes, 0);
+  }
+  const int64_t T = batch.num_tokens(), H = model_->hidden_size();
+  hidden_.resize(size_t(T * H));
+  {
+    PYPTO_PROF_OP("pipeline.stage0");
+    model_->forward_stage(batch, *cache_, nullptr, hidden_.data(), nullptr);
+  }
+  const int next = pos_.tp;  // stage 1's TP rank 0
+  PYPTO_PROF_OP("pipeline.send");
+  world_->send(&h, sizeof h, next);
+  world_->send(message_.data(), h.bytes, next);
+  world_->send(hidden_.data(), int64_t(sizeof(float) * hidden_.size()), next);
+}
+
+void StepPipeline::send_stop() {
+  StepHeader h{kStopMessage, 0};
+  if (stage_comm_) stage_comm_->broadcast(&h, sizeof h, 0);
+  world_->send(&h, sizeof h, pos_.tp);
+}
+
+void StepPipeline::thread_main() {
+  prof::name_this_thread("pp stage 0 tp rank 0 (pipeline)");
+  for (;;) {
+    Job* job = nullptr;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) break;  // stop_, nothing left to send
+      job = queue_.front();
+      queue_.pop_front();
+    }
+    try {
+      send_step(*job->batch);
+    } catch (...) {
+      job->error = std::current_exception();
+    }
+    {
+      std::lock_guard lock(mu_);
+      job->sent = true;
+    }
+    cv_.notify_all();
+  }
+  if (rank_fault()) return;  // the group is broken: nobody is listening
+  mark_ranks_stopping();
+  try {
+    send_stop();
+  } catch (const std::exception& e) {
+    log_warn("stopping the pipeline stages: ", e.what());
+  }
+}
+
+void StepPipeline::run(const ForwardBatch& batch, float* logits_out) {
+  if (batch.num_tokens() == 0) return;
+  model_->check_batch(batch, *cache_);  // a bad batch fails this engine's step, nothing is sent
+  Job job;
+  job.batch = &batch;
+  {
+    std::lock_guard lock(mu_);
+    job.ticket = next_ticket_++;
+    queue_.push_back(&job);
+  }
+  cv_.notify_all();
+  // Wait until the step is on its way and it is this step's turn to take logits.
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return job.sent && next_collect_ == job.ticket; });
+  lock.unlock();
+  std::exception_ptr error = job.error;
+  const int64_t n = batch.num_logits();
+  if (!error && n > 0) {
+    try {
+      PYPTO_PROF_OP("pipeline.recv_logits");
+      back_->recv(logits_out, int64_t(sizeof(float) * size_t(n * model_->vocab_size())), 1);
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  lock.lock();
+  ++next_collect_;
+  lock.unlock();
+  cv_.notify_all();
+  if (error) std::rethrow_exception(error);
+}
+
+VirtualEngineExecutor::VirtualEngineExecutor(std::shared_ptr<StepPipeline> pipeline, int32_t block_offset,
+                                             int32_t block_size)
+    : pipeline_(std::move(pipeline)), block_offset_(block_offset), block_size_(block_size) {}
+
+void VirtualEngineExecutor::execute(const SchedulerOutput& so, ExecutorOutput& out) {
+  build_forward_batch(so, tables_, block_size_, batch_, block_offset_);
+  out.vocab_size = pipeline_->vocab_size();
+  out.logits.resize(static_cast<size_t>(batch_.num_logits() * out.vocab_size));
+  pipeline_->run(batch_, out.logits.data());
+}
+
+namespace {
+
+// The threads backend's stage ranks 1 .. n-1 and rank 0's pipeline. The pipeline goes first (its
+// Stop travels down the stages), then the threads are joined; the ranks' models, caches and
+// communicators outlive them (members are destroyed after the destructor's body).
+struct ThreadedStages {
+  struct Rank {
+    TpRankParts parts;
+    std::unique_ptr<Qwen3Model> model;
+    std::unique_ptr<KvCache> cache;
+  };
+  std::vector<Rank> ranks;  // [0] unused: rank 0 lives in the pipeline
+  std::shared_ptr<Communicator> back_end;  // the last stage's end of the return link
+  std::vector<std::thread> threads;
+  std::shared_ptr<StepPipeline> pipeline;
+  ~ThreadedStages() {
+    pipeline.reset();
+    for (std::thread& t : threads) t.join();
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<StepPipeline> make_threaded_step_pipeline(std::vector<TpRankParts> ranks, int pp, int64_t num_blocks,
+                                                          int32_t block_size, DType kv_dtype,
+                                                          const std::string& track_prefix) {
+  const int n = static_cast<int>(ranks.size());
+  PYPTO_ASSERT(pp > 1 && n % pp == 0, n, " ranks for ", pp, " pipeline stages");
+  const int tp = n / pp;
+  auto back = make_shm_communicators(2);
+  auto owner = std::make_shared<ThreadedStages>();
+  owner->back_end = std::move(back[1]);
+  owner->ranks.resize(size_t(n));
+  for (int r = 1; r < n; ++r) {
+    ThreadedStages::Rank& rk = owner->ranks[size_t(r)];
+    rk.parts = std::move(ranks[size_t(r)]);
+    rk.model = std::make_unique<Qwen3Model>(*rk.parts.weights, *rk.parts.backend, tp > 1 ? rk.parts.comm.get() : nullptr);
+    rk.cache = std::make_unique<KvCache>(rk.model->kv_cache_spec(num_blocks, block_size, kv_dtype));
+  }
+  TpRankParts& r0 = ranks[0];
+  owner->pipeline = std::make_shared<StepPipeline>(
+      std::move(r0.backend), r0.weights, std::shared_ptr<Communicator>(std::move(r0.world)),
+      tp > 1 ? std::shared_ptr<Communicator>(std::move(r0.comm)) : nullptr, std::shared_ptr<Communicator>(std::move(back[0])),
+      pp, num_blocks, block_size, kv_dtype);
+  for (int r = 1; r < n; ++r) {
+    ThreadedStages::Rank* rk = &owner->ranks[size_t(r)];
+    const StagePosition pos = StagePosition::of_rank(r, pp, tp);
+    Communicator* back_end = r == (pp - 1) * tp ? owner->back_end.get() : nullptr;
+    owner->threads.emplace_back([rk, pos, back_end, tp, track_prefix] {
+      prof::name_this_thread(str_cat(track_prefix, "pp stage ", pos.stage, " tp rank ", pos.tp_rank));
+      try {
+        run_pipelined_stage(*rk->model, *rk->cache, *rk->parts.world, tp > 1 ? rk->parts.comm.get() : nullptr, back_end,
+                            pos);
+      } catch (const std::exception& e) {
+        log_error("pipeline stage ", pos.stage, " tensor-parallel rank ", pos.tp_rank, ": ", e.what());
+      }
+    });
+  }
+  return std::shared_ptr<StepPipeline>(owner, owner->pipeline.get());
+}
+
+int run_pipelined_stage(Qwen3Model& model, KvCache& cache, Communicator& world, Communicator* stage_comm,
+                        Communicator* back, StagePosition pos) {
+  PYPTO_ASSERT(pos.pp > 1 && pos.rank() > 0, "rank 0 runs StepPipeline");
+  PYPTO_ASSERT(pos.tp == 1 || stage_comm, "a stage of ", pos.tp, " TP ranks without its group");
+  const bool lead = pos.tp_rank == 0;  // receives and passes on the step's header and batch
+  const int prev0 = (pos.stage - 1) * pos.tp, next0 = (pos.stage + 1) * pos.tp;
+  const int prev = pos.rank() - pos.tp, next = pos.rank() + pos.tp;  // same TP index
+  const bool keeps_logits = pos.last() && pos.tp_rank == Qwen3Model::kLogitsRank;
+  PYPTO_ASSERT(!keeps_logits || (back && back->rank() == 1), "the last stage's TP rank 0 needs the return link");
+  const int64_t H = model.hidden_size(), V = model.vocab_size();
+  ForwardBatch batch;
+  std::vector<uint8_t> message;
+  std::vector<float> hidden_in, hidden_out, logits;
+  for (;;) {
+    StepHeader h{};
+    if (lead && !pos.first()) world.recv(&h, sizeof h, prev0);
+    if (stage_comm) stage_comm->broadcast(&h, sizeof h, 0);
+    if (h.kind == kStopMessage) {
+      if (lead && !pos.last()) world.send(&h, sizeof h, next0);
+      return 0;
+    }
+    PYPTO_ASSERT(h.kind == kStepMessage && h.bytes > 0, "step message kind ", h.kind, " of ", h.bytes, " bytes");
+    message.resize(size_t(h.bytes));
+    if (lead && !pos.first()) world.recv(message.data(), h.bytes, prev0);
+    if (stage_comm) stage_comm->broadcast(message.data(), h.bytes, 0);
+    decode_batch(message.data(), message.size(), batch);
+    const int64_t T = batch.num_tokens(), n = batch.num_logits();
+    if (!pos.first()) {
+      PYPTO_PROF_OP("pipeline.recv");
+      hidden_in.resize(size_t(T * H));
+      world.recv(hidden_in.data(), int64_t(sizeof(float) * hidden_in.size()), prev);
+    }
+    if (!pos.last()) hidden_out.resize(size_t(T * H));
+    if (keeps_logits) logits.resize(size_t(n * V));
+    // Rank 0 checked the batch before sending it: nothing here can refuse it.
+    model.forward_stage(batch, cache, pos.first() ? nullptr : hidden_in.data(), pos.last() ? nullptr : hidden_out.data(),
+                        keeps_logits ? logits.data() : nullptr);
+    if (!pos.last()) {
+      PYPTO_PROF_OP("pipeline.send");
+      if (lead) {
+        world.send(&h, sizeof h, next0);
+        world.send(message.data(), h.bytes, next0);
+      }
+      world.send(hidden_out.data(), int64_t(sizeof(float) * hidden_out.size()), next);
+    } else if (keeps_logits && n > 0) {
+      back->send(logits.data(), int64_t(sizeof(float) * logits.size()), 0);
+    }
+  }
+}
+
+}  // namespace pypto

@@ -1,0 +1,125 @@
+#pragma once
+// Consecutive engine steps in flight together through the pipeline stages (--pp-virtual-engines;
+// ranks as processes, --dp 1): vLLM's "virtual engines". The replica runs pp engines, each with
+// its own scheduler, its own sequences and its own 1/pp of the KV blocks (disjoint block ids in
+// one cache), behind the router as data-parallel replicas are. Their steps share the stages: while
+// stage 1 runs engine A's step, stage 0 already runs engine B's, and engine A samples and
+// schedules meanwhile. Without them a step goes through stage 0, then stage 1, then the engine,
+// and each of those idles while the others work.
+//
+// Protocol (point-to-point messages flow forward only; the logits come back on a link of their
+// own, so a stage sending logits never waits on rank 0 sending the next step):
+//   rank 0 (stage 0, TP rank 0), one pipeline thread, per submitted step in submission order:
+//     [stage 0 has TP peers: broadcast StepHeader and the encoded batch in its TP group], run stage
+//     0's layers, send StepHeader + batch to stage 1's TP rank 0, and each TP rank its hidden
+//     states [tokens, hidden] f32 to stage 1's rank of the same TP index.
+//   stage s > 0: TP rank 0 receives StepHeader + batch from stage s-1's TP rank 0 and broadcasts
+//     them in its TP group; every rank receives its hidden states, runs its layers and passes the
+//     step on the same way, or, on the last stage, TP rank 0 sends the logits [rows, vocab] to
+//     rank 0 over the return link (none when the step samples no row).
+//   stop: a StepHeader of kind Stop passed down the same way.
+// The stages run steps in submission order, so rank 0 receives logits in that order; each caller
+// of StepPipeline::run() takes its logits when its turn comes. Every step's rows are whole
+// sequences of one engine, and a row's logits do not depend on the batch it is in, so the
+// output equals one rank's.
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "engine/block_tables.h"
+#include "engine/model_executor.h"
+#include "kernels/backend.h"
+#include "model/forward_batch.h"
+#include "model/kv_cache.h"
+#include "model/qwen3_model.h"
+#include "model/qwen3_weights.h"
+#include "parallel/communicator.h"
+#include "parallel/replicas/pipeline_stage.h"
+#include "parallel/replicas/tp_model_runner.h"
+
+namespace pypto {
+
+// Rank 0's side: owns stage 0's TP rank 0 (backend, weights, model, KV cache of every engine's
+// blocks) and the thread that runs it.
+class StepPipeline {
+ public:
+  // world: the replica's pp × tp ranks (point-to-point); stage_comm: stage 0's TP group (null
+  // when tp == 1); back: the return link (rank 0 and the last stage's TP rank 0, rank 1 of it).
+  StepPipeline(std::unique_ptr<Backend> backend, std::shared_ptr<const Qwen3Weights> weights,
+               std::shared_ptr<Communicator> world, std::shared_ptr<Communicator> stage_comm,
+               std::shared_ptr<Communicator> back, int pp, int64_t num_blocks, int32_t block_size, DType kv_dtype);
+  // Sends Stop down the pipeline (unless a rank fault was recorded) and joins the thread.
+  ~StepPipeline();
+
+  // Runs `batch` through every stage and writes its logits [batch.num_logits(), vocab] to
+  // logits_out. Thread-safe: the engines call it from their own threads, and up to pp of their
+  // steps are in flight together. A bad batch throws here, before anything is sent.
+  void run(const ForwardBatch& batch, float* logits_out);
+
+  void prefault_kv_cache() { cache_->prefault(); }
+  int64_t vocab_size() const { return model_->vocab_size(); }
+
+ private:
+  struct Job {
+    const ForwardBatch* batch = nullptr;
+    uint64_t ticket = 0;
+    bool sent = false;  // the pipeline thread is done with it (batch no longer read)
+    std::exception_ptr error;
+  };
+  void thread_main();
+  void send_step(const ForwardBatch& batch);
+  void send_stop();
+
+  std::unique_ptr<Backend> backend_;
+  std::shared_ptr<const Qwen3Weights> weights_;
+  std::shared_ptr<Communicator> world_, stage_comm_, back_;
+  StagePosition pos_;
+  std::unique_ptr<Qwen3Model> model_;
+  std::unique_ptr<KvCache> cache_;
+  std::vector<uint8_t> message_;
+  std::vector<float> hidden_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Job*> queue_;
+  uint64_t next_ticket_ = 0;   // the next submitted step's
+  uint64_t next_collect_ = 0;  // the step whose logits come back next
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+// One virtual engine's executor on rank 0: its own block tables, its block ids shifted by
+// block_offset into the shared cache, its steps run through the shared pipeline. The sampler's
+// rows run on the engine's thread (rank 0's compute threads belong to the pipeline thread).
+class VirtualEngineExecutor : public ModelExecutor {
+ public:
+  VirtualEngineExecutor(std::shared_ptr<StepPipeline> pipeline, int32_t block_offset, int32_t block_size);
+  void execute(const SchedulerOutput& so, ExecutorOutput& out) override;
+
+ private:
+  std::shared_ptr<StepPipeline> pipeline_;
+  int32_t block_offset_, block_size_;
+  BlockTables tables_;
+  ForwardBatch batch_;
+};
+
+// --distributed-executor-backend threads: one replica's pp × tp ranks (`ranks`, in pipeline rank
+// order, their `comm` and `world` set as for TpModelRunner) with ranks 1.. as threads of this
+// process running run_pipelined_stage() over in-process communicators, and rank 0's pipeline,
+// which is returned and owns them (destroying it stops and joins them).
+std::shared_ptr<StepPipeline> make_threaded_step_pipeline(std::vector<TpRankParts> ranks, int pp, int64_t num_blocks,
+                                                          int32_t block_size, DType kv_dtype,
+                                                          const std::string& track_prefix);
+
+// A stage rank other than rank 0 under --pp-virtual-engines: runs steps as they come until Stop
+// (the protocol above). back: the return link on the last stage's TP rank 0, else null. Returns
+// 0 after Stop.
+int run_pipelined_stage(Qwen3Model& model, KvCache& cache, Communicator& world, Communicator* stage_comm,
+                        Communicator* back, StagePosition pos);
+
+}  // namespace pypto
