@@ -55,7 +55,8 @@ TEST(LinearAmx, MatchesRoundedReferenceOnAwkwardShapes) {
   if (!amx_usable()) GTEST_SKIP() << "AMX not usable on this machine (" << amx_status() << ")";
   auto ref = make_reference_backend();
   const AmxCase cases[] = {{1, 37, 1},   {1, 1, 17},     {7, 19, 33},   {16, 64, 1024}, {17, 50, 100},
-                           {7, 200, 129}, {17, 33, 3072}, {512, 70, 96}, {512, 130, 40}, {33, 16, 64}};
+                           {7, 200, 129}, {17, 33, 3072}, {512, 70, 96}, {512, 130, 40}, {33, 16, 64},
+                           {100, 600, 530}};  // the last: several column groups and k blocks of the GEMM path
   uint32_t seed = 11;
   for (bool split : {false, true})
     for (int threads : {1, 2, 3}) {
