@@ -166,8 +166,9 @@ int main(int argc, char** argv) {
     Qwen3Model m(w, *backend);
     const ModelConfig& c = w.config;
     const int32_t bs = 16;
-    const int max_ctx = std::max(*std::max_element(contexts.begin(), contexts.end()) + 64,
-                                 *std::max_element(prompts.begin(), prompts.end()) + 16);
+    // An empty list (e.g. --contexts '') skips that part.
+    const int max_ctx = std::max(contexts.empty() ? 16 : *std::max_element(contexts.begin(), contexts.end()) + 64,
+                                 prompts.empty() ? 16 : *std::max_element(prompts.begin(), prompts.end()) + 16);
     const int32_t nblocks = (max_ctx + bs - 1) / bs;
     KvCache cache(m.kv_cache_spec(nblocks, bs, DType::BF16));
     std::vector<int32_t> table(nblocks);

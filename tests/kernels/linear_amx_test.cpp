@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "core/memory.h"
+#include "kernels/cpu/kernel_table.h"
 #include "kernel_test_util.h"
 
 namespace pypto::test {
@@ -55,7 +56,8 @@ TEST(LinearAmx, MatchesRoundedReferenceOnAwkwardShapes) {
   if (!amx_usable()) GTEST_SKIP() << "AMX not usable on this machine (" << amx_status() << ")";
   auto ref = make_reference_backend();
   const AmxCase cases[] = {{1, 37, 1},   {1, 1, 17},     {7, 19, 33},   {16, 64, 1024}, {17, 50, 100},
-                           {7, 200, 129}, {17, 33, 3072}, {512, 70, 96}, {512, 130, 40}, {33, 16, 64}};
+                           {7, 200, 129}, {17, 33, 3072}, {512, 70, 96}, {512, 130, 40}, {33, 16, 64},
+                           {100, 600, 530}};  // the last: several column groups and k blocks of the GEMM path
   uint32_t seed = 11;
   for (bool split : {false, true})
     for (int threads : {1, 2, 3}) {
@@ -120,6 +122,40 @@ TEST(LinearAmx, BatchInvariantAcrossMChunksAndThreads) {
         be2->linear(x.data() + r0 * k, rows, p.w, bias, y.data() + r0 * n);
       }
       ASSERT_TRUE(bitwise_equal(y.data(), full.data(), m * n)) << "split=" << split << " in chunks of " << batch;
+    }
+  }
+}
+
+// x_row_to_amx_tiles (the AVX-512 conversion of one row of x into its line of the A tiles)
+// against core/dtype.h's scalar rounding, bit for bit: hi = f32_to_bf16(x), lo = f32_to_bf16(x - hi),
+// at line offsets 512 s within a part, zeros past k up to the whole tile, nothing else written.
+TEST(LinearAmx, RowToTilesMatchesScalarRoundingBitwise) {
+  const cpu::KernelTable* kt = cpu::kernel_table(Isa::Avx512);
+  if (cpu_isa() != Isa::Avx512 || !kt || !kt->x_row_to_amx_tiles)
+    GTEST_SKIP() << "no AVX-512 on this machine (" << isa_name(cpu_isa()) << ")";
+  uint32_t seed = 51;
+  for (int64_t k : {1, 15, 16, 17, 32, 33, 100, 1024}) {
+    for (int parts : {1, 2}) {
+      SCOPED_TRACE(testing::Message() << "k=" << k << " parts=" << parts);
+      auto x = random_f32(k, seed++);
+      if (k > 3) {  // values whose rounding is a tie, a NaN and a subnormal
+        x[0] = bf16_to_f32(0x3f81) + std::ldexp(1.0f, -8);  // halfway between 0x3f81 and 0x3f82: to even
+        x[1] = NAN;
+        x[2] = std::ldexp(1.0f, -130);
+      }
+      const int64_t steps = (k + 31) / 32, part_elems = steps * 512 + 64;
+      std::vector<uint16_t> out(static_cast<size_t>(2 * part_elems), 0xBEEF);
+      kt->x_row_to_amx_tiles(x.data(), k, parts, out.data(), part_elems);
+      for (int64_t j = 0; j < 2 * part_elems; ++j) {
+        const int64_t p = j / part_elems, e = j % part_elems, s = e / 512, c = e % 512;
+        const int64_t kk = 32 * s + c;
+        uint16_t want = 0xBEEF;  // untouched: other lines of the tiles, or part 1 at parts == 1
+        if (p < parts && c < 32 && s < steps) {
+          const uint16_t hi = kk < k ? f32_to_bf16(x[kk]) : 0;
+          want = p == 0 ? hi : kk < k ? f32_to_bf16(x[kk] - bf16_to_f32(hi)) : 0;
+        }
+        ASSERT_EQ(out[j], want) << "part " << p << " k index " << kk << " (line offset " << c << ")";
+      }
     }
   }
 }

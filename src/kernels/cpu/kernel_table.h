@@ -124,6 +124,10 @@ struct KernelTable {
   void (*q8_epilogue)(const QuantLinearTask& t, const int32_t* acc, int64_t n0, int64_t n1) = nullptr;
   // (optional, with linear_cols_bf16dot) hi = bf16(x), lo = bf16(x - hi) for n elements.
   void (*split_bf16)(const float* x, int64_t n, uint16_t* hi, uint16_t* lo) = nullptr;
+  // One row of x [k] as `parts` (1 or 2) bf16 terms straight into its line of AMX A tiles
+  // (AmxActivations; dst = the row's line of its first tile, part p at dst + p · part_elems),
+  // rounded as split_bf16 / from_f32 round, zeros past k. AVX-512 only (where AMX can exist).
+  void (*x_row_to_amx_tiles)(const float* x, int64_t k, int parts, uint16_t* dst, int64_t part_elems) = nullptr;
   // Rows [r0, r1) of rms_norm (y may alias x).
   void (*rms_norm_rows)(const float* x, const float* gamma, int64_t r0, int64_t r1, int64_t d, float eps, float* y) = nullptr;
   // Rows [r0, r1) of rope. cos_t / sin_t are [max_pos, head_dim / 2] tables of this head_dim/theta.

@@ -164,11 +164,13 @@ inline void tile_kblock(const AmxActivations& x, int64_t i, const uint16_t* wp, 
 }
 
 // The GEMM path (many rows: prefill, mixed steps). Rows in passes of kRowPass, columns in groups
-// of kGroupCols, k in blocks of kKBlockSteps × 32; within a k block, each pair of panels runs
-// over every 32-row block of the pass. So the block's B tiles (2 panels × 8 KiB) stay in L1 while
-// all row blocks use them, the k block of A (256 rows × 256 k × parts × 2 bytes ≤ 256 KiB) stays
-// in L2 for the whole column group, and the group's accumulators (256 × 256 f32) wait in a
-// per-thread buffer between k blocks.
+// of kGroupCols, k in blocks of kKBlockSteps × 32; within a k block, each 32-row block runs over
+// every pair of panels of the group. So the row block's A tiles (2 row tiles × 8 steps × parts:
+// 16 or 32 KiB) stay in L1 while all pairs use them, B streams from L2 (the group's k block:
+// 256 columns × 256 k × 2 bytes = 128 KiB), and the group's accumulators (256 × 256 f32) wait in
+// a per-thread buffer between k blocks. A is the operand worth keeping in L1: at `high` a k step
+// loads 4 A tiles (2 rows × hi, lo) and 2 B tiles (measured, one thread, m = 512, gate_up and down
+// shapes: 3–8 % faster at high and ~3 % at medium than B in L1 and A from L2).
 constexpr int64_t kKBlockSteps = 8;
 
 // Whether the 32-row block at row i (two row tiles or one) of a pair of panels with `cols`
@@ -191,10 +193,10 @@ inline void linear_cols_gemm(const AmxActivations& x, const LinearTask& t, int64
       const int64_t g1 = n1 - g0 < kGroupCols ? n1 : g0 + kGroupCols;
       for (int64_t s0 = 0; s0 < ksteps; s0 += kKBlockSteps) {
         const int64_t s1 = ksteps - s0 < kKBlockSteps ? ksteps : s0 + kKBlockSteps;
-        for (int64_t c0 = g0; c0 < g1; c0 += 32) {
-          const int64_t cols = g1 - c0 < 32 ? g1 - c0 : 32;
-          const uint16_t* wp = w + (c0 / kPanelCols) * pstride;
-          for (int64_t i = i0; i < i1; i += 32) {
+        for (int64_t i = i0; i < i1; i += 32) {
+          for (int64_t c0 = g0; c0 < g1; c0 += 32) {
+            const int64_t cols = g1 - c0 < 32 ? g1 - c0 : 32;
+            const uint16_t* wp = w + (c0 / kPanelCols) * pstride;
             float* cb = cbuf + (i - i0) * kGroupLd + (c0 - g0);
             const bool two_rows = i + 16 < i1;
             float* yd = s1 == ksteps && direct_block(t, i, two_rows, cols) ? t.y + i * t.n_out + c0 : nullptr;

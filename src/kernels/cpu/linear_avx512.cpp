@@ -10,5 +10,6 @@ void fill_linear_avx512(KernelTable& t) {
   t.linear_scratch_floats = avx512::linear_scratch_floats;
   t.linear_cols_bf16dot = avx512::linear_cols_bf16dot;
   t.split_bf16 = avx512::split_bf16;
+  t.x_row_to_amx_tiles = avx512::x_row_to_amx_tiles;
 }
 }  // namespace pypto::cpu

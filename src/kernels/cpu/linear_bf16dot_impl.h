@@ -146,6 +146,28 @@ inline void split_bf16(const float* x, int64_t n, uint16_t* hi, uint16_t* lo) {
     _mm256_mask_storeu_epi16(lo + j, tail_mask(r), to_bf16_bits(vsub(v, hf)));
   }
 }
+
+// One row of x [k] into its line of the AMX A tiles (kernel_table.h AmxActivations): for each 32 k
+// s, 64 bytes at dst + 512 s of part 0 (hi = bf16(x), as split_bf16 and from_f32 round) and, with
+// parts == 2, of part 1 at dst + part_elems (lo = bf16(x - hi)); zeros past k. Converting straight
+// into the tiles saves the row buffer and the scatter copy of each 64-byte piece.
+inline void x_row_to_amx_tiles(const float* x, int64_t k, int parts, uint16_t* dst, int64_t part_elems) {
+  for (int64_t j = 0, s = 0; j < k; j += 32, ++s) {
+    const int r0 = k - j < 16 ? static_cast<int>(k - j) : 16;
+    const int r1 = k - j - 16 <= 0 ? 0 : k - j - 16 < 16 ? static_cast<int>(k - j - 16) : 16;
+    const vf v0 = vload_n(x + j, r0);
+    const vf v1 = r1 ? vload_n(x + j + 16, r1) : vzero();
+    const __m256i h0 = to_bf16_bits(v0), h1 = to_bf16_bits(v1);
+    uint16_t* d = dst + 512 * s;
+    _mm512_storeu_si512(d, _mm512_inserti64x4(_mm512_castsi256_si512(h0), h1, 1));
+    if (parts == 2) {
+      const vf f0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h0), 16));
+      const vf f1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h1), 16));
+      const __m256i l0 = to_bf16_bits(vsub(v0, f0)), l1 = to_bf16_bits(vsub(v1, f1));
+      _mm512_storeu_si512(d + part_elems, _mm512_inserti64x4(_mm512_castsi256_si512(l0), l1, 1));
+    }
+  }
+}
 #endif
 
 }  // namespace pypto::cpu::PYPTO_ISA_NS
