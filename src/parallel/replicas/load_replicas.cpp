@@ -53,6 +53,16 @@ void check_weights_fit(const Checkpoint& ck, const Backend& stager, int tp, size
        ": free memory or choose a smaller checkpoint");
 }
 
+RouterOptions router_options(const ReplicaLoadOptions& opt, int64_t blocks_per_engine) {
+  RouterOptions ro;
+  ro.policy = opt.routing;
+  ro.affinity_slack_tokens = opt.affinity_slack_tokens;
+  ro.block_size = opt.engine.cache.block_size;
+  ro.prefix_index_blocks = static_cast<size_t>(std::max<int64_t>(1, blocks_per_engine));
+  ro.max_model_len = opt.engine.scheduler.max_model_len;
+  return ro;
+}
+
 LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   if (opt.process_comm) return load_process_rank0(opt);
   const EngineLoadOptions& eo = opt.engine;
@@ -237,13 +247,7 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
     out.placement += (out.placement.empty() ? "" : "\n") + line;
   }
   out.capacity.num_blocks = per_engine;  // of one engine
-  RouterOptions ro;
-  ro.policy = opt.routing;
-  ro.affinity_slack_tokens = opt.affinity_slack_tokens;
-  ro.block_size = eo.cache.block_size;
-  ro.prefix_index_blocks = static_cast<size_t>(std::max<int64_t>(1, out.capacity.num_blocks));
-  ro.max_model_len = eo.scheduler.max_model_len;
-  out.replicas = std::make_shared<ReplicaSet>(std::move(replicas), ro);
+  out.replicas = std::make_shared<ReplicaSet>(std::move(replicas), router_options(opt, out.capacity.num_blocks));
   return out;
 }
 

@@ -57,6 +57,10 @@ struct ReplicaLoadOptions {
   MicroBatchPolicy pp_micro_batches;
 };
 
+// The router over the replicas' (or virtual engines') loops: opt's routing policy and affinity
+// slack, the engines' block size and max_model_len, a prefix index of `blocks_per_engine` blocks.
+RouterOptions router_options(const ReplicaLoadOptions& opt, int64_t blocks_per_engine);
+
 // The engine (LoadedEngine::loop, replica 0), tp, dp, more_loops (replicas 1..), replicas (the
 // router over all of them; with dp == 1 it routes everything to `loop`) and placement. Throws
 // Error naming the flag, file or tensor at fault (e.g. --tp not dividing the KV heads).

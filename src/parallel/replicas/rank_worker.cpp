@@ -297,13 +297,7 @@ LoadedEngine pipelined_rank0(const ReplicaLoadOptions& opt, LoadedEngine out, st
   out.placement = str_cat("process group of ", L.ranks_per_replica(), " ranks (", L.pp, " pipeline stages of ", L.tp,
                           "): rank 0 on ", this_host_name(), " (", L.pp, " virtual engines of ", per_engine,
                           " KV blocks each, their steps in flight together)");
-  RouterOptions ro;
-  ro.policy = opt.routing;
-  ro.affinity_slack_tokens = opt.affinity_slack_tokens;
-  ro.block_size = eo.cache.block_size;
-  ro.prefix_index_blocks = static_cast<size_t>(std::max<int64_t>(1, per_engine));
-  ro.max_model_len = eo.scheduler.max_model_len;
-  out.replicas = std::make_shared<ReplicaSet>(std::move(engines), ro);
+  out.replicas = std::make_shared<ReplicaSet>(std::move(engines), router_options(opt, per_engine));
   return out;
 }
 
@@ -409,13 +403,7 @@ LoadedEngine load_process_rank0(const ReplicaLoadOptions& opt) {
     out.placement = str_cat("process group of ", L.dp, " replicas of ", nr, " ranks", shape, ": replica i is ranks i*", nr,
                             " .. i*", nr, "+", nr - 1, "; rank 0 on ", this_host_name(),
                             " (every replica's engine, the router)");
-  RouterOptions ro;
-  ro.policy = opt.routing;
-  ro.affinity_slack_tokens = opt.affinity_slack_tokens;
-  ro.block_size = eo.cache.block_size;
-  ro.prefix_index_blocks = static_cast<size_t>(std::max<int64_t>(1, num_blocks));
-  ro.max_model_len = eo.scheduler.max_model_len;
-  out.replicas = std::make_shared<ReplicaSet>(std::move(replicas), ro);
+  out.replicas = std::make_shared<ReplicaSet>(std::move(replicas), router_options(opt, num_blocks));
   return out;
 }
 
