@@ -265,8 +265,8 @@ class CpuBackend final : public Backend {
   }
   // A linear's columns are handed out in guided chunks (parallel_for_guided): long ones first,
   // then shorter, down to one `unit` (48: whole W blocks / tiles of every ISA on plain rows; 64:
-  // whole panel groups of the bf16-dot kernel and whole int4 / int8 super-panels; 32: two AMX B
-  // tiles). On cores shared with other processes a descheduled thread holds up at most one chunk,
+  // whole panel groups of the bf16-dot kernel; 32: two AMX B tiles; 128: the quantized kernels'
+  // one-row passes, two int4 super-panels or one FP8 tile of 8 panels). On cores shared with other processes a descheduled thread holds up at most one chunk,
   // and the threads end an op within about one unit of each other: with fixed chunks of n / 8
   // columns the 2-thread int4 decode of qwen3-0.6b left each thread idle ~10 % of every op.
   // Chunking never changes results: every column is computed on its own.
@@ -357,7 +357,7 @@ class CpuBackend final : public Backend {
     t.y = y;
     auto run = [&](void (*fn)(const cpu::QuantLinearTask&, int64_t, int64_t)) {
       if (m * w.n_out * w.k_in < kLinearSerialMacs) return fn(t, 0, w.n_out);
-      pool_.parallel_for_guided(w.n_out, 64, [&](int64_t b, int64_t e, int) { fn(t, b, e); });
+      pool_.parallel_for_guided(w.n_out, 128, [&](int64_t b, int64_t e, int) { fn(t, b, e); });
     };
     if (w.format == WeightFormat::Fp8 || !int8_act_) {
       if (!kt_.linear_cols_dq) fail(weight_format_name(w.format), " weights need the AVX-512 kernels; ", kt_.name, " has none");
