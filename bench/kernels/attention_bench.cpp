@@ -62,14 +62,17 @@ BENCHMARK(BM_Attention)->Args({128, 1})->Args({2048, 1})->Args({512, 512})->Repe
 
 // One decode step of `seqs` sequences (one new token each) at context `ctx`, the KV cache coming
 // from DRAM: kPools batches of sequences live in one pool and the iterations cycle through them,
-// so the cache read (kPools × 32 MiB at context 512) far exceeds the 32 MiB L3. Third argument 1:
+// so the cache read (kPools × 32 MiB at context 512, at least 192 MiB) far exceeds the L3. {128,
+// 1, 1}: the single-sequence decode token of bench_model's "decode @ context 128" (one layer). Third argument 1:
 // the blocks shuffled, as in a long-running paged cache; 0: each sequence's blocks consecutive
 // (as right after prefill), a stride the hardware prefetchers follow. GB/s counts the K and V
 // bytes read.
 void BM_AttentionDecodeBatch(benchmark::State& state) {
   const int32_t ctx = static_cast<int32_t>(state.range(0)), seqs = static_cast<int32_t>(state.range(1));
   const int32_t nh = 16, nkv = 8, hd = 128, bs = 16;
-  constexpr int kPools = 6;
+  // Enough batches of sequences that their caches together far exceed the L3 (>= 192 MiB).
+  const int64_t pool_bytes = int64_t(seqs) * ctx * nkv * hd * 2 * 2;
+  const int kPools = int(std::max<int64_t>(6, ((int64_t(192) << 20) + pool_bytes - 1) / pool_bytes));
   std::vector<int> cores(bench_threads());
   std::iota(cores.begin(), cores.end(), 0);
   auto be = make_cpu_backend(bench_threads(), cores);
@@ -95,7 +98,7 @@ void BM_AttentionDecodeBatch(benchmark::State& state) {
   state.counters["GB/s"] = benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(be->name());
 }
-BENCHMARK(BM_AttentionDecodeBatch)->Args({512, 16, 1})->Args({300, 16, 1})->Args({512, 16, 0})->Repetitions(5)
+BENCHMARK(BM_AttentionDecodeBatch)->Args({512, 16, 1})->Args({300, 16, 1})->Args({512, 16, 0})->Args({128, 1, 1})->Repetitions(5)
     ->ReportAggregatesOnly(true)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace
