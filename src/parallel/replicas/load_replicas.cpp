@@ -53,6 +53,20 @@ void check_weights_fit(const Checkpoint& ck, const Backend& stager, int tp, size
        ": free memory or choose a smaller checkpoint");
 }
 
+void add_engine(LoadedEngine& out, std::vector<ReplicaSet::Replica>& engines, const EngineConfig& ec,
+                std::unique_ptr<ModelExecutor> executor) {
+  ReplicaSet::Replica r;
+  r.load = std::make_shared<LoadBook>();
+  auto reporting = std::make_unique<LoadReportingExecutor>(std::move(executor), r.load);
+  auto loop = std::make_unique<EngineLoop>(std::make_unique<Engine>(ec, std::move(reporting)));
+  r.loop = loop.get();
+  if (!out.loop)
+    out.loop = std::move(loop);
+  else
+    out.more_loops.push_back(std::move(loop));
+  engines.push_back(std::move(r));
+}
+
 RouterOptions router_options(const ReplicaLoadOptions& opt, int64_t blocks_per_engine) {
   RouterOptions ro;
   ro.policy = opt.routing;
@@ -207,19 +221,9 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
       if (eo.prefault_kv_cache) pipeline->prefault_kv_cache();  // rank 0's; the stage threads' map as used
       EngineConfig ve = ec;
       ve.cache.num_blocks = static_cast<int32_t>(per_engine);
-      for (int g = 0; g < L.pp; ++g) {
-        ReplicaSet::Replica r;
-        r.load = std::make_shared<LoadBook>();
-        auto inner = std::make_unique<VirtualEngineExecutor>(pipeline, int32_t(g * per_engine), eo.cache.block_size);
-        auto executor = std::make_unique<LoadReportingExecutor>(std::move(inner), r.load);
-        auto loop = std::make_unique<EngineLoop>(std::make_unique<Engine>(ve, std::move(executor)));
-        r.loop = loop.get();
-        if (!out.loop)
-          out.loop = std::move(loop);
-        else
-          out.more_loops.push_back(std::move(loop));
-        replicas.push_back(std::move(r));
-      }
+      for (int g = 0; g < L.pp; ++g)
+        add_engine(out, replicas, ve,
+                   std::make_unique<VirtualEngineExecutor>(pipeline, int32_t(g * per_engine), eo.cache.block_size));
       out.placement += str_cat(out.placement.empty() ? "" : "\n", "replica ", i, ": ", L.pp, " virtual engines of ",
                                per_engine, " KV blocks over ", nr, " rank threads, their steps in flight together");
       continue;
@@ -228,16 +232,7 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
                                                   eo.kv_cache_dtype, L.dp > 1 ? str_cat("replica ", i, " ") : "", L.pp,
                                                   opt.pp_micro_batches);
     if (eo.prefault_kv_cache) runner->prefault_kv_caches();
-    ReplicaSet::Replica r;
-    r.load = std::make_shared<LoadBook>();
-    auto executor = std::make_unique<LoadReportingExecutor>(std::move(runner), r.load);
-    auto loop = std::make_unique<EngineLoop>(std::make_unique<Engine>(ec, std::move(executor)));
-    r.loop = loop.get();
-    if (i == 0)
-      out.loop = std::move(loop);
-    else
-      out.more_loops.push_back(std::move(loop));
-    replicas.push_back(std::move(r));
+    add_engine(out, replicas, ec, std::move(runner));
 
     std::string line = str_cat("replica ", i, ":");
     for (int r = 0; r < nr; ++r)

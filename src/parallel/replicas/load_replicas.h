@@ -61,6 +61,11 @@ struct ReplicaLoadOptions {
 // slack, the engines' block size and max_model_len, a prefix index of `blocks_per_engine` blocks.
 RouterOptions router_options(const ReplicaLoadOptions& opt, int64_t blocks_per_engine);
 
+// Adds one engine over `executor` (its load reported to the router): out.loop if that is still
+// empty, else the next of out.more_loops; its router entry is appended to `engines`.
+void add_engine(LoadedEngine& out, std::vector<ReplicaSet::Replica>& engines, const EngineConfig& ec,
+                std::unique_ptr<ModelExecutor> executor);
+
 // The engine (LoadedEngine::loop, replica 0), tp, dp, more_loops (replicas 1..), replicas (the
 // router over all of them; with dp == 1 it routes everything to `loop`) and placement. Throws
 // Error naming the flag, file or tensor at fault (e.g. --tp not dividing the KV heads).

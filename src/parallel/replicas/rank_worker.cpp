@@ -281,19 +281,9 @@ LoadedEngine pipelined_rank0(const ReplicaLoadOptions& opt, LoadedEngine out, st
   ec.cache.num_blocks = static_cast<int32_t>(per_engine);
   out.capacity.num_blocks = per_engine;
   std::vector<ReplicaSet::Replica> engines;
-  for (int g = 0; g < L.pp; ++g) {
-    ReplicaSet::Replica r;
-    r.load = std::make_shared<LoadBook>();
-    auto inner = std::make_unique<VirtualEngineExecutor>(pipeline, int32_t(g * per_engine), eo.cache.block_size);
-    auto executor = std::make_unique<LoadReportingExecutor>(std::move(inner), r.load);
-    auto loop = std::make_unique<EngineLoop>(std::make_unique<Engine>(ec, std::move(executor)));
-    r.loop = loop.get();
-    if (g == 0)
-      out.loop = std::move(loop);
-    else
-      out.more_loops.push_back(std::move(loop));
-    engines.push_back(std::move(r));
-  }
+  for (int g = 0; g < L.pp; ++g)
+    add_engine(out, engines, ec,
+               std::make_unique<VirtualEngineExecutor>(pipeline, int32_t(g * per_engine), eo.cache.block_size));
   out.placement = str_cat("process group of ", L.ranks_per_replica(), " ranks (", L.pp, " pipeline stages of ", L.tp,
                           "): rank 0 on ", this_host_name(), " (", L.pp, " virtual engines of ", per_engine,
                           " KV blocks each, their steps in flight together)");
@@ -379,21 +369,12 @@ LoadedEngine load_process_rank0(const ReplicaLoadOptions& opt) {
   // Replica 0 runs on rank 0's own ranks; replica i > 0 over its link to its first rank.
   std::vector<ReplicaSet::Replica> replicas;
   for (int i = 0; i < L.dp; ++i) {
-    ReplicaSet::Replica r;
-    r.load = std::make_shared<LoadBook>();
     std::unique_ptr<ModelExecutor> inner;
     if (i == 0)
       inner = std::move(runner);
     else
       inner = std::make_unique<RemoteReplicaExecutor>(opt.link_comms[size_t(i - 1)], cfg.vocab_size, eo.cache.block_size);
-    auto executor = std::make_unique<LoadReportingExecutor>(std::move(inner), r.load);
-    auto loop = std::make_unique<EngineLoop>(std::make_unique<Engine>(ec, std::move(executor)));
-    r.loop = loop.get();
-    if (i == 0)
-      out.loop = std::move(loop);
-    else
-      out.more_loops.push_back(std::move(loop));
-    replicas.push_back(std::move(r));
+    add_engine(out, replicas, ec, std::move(inner));
   }
   const int nr = L.ranks_per_replica();
   const std::string shape = L.pp > 1 ? str_cat(" (", L.pp, " pipeline stages of ", L.tp, ")") : std::string();
