@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/scheduler_output.h"
+#include "model/forward_batch.h"
 
 namespace pypto {
 
@@ -23,5 +24,11 @@ class BlockTables {
  private:
   std::unordered_map<std::string, std::vector<int32_t>> tables_;
 };
+
+// Applies `so` to `tables` and fills `batch` with its sequences (model_executor.h's contract):
+// tokens, positions, slots, block tables, logits rows. Every block id is shifted by block_offset
+// (a virtual engine's share of a larger cache, parallel/replicas/step_pipeline.h).
+void build_forward_batch(const SchedulerOutput& so, BlockTables& tables, int32_t block_size, ForwardBatch& batch,
+                         int32_t block_offset = 0);
 
 }  // namespace pypto

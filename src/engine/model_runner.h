@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/block_tables.h"
 #include "engine/engine_config.h"
 #include "engine/engine_loop.h"
 #include "engine/kv_capacity.h"
@@ -43,8 +44,8 @@ class ModelRunner : public ModelExecutor {
  private:
   Qwen3Model& model_;
   KvCache& cache_;
-  std::unordered_map<std::string, std::vector<int32_t>> block_tables_;  // req id → physical blocks
-  ForwardBatch batch_;                                                 // reused every step
+  BlockTables block_tables_;  // req id → physical blocks
+  ForwardBatch batch_;        // reused every step
 };
 
 struct EngineLoadOptions {

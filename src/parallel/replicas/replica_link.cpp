@@ -1,39 +1,11 @@
 #include "parallel/replicas/replica_link.h"
 
-#include <algorithm>
-
 #include "core/error.h"
 #include "core/log.h"
 #include "parallel/rank_health.h"
 #include "parallel/replicas/batch_codec.h"
 
 namespace pypto {
-
-void build_forward_batch(const SchedulerOutput& so, BlockTables& tables, int32_t block_size, ForwardBatch& batch,
-                         int32_t block_offset) {
-  tables.apply(so);
-  int32_t max_blocks = 0;
-  for (const ScheduledRequest& s : so.scheduled)
-    max_blocks = std::max(max_blocks, static_cast<int32_t>(tables.table(s.req_id).size()));
-  batch.clear();
-  batch.max_blocks_per_seq = max_blocks;
-  std::vector<int32_t> shifted;
-  for (const ScheduledRequest& s : so.scheduled) {
-    const std::vector<int32_t>* t = &tables.table(s.req_id);
-    if (block_offset != 0) {
-      shifted.assign(t->begin(), t->end());
-      for (int32_t& b : shifted) b += block_offset;
-      t = &shifted;
-    }
-    const std::vector<int32_t>& table = *t;
-    PYPTO_ASSERT(static_cast<int64_t>(s.token_ids.size()) == s.num_scheduled_tokens);
-    PYPTO_ASSERT(static_cast<int64_t>(table.size()) * block_size >= s.num_computed_tokens + s.num_scheduled_tokens,
-                 "request ", s.req_id, " has too few blocks");
-    batch.add_sequence(s.token_ids.data(), static_cast<int32_t>(s.num_scheduled_tokens),
-                       static_cast<int32_t>(s.num_computed_tokens), table.data(), static_cast<int32_t>(table.size()),
-                       block_size, s.samples ? ForwardBatch::Logits::Last : ForwardBatch::Logits::None);
-  }
-}
 
 RemoteReplicaExecutor::RemoteReplicaExecutor(std::shared_ptr<Communicator> link, int64_t vocab_size,
                                              int32_t block_size)

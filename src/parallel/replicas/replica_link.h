@@ -56,10 +56,5 @@ class RemoteReplicaExecutor : public ModelExecutor {
   std::vector<uint8_t> message_;
 };
 
-// Applies `so` to `tables` and fills `batch` with its sequences, as ModelRunner::build_batch does
-// (model_executor.h's contract): tokens, positions, slots, block tables, logits rows. Every block
-// id is shifted by block_offset (a virtual engine's share of a larger cache, step_pipeline.h).
-void build_forward_batch(const SchedulerOutput& so, BlockTables& tables, int32_t block_size, ForwardBatch& batch,
-                         int32_t block_offset = 0);
 
 }  // namespace pypto
