@@ -17,6 +17,13 @@ namespace {
 
 constexpr int kRows = 2;    // R
 constexpr int kPanels = 4;  // V
+// Software prefetch distance into L1 along each weight stream, in bytes. The hardware prefetchers
+// stop at every 4 KiB page and run only so far ahead of a stream; 3 KiB ahead of each load measured
+// best on the decode of qwen3-0.6b (Xeon with AMX, 2 threads, 4 alternating rounds: int4 median
+// 77 -> 84.6 % of the read bound, int8 83.9 -> 87.9 %; 1 and 2 KiB in between, 4 and 6 KiB worse).
+constexpr int64_t kPrefetchBytes = 3072;
+
+inline void prefetch_l1(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
 
 inline __m512i bcast4(const uint8_t* p) {
   int32_t v;
@@ -53,6 +60,7 @@ void q8_tile(const QuantLinearTask& t, int64_t i0, int64_t p0) {
   const uint8_t* wp = t.w + p0 * pstride;
   for (int64_t q = 0; q < quads; ++q) {
     __m512i w[V];
+    for (int v = 0; v < V; ++v) prefetch_l1(wp + v * pstride + q * 64 + kPrefetchBytes);
     for (int v = 0; v < V; ++v) w[v] = _mm512_loadu_si512(wp + v * pstride + q * 64);
     for (int r = 0; r < R; ++r) {
       const __m512i x = bcast4(t.xq + (i0 + r) * t.ldq + 4 * q);
@@ -98,6 +106,8 @@ void q4_super(const QuantLinearTask& t, int64_t i0, int64_t sp) {
         xl[r] = bcast4(xr);
         xh[r] = bcast4(xr + 4);
       }
+      for (int u = 0; u < S; ++u)
+        for (int v = 0; v < V; ++v) prefetch_l1(record[u] + ch * 256 + v * 64 + kPrefetchBytes);
       for (int u = 0; u < S; ++u)
         for (int v = 0; v < V; ++v) {
           const __m512i b = _mm512_loadu_si512(record[u] + ch * 256 + v * 64);
