@@ -137,15 +137,41 @@ void ThreadPool::run(int64_t n, int64_t grain, Call call, void* ctx, Mode mode) 
   busy_.store(false, std::memory_order_release);
 }
 
+void ThreadPool::prefetch_while_idle(const void* const* streams, int n, int64_t bytes) {
+  for (int i = 0; i < n && i < 4; ++i) pf_[i].store(static_cast<const char*>(streams[i]), std::memory_order_relaxed);
+  pf_n_.store(n < 4 ? n : 4, std::memory_order_relaxed);
+  pf_bytes_.store(bytes, std::memory_order_relaxed);
+  pf_seq_.fetch_add(1, std::memory_order_release);
+}
+
+// Runs on a worker waiting for the job after `epoch`: 16 lines per stream at a time, then checks
+// whether that job has arrived.
+void ThreadPool::idle_prefetch(uint64_t epoch) {
+  const int n = pf_n_.load(std::memory_order_relaxed);
+  const int64_t bytes = pf_bytes_.load(std::memory_order_relaxed);
+  const char* streams[4];
+  for (int i = 0; i < n; ++i) streams[i] = pf_[i].load(std::memory_order_relaxed);
+  for (int64_t off = 0; off < bytes; off += 16 * 64) {
+    if (epoch_.load(std::memory_order_relaxed) != epoch) return;
+    for (int i = 0; i < n; ++i)
+      for (int l = 0; l < 16; ++l) __builtin_prefetch(streams[i] + off + 64 * l, 0, 2);
+  }
+}
+
 void ThreadPool::worker_main(int tid) {
   if (!cores_.empty()) pin_current_thread(cores_[tid % cores_.size()]);
   t_inside_job = true;  // a worker never calls parallel_for itself
-  uint64_t seen = 0;
+  uint64_t seen = 0, pf_seen = 0;
   for (;;) {
     auto t0 = std::chrono::steady_clock::now();
     int spins = 0;
     uint64_t e;
     while ((e = epoch_.load(std::memory_order_acquire)) == seen) {
+      if (const uint64_t ps = pf_seq_.load(std::memory_order_acquire); ps != pf_seen) {
+        pf_seen = ps;
+        idle_prefetch(seen);
+        continue;
+      }
       if (++spins < 64 || std::chrono::steady_clock::now() - t0 < kSpinTime)
         spin_step(spins, oversubscribed_);
       else

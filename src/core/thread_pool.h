@@ -59,6 +59,11 @@ class ThreadPool {
         const_cast<void*>(static_cast<const void*>(&fn)), Mode::Guided);
   }
 
+  // Between jobs: each worker, while it waits for the next job, prefetches the first `bytes` of
+  // each of `n` (<= 4) streams into L2, once per call, and stops as soon as a job arrives. For the
+  // caller to start the memory streams of the next op while it does serial work of its own.
+  // A hint: it changes no result.
+  void prefetch_while_idle(const void* const* streams, int n, int64_t bytes);
   // The range thread `tid` gets for (n, grain): exposed so kernels and tests can reason about it.
   void range_of(int64_t n, int64_t grain, int tid, int64_t* begin, int64_t* end) const;
 
@@ -87,6 +92,13 @@ class ThreadPool {
   alignas(64) std::atomic<int> remaining_{0};    // workers still running the current job
   alignas(64) std::atomic<bool> busy_{false};    // a parallel_for is in progress
   bool stop_ = false;
+  // prefetch_while_idle's streams (stored before pf_seq_ is bumped; a worker may read a mix of
+  // two calls' fields, harmless for a hint).
+  std::atomic<const char*> pf_[4] = {};
+  std::atomic<int> pf_n_{0};
+  std::atomic<int64_t> pf_bytes_{0};
+  alignas(64) std::atomic<uint64_t> pf_seq_{0};
+  void idle_prefetch(uint64_t epoch);
 };
 
 // Pins the calling thread to one core; returns false (and changes nothing) if that fails.

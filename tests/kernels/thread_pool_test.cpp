@@ -91,6 +91,25 @@ TEST(ThreadPool, ManyJobsBackToBack) {
   EXPECT_EQ(sum.load(), 6000);
 }
 
+// A worker prefetching between jobs must stop when the next job arrives: here each posted prefetch
+// covers 64 GiB (hours of prefetch instructions if it ran to the end, so a worker that does not
+// stop hangs the test), and every job needs both threads (static split).
+TEST(ThreadPool, IdlePrefetchStopsWhenAJobArrives) {
+  ThreadPool pool(2);
+  std::vector<uint8_t> buf(4096);
+  const void* streams[2] = {buf.data(), buf.data() + 2048};
+  for (int job = 0; job < 200; ++job) {
+    pool.prefetch_while_idle(streams, 2, int64_t(64) << 30);
+    std::atomic<int> ran[2] = {0, 0};
+    pool.parallel_for(2, [&](int64_t b, int64_t e, int tid) {
+      ASSERT_EQ(e - b, 1);
+      ran[tid]++;
+    });
+    ASSERT_EQ(ran[0].load(), 1) << "job " << job;
+    ASSERT_EQ(ran[1].load(), 1) << "job " << job;
+  }
+}
+
 TEST(ThreadPool, RangeOfIsBalanced) {
   ThreadPool pool(4);
   int64_t b, e;

@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <unordered_map>
 #include <vector>
 
 #include "core/error.h"
@@ -364,9 +365,46 @@ class CpuBackend final : public Backend {
       return run(kt_.linear_cols_dq);
     }
     quantize_rows(t, x);
-    if (w.format == WeightFormat::Int4) return run(kt_.linear_cols_q4);
+    if (w.format == WeightFormat::Int4) {
+      run(kt_.linear_cols_q4);
+      if (m == 1) prefetch_next_int4(w);
+      return;
+    }
     if (m < kAmxInt8Rows || !kt_.linear_cols_amx_int8) return run(kt_.linear_cols_q8);
     linear_q8_amx(t);
+  }
+
+  // Decode steps run the same linears in the same order, and between two of them the main thread
+  // does serial work (norms, RoPE, SiLU, quantizing x: ~4 us per linear at m = 1) while the worker
+  // spins and DRAM idles. So the backend remembers which int4 weight followed which, and after a
+  // one-row int4 linear starts the next one's streams: the worker prefetches the first
+  // kIdlePrefetchBytes of the two streams its first guided chunk will read (into L2, stopped when
+  // the next job arrives), the main thread the first kMainPrefetchBytes of its own. Measured on
+  // qwen3-0.6b int4 decode (Xeon with AMX, 2 threads, 10 alternating rounds): median 83.7 -> 86.1 %
+  // of the read bound; 32 and 128 KiB no better than none. On int8 weights (4 streams per chunk)
+  // it measured no faster, so it is left to int4. Prefetches are hints: results never change.
+  static constexpr int64_t kIdlePrefetchBytes = 64 << 10, kMainPrefetchBytes = 4 << 10;
+  std::unordered_map<const void*, LinearWeight> next_int4_;
+  const void* prev_int4_ = nullptr;
+  void prefetch_next_int4(const LinearWeight& w) {
+    if (prev_int4_ && prev_int4_ != w.data) next_int4_[prev_int4_] = w;
+    prev_int4_ = w.data;
+    const auto it = next_int4_.find(w.data);
+    if (it == next_int4_.end()) return;
+    const LinearWeight& nx = it->second;
+    const auto* base = static_cast<const uint8_t*>(nx.data);
+    const int64_t stream = (nx.k_in + nx.group - 1) / nx.group * cpu::q4_record_bytes(nx.group);  // one super-panel
+    // Guided chunks: the main thread takes the first round_up(n / 4, 128) columns, the worker the
+    // next chunk; a lone row reads two super-panels (64 columns each) side by side.
+    const int64_t c0 = ((nx.n_out + 3) / 4 + 127) / 128 * 128;
+    if (c0 < nx.n_out) {
+      const void* worker[2] = {base + (c0 / 64) * stream, base + (c0 / 64 + 1) * stream};
+      pool_.prefetch_while_idle(worker, 2, kIdlePrefetchBytes);
+    }
+    for (int64_t off = 0; off < kMainPrefetchBytes; off += 64) {
+      __builtin_prefetch(base + off, 0, 2);
+      __builtin_prefetch(base + stream + off, 0, 2);
+    }
   }
 
   // x rows → xq_ [m, ldq] (u8 = q + 128 for Int8 weights, s8 for Int4), xscale_ [m], and for Int4
