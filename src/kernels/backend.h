@@ -68,6 +68,11 @@ struct KvCacheLayer {
   int32_t block_size = 16;
   int32_t n_kv_heads = 0;
   int32_t head_dim = 0;
+
+  // Element offset of the row of KV head `head` at `offset` within cache block `block` (k or v).
+  int64_t row(int64_t block, int64_t head, int64_t offset) const {
+    return ((block * n_kv_heads + head) * block_size + offset) * head_dim;
+  }
 };
 
 // Attention metadata for one forward call holding several sequences' new tokens, packed:

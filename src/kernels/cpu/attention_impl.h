@@ -112,7 +112,7 @@ inline void attention_generic(const AttentionTask& t, float* scratch) {
     // Widen this block's keys and values of our KV head to f32.
     for (int32_t j = 0; j < kb1 - kb0; ++j) {
       // Head-major blocks (backend.h): this head's rows of the block are contiguous.
-      const int64_t off = ((block * c.n_kv_heads + t.kv_head) * bs + j) * hd;
+      const int64_t off = c.row(block, t.kv_head, j);
       if (c.dtype == DType::F32) {
         const float* ks = static_cast<const float*>(c.k) + off;
         const float* vs = static_cast<const float*>(c.v) + off;
@@ -463,7 +463,7 @@ inline void attention_fast(const AttentionTask& t, float* scratch) {
     const int64_t next_block = next_rows > 0 ? table[pf0 / bs] : 0;
     for (int32_t j = 0; j < nrows; ++j) {
       if (j < next_rows) prefetch_rows(next_block, j);
-      const int64_t off = ((block * c.n_kv_heads + t.kv_head) * bs + j) * hd;  // head-major block
+      const int64_t off = c.row(block, t.kv_head, j);  // head-major block
       if (c.dtype == DType::F32) {
         const float* ks = static_cast<const float*>(c.k) + off;
         const float* vs = static_cast<const float*>(c.v) + off;

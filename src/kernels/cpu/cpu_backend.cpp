@@ -243,7 +243,7 @@ class CpuBackend final : public Backend {
         PYPTO_ASSERT(slot < cache.num_blocks * cache.block_size, "slot ", slot);
         const int64_t block = slot / cache.block_size, off = slot % cache.block_size;
         for (int64_t h = 0; h < cache.n_kv_heads; ++h) {  // head-major blocks (backend.h)
-          const size_t dst = static_cast<size_t>(((block * cache.n_kv_heads + h) * cache.block_size + off) * hd) * esize;
+          const size_t dst = static_cast<size_t>(cache.row(block, h, off)) * esize;
           kt_.from_f32(k + t * row + h * hd, hd, static_cast<uint8_t*>(cache.k) + dst, cache.dtype);
           kt_.from_f32(v + t * row + h * hd, hd, static_cast<uint8_t*>(cache.v) + dst, cache.dtype);
         }
@@ -267,8 +267,9 @@ class CpuBackend final : public Backend {
   // A linear's columns are handed out in guided chunks (parallel_for_guided): long ones first,
   // then shorter, down to one `unit` (48: whole W blocks / tiles of every ISA on plain rows; 64:
   // whole panel groups of the bf16-dot kernel; 32: two AMX B tiles; 128: the quantized kernels'
-  // one-row passes, two int4 super-panels or one FP8 tile of 8 panels). On cores shared with other processes a descheduled thread holds up at most one chunk,
-  // and the threads end an op within about one unit of each other: with fixed chunks of n / 8
+  // one-row passes, two int4 super-panels or one FP8 tile of 8 panels). On cores shared with
+  // other processes a descheduled thread holds up at most one chunk, and the threads end an op
+  // within about one unit of each other: with fixed chunks of n / 8
   // columns the 2-thread int4 decode of qwen3-0.6b left each thread idle ~10 % of every op.
   // Chunking never changes results: every column is computed on its own.
   static constexpr int64_t kColumnUnit = 48;
@@ -377,9 +378,10 @@ class CpuBackend final : public Backend {
   // Decode steps run the same linears in the same order, and between two of them the main thread
   // does serial work (norms, RoPE, SiLU, quantizing x: ~4 us per linear at m = 1) while the worker
   // spins and DRAM idles. So the backend remembers which int4 weight followed which, and after a
-  // one-row int4 linear starts the next one's streams: the worker prefetches the first
-  // kIdlePrefetchBytes of the two streams its first guided chunk will read (into L2, stopped when
-  // the next job arrives), the main thread the first kMainPrefetchBytes of its own. Measured on
+  // one-row int4 linear starts the next one's streams: the worker prefetches kIdlePrefetchBytes
+  // from the start of each of the two super-panels its first guided chunk will read (into L2,
+  // stopped when the next job arrives; at k = 1024 a super-panel is 37 KiB, so this runs on into
+  // the chunk's next ones), the main thread the first kMainPrefetchBytes of its own two. Measured on
   // qwen3-0.6b int4 decode (Xeon with AMX, 2 threads, 10 alternating rounds): median 83.7 -> 86.1 %
   // of the read bound; 32 and 128 KiB no better than none. On int8 weights (4 streams per chunk)
   // it measured no faster, so it is left to int4. Prefetches are hints: results never change.

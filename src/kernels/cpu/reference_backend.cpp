@@ -197,7 +197,7 @@ class ReferenceBackend final : public Backend {
       PYPTO_ASSERT(slot < cache.num_blocks * cache.block_size, "slot ", slot);
       const int64_t block = slot / cache.block_size, off = slot % cache.block_size;
       for (int64_t h = 0; h < cache.n_kv_heads; ++h) {
-        const int64_t dst = ((block * cache.n_kv_heads + h) * cache.block_size + off) * hd;
+        const int64_t dst = cache.row(block, h, off);
         for (int64_t e = 0; e < hd; ++e) {
           store_kv_elem(cache.k, cache.dtype, dst + e, k[t * row + h * hd + e]);
           store_kv_elem(cache.v, cache.dtype, dst + e, v[t * row + h * hd + e]);
@@ -267,7 +267,7 @@ class ReferenceBackend final : public Backend {
   static int64_t kv_offset(const KvCacheLayer& c, const int32_t* table, int32_t j, int32_t kvh) {
     int64_t block = table[j / c.block_size];
     PYPTO_ASSERT(block >= 0 && block < c.num_blocks, "block ", block);
-    return ((block * c.n_kv_heads + kvh) * c.block_size + j % c.block_size) * c.head_dim;
+    return c.row(block, kvh, j % c.block_size);
   }
   static void store_kv_elem(void* base, DType dt, int64_t i, float v) {
     if (dt == DType::F32)
