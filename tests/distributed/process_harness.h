@@ -128,7 +128,9 @@ class ServerProcess {
     const char* argv[] = {"/bin/sh", "-c", cmd.c_str(), nullptr};
     if (posix_spawn(&pid_, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ) != 0) pid_ = -1;
   }
-  ~ServerProcess() {
+  ~ServerProcess() { stop(); }
+  // SIGTERM, then SIGKILL after 30 s; returns once it has exited.
+  void stop() {
     if (pid_ > 0 && !exited_) {
       ::kill(pid_, SIGTERM);
       wait_exit(30);

@@ -104,11 +104,26 @@ inline void check_fault(const std::string& command, const fs::path& log, bool mp
     cli.Post("/v1/completions", R"({"model":"tiny","prompt":"hello","max_tokens":4000,"ignore_eos":true})",
              "application/json");
   });
+  // A failed assertion below returns early: stop the server first so the client's request ends,
+  // then join it (a joinable std::thread destroyed would terminate the test binary).
+  struct StopAndJoin {
+    ServerProcess& server;
+    std::thread& client;
+    ~StopAndJoin() {
+      if (!client.joinable()) return;
+      server.stop();
+      client.join();
+    }
+  } stop_and_join{server, client};
   httplib::Client health("127.0.0.1", port);
   health.set_connection_timeout(1);
   health.set_read_timeout(1);
-  auto h = health.Get("/health");
-  ASSERT_TRUE(h && h->status == 200);
+  // Healthy while generating, before the fault. Under ctest -j2 with several ranks per core a
+  // single 1 s request can time out, so it gets a few tries.
+  int status = 0;
+  for (int i = 0; i < 10 && status != 200; ++i)
+    if (auto h = health.Get("/health")) status = h->status;
+  ASSERT_EQ(status, 200) << "/health did not answer 200 before the fault\n" << server.log();
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // generating now
   std::unique_ptr<PtraceFreeze> freeze;
   if (signal == SIGSTOP) {
