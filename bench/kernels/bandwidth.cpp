@@ -1,6 +1,8 @@
 // Memory bandwidth: read-only sum and STREAM triad, all threads, pinned one per core. Compiled with
 // AVX2 (see CMakeLists.txt); plain loops the compiler vectorises (integer sum: no reassociation
 // issue).
+#include <immintrin.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -88,6 +90,52 @@ Rate triad_bandwidth(size_t bytes_each, int reps) {
     }, 4096);
     rates.push_back(3.0 * static_cast<double>(bytes_each) / (now_s() - t0));
   }
+  return summarize(rates);
+}
+
+Rate run_read_bandwidth(size_t bytes, size_t run, int prefetch_lines, int reps) {
+  const int nt = bench_threads();
+  ThreadPool pool(nt, first_cores(nt));
+  AlignedBuffer buf(bytes);
+  const int64_t runs = static_cast<int64_t>(bytes / run);
+  auto* p = reinterpret_cast<uint64_t*>(buf.data());
+  const size_t words = run / 8;
+  // Runs in a fixed shuffled order (a paged KV cache's blocks after a while of serving).
+  std::vector<int64_t> order(runs);
+  std::iota(order.begin(), order.end(), 0);
+  uint64_t x = 88172645463325252ull;  // xorshift: the same order on every machine
+  for (int64_t i = runs - 1; i > 0; --i) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    std::swap(order[i], order[static_cast<int64_t>(x % static_cast<uint64_t>(i + 1))]);
+  }
+  pool.parallel_for(static_cast<int64_t>(bytes / 8), [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) p[i] = static_cast<uint64_t>(i);
+  }, 4096);
+  std::vector<uint64_t> sink(nt * 8);
+  std::vector<double> rates;
+  for (int r = 0; r < reps; ++r) {
+    double t0 = now_s();
+    pool.parallel_for(runs, [&](int64_t b, int64_t e, int tid) {
+      uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      for (int64_t k = b; k < e; ++k) {
+        if (prefetch_lines > 0 && k + 1 < e) {  // the next run's first lines, into L2
+          const char* next = reinterpret_cast<const char*>(p + order[k + 1] * words);
+          for (int l = 0; l < prefetch_lines && size_t(l) * 64 < run; ++l) _mm_prefetch(next + 64 * l, _MM_HINT_T1);
+        }
+        const uint64_t* q = p + order[k] * words;
+        for (size_t i = 0; i < words; i += 4) {
+          s0 += q[i];
+          s1 += q[i + 1];
+          s2 += q[i + 2];
+          s3 += q[i + 3];
+        }
+      }
+      sink[tid * 8] = s0 + s1 + s2 + s3;
+    }, 16);
+    rates.push_back(static_cast<double>(runs) * static_cast<double>(run) / (now_s() - t0));
+  }
+  volatile uint64_t keep = sink[0];
+  (void)keep;
   return summarize(rates);
 }
 

@@ -16,6 +16,11 @@ struct Rate {
 Rate read_bandwidth(size_t bytes, int reps);
 // STREAM triad a = b + s·c over three arrays of `bytes_each`, counting 3 × bytes_each per pass.
 Rate triad_bandwidth(size_t bytes_each, int reps);
+// Read-only bandwidth over `bytes` read as runs of `run` bytes (a multiple of 32) in a shuffled
+// order, each thread taking runs in turn; before each run, the first `prefetch_lines` 64-byte lines
+// of the thread's next run are prefetched into L2. The access pattern of decode attention over a
+// paged KV cache (one head's K or V rows of a block: 4 KiB at Qwen3's shapes).
+Rate run_read_bandwidth(size_t bytes, size_t run, int prefetch_lines, int reps);
 // The best read bandwidth over 1 GiB (7 passes), measured once and cached (bytes/s): the bound a
 // memory-bound kernel is compared with.
 double bandwidth_bound();
