@@ -86,10 +86,14 @@ void apply_allowed_mask(std::span<float> logits, std::span<const uint32_t> allow
     if (!((allowed[i / 32] >> (i % 32)) & 1)) logits[i] = -std::numeric_limits<float>::infinity();
 }
 
-void sanitize_logits(std::span<float> logits) {
-  for (float& x : logits) {
-    if (std::isnan(x)) x = -std::numeric_limits<float>::infinity();
-    else if (x == std::numeric_limits<float>::infinity()) x = std::numeric_limits<float>::max();
+// Selects instead of branches, so the loop vectorises (a pass over 152k logits per sampled row).
+__attribute__((target_clones("avx512f", "avx2", "default"))) void sanitize_logits(std::span<float> logits) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  float* x = logits.data();
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const float v = x[i];
+    const float w = v == kInf ? std::numeric_limits<float>::max() : v;
+    x[i] = v != v ? -kInf : w;  // NaN
   }
 }
 

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "core/error.h"
+#include "sampling/exp_weights.h"
 #include "sampling/logits_processors.h"
 #include "sampling/philox.h"
 
@@ -19,9 +20,7 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 double log_sum_exp(std::span<const float> x, float max) {
   if (max == kNegInf) return double(kNegInf);
-  double s = 0.0;
-  for (float v : x) s += double(std::exp(v - max));
-  return double(max) + std::log(s);
+  return double(max) + std::log(sum_exp_weights(x.data(), x.size(), max));
 }
 
 // A truncation candidate: logit (after temperature), weight exp(x - max), token id.
@@ -130,13 +129,14 @@ float max_value(std::span<const float> x) {
 // A small top-k (k · 16 < vocab; Qwen3's generation_config asks for 20): the draw only ever sees the
 // k best tokens, so weights are computed for those alone instead of exp() over the vocabulary
 // (most of a row's sampling time). Same arithmetic as the general path below, in the same order:
-// the heap sees the same comparisons, kept_mass and top-p run over the same heap array, and the
-// draw sums the kept weights in id order (the general path's zeros add nothing), so a seeded
-// request draws the same token either way (tested against the general path).
+// the heap sees the same comparisons, kept_mass and top-p run over the same heap array, the
+// total is WeightSum's by-id sums of the kept weights and the draw walks them in id order (the
+// general path's zeros add nothing to either), so a seeded request draws the same token either
+// way (tested against the general path).
 int32_t sample_small_top_k(std::span<const float> x, const SamplingParams& p, double u, float max, size_t k) {
   const CandMoreLikely more;
   std::vector<Cand> cands = best_k_heap(x, k);
-  for (Cand& c : cands) c.w = std::exp(c.x - max);
+  for (Cand& c : cands) c.w = exp_weight(c.x - max);
   Cand boundary = cands.front();
   if (p.top_p < 1.0f) {
     double kept_mass = 0.0;
@@ -148,8 +148,9 @@ int32_t sample_small_top_k(std::span<const float> x, const SamplingParams& p, do
   for (const Cand& c : cands)
     if (!more(boundary, c) && !(c.w < p.min_p) && c.w > 0.0f) kept.push_back(c);
   std::sort(kept.begin(), kept.end(), [](const Cand& a, const Cand& b) { return a.id < b.id; });
-  double total = 0.0;
-  for (const Cand& c : kept) total += double(c.w);
+  WeightSum sum;  // the general path's sum_weights over the same weights (zeros elsewhere)
+  for (const Cand& c : kept) sum.add(size_t(c.id), c.w);
+  const double total = sum.total();
   const double target = u * total;
   double cum = 0.0;
   for (const Cand& c : kept) {
@@ -166,11 +167,8 @@ int32_t sample_small_top_k(std::span<const float> x, const SamplingParams& p, do
 int32_t sample_full_vocab(std::span<const float> x, const SamplingParams& p, double u, float max) {
   const size_t vocab = x.size();
   std::vector<float> w(vocab);
-  double total = 0.0;
-  for (size_t i = 0; i < vocab; ++i) {
-    w[i] = std::exp(x[i] - max);  // the max token weighs 1
-    total += double(w[i]);
-  }
+  exp_weights(x.data(), vocab, max, w.data());  // the max token weighs 1
+  double total = sum_weights(w.data(), vocab);
 
   const bool top_p = p.top_p < 1.0f;
   std::optional<Cand> boundary;  // least likely kept token; none = keep all
@@ -214,13 +212,12 @@ int32_t sample_full_vocab(std::span<const float> x, const SamplingParams& p, dou
   }
 
   if (boundary || p.min_p > 0.0f) {
-    total = 0.0;
     const CandMoreLikely more;
     for (size_t i = 0; i < vocab; ++i) {
       const bool kept = !boundary || !more(*boundary, Cand{x[i], w[i], int32_t(i)});
       if (!kept || w[i] < p.min_p) w[i] = 0.0f;  // min_p: p / p_max = w
-      total += double(w[i]);
     }
+    total = sum_weights(w.data(), vocab);
   }
   return draw_in_id_order(w, total, u);
 }
@@ -229,12 +226,26 @@ int32_t sample_full_vocab(std::span<const float> x, const SamplingParams& p, dou
 // it), then the draw; `small_top_k_shortcut` off only for tests.
 int32_t sample_random(std::span<float> x, const SamplingParams& p, double u, bool small_top_k_shortcut) {
   const float inv_t = 1.0f / p.temperature;
-  for (float& v : x) v = std::min(v * inv_t, std::numeric_limits<float>::max());
+  if (inv_t != 1.0f)  // (at 1 both operations leave a sanitized logit as it is)
+    for (float& v : x) v = std::min(v * inv_t, std::numeric_limits<float>::max());
   const float max = max_value(x);
   if (max == kNegInf) return argmax_lowest_id(x);  // everything masked: nothing to draw from
   if (small_top_k_shortcut && p.top_k && size_t(*p.top_k) * 16 < x.size())
     return sample_small_top_k(x, p, u, max, size_t(*p.top_k));
   return sample_full_vocab(x, p, u, max);
+}
+
+// The k most likely tokens of a row and their log-probabilities, given the row's log-sum-exp.
+std::vector<TokenLogprob> top_logprobs_with_lse(std::span<const float> logits, int32_t k, double lse) {
+  // The best k (k <= kMaxTopLogprobs), most likely first.
+  const size_t n = std::min(size_t(std::max(k, 0)), logits.size());
+  const CandMoreLikely more;
+  std::vector<Cand> heap = best_k_heap(logits, n);
+  std::sort_heap(heap.begin(), heap.end(), more);  // most likely first
+  std::vector<TokenLogprob> out;
+  out.reserve(heap.size());
+  for (const Cand& c : heap) out.push_back({c.id, float(double(c.x) - lse)});
+  return out;
 }
 
 }  // namespace
@@ -254,18 +265,9 @@ int32_t argmax_lowest_id(std::span<const float> logits) {
 }
 
 std::vector<TokenLogprob> top_logprobs(std::span<const float> logits, int32_t k) {
-  const float max = *std::max_element(logits.begin(), logits.end());
-  const double lse = log_sum_exp(logits, max);
-  // The best k (k <= kMaxTopLogprobs), most likely first.
-  const size_t n = std::min(size_t(std::max(k, 0)), logits.size());
-  const CandMoreLikely more;
-  std::vector<Cand> heap = best_k_heap(logits, n);
-  std::sort_heap(heap.begin(), heap.end(), more);  // most likely first
-  std::vector<TokenLogprob> out;
-  out.reserve(heap.size());
-  for (const Cand& c : heap) out.push_back({c.id, float(double(c.x) - lse)});
-  return out;
+  return top_logprobs_with_lse(logits, k, log_sum_exp(logits, max_value(logits)));
 }
+
 
 SampledToken sample_row(std::span<float> x, const SamplerRow& row) {
   PYPTO_ASSERT(row.params != nullptr && !x.empty());
@@ -278,8 +280,8 @@ SampledToken sample_row(std::span<float> x, const SamplerRow& row) {
   std::vector<float> raw;
   if (p.logprobs) {
     raw.assign(x.begin(), x.end());
-    raw_lse = log_sum_exp(raw, *std::max_element(raw.begin(), raw.end()));
-    if (*p.logprobs > 0) out.top_logprobs = top_logprobs(raw, *p.logprobs);
+    raw_lse = log_sum_exp(raw, max_value(raw));
+    if (*p.logprobs > 0) out.top_logprobs = top_logprobs_with_lse(raw, *p.logprobs, raw_lse);
   }
 
   if (!row.allowed_tokens.empty()) apply_allowed_mask(x, row.allowed_tokens);
