@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "sampling/exp_weights.h"
 #include "sampling/logits_processors.h"
+#include "sampling/truncate_weights.h"
 #include "sampling/philox.h"
 
 namespace pypto {
@@ -188,14 +189,14 @@ int32_t sample_full_vocab(std::span<const float> x, const SamplingParams& p, dou
       boundary = cands[k - 1];
     }
   } else if (top_p) {
-    // Prefilter: the highest weight threshold whose prefix holds top_p of the mass.
+    // Prefilter: the highest weight threshold whose prefix holds top_p of the mass. The sums
+    // are rounded (relative error < 1e-11 over 152k terms), so a prefix counts only with a
+    // margin of 1e-9: then it surely holds the kept set.
     std::array<double, std::size(kPrefilterWeights)> mass{};
-    for (size_t i = 0; i < vocab; ++i)
-      for (size_t l = 0; l < mass.size(); ++l)
-        if (w[i] >= kPrefilterWeights[l]) mass[l] += double(w[i]);
+    masses_at_least(w.data(), vocab, kPrefilterWeights, mass.size(), mass.data());
     float threshold = 0.0f;
     for (size_t l = 0; l < mass.size(); ++l)
-      if (mass[l] >= double(p.top_p) * total) {
+      if (mass[l] >= double(p.top_p) * total * (1.0 + 1e-9)) {
         threshold = kPrefilterWeights[l];
         break;
       }
@@ -212,11 +213,9 @@ int32_t sample_full_vocab(std::span<const float> x, const SamplingParams& p, dou
   }
 
   if (boundary || p.min_p > 0.0f) {
-    const CandMoreLikely more;
-    for (size_t i = 0; i < vocab; ++i) {
-      const bool kept = !boundary || !more(*boundary, Cand{x[i], w[i], int32_t(i)});
-      if (!kept || w[i] < p.min_p) w[i] = 0.0f;  // min_p: p / p_max = w
-    }
+    // Kept: not less likely than the boundary in (logit desc, id asc) order; min_p: p / p_max = w.
+    keep_weights(x.data(), w.data(), vocab, boundary.has_value(), boundary ? boundary->x : 0.0f,
+                 boundary ? boundary->id : 0, p.min_p);
     total = sum_weights(w.data(), vocab);
   }
   return draw_in_id_order(w, total, u);
