@@ -36,6 +36,26 @@ Rate summarize(std::vector<double> v) {
   return {v[v.size() / 2], v.back()};
 }
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+// p[i] = i for i < n, written by the pool's threads in 4096-word chunks (pages first touched by
+// the threads that read them, where the reads split the same way).
+void fill_words(ThreadPool& pool, uint64_t* p, size_t n) {
+  pool.parallel_for(static_cast<int64_t>(n), [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) p[i] = static_cast<uint64_t>(i);
+  }, 4096);
+}
+// Σ q[0, n) in four running sums (independent adds: the loads, not the adds, set the pace).
+uint64_t sum_words(const uint64_t* q, size_t n) {
+  uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    s0 += q[i];
+    s1 += q[i + 1];
+    s2 += q[i + 2];
+    s3 += q[i + 3];
+  }
+  for (; i < n; ++i) s0 += q[i];
+  return s0 + s1 + s2 + s3;
+}
 }  // namespace
 
 Rate read_bandwidth(size_t bytes, int reps) {
@@ -44,25 +64,12 @@ Rate read_bandwidth(size_t bytes, int reps) {
   AlignedBuffer buf(bytes);
   const size_t n = bytes / 8;
   auto* p = reinterpret_cast<uint64_t*>(buf.data());
-  pool.parallel_for(n, [&](int64_t b, int64_t e, int) {  // first touch by the reading thread
-    for (int64_t i = b; i < e; ++i) p[i] = static_cast<uint64_t>(i);
-  }, 4096);
+  fill_words(pool, p, n);  // first touch by the reading thread
   std::vector<uint64_t> sink(nt * 8);
   std::vector<double> rates;
   for (int r = 0; r < reps; ++r) {
     double t0 = now_s();
-    pool.parallel_for(n, [&](int64_t b, int64_t e, int tid) {
-      uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-      int64_t i = b;
-      for (; i + 4 <= e; i += 4) {
-        s0 += p[i];
-        s1 += p[i + 1];
-        s2 += p[i + 2];
-        s3 += p[i + 3];
-      }
-      for (; i < e; ++i) s0 += p[i];
-      sink[tid * 8] = s0 + s1 + s2 + s3;
-    }, 4096);
+    pool.parallel_for(n, [&](int64_t b, int64_t e, int tid) { sink[tid * 8] = sum_words(p + b, size_t(e - b)); }, 4096);
     rates.push_back(static_cast<double>(n * 8) / (now_s() - t0));
   }
   volatile uint64_t keep = sink[0];
@@ -108,29 +115,21 @@ Rate run_read_bandwidth(size_t bytes, size_t run, int prefetch_lines, int reps) 
     x ^= x << 13, x ^= x >> 7, x ^= x << 17;
     std::swap(order[i], order[static_cast<int64_t>(x % static_cast<uint64_t>(i + 1))]);
   }
-  pool.parallel_for(static_cast<int64_t>(bytes / 8), [&](int64_t b, int64_t e, int) {
-    for (int64_t i = b; i < e; ++i) p[i] = static_cast<uint64_t>(i);
-  }, 4096);
+  fill_words(pool, p, bytes / 8);
   std::vector<uint64_t> sink(nt * 8);
   std::vector<double> rates;
   for (int r = 0; r < reps; ++r) {
     double t0 = now_s();
     pool.parallel_for(runs, [&](int64_t b, int64_t e, int tid) {
-      uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      uint64_t sum = 0;
       for (int64_t k = b; k < e; ++k) {
         if (prefetch_lines > 0 && k + 1 < e) {  // the next run's first lines, into L2
           const char* next = reinterpret_cast<const char*>(p + order[k + 1] * words);
           for (int l = 0; l < prefetch_lines && size_t(l) * 64 < run; ++l) _mm_prefetch(next + 64 * l, _MM_HINT_T1);
         }
-        const uint64_t* q = p + order[k] * words;
-        for (size_t i = 0; i < words; i += 4) {
-          s0 += q[i];
-          s1 += q[i + 1];
-          s2 += q[i + 2];
-          s3 += q[i + 3];
-        }
+        sum += sum_words(p + order[k] * words, words);
       }
-      sink[tid * 8] = s0 + s1 + s2 + s3;
+      sink[tid * 8] = sum;
     }, 16);
     rates.push_back(static_cast<double>(runs) * static_cast<double>(run) / (now_s() - t0));
   }
