@@ -15,12 +15,15 @@ double combine(const double (&s)[kLanes]) {
   return w.total();
 }
 
-// s[l] += v[i] over v[0, n), n a multiple of 8 except at the row's end (the tail goes to s[i % 8]).
-void accumulate(const float* v, size_t n, size_t base, double (&s)[kLanes]) {
+// s[(base + i) % 8] += v[i] for the i in [0, n) (kAll) or those with v[i] >= threshold; base a
+// multiple of 8.
+template <bool kAll>
+void accumulate(const float* v, size_t n, size_t base, float threshold, double (&s)[kLanes]) {
+  auto term = [threshold](float x) { return kAll || x >= threshold ? double(x) : 0.0; };
   size_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
-    for (size_t l = 0; l < kLanes; ++l) s[l] += double(v[i + l]);
-  for (; i < n; ++i) s[(base + i) % kLanes] += double(v[i]);
+    for (size_t l = 0; l < kLanes; ++l) s[l] += term(v[i + l]);
+  for (; i < n; ++i) s[(base + i) % kLanes] += term(v[i]);
 }
 
 }  // namespace
@@ -37,14 +40,21 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) double sum_exp_weig
   for (size_t i0 = 0; i0 < n; i0 += kChunk) {
     const size_t m = n - i0 < kChunk ? n - i0 : kChunk;
     for (size_t i = 0; i < m; ++i) buf[i] = exp_weight(x[i0 + i] - max);
-    accumulate(buf, m, i0, s);
+    accumulate<true>(buf, m, i0, 0.0f, s);
   }
+  return combine(s);
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) double mass_at_least(const float* w, size_t n,
+                                                                                    float threshold) {
+  double s[kLanes] = {};
+  accumulate<false>(w, n, 0, threshold, s);
   return combine(s);
 }
 
 __attribute__((target_clones("avx512f", "avx2", "default"))) double sum_weights(const float* w, size_t n) {
   double s[kLanes] = {};
-  accumulate(w, n, 0, s);
+  accumulate<true>(w, n, 0, 0.0f, s);
   return combine(s);
 }
 

@@ -5,6 +5,7 @@
 // this folder builds with -ffp-contract=off), so the scalar function, its vectorised loops and
 // their AVX-512 / AVX2 / SSE2 clones all give the same float for the same input, and a seeded
 // request draws the same token on every machine.
+#include <bit>
 #include <cstddef>
 
 namespace pypto {
@@ -30,12 +31,8 @@ inline float exp_weight(float d) {
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  union {
-    unsigned u;
-    float f;
-  } scale;
-  scale.u = static_cast<unsigned>(n + 127) << 23;  // 2^n, n in [-126, 127]
-  const float e = p * scale.f;
+  const float scale = std::bit_cast<float>(static_cast<unsigned>(n + 127) << 23);  // 2^n, n in [-126, 127]
+  const float e = p * scale;
   return d < -87.0f ? 0.0f : e;
 }
 
@@ -47,6 +44,9 @@ double sum_exp_weights(const float* x, size_t n, float max);
 
 // Σ_i w[i] in double, in the same fixed order as sum_exp_weights.
 double sum_weights(const float* w, size_t n);
+
+// Σ w[i] over the i with w[i] >= threshold, in the same fixed order (the top-p prefilter's mass).
+double mass_at_least(const float* w, size_t n, float threshold);
 
 // The same sum built one weight at a time, in increasing i: a row's nonzero weights added here
 // give exactly sum_weights of the whole row (adding a zero weight changes no running sum).

@@ -193,7 +193,7 @@ int32_t sample_full_vocab(std::span<const float> x, const SamplingParams& p, dou
     // are rounded (relative error < 1e-11 over 152k terms), so a prefix counts only with a
     // margin of 1e-9: then it surely holds the kept set.
     std::array<double, std::size(kPrefilterWeights)> mass{};
-    masses_at_least(w.data(), vocab, kPrefilterWeights, mass.size(), mass.data());
+    for (size_t l = 0; l < mass.size(); ++l) mass[l] = mass_at_least(w.data(), vocab, kPrefilterWeights[l]);
     float threshold = 0.0f;
     for (size_t l = 0; l < mass.size(); ++l)
       if (mass[l] >= double(p.top_p) * total * (1.0 + 1e-9)) {
@@ -266,7 +266,6 @@ int32_t argmax_lowest_id(std::span<const float> logits) {
 std::vector<TokenLogprob> top_logprobs(std::span<const float> logits, int32_t k) {
   return top_logprobs_with_lse(logits, k, log_sum_exp(logits, max_value(logits)));
 }
-
 
 SampledToken sample_row(std::span<float> x, const SamplerRow& row) {
   PYPTO_ASSERT(row.params != nullptr && !x.empty());
