@@ -10,7 +10,8 @@
 //     approaches the batch size while a step stays memory-bound (on a 2-core CPU it does not:
 //     16 rows of bf16-dot work take about as long as reading the weights; docs/status.md).
 //     The KV pool is prefaulted at load (steady state). --max-num-batched-tokens and
-//     --long-prefill-token-threshold set the scheduler's step budget and chunk size.
+//     --long-prefill-token-threshold set the scheduler's step budget and chunk size, --block-size
+//     the tokens per KV block (default 16, as the server).
 //
 //   bench_engine prefix --model DIR [--prefix-len 1000] [--num-requests 16] [--suffix-len 16]
 //     16 requests sharing a 1,000-token prefix, sent one after another (each waits for the
@@ -50,6 +51,7 @@ struct Args {
   std::string kv_cache_memory = "2GiB";
   int64_t max_num_batched_tokens = SchedulerConfig{}.max_num_batched_tokens;
   int64_t long_prefill_token_threshold = SchedulerConfig{}.long_prefill_token_threshold;
+  int block_size = CacheConfig{}.block_size;
   int tp = 1;
   std::string devices;  // default with --tp N: 0..N-1
   std::string matmul_precision = matmul_precision_name(kDefaultMatmulPrecision);
@@ -68,6 +70,7 @@ LoadedEngine load(const Args& a, int max_num_seqs, bool prefix_caching, int64_t 
   o.scheduler.max_num_batched_tokens = a.max_num_batched_tokens;
   o.scheduler.long_prefill_token_threshold = a.long_prefill_token_threshold;
   o.cache.enable_prefix_caching = prefix_caching;
+  o.cache.block_size = a.block_size;
   o.kv_cache_memory = static_cast<int64_t>(parse_byte_size("--kv-cache-memory", a.kv_cache_memory.c_str()));
   o.show_progress = false;
   o.prefault_kv_cache = true;  // steady state: a server that has run a while has mapped its pool
@@ -246,6 +249,7 @@ int main(int argc, char** argv) {
     else if (f == "--max-num-batched-tokens") a.max_num_batched_tokens = std::atoll(next());
     else if (f == "--long-prefill-token-threshold") a.long_prefill_token_threshold = std::atoll(next());
     else if (f == "--kv-cache-memory") a.kv_cache_memory = next();
+    else if (f == "--block-size") a.block_size = std::atoi(next());
     else if (f == "--tp") a.tp = std::atoi(next());
     else if (f == "--devices") a.devices = next();
     else if (f == "--matmul-precision") a.matmul_precision = next();
