@@ -249,7 +249,16 @@ int main(int argc, char** argv) {
     else if (f == "--max-num-batched-tokens") a.max_num_batched_tokens = std::atoll(next());
     else if (f == "--long-prefill-token-threshold") a.long_prefill_token_threshold = std::atoll(next());
     else if (f == "--kv-cache-memory") a.kv_cache_memory = next();
-    else if (f == "--block-size") a.block_size = std::atoi(next());
+    else if (f == "--block-size") {
+      const char* v = next();
+      char* end = nullptr;
+      const long bs = std::strtol(v, &end, 10);
+      if (*v == '\0' || *end != '\0' || bs <= 0 || bs > 4096) {
+        std::fprintf(stderr, "bench_engine: --block-size must be a whole number of tokens in 1..4096, got '%s'\n", v);
+        return 2;
+      }
+      a.block_size = static_cast<int>(bs);
+    }
     else if (f == "--tp") a.tp = std::atoi(next());
     else if (f == "--devices") a.devices = next();
     else if (f == "--matmul-precision") a.matmul_precision = next();
