@@ -12,9 +12,15 @@
 # hi + lo: two tile products per multiply-add). Each side's figure is its best repetition
 # (oneDNN: the fastest run; ours: the fastest of 3), the rounds' median of those.
 set -euo pipefail
+if [ $# -lt 1 ]; then
+  echo "usage: $0 BENCHDNN [ROUNDS=3] [THREADS=2]" >&2
+  exit 2
+fi
 benchdnn="$1" rounds="${2:-3}" threads="${3:-2}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 bk="$here/build/bench/kernels/bench_kernels"
+[ -x "$benchdnn" ] || { echo "$0: BENCHDNN '$benchdnn' is not an executable (oneDNN's tests/benchdnn/benchdnn)" >&2; exit 2; }
+[ -x "$bk" ] || { echo "$0: $bk is missing: build the project first (bash scripts/build.sh)" >&2; exit 2; }
 shapes=("gate_up 1 512x1024:1024x6144" "down 2 512x3072:3072x1024")
 declare -A ours_med ours_high peer
 peaks=()
