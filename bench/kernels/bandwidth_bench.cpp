@@ -1,5 +1,6 @@
 // Memory bandwidth over >= 1 GiB on all benchmark threads: read-only sum (the decode bound),
-// STREAM triad, and reads in shuffled runs (decode attention's pattern). Reports the median and best of the passes in GB/s (1e9 bytes/s).
+// STREAM triad, and reads in shuffled runs (decode attention's pattern). Reports the median and
+// best of the passes in GB/s (1e9 bytes/s).
 #include <benchmark/benchmark.h>
 
 #include "bench_common.h"

@@ -46,7 +46,8 @@ done
 # bench_kernels prints rates like 2.26137k/s: to plain numbers.
 num() { sed -e 's#/s##' | awk '{v = $1; if (v ~ /k$/) {sub(/k$/, "", v); v *= 1000} printf "%.0f\n", v}'; }
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-peak=$(median "$(printf '%s\n' "${peaks[@]}" | num | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')")
+# shellcheck disable=SC2046
+peak=$(median $(printf '%s\n' "${peaks[@]}" | num))
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $threads threads, $rounds rounds; AMX TDPBF16PS peak $peak GFLOP/s (runs: $(printf '%s\n' "${peaks[@]}" | num | tr '\n' ' '))"
 for s in "${shapes[@]}"; do
   read -r name idx prb <<<"$s"
