@@ -1,5 +1,10 @@
 # Shared compile options and helpers for pypto-serving targets.
 set(PYPTO_WARNINGS -Wall -Wextra -Wno-unused-parameter)
+# CI builds with -DPYPTO_WERROR=ON (scripts/test.sh under CI=true): a new warning fails the run.
+option(PYPTO_WERROR "treat the project's compiler warnings as errors" OFF)
+if(PYPTO_WERROR)
+  list(APPEND PYPTO_WARNINGS -Werror)
+endif()
 
 if(PYPTO_BUILD_FUZZERS)
   if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")

@@ -17,6 +17,7 @@
 #include "core/progress.h"
 #include "io/json_fields.h"
 #include "io/safetensors.h"
+#include "model/test_model_cache.h"
 #include "model/test_model_quant.h"
 
 #ifndef PYPTO_NPM_DIR
@@ -374,21 +375,15 @@ std::string ensure_default_model(bool show_progress) {
   const fs::path dir = fs::path(cache_dir()) / "default-model-qwen3-0.6b-4layers-v1";
   if (fs::exists(dir / ".complete")) return dir.string();
   log_info("making the built-in default model (random weights, qwen3-0.6b shapes, 4 layers) in ", dir.string());
-  // Build in a temporary sibling and rename, so concurrent first runs never see a partial model.
-  fs::create_directories(dir.parent_path());
-  fs::path tmp = dir.string() + ".tmp." + std::to_string(getpid());
-  fs::remove_all(tmp);
-  TestModelOptions opt;
-  opt.preset = "qwen3-0.6b";
-  opt.layers = 4;
-  opt.out_dir = tmp.string();
-  opt.show_progress = show_progress;
-  make_test_model(opt);
-  write_file(tmp / ".complete", "ok\n");
-  std::error_code ec;
-  fs::rename(tmp, dir, ec);
-  if (ec) fs::remove_all(tmp);  // another process won the race; use its copy
-  if (!fs::exists(dir / ".complete")) fail(dir.string(), ": could not create the default model: ", ec.message());
+  // Concurrent first runs never see a partial model (build_directory_once).
+  build_directory_once(dir.string(), [&](const std::string& tmp) {
+    TestModelOptions opt;
+    opt.preset = "qwen3-0.6b";
+    opt.layers = 4;
+    opt.out_dir = tmp;
+    opt.show_progress = show_progress;
+    make_test_model(opt);
+  });
   return dir.string();
 }
 

@@ -153,7 +153,10 @@ std::string format_core_list(const std::vector<int>& cores) {
     while (j + 1 < cores.size() && cores[j + 1] == cores[j] + 1) ++j;
     if (!s.empty()) s += ",";
     s += std::to_string(cores[i]);
-    if (j > i) s += "-" + std::to_string(cores[j]);
+    if (j > i) {
+      s += '-';
+      s += std::to_string(cores[j]);
+    }
     i = j + 1;
   }
   return s;

@@ -88,7 +88,7 @@ void ToolCallParser::add_arguments(std::string_view text, Delta& out) {
   Call& call = calls_.back();
   call.arguments += text;
   if (out.calls.empty() || out.calls.back().index != call.index || out.calls.back().opens)
-    out.calls.push_back({.index = call.index});
+    out.calls.push_back(CallDelta{.index = call.index, .opens = false, .id = {}, .name = {}, .arguments = {}});
   out.calls.back().arguments += text;
 }
 
@@ -135,7 +135,7 @@ ToolCallParser::Delta ToolCallParser::append(std::string_view text) {
         call.id = make_id_();
         call.name = h.name;
         calls_.push_back(call);
-        out.calls.push_back({.index = call.index, .opens = true, .id = call.id, .name = call.name});
+        out.calls.push_back(CallDelta{.index = call.index, .opens = true, .id = call.id, .name = call.name, .arguments = {}});
         add_arguments("{", out);
         json_ = JsonPrefix::inside_object();
         pos = h.end;

@@ -408,7 +408,8 @@ class Lexer {
       std::string num = consume_while(is_digit);
       if (!last_is(Tok::Dot) && at(pos_) == '.' && is_digit(at(pos_ + 1))) {
         ++pos_;
-        num += "." + consume_while(is_digit);
+        num += '.';
+        num += consume_while(is_digit);
       }
       push(Tok::Number, std::move(num), tok_start);
       return;

@@ -1,7 +1,7 @@
 // Parity of our chat-template renderer with @huggingface/jinja (the pinned npm oracle): every
-// template in ../shared/chat-templates plus the Qwen3 tokenizer_config.json one, over the
-// project-built contexts of conversations.cpp, must render byte-identically; a context that
-// makes the oracle raise must make us raise too.
+// template in tests/chat_template/templates (committed fixtures, see its README) plus the Qwen3
+// tokenizer_config.json one, over the project-built contexts of conversations.cpp, must render
+// byte-identically; a context that makes the oracle raise must make us raise too.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -73,9 +73,9 @@ struct NamedTemplate {
 
 std::vector<NamedTemplate> load_templates(const fs::path& node_modules) {
   std::vector<NamedTemplate> out;
-  const fs::path dir = fs::path(PYPTO_SOURCE_DIR) / ".." / "shared" / "chat-templates";
+  const fs::path dir = fs::path(PYPTO_SOURCE_DIR) / "tests" / "chat_template" / "templates";
   if (!fs::is_directory(dir)) {
-    ADD_FAILURE() << "chat templates not found at " << dir << " (../shared must sit beside the repository)";
+    ADD_FAILURE() << "chat template fixtures not found at " << dir;
     return out;
   }
   for (const auto& e : fs::directory_iterator(dir))
@@ -200,7 +200,7 @@ Tally compare_with_oracle(const NamedTemplate& t, const J& results, const std::v
 TEST(ChatTemplateParity, QwenTemplatesByteIdenticalToHuggingfaceJinja) {
   ASSERT_NO_FATAL_FAILURE(require_oracle());
   const std::vector<NamedTemplate> templates = load_templates(node_modules_dir());
-  ASSERT_GE(templates.size(), 5u) << "expected the 4 shared templates and the tokenizer_config.json one";
+  ASSERT_GE(templates.size(), 5u) << "expected the 4 fixture templates and the tokenizer_config.json one";
   const std::vector<J> contexts = pypto::test::chat_template_contexts();
   ASSERT_GE(contexts.size(), 50u * 9u);
   const J output = render_with_oracle(templates, contexts);

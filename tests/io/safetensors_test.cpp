@@ -1,5 +1,6 @@
 // Malformed safetensors files: each case fails with a message naming the file and the tensor.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -113,7 +114,7 @@ TEST(Safetensors, RejectsBadShapeAndOffsets) {
 }
 
 TEST(Safetensors, WriterRoundTrips) {
-  fs::path dir = fs::temp_directory_path() / "pypto_st_roundtrip";
+  fs::path dir = fs::temp_directory_path() / ("pypto_st_roundtrip_" + std::to_string(getpid()));
   fs::create_directories(dir);
   std::string p = (dir / "m.safetensors").string();
   float vals[3] = {1.5f, -2.0f, 3.25f};

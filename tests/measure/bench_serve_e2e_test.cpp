@@ -4,6 +4,7 @@
 // server's (the client clock starts before the server's arrival stamp and stops after the
 // server's last output), with the gap printed.
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <httplib.h>
 
 #include <filesystem>
@@ -55,6 +56,7 @@ TEST(BenchServeE2E, ClientAgreesWithServerMetrics) {
   EXPECT_EQ(run.metrics.tpots_ms.size(), 8u);
 
   httplib::Client http("127.0.0.1", server.port());
+  http.set_read_timeout(60, 0);  // httplib's 5 s default runs out on a loaded CI machine
   auto res = http.Get("/metrics");
   ASSERT_TRUE(res);
   const std::string& text = res->body;
@@ -96,7 +98,7 @@ TEST(BenchServeE2E, StartStopProfileTwice) {
   LoadedEngine le = load_tiny_engine("pypto-measure-serve-tiny");
   const ModelConfig config = le.config;
   auto client = std::make_shared<LoopEngineClient>(std::move(le.loop));
-  const std::string traces = ::testing::TempDir() + "/pypto-serve-traces";
+  const std::string traces = ::testing::TempDir() + "/pypto-serve-traces-" + std::to_string(getpid());
   ServerOptions so;
   so.host = "127.0.0.1";
   so.port = 0;
@@ -108,11 +110,12 @@ TEST(BenchServeE2E, StartStopProfileTwice) {
   server.start();
   server.set_context(make_serve_context(dir, client, config, 256, 4));
   httplib::Client http("127.0.0.1", server.port());
+  http.set_read_timeout(60, 0);  // httplib's 5 s default runs out on a loaded CI machine
   std::vector<std::string> files;
   for (int round = 0; round < 2; ++round) {
     for (int k = 0; k < 2; ++k) {
       auto r = http.Post("/start_profile", "", "application/json");
-      ASSERT_TRUE(r);
+      ASSERT_TRUE(r) << httplib::to_string(r.error());
       ASSERT_EQ(r->status, 200) << r->body;
       EXPECT_EQ(nlohmann::json::parse(r->body)["started"], k == 0);
     }
@@ -152,8 +155,9 @@ TEST(BenchServeE2E, StartStopProfileTwice) {
   Server plain(off);
   plain.start();
   httplib::Client http2("127.0.0.1", plain.port());
+  http2.set_read_timeout(60, 0);  // httplib's 5 s default runs out on a loaded CI machine
   auto r = http2.Post("/start_profile", "", "application/json");
-  ASSERT_TRUE(r);
+  ASSERT_TRUE(r) << httplib::to_string(r.error());
   EXPECT_EQ(r->status, 404);
   plain.stop(0);
 }

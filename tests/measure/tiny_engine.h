@@ -1,6 +1,6 @@
 #pragma once
 // The measurement tests' engine: the tiny random-weight test model (made once under the test
-// temp dir, in `subdir`) loaded as one engine with a 16 MiB KV pool, 2 threads and max-model-len
+// temp dir, in `subdir`-<hash>, safely under parallel test processes) loaded as one engine with a 16 MiB KV pool, 2 threads and max-model-len
 // 256; max_num_seqs > 0 overrides the scheduler's default.
 #include <gtest/gtest.h>
 
@@ -9,21 +9,16 @@
 
 #include "engine/model_runner.h"
 #include "parallel/replicas/load_replicas.h"
-#include "model/test_model.h"
+#include "model/test_model_cache.h"
 
 namespace pypto::bench {
 
 // The model's directory (made on first use).
 inline std::string tiny_model_dir(const std::string& subdir) {
-  const std::string dir = ::testing::TempDir() + "/" + subdir;
-  if (!std::filesystem::exists(dir + "/config.json")) {
-    TestModelOptions o;
-    o.preset = "tiny";
-    o.out_dir = dir;
-    o.show_progress = false;
-    make_test_model(o);
-  }
-  return dir;
+  TestModelOptions o;
+  o.preset = "tiny";
+  o.show_progress = false;
+  return cached_test_model(::testing::TempDir(), subdir, o);
 }
 
 inline LoadedEngine load_tiny_engine(const std::string& subdir, int max_num_seqs = 0) {

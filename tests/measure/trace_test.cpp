@@ -2,8 +2,10 @@
 // phases abut, children nest inside parents, request tracks are named; nothing is recorded when
 // profiling is off.
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <set>
 #include <thread>
 
@@ -154,7 +156,7 @@ TEST(Profiler, ParseLevelNamesTheBadValue) {
 }
 
 TEST(TraceOutput, FileOrDirectory) {
-  const std::string dir = ::testing::TempDir() + "/pypto-trace-test";
+  const std::string dir = ::testing::TempDir() + "/pypto-trace-test-" + std::to_string(getpid());
   const std::string f = trace_output_path(dir);
   EXPECT_EQ(f.rfind(dir, 0), 0u);
   EXPECT_NE(f.find(".json"), std::string::npos);
@@ -162,7 +164,7 @@ TEST(TraceOutput, FileOrDirectory) {
 }
 
 TEST(ProfileControl, StartStopTwiceIsIdempotentAndWritesValidFiles) {
-  const std::string dir = ::testing::TempDir() + "/pypto-profile-control";
+  const std::string dir = ::testing::TempDir() + "/pypto-profile-control-" + std::to_string(getpid());
   std::vector<std::string> paths;
   for (int round = 0; round < 2; ++round) {
     EXPECT_TRUE(start_recording(Level::Kernel));
@@ -185,6 +187,7 @@ TEST(ProfileControl, StartStopTwiceIsIdempotentAndWritesValidFiles) {
   }
   EXPECT_NE(paths[0], paths[1]);
   EXPECT_FALSE(active(Level::E2E));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

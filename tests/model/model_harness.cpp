@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "model/test_model_cache.h"
 #include "model/weight_staging.h"
 
 namespace fs = std::filesystem;
@@ -33,26 +34,6 @@ void write_text(const fs::path& p, const std::string& s) {
   if (!f) fail("cannot write ", p.string());
 }
 
-// Builds `final_dir` by running make(tmp) into a private temporary directory and renaming it into
-// place; when another process won the race, its result is kept and ours discarded.
-template <typename F>
-void build_atomically(const fs::path& final_dir, F make) {
-  fs::path tmp = final_dir;
-  tmp += ".tmp." + std::to_string(getpid());
-  fs::remove_all(tmp);
-  fs::create_directories(tmp);
-  make(tmp);
-  std::error_code ec;
-  fs::rename(tmp, final_dir, ec);
-  if (ec) fs::remove_all(tmp);  // someone else finished first
-}
-
-std::string options_stamp(const TestModelOptions& o) {
-  return str_cat("preset=", o.preset, " layers=", o.layers ? *o.layers : -1, " dtype=", dtype_name(o.dtype),
-                 " shards=", o.shards, " qk_norm=", o.qk_norm, " qwen2=", o.qwen2, " seed=", o.seed,
-                 " quant=", quant_method_name(o.quant), " quant_group=", o.quant_group, "\n");
-}
-
 }  // namespace
 
 std::string join_ids(const std::vector<int32_t>& ids) {
@@ -62,21 +43,8 @@ std::string join_ids(const std::vector<int32_t>& ids) {
 }
 
 std::string ensure_test_model(const std::string& name, TestModelOptions opt) {
-  const fs::path root = fs::path(PYPTO_BINARY_DIR) / "test_models";
-  const fs::path dir = root / name;
-  const std::string stamp = options_stamp(opt);
-  const fs::path stamp_file = root / (name + ".stamp");
-  if (fs::exists(dir / "config.json") && fs::exists(stamp_file) && read_text(stamp_file) == stamp) return dir.string();
-  fs::create_directories(root);
-  fs::remove_all(dir);
-  fs::remove_all(root / (name + ".ref"));  // reference outputs of the old model
-  build_atomically(dir, [&](const fs::path& tmp) {
-    opt.out_dir = tmp.string();
-    opt.show_progress = false;
-    make_test_model(opt);
-  });
-  write_text(stamp_file, stamp);
-  return dir.string();
+  opt.show_progress = false;
+  return cached_test_model((fs::path(PYPTO_BINARY_DIR) / "test_models").string(), name, std::move(opt));
 }
 
 std::vector<int32_t> random_prompt(int n, uint64_t seed) {
@@ -104,17 +72,14 @@ ReferenceRun run_reference(const std::string& model_dir, const std::vector<std::
   char hex[32];
   std::snprintf(hex, sizeof hex, "%016zx", key);
   const fs::path out = fs::path(model_dir + ".ref") / hex;
-  if (!fs::exists(out / "done")) {
-    fs::create_directories(out.parent_path());
-    build_atomically(out, [&](const fs::path& tmp) {
-      write_text(tmp / "prompts.txt", prompt_text);
-      const std::string cmd = str_cat("'", python, "' '", script, "' --model '", model_dir, "' --prompts '",
-                                      (tmp / "prompts.txt").string(), "' --out-dir '", tmp.string(), "' --greedy ",
-                                      greedy_n, " > '", (tmp / "log.txt").string(), "' 2>&1");
-      if (std::system(cmd.c_str()) != 0) fail("reference failed: ", cmd, "\n", read_text(tmp / "log.txt"));
-      write_text(tmp / "done", "ok\n");
-    });
-  }
+  build_directory_once(out.string(), [&](const std::string& tmp_dir) {
+    const fs::path tmp(tmp_dir);
+    write_text(tmp / "prompts.txt", prompt_text);
+    const std::string cmd = str_cat("'", python, "' '", script, "' --model '", model_dir, "' --prompts '",
+                                    (tmp / "prompts.txt").string(), "' --out-dir '", tmp.string(), "' --greedy ",
+                                    greedy_n, " > '", (tmp / "log.txt").string(), "' 2>&1");
+    if (std::system(cmd.c_str()) != 0) fail("reference failed: ", cmd, "\n", read_text(tmp / "log.txt"));
+  });
   ReferenceRun run;
   for (size_t i = 0; i < prompts.size(); ++i) {
     run.logits.push_back(read_npy_f32((out / str_cat("logits_", i, ".npy")).string()));

@@ -17,8 +17,8 @@
 namespace pypto::test {
 
 // Directory of the checkpoint make_test_model writes for `opt` (its out_dir is ignored), kept in
-// <build>/test_models/<name> and regenerated when the options differ. Safe when several test
-// processes ask at once (written to a temporary directory, then renamed).
+// <build>/test_models/<name>-<hash of the options> (model/test_model_cache.h): made once, safe
+// when several test processes ask at once, and never replaced under another test's feet.
 std::string ensure_test_model(const std::string& name, TestModelOptions opt);
 
 // n token ids drawn from [0, 151643) (ordinary, non-special Qwen3 tokens) by a seeded RNG.

@@ -159,6 +159,7 @@ TEST_F(ServeE2E, HealthModelsVersionMetrics) {
   Server loading(ServerOptions{.host = "127.0.0.1", .port = 0});
   loading.start();
   httplib::Client c("127.0.0.1", loading.port());
+  c.set_read_timeout(30, 0);  // httplib's 5 s default runs out on a loaded CI machine
   auto h = c.Get("/health");
   ASSERT_TRUE(h);
   EXPECT_EQ(h->status, 503);  // no model yet

@@ -37,6 +37,7 @@ class StaticRoutes : public ::testing::Test {
     server_->start();
     server_->set_context(engine_->context);
     client_ = std::make_unique<httplib::Client>("127.0.0.1", server_->port());
+    client_->set_read_timeout(30, 0);  // httplib's 5 s default runs out on a loaded CI machine
   }
   void TearDown() override {
     if (server_) server_->stop(0);

@@ -162,7 +162,10 @@ std::string multilingual(Rng& r) {
     if (utf8proc_category(static_cast<utf8proc_int32_t>(cp)) != UTF8PROC_CATEGORY_CN && pcre2_assigned(cp)) put(s, cp);
     if (r.chance(10)) s += r.chance(50) ? " " : "，";
   }
-  if (r.chance(40)) s += " " + prose(r, r.range(1, 8));
+  if (r.chance(40)) {
+    s += ' ';
+    s += prose(r, r.range(1, 8));
+  }
   return s;
 }
 
@@ -244,7 +247,10 @@ std::string digits(Rng& r) {
       case 0: s += std::to_string(r.next()); break;
       case 1: s += std::to_string(r.below(1000)) + "." + std::to_string(r.below(100000)); break;
       case 2: s += "+1 (" + std::to_string(r.range(200, 999)) + ") 555-" + std::to_string(r.range(1000, 9999)); break;
-      case 3: s += "v" + std::to_string(r.below(10)) + "." + std::to_string(r.below(20)) + "rc" + std::to_string(r.below(5)); break;
+      case 3:
+        s += 'v';
+        s += std::to_string(r.below(10)) + "." + std::to_string(r.below(20)) + "rc" + std::to_string(r.below(5));
+        break;
       case 4: s += "１２３４５"; break;                 // fullwidth
       case 5: s += "٠١٢٣٤٥٦٧٨٩ ۱۲۳"; break;           // Arabic-Indic
       case 6: s += "x² + y³ = ½ ⅓ Ⅻ ①②"; break;       // other number categories
