@@ -206,8 +206,12 @@ std::string format_report(const ProfileReport& r, const RunInfo& info) {
   std::string o;
   char b[256];
   auto line = [&](const char* fmt, auto... a) {
-    std::snprintf(b, sizeof b, fmt, a...);
-    o += b;
+    if constexpr (sizeof...(a) == 0) {
+      o += fmt;  // a plain line: no format to expand
+    } else {
+      std::snprintf(b, sizeof b, fmt, a...);
+      o += b;
+    }
     o += '\n';
   };
   line("==================== profile (level %s) ====================", level_name(r.level));
