@@ -274,7 +274,9 @@ SoakResult run_soak(const SoakOptions& o, const ServerAlive& alive) {
       if (!alive()) server_gone = true;
       if (o.progress && Clock::now() >= next_print) {
         next_print += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(every));
+        const Reading now_reading = read_server(o.base_url, o.server_pid);
         std::lock_guard<std::mutex> lk(mu);
+        res.samples.emplace_back(secs(Clock::now() - origin), now_reading);
         std::vector<double> recent;
         const double now_s = secs(Clock::now() - origin);
         for (const SoakRecord& r : res.records)
@@ -283,7 +285,8 @@ SoakResult run_soak(const SoakOptions& o, const ServerAlive& alive) {
                  res.server_errors, " 5xx, ", res.dropped, " dropped, ", res.abusive_refused_ok, "/", res.abusive,
                  " abusive refused, ", res.disconnects, " disconnects, ", res.refused, " queue-full; health ",
                  res.health_failures ? "FAILING" : "ok", "; last ", int(every), " s p50 ", int(percentile(recent, 50)), " ms, p99 ",
-                 int(percentile(recent, 99)), " ms");
+                 int(percentile(recent, 99)), " ms",
+                 now_reading.has_process ? str_cat("; rss ", now_reading.rss_kib / 1024, " MiB, fds ", now_reading.fds) : std::string());
       }
     }
     for (std::thread& t : ts) t.join();  // each turn is bounded by its timeouts

@@ -67,6 +67,8 @@ struct SoakResult {
   bool server_died = false;
   std::string server_exit;
   Reading baseline, after;
+  // Readings during the run (one per progress line): RSS / fds / KV over time.
+  std::vector<std::pair<double, Reading>> samples;
   LeakVerdict leaks;
   std::vector<LatencyWindow> windows;
   double duration_s = 0;

@@ -112,6 +112,13 @@ void save_soak_results(const std::string& dir, const ordered_json& config, const
     windows.push_back({{"t0_s", w.t0}, {"t1_s", w.t1}, {"count", w.count}, {"p50_ms", w.p50_ms}, {"p99_ms", w.p99_ms},
                        {"ttft_p50_ms", w.ttft_p50_ms}, {"ttft_p99_ms", w.ttft_p99_ms}});
   j["windows"] = windows;
+  ordered_json samples = ordered_json::array();
+  for (const auto& [t, x] : r.samples) {
+    ordered_json e = reading_json(x);
+    e["t_s"] = t;
+    samples.push_back(e);
+  }
+  j["samples"] = samples;
   ordered_json bad = ordered_json::array();
   for (const SoakRecord& x : r.records)
     if (x.bad && bad.size() < 200)
@@ -139,7 +146,13 @@ void save_soak_results(const std::string& dir, const ordered_json& config, const
     orow.push_back({kind, s});
   }
   body += "<h2>Outcomes per client kind</h2>" + html_table({"kind", "outcomes"}, orow);
-  body += "<h2>Latency over time</h2><div class='plots'>" + svg + "</div>";
+  std::vector<double> ts;
+  Series rss{"RSS MiB", {}}, fds{"open fds x10", {}};
+  for (const auto& [t, x] : r.samples)
+    if (x.has_process) ts.push_back(t), rss.values.push_back(double(x.rss_kib) / 1024), fds.values.push_back(double(x.fds) * 10);
+  body += "<h2>Over time</h2><div class='plots'>" + svg +
+          (ts.empty() ? std::string() : svg_lines("Server memory and descriptors", "time since the run began (s)", "", ts, {rss, fds})) +
+          "</div>";
   write_text_file((d / "soak.html").string(), html_page("pypto-serving soak", body));
 }
 
