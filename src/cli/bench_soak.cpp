@@ -201,6 +201,18 @@ std::vector<LatencyWindow> latency_windows(const std::vector<SoakRecord>& record
   return w;
 }
 
+double rss_slope_mib_per_min(const std::vector<std::pair<double, Reading>>& samples, double from_s) {
+  double n = 0, st = 0, sr = 0, stt = 0, str = 0;
+  for (const auto& [t, x] : samples) {
+    if (t < from_s || !x.has_process) continue;
+    const double r = double(x.rss_kib) / 1024;
+    n += 1, st += t, sr += r, stt += t * t, str += t * r;
+  }
+  const double den = n * stt - st * st;
+  if (n < 3 || den <= 0) return NAN;
+  return (n * str - st * sr) / den * 60;
+}
+
 SoakResult run_soak(const SoakOptions& o, const ServerAlive& alive) {
   if (o.concurrency < 1) fail("--concurrency ", o.concurrency, ": must be at least 1");
   if (!(o.duration_s > 0)) fail("--duration ", o.duration_s, ": must be positive seconds");
@@ -222,19 +234,36 @@ SoakResult run_soak(const SoakOptions& o, const ServerAlive& alive) {
     expected[e.name] = x.canonical;
   }
 
-  // 2. Warm-up: every entry twice at full concurrency, judged like the run; then the baseline.
-  log_info("soak: warm-up, every entry twice at concurrency ", o.concurrency);
+  // 2. Warm-up, judged like the run: every entry twice, and every abusive body kind once per
+  // client, all at full concurrency, so that the allocator's high-water mark (several oversized
+  // bodies at once) and the server's caches are reached before the baseline is read.
+  std::vector<Turn> warm;
+  for (int k = 0; k < 2; ++k)
+    for (const CatalogueEntry& e : cat) {
+      Turn t;
+      t.kind = "request";
+      t.entry = &e;
+      warm.push_back(t);
+    }
+  for (AbuseKind a : all_abuse_kinds()) {
+    if (a == AbuseKind::Idle) continue;
+    for (int w = 0; w < o.concurrency; ++w) {
+      Turn t;
+      t.kind = abuse_kind_name(a);
+      t.abuse = a;
+      warm.push_back(t);
+    }
+  }
+  std::shuffle(warm.begin(), warm.end(), std::mt19937_64(o.seed));
+  log_info("soak: warm-up, ", warm.size(), " turns at concurrency ", o.concurrency);
   const Clock::time_point warm_origin = Clock::now();
   {
     std::atomic<size_t> next{0};
     std::vector<std::thread> ts;
     for (int w = 0; w < o.concurrency; ++w)
       ts.emplace_back([&] {
-        for (size_t i; (i = next++) < 2 * cat.size();) {
-          Turn t;
-          t.kind = "request";
-          t.entry = &cat[i % cat.size()];
-          SoakRecord r = run_turn(t, o, warm_origin);
+        for (size_t i; (i = next++) < warm.size();) {
+          SoakRecord r = run_turn(warm[i], o, warm_origin);
           r.warmup = true;
           judge_record(r, expected);
           std::lock_guard<std::mutex> lk(mu);
@@ -293,6 +322,7 @@ SoakResult run_soak(const SoakOptions& o, const ServerAlive& alive) {
   }
   res.duration_s = secs(Clock::now() - origin);
   if (!alive()) server_gone = true;
+  res.rss_slope_mib_per_min = rss_slope_mib_per_min(res.samples, res.duration_s / 2);
   res.windows = latency_windows(res.records, std::max(o.duration_s, res.duration_s), window);
 
   // 4. The drain and the leak check.

@@ -69,6 +69,9 @@ struct SoakResult {
   Reading baseline, after;
   // Readings during the run (one per progress line): RSS / fds / KV over time.
   std::vector<std::pair<double, Reading>> samples;
+  // Least-squares RSS slope over the run's second half (MiB per minute; NaN with < 3 samples):
+  // allocator high-water marks flatten out, a leak keeps its slope over a long run.
+  double rss_slope_mib_per_min = 0;
   LeakVerdict leaks;
   std::vector<LatencyWindow> windows;
   double duration_s = 0;
@@ -82,6 +85,9 @@ void judge_record(SoakRecord& r, const nlohmann::json& expected_by_entry);
 
 // Latency windows of `window_s` over the ordinary answered requests (by completion time).
 std::vector<LatencyWindow> latency_windows(const std::vector<SoakRecord>& records, double duration_s, double window_s);
+
+// The slope above, from (seconds, Reading) samples taken after `from_s`.
+double rss_slope_mib_per_min(const std::vector<std::pair<double, Reading>>& samples, double from_s);
 
 // Called regularly while it runs; false means the server is gone (stop early).
 using ServerAlive = std::function<bool()>;

@@ -1,5 +1,6 @@
 #include "cli/soak_report.h"
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -63,6 +64,8 @@ void print_soak_summary(const SoakResult& r) {
   };
   reading("Baseline (after warm-up):", r.baseline);
   reading("After the drain:", r.after);
+  if (std::isfinite(r.rss_slope_mib_per_min))
+    std::printf("%-34s %10.1f\n", "RSS slope, 2nd half (MiB/min):", r.rss_slope_mib_per_min);
   std::printf("%-34s %10s\n", "Verdict:", r.ok() ? "PASS" : "FAIL");
   for (const std::string& f : r.failures) std::printf("  FAIL: %s\n", f.c_str());
   size_t shown = 0;
@@ -103,6 +106,7 @@ void save_soak_results(const std::string& dir, const ordered_json& config, const
   j["ttft_ms"] = summary_json(summarize(ttft));
   j["baseline"] = reading_json(r.baseline);
   j["after_drain"] = reading_json(r.after);
+  if (std::isfinite(r.rss_slope_mib_per_min)) j["rss_slope_mib_per_min_second_half"] = r.rss_slope_mib_per_min;
   ordered_json outcomes = ordered_json::object();
   for (const auto& [kind, m] : outcome_table(r))
     for (const auto& [o, n] : m) outcomes[kind][o] = n;

@@ -165,14 +165,14 @@ TEST(SoakLeaks, VerdictNamesTheFigure) {
   Reading a = b;
   LeakTolerance t;
   EXPECT_TRUE(judge_leaks(b, a, t).ok);
-  a.rss_kib += 100 * 1024, a.fds += 8;  // within 128 MiB and 8 descriptors
+  a.rss_kib += 100 * 1024, a.fds += 8;  // within 256 MiB and 8 descriptors
   EXPECT_TRUE(judge_leaks(b, a, t).ok);
   a.kv_usage = 0.05;
   LeakVerdict v = judge_leaks(b, a, t);
   ASSERT_FALSE(v.ok);
   EXPECT_NE(v.failures[0].find("kv_cache_usage"), std::string::npos);
   a = b;
-  a.rss_kib += 300 * 1024;
+  a.rss_kib += 300 * 1024;  // past 256 MiB
   a.fds += 9;
   v = judge_leaks(b, a, t);
   ASSERT_EQ(v.failures.size(), 2u);
