@@ -84,7 +84,7 @@ std::string soak_latency_svg(const SoakResult& r, const std::string& title) {
     p50.values.push_back(w.p50_ms), p99.values.push_back(w.p99_ms);
     t50.values.push_back(w.ttft_p50_ms), t99.values.push_back(w.ttft_p99_ms);
   }
-  return svg_lines(title, "time since the run began (s), window midpoints", "ms", xs, {p50, p99, t50, t99});
+  return svg_lines(title, "time since the run began (s), window midpoints", "ms", xs, {p50, p99, t50, t99}, false, 8);
 }
 
 void save_soak_results(const std::string& dir, const ordered_json& config, const SoakResult& r) {
@@ -155,7 +155,7 @@ void save_soak_results(const std::string& dir, const ordered_json& config, const
   for (const auto& [t, x] : r.samples)
     if (x.has_process) ts.push_back(t), rss.values.push_back(double(x.rss_kib) / 1024), fds.values.push_back(double(x.fds) * 10);
   body += "<h2>Over time</h2><div class='plots'>" + svg +
-          (ts.empty() ? std::string() : svg_lines("Server memory and descriptors", "time since the run began (s)", "", ts, {rss, fds})) +
+          (ts.empty() ? std::string() : svg_lines("Server memory and descriptors", "time since the run began (s)", "", ts, {rss, fds}, false, 8)) +
           "</div>";
   write_text_file((d / "soak.html").string(), html_page("pypto-serving soak", body));
 }
