@@ -57,19 +57,17 @@ Turn draw_turn(std::mt19937_64& rng, const std::vector<CatalogueEntry>& cat, con
     t.entry = &cat[rng() % cat.size()];
     return t;
   }
-  const size_t kinds = all_abuse_kinds().size() + 2;
-  const size_t k = rng() % kinds;
-  if (k < all_abuse_kinds().size()) {
-    t.abuse = all_abuse_kinds()[k];
-    t.kind = abuse_kind_name(*t.abuse);
-  } else if (k == kinds - 2) {
-    t.kind = "disconnect";
+  const std::vector<std::string>& kinds = o.abusive_kinds;
+  t.kind = kinds[rng() % kinds.size()];
+  if (t.kind == "disconnect") {
     t.entry = &cat[streams[rng() % streams.size()]];
     t.xo.disconnect_after_chunks = 1 + int(rng() % 3);
-  } else {
-    t.kind = "slow-reader";
+  } else if (t.kind == "slow-reader") {
     t.entry = &cat[streams[rng() % streams.size()]];
     t.xo.slow_read_pause_s = o.slow_read_pause_s;
+  } else {
+    t.abuse = abuse_kind_named(t.kind);
+    if (!t.abuse) fail("--abuse-kinds: '", t.kind, "' is not a client kind");
   }
   return t;
 }
@@ -213,7 +211,25 @@ double rss_slope_mib_per_min(const std::vector<std::pair<double, Reading>>& samp
   return (n * str - st * sr) / den * 60;
 }
 
-SoakResult run_soak(const SoakOptions& o, const ServerAlive& alive) {
+std::vector<std::string> all_abusive_turn_kinds() {
+  std::vector<std::string> k;
+  for (AbuseKind a : all_abuse_kinds()) k.push_back(abuse_kind_name(a));
+  k.push_back("disconnect");
+  k.push_back("slow-reader");
+  return k;
+}
+
+SoakResult run_soak(const SoakOptions& options, const ServerAlive& alive) {
+  SoakOptions o = options;
+  if (o.abusive_kinds.empty()) o.abusive_kinds = all_abusive_turn_kinds();
+  for (const std::string& k : o.abusive_kinds) {
+    const std::vector<std::string> all = all_abusive_turn_kinds();
+    if (std::find(all.begin(), all.end(), k) == all.end()) {
+      std::string names;
+      for (const std::string& n : all) names += (names.empty() ? "" : ", ") + n;
+      fail("--abuse-kinds: '", k, "' is not one of ", names);
+    }
+  }
   if (o.concurrency < 1) fail("--concurrency ", o.concurrency, ": must be at least 1");
   if (!(o.duration_s > 0)) fail("--duration ", o.duration_s, ": must be positive seconds");
   if (o.abuse_fraction < 0 || o.abuse_fraction > 1) fail("--abuse-fraction ", o.abuse_fraction, ": must be in [0, 1]");
@@ -245,12 +261,13 @@ SoakResult run_soak(const SoakOptions& o, const ServerAlive& alive) {
       t.entry = &e;
       warm.push_back(t);
     }
-  for (AbuseKind a : all_abuse_kinds()) {
-    if (a == AbuseKind::Idle) continue;
+  for (const std::string& name : o.abusive_kinds) {
+    const std::optional<AbuseKind> a = abuse_kind_named(name);
+    if (!a || *a == AbuseKind::Idle) continue;
     for (int w = 0; w < o.concurrency; ++w) {
       Turn t;
-      t.kind = abuse_kind_name(a);
-      t.abuse = a;
+      t.kind = name;
+      t.abuse = *a;
       warm.push_back(t);
     }
   }

@@ -37,6 +37,8 @@ struct SoakOptions {
   double health_timeout_s = 10;
   double drain_timeout_s = 60;
   AbuseOptions abuse;
+  // The abusive turns drawn from: abuse kind names, "disconnect", "slow-reader" (empty: all).
+  std::vector<std::string> abusive_kinds;
   LeakTolerance tolerance;
   bool progress = true;
 };
@@ -88,6 +90,9 @@ std::vector<LatencyWindow> latency_windows(const std::vector<SoakRecord>& record
 
 // The slope above, from (seconds, Reading) samples taken after `from_s`.
 double rss_slope_mib_per_min(const std::vector<std::pair<double, Reading>>& samples, double from_s);
+
+// Every abusive turn kind's name (the abuse kinds, then disconnect and slow-reader).
+std::vector<std::string> all_abusive_turn_kinds();
 
 // Called regularly while it runs; false means the server is gone (stop early).
 using ServerAlive = std::function<bool()>;

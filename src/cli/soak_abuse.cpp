@@ -35,6 +35,12 @@ const char* abuse_kind_name(AbuseKind k) {
   return "?";
 }
 
+std::optional<AbuseKind> abuse_kind_named(const std::string& name) {
+  for (AbuseKind k : all_abuse_kinds())
+    if (name == abuse_kind_name(k)) return k;
+  return std::nullopt;
+}
+
 std::string abuse_body(AbuseKind k, const std::string& model, const AbuseOptions& o) {
   const std::string m = json(model).dump();
   switch (k) {

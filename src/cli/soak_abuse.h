@@ -3,6 +3,7 @@
 // (never a 5xx, a dropped connection or a crash), and connections that open and then say nothing.
 // Clients that vanish mid-stream or read slowly reuse catalogue entries (soak_client.h).
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,8 @@ enum class AbuseKind {
 };
 const std::vector<AbuseKind>& all_abuse_kinds();
 const char* abuse_kind_name(AbuseKind k);
+// The kind with this name, if any.
+std::optional<AbuseKind> abuse_kind_named(const std::string& name);
 
 struct AbuseOptions {
   size_t oversized_bytes = size_t(2) << 20;

@@ -82,6 +82,10 @@ SoakCommand add_soak_command(CLI::App& bench) {
   c.app->add_option("--seed", s.seed, "seed of the clients' choices")->capture_default_str();
   c.app->add_option("--abuse-fraction", s.abuse_fraction, "share of client turns that are abusive (bad bodies, idle, gone, slow)")
       ->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  c.app->add_option("--abuse-kinds", s.abusive_kinds,
+                    "abusive clients to draw from, comma list of malformed, unknown-field, wrong-type, oversized, deep-body, "
+                    "deep-schema, idle, disconnect, slow-reader (default: all)")
+      ->delimiter(',');
   c.app->add_option("--window", s.window_s, "latency window in seconds (0: duration / 20, within 1..60)")->capture_default_str();
   c.app->add_option("--deep-depth", s.abuse.deep_depth, "nesting depth of the deep-body and deep-schema clients")
       ->check(CLI::Range(1, 1000000))->capture_default_str();
@@ -108,7 +112,7 @@ int run_soak_command(SoakCommand& c) {
   ordered_json config{{"url", c.server.url.empty() ? std::string("(started)") : c.server.url},
                       {"model", c.server.model}, {"server_args", c.server.url.empty() ? c.server.server_args : std::string()},
                       {"duration_s", o.duration_s}, {"concurrency", o.concurrency}, {"seed", o.seed},
-                      {"abuse_fraction", o.abuse_fraction}, {"deep_depth", o.abuse.deep_depth},
+                      {"abuse_fraction", o.abuse_fraction}, {"abuse_kinds", o.abusive_kinds}, {"deep_depth", o.abuse.deep_depth},
                       {"oversized_bytes", o.abuse.oversized_bytes}, {"rss_tolerance_mib", o.tolerance.rss_mib},
                       {"fd_tolerance", o.tolerance.fds}};
   bench::SoakResult res = r;

@@ -26,12 +26,12 @@ std::string tiny_model() {
   return dir.string();
 }
 
-void soak(const std::string& name, const std::string& server_args) {
+void soak(const std::string& name, const std::string& server_args, const std::string& extra = "") {
   const std::string model = tiny_model();
   const fs::path out = fs::path(::testing::TempDir()) / ("pypto-soak-" + name);
   fs::remove_all(out);
   const RunResult r = run("bench soak --model " + model + " --server-args '" + server_args +
-                          "' --duration 25 --concurrency 10 --seed 1 --out " + out.string());
+                          "' --duration 25 --concurrency 10 --seed 1 --out " + out.string() + " " + extra);
   std::ifstream f(out / "soak.json");
   std::stringstream ss;
   ss << f.rdbuf();
@@ -46,7 +46,7 @@ void soak(const std::string& name, const std::string& server_args) {
               j["baseline"].dump().c_str(), j["after_drain"].dump().c_str());
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(j["passed"].get<bool>()) << j["failures"].dump(2);
-  EXPECT_GT(t["answered"].get<int>(), 20);
+  EXPECT_GT(t["answered"].get<int>(), extra.empty() ? 20 : 0);
   EXPECT_GT(t["abusive"].get<int>(), 0);
   EXPECT_TRUE(fs::exists(out / "soak-latency.svg"));
 }
@@ -54,6 +54,19 @@ void soak(const std::string& name, const std::string& server_args) {
 TEST(SoakE2E, Plain) { soak("plain", "--max-num-seqs 4 --threads 2"); }
 TEST(SoakE2E, DataParallel2) { soak("dp2", "--dp 2 --devices 0,1 --max-num-seqs 2"); }
 TEST(SoakE2E, TensorParallel2) { soak("tp2", "--tp 2 --devices 0,1 --max-num-seqs 4"); }
+
+}  // namespace
+}  // namespace pypto::test
+
+namespace pypto::test {
+namespace {
+
+// Issue #28: a json_schema nested 3,000 objects deep kills the server on main (SIGSEGV in the
+// schema compiler, found by this soak). Enabled once the request limits (points 1-2) are merged:
+// run with --gtest_also_run_disabled_tests, then drop the DISABLED_ prefix.
+TEST(SoakE2E, DISABLED_DeepBodies3000) {
+  soak("deep3000", "--max-num-seqs 4 --threads 2", "--deep-depth 3000 --abuse-fraction 0.5 --abuse-kinds deep-body,deep-schema");
+}
 
 }  // namespace
 }  // namespace pypto::test
