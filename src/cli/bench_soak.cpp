@@ -114,7 +114,8 @@ void tally(SoakResult& res, const SoakRecord& r) {
   const bool abusive_body = r.kind != "request" && r.kind != "slow-reader" && r.kind != "disconnect" && r.kind != "idle";
   if (r.kind == "disconnect") ++res.disconnects;
   if (r.kind == "slow-reader") ++res.slow_readers;
-  if (abusive_body || r.kind == "idle") ++res.abusive;
+  if (abusive_body) ++res.abusive;
+  if (r.kind == "idle") ++res.idle;
   if (abusive_body && r.x.result == ExchangeResult::Rejected) ++res.abusive_refused_ok;
   switch (r.x.result) {
     case ExchangeResult::Answered:
@@ -329,7 +330,7 @@ SoakResult run_soak(const SoakOptions& options, const ServerAlive& alive) {
           if (r.kind == "request" && r.x.result == ExchangeResult::Answered && r.end_s > now_s - every) recent.push_back(r.x.latency_s * 1e3);
         log_info("soak ", int(now_s), "/", int(o.duration_s), " s: ", res.answered, " answered, ", res.mismatches, " mismatches, ",
                  res.server_errors, " 5xx, ", res.dropped, " dropped, ", res.abusive_refused_ok, "/", res.abusive,
-                 " abusive refused, ", res.disconnects, " disconnects, ", res.refused, " queue-full; health ",
+                 " abusive refused, ", res.idle, " idle, ", res.disconnects, " disconnects, ", res.refused, " queue-full; health ",
                  res.health_failures ? "FAILING" : "ok", "; last ", int(every), " s p50 ", int(percentile(recent, 50)), " ms, p99 ",
                  int(percentile(recent, 99)), " ms",
                  now_reading.has_process ? str_cat("; rss ", now_reading.rss_kib / 1024, " MiB, fds ", now_reading.fds) : std::string());

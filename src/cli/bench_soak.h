@@ -63,7 +63,7 @@ struct LatencyWindow {
 struct SoakResult {
   std::vector<SoakRecord> records;  // warm-up and timed run
   size_t answered = 0, mismatches = 0, server_errors = 0, dropped = 0, refused = 0, unexpected_refusals = 0;
-  size_t abusive = 0, abusive_refused_ok = 0, disconnects = 0, slow_readers = 0;
+  size_t abusive = 0, abusive_refused_ok = 0, idle = 0, disconnects = 0, slow_readers = 0;
   size_t health_checks = 0, health_failures = 0;
   std::string first_health_failure;
   bool server_died = false;

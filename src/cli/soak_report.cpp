@@ -51,6 +51,7 @@ void print_soak_summary(const SoakResult& r) {
   std::printf("%-34s %10zu\n", "Dropped / cut answers:", r.dropped);
   std::printf("%-34s %10zu\n", "Refused, queue full (503):", r.refused);
   std::printf("%-34s %7zu/%zu\n", "Abusive bodies refused (4xx):", r.abusive_refused_ok, r.abusive);
+  std::printf("%-34s %10zu\n", "Idle connections:", r.idle);
   std::printf("%-34s %10zu\n", "Clients gone mid-stream:", r.disconnects);
   std::printf("%-34s %10zu\n", "Slow readers:", r.slow_readers);
   std::printf("%-34s %7zu/%zu\n", "/health failures:", r.health_failures, r.health_checks);
@@ -98,7 +99,7 @@ void save_soak_results(const std::string& dir, const ordered_json& config, const
                  {"mismatches", r.mismatches},        {"server_errors", r.server_errors},
                  {"dropped", r.dropped},              {"refused_queue_full", r.refused},
                  {"unexpected_refusals", r.unexpected_refusals}, {"abusive", r.abusive},
-                 {"abusive_refused", r.abusive_refused_ok}, {"disconnects", r.disconnects},
+                 {"abusive_refused", r.abusive_refused_ok}, {"idle", r.idle}, {"disconnects", r.disconnects},
                  {"slow_readers", r.slow_readers},    {"health_checks", r.health_checks},
                  {"health_failures", r.health_failures}, {"server_died", r.server_died},
                  {"duration_s", r.duration_s}};
