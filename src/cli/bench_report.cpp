@@ -189,7 +189,7 @@ std::string svg_cdf(const std::string& title, const std::string& xlabel, const s
 }
 
 std::string svg_lines(const std::string& title, const std::string& xlabel, const std::string& ylabel,
-                      const std::vector<double>& xs, const std::vector<Series>& series, bool log_x) {
+                      const std::vector<double>& xs, const std::vector<Series>& series, bool log_x, int max_x_ticks) {
   if (xs.empty()) return empty_svg(title);
   auto tx = [&](double x) { return log_x ? std::log2(std::max(x, 1e-9)) : x; };
   double x0 = tx(*std::min_element(xs.begin(), xs.end())), x1 = tx(*std::max_element(xs.begin(), xs.end()));
@@ -200,7 +200,9 @@ std::string svg_lines(const std::string& title, const std::string& xlabel, const
   std::vector<double> yt = ticks(0, ymax > 0 ? ymax : 1, 5);
   Frame f{x0, x1, 0, std::max(ymax, yt.back())};
   std::vector<double> xt;
-  for (double x : xs) xt.push_back(tx(x));
+  if (max_x_ticks > 0 && !log_x && int(xs.size()) > max_x_ticks) xt = ticks(x0, x1, max_x_ticks);  // many points: nice ticks
+  else
+    for (double x : xs) xt.push_back(tx(x));
   std::string s = open_svg(title) + axes(f, xt, yt, xlabel, ylabel, [&](double t) { return fmt(log_x ? std::exp2(t) : t); });
   char b[200];
   for (size_t i = 0; i < series.size(); ++i) {

@@ -5,6 +5,7 @@
 #include <httplib.h>
 
 #include "cli/bench_output.h"
+#include "cli/soak_command.h"
 #include "core/profile_report.h"
 #include "core/trace_json.h"
 #include "cli/commands.h"
@@ -220,7 +221,14 @@ int cmd_bench(int argc, char** argv) {
   throughput->add_option("--random-range-ratio", to.range_ratio, "lengths uniform in len·[1−r, 1+r]")->capture_default_str();
   throughput->add_option("--seed", to.seed, "prompt seed")->capture_default_str();
 
+  // --- soak, fairness (cli/soak_command.cpp) ---
+  SoakCommand soak_cmd = add_soak_command(app);
+  FairnessCommand fair_cmd = add_fairness_command(app);
+
   CLI11_PARSE(app, argc, argv);
+
+  if (soak_cmd.app->parsed()) return run_soak_command(soak_cmd);
+  if (fair_cmd.app->parsed()) return run_fairness_command(fair_cmd);
 
   if (serve->parsed()) {
     bench::ServeRunOptions so;

@@ -67,6 +67,7 @@ void Engine::add_request(const EngineRequest& req) {
     const std::string seq_id = n == 1 ? req.request_id : str_cat(req.request_id, kSequenceSeparator, k);
     const uint64_t seed = req.params.seed ? *req.params.seed + uint64_t(k) : seed_source_();
     auto seq = std::make_unique<Request>(seq_id, req.prompt_token_ids, req.params, config_.eos_token_ids, seed);
+    if (n > 1) seq->group_id = req.request_id;
     if (k > 0 && config_.cache.enable_prefix_caching)
       parent.deferred.push_back(std::move(seq));
     else

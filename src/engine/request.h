@@ -38,6 +38,9 @@ struct Request {
           std::vector<int32_t> eos_token_ids, uint64_t seed);
 
   std::string request_id;
+  // The API request this is one of n sequences of (the engine sets it when n > 1); empty: a request
+  // of its own. The scheduler keeps a group from holding every running slot.
+  std::string group_id;
   std::vector<int32_t> prompt_token_ids;
   std::vector<int32_t> output_token_ids;
   std::vector<int32_t> all_token_ids;  // prompt then output: the sequence the KV describes

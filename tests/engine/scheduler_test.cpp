@@ -176,6 +176,42 @@ TEST(Scheduler, MaxNumSeqsAndFifo) {
   h.expect_reference_outputs();
 }
 
+// The sequences of one n > 1 request hold at most 3 of 4 running slots, so a request that
+// arrives after it is admitted at once instead of waiting behind its siblings; the skipped
+// siblings keep their order and run when the group has room again.
+TEST(Scheduler, OneGroupLeavesASlotForOthers) {
+  Harness h(sched_config(64, 2048, 4), cache_config(100));
+  auto add_sibling = [&](int k) {
+    SamplingParams p;
+    p.temperature = 0.0f;
+    p.max_tokens = 6;
+    const std::string id = "big#" + std::to_string(k);
+    auto r = std::make_unique<Request>(id, range(0, 3), p, Ids{}, 0);
+    r->group_id = "big";
+    h.sched.add_request(std::move(r));
+    h.prompts[id] = range(0, 3);
+    h.max_tokens_[id] = 6;
+  };
+  for (int k = 0; k < 8; ++k) add_sibling(k);
+  SchedulerOutput s1 = h.step();
+  ASSERT_EQ(s1.scheduled.size(), 3u) << "a group takes 3 of the 4 slots";
+  EXPECT_EQ(s1.scheduled[0].req_id, "big#0");
+  EXPECT_EQ(s1.scheduled[2].req_id, "big#2");
+  h.add("small", range(10, 13), 2);
+  SchedulerOutput s2 = h.step();
+  ASSERT_EQ(s2.scheduled.size(), 4u);
+  EXPECT_EQ(s2.scheduled[3].req_id, "small") << "the later request takes the free slot, ahead of big#3";
+  EXPECT_EQ(h.sched.num_running(), 4u);
+  // Once small is done, the fourth slot stays free for others: the group still holds 3.
+  h.step();
+  SchedulerOutput s4 = h.step();
+  EXPECT_EQ(s4.scheduled.size(), 3u);
+  h.run(100);
+  EXPECT_FALSE(h.sched.has_unfinished_requests());
+  EXPECT_EQ(h.reasons.size(), 9u);
+  h.expect_reference_outputs();
+}
+
 TEST(Scheduler, PreemptsNewestWhenBlocksRunOut) {
   Harness h(sched_config(64, 2048, 16, 16), cache_config(4));
   h.add("r0", range(0, 6), 6);
