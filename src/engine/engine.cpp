@@ -261,8 +261,10 @@ std::vector<RequestOutput> Engine::step() {
     const auto& matcher = sequences_.at(seq_id).matcher;
     // A token outside the mask can only come from a bug: the matcher then allows only EOS, so
     // the sequence ends rather than continue with output that breaks its grammar.
-    if (matcher && !matcher->accept(sampled[k].token_id))
-      log_error("request ", seq_id, ": sampled token ", sampled[k].token_id, " that its grammar does not allow");
+    if (matcher && !matcher->accept(sampled[k].token_id)) {
+      if (!matcher->error().empty()) log_error("request ", seq_id, ": its grammar failed: ", matcher->error());
+      else log_error("request ", seq_id, ": sampled token ", sampled[k].token_id, " that its grammar does not allow");
+    }
   }
   stats_.sample_seconds += seconds_since(t);
 

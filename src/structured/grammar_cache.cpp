@@ -17,6 +17,10 @@ std::shared_ptr<const CompiledGrammar> GrammarCache::get(const std::string& key,
   }
   // Compile outside the lock: another request's compile does not wait for this one.
   auto compiled = std::make_shared<const CompiledGrammar>(make(), vocab_);
+  // The first mask (a walk of the whole vocabulary, often the most expensive one: most tokens
+  // may start a value) is computed here, on the request's thread, rather than during an engine
+  // step; a grammar whose automaton outgrows its limits already there is refused now.
+  compiled->mask(compiled->start_state());
   std::lock_guard<std::mutex> lock(mu_);
   auto it = index_.find(key);
   if (it != index_.end()) return it->second->second;

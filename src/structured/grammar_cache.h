@@ -18,8 +18,8 @@ class GrammarCache {
  public:
   explicit GrammarCache(std::shared_ptr<const TokenVocab> vocab, size_t capacity = 64);
 
-  // The cached grammar for `key`, or make() compiled and cached (make's Error propagates, and
-  // nothing is cached then).
+  // The cached grammar for `key`, or make() compiled, its start state's mask computed, and
+  // cached (an Error from either propagates, and nothing is cached then).
   std::shared_ptr<const CompiledGrammar> get(const std::string& key, const std::function<Grammar()>& make);
 
   const std::shared_ptr<const TokenVocab>& vocab() const { return vocab_; }
