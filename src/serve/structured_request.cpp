@@ -106,7 +106,10 @@ StructuredSetup build_setup(ServerState& s, const GenerationFields& g, const Cha
       out.grammar = compiled(s, "choice:" + ch->dump(), "structured_outputs", [&] {
         st::Grammar gr;
         std::vector<st::ExprPtr> alts;
-        for (const ojson& c : *ch) alts.push_back(st::literal(c.get<std::string>()));
+        for (const ojson& c : *ch) {
+          gr.add_text(c.get_ref<const std::string&>().size(), "structured_outputs.choice");
+          alts.push_back(st::literal(c.get<std::string>()));
+        }
         gr.root = st::alt(std::move(alts));
         return gr;
       });

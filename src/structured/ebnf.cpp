@@ -217,6 +217,10 @@ class EbnfParser {
 
 }  // namespace
 
-Grammar parse_ebnf(std::string_view text) { return EbnfParser(text).parse(); }
+Grammar parse_ebnf(std::string_view text) {
+  if (text.size() > size_t(kMaxEbnfBytes))
+    fail("grammar: the text is ", text.size(), " bytes long, more than the limit of ", kMaxEbnfBytes, " (kMaxEbnfBytes)");
+  return EbnfParser(text).parse();
+}
 
 }  // namespace pypto::structured

@@ -18,6 +18,8 @@
 namespace pypto::structured {
 
 // Limits (docs/api.md, "Input limits"); past one the grammar is an Error naming it.
+// Bytes of grammar text (each literal byte becomes an expression node).
+inline constexpr int kMaxEbnfBytes = 131'072;
 // ( groups ) nested inside each other (the parser recurses once per level).
 inline constexpr int kMaxEbnfNesting = 64;
 // The largest count in a {m}, {m,} or {m,n} repetition.

@@ -130,6 +130,7 @@ struct Compiler {
           bad(path + "/" + kw + (std::string(kw) == "enum" ? "/" + std::to_string(i) : ""),
               str_cat("the value is ", text.size(), " bytes as JSON, more than the limit of ", kMaxEnumValueBytes,
                       " (kMaxEnumValueBytes)"));
+        g.add_text(text.size(), where + short_path(path));
         alts.push_back(literal(text));
       }
       if (alts.empty()) bad(path, std::string("no '") + kw + "' value has the schema's 'type'");
@@ -362,6 +363,7 @@ struct Compiler {
       if (s.contains("pattern") && s.contains("format")) bad(path, "'pattern' together with 'format' is not supported");
       if (s.contains("pattern")) {
         if (!s["pattern"].is_string()) bad(path + "/pattern", "'pattern' must be a string");
+        g.add_text(s["pattern"].get_ref<const std::string&>().size(), where + short_path(path + "/pattern"));
         try {
           body = compile_regex(s["pattern"].get<std::string>(), RegexMode::Search, true);
         } catch (const Error& e) {
@@ -485,7 +487,11 @@ struct Compiler {
       return seq({literal("{"), ws(), list(member, sep(), false), ws(), literal("}")});
     }
     std::vector<ExprPtr> members;
-    for (auto& [k, v] : props) members.push_back(seq({literal(json(k).dump()), ws(), literal(":"), ws(), v}));
+    for (auto& [k, v] : props) {
+      const std::string key = json(k).dump();
+      g.add_text(key.size(), where + short_path(path + "/properties"));
+      members.push_back(seq({literal(key), ws(), literal(":"), ws(), v}));
+    }
     // After the first written property, each later one is ", prop" (required) or optional; the
     // first written one is any optional property up to the first required one.
     auto tail_after = [&](size_t first) {

@@ -33,8 +33,9 @@ inline constexpr int kMaxEnumValueBytes = 16384;
 // Properties of one object schema (an object's optional properties make its grammar grow with
 // the square of their number).
 inline constexpr int kMaxProperties = 1024;
-// Entries of one prefixItems (each is a nesting level of the array's grammar).
-inline constexpr int kMaxPrefixItems = 1024;
+// Entries of one prefixItems (each nests the array's grammar one level deeper; 256 of them stay
+// well within CompiledGrammar::kMaxGrammarNesting).
+inline constexpr int kMaxPrefixItems = 256;
 // minLength, maxLength, minItems, maxItems.
 inline constexpr int64_t kMaxLengthKeyword = 100'000;
 // Magnitude of minimum / maximum / exclusiveMinimum / exclusiveMaximum.

@@ -348,6 +348,8 @@ ExprPtr json_string_chars(const std::vector<std::pair<uint32_t, uint32_t>>& rang
 }
 
 ExprPtr compile_regex(std::string_view pattern, RegexMode mode, bool json_string) {
+  if (pattern.size() > size_t(kMaxRegexBytes))
+    fail("the regex is ", pattern.size(), " bytes long, more than the limit of ", kMaxRegexBytes, " (kMaxRegexBytes)");
   Parser p(pattern, json_string);
   return p.parse(mode);
 }
