@@ -547,7 +547,7 @@ nlohmann::ordered_json parse_json_body(const std::string& text) {
   ojson body;
   try {
     body = ojson::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number like 1E400
     throw invalid_request(str_cat("the request body is not valid JSON: ", e.what()));
   }
   if (!body.is_object()) throw invalid_request(str_cat("the request body must be a JSON object, got ", type_name(body)));

@@ -20,7 +20,7 @@ struct CompiledGrammar::Builder {
   int32_t add() {
     if (int64_t(nfa.size()) >= kMaxNfaStates)
       fail("the grammar is too large: it expands to more than ", kMaxNfaStates,
-           " automaton states (lower maxLength / maxItems bounds, or fewer rules referring to each other)");
+           " automaton states (kMaxNfaStates): lower maxLength / maxItems bounds, or fewer rules referring to each other");
     nfa.emplace_back();
     return int32_t(nfa.size()) - 1;
   }

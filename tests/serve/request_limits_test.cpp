@@ -58,6 +58,17 @@ TEST(RequestLimits, BodyValueCount) {
   EXPECT_EQ(std::string(e.what()), "request body: about 2000001 values exceed the limit of 2000000 (kMaxJsonValues)");
 }
 
+TEST(RequestLimits, NumberTooLargeForADoubleIs400) {
+  // Found by openai_request_fuzz: nlohmann reports 1E5555 as out_of_range, not parse_error, and
+  // it escaped parse_json_body (a 500).
+  const ApiError e = error_of([&] { parse_json_body(R"({"temperature": 555555555E5555555})"); });
+  EXPECT_EQ(e.status, 400);
+  EXPECT_NE(std::string(e.what()).find("the request body is not valid JSON: [json.exception.out_of_range.406] number "
+                                       "overflow parsing '555555555E5555555'"),
+            std::string::npos)
+      << e.what();
+}
+
 TEST(RequestLimits, StopStrings) {
   EXPECT_EQ(chat_error({{"stop", std::vector<std::string>(size_t(kMaxStopStrings), "x")}}).status, 0);
   EXPECT_EQ(std::string(chat_error({{"stop", std::vector<std::string>(size_t(kMaxStopStrings) + 1, "x")}}).what()),
@@ -91,7 +102,8 @@ TEST(RequestLimits, ToolsAndChoices) {
   EXPECT_EQ(std::string(chat_error({{"tools", tools(kMaxTools + 1)}}).what()),
             "'tools' declares 129 functions, more than the limit of 128 (kMaxTools)");
   const ApiError tok = error_of([&] {
-    parse_tokenize_request(parse_json_body(ojson{{"prompt", "x"}, {"tools", tools(kMaxTools + 1)}}.dump()));
+    parse_tokenize_request(parse_json_body(
+        ojson{{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"tools", tools(kMaxTools + 1)}}.dump()));
   });
   EXPECT_EQ(tok.param, "tools");
   auto choice = [](int n) { return ojson{{"choice", std::vector<std::string>(size_t(n), "a")}}; };
