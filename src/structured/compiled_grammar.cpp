@@ -232,6 +232,9 @@ CompiledGrammar::CompiledGrammar(const Grammar& grammar, std::shared_ptr<const T
   }
   num_classes_ = cls + 1;
   closure_mark_.assign(nfa_.size(), 0);
+  nfa_bytes_ = int64_t(nfa_.capacity() * sizeof(NfaState) + closure_mark_.capacity() * sizeof(int32_t));
+  for (const NfaState& st : nfa_)
+    nfa_bytes_ += int64_t(st.edges.capacity() * sizeof(NfaEdge) + st.eps.capacity() * sizeof(int32_t));
   std::lock_guard<std::mutex> lock(mu_);
   start_ = intern_locked({{start, -1}});
   PYPTO_ASSERT(start_ >= 0);
@@ -411,6 +414,15 @@ int64_t CompiledGrammar::num_dfa_states() const {
 bool CompiledGrammar::has_cached_mask(int32_t state) const {
   std::lock_guard<std::mutex> lock(mu_);
   return state >= 0 && masks_[size_t(state)] != nullptr;
+}
+
+int64_t CompiledGrammar::memory_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  // Per DFA state: its configurations, its row of transitions, its key in by_set_ (the same
+  // bytes again) and the bookkeeping around them (~64 bytes).
+  const int64_t dfa = num_configs_ * int64_t(2 * sizeof(Config)) + int64_t(trans_.size() * sizeof(int32_t)) +
+                      int64_t(sets_.size()) * 64 + int64_t(stacks_.size()) * 24;
+  return nfa_bytes_ + dfa + num_masks_ * vocab_->mask_words() * int64_t(sizeof(uint32_t));
 }
 
 int64_t CompiledGrammar::num_cached_masks() const {

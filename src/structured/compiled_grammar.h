@@ -78,6 +78,9 @@ class CompiledGrammar {
   int64_t num_nfa_states() const { return int64_t(nfa_.size()); }
   int64_t num_dfa_states() const;
   int64_t num_cached_masks() const;
+  // Bytes held now, approximately: the NFA, the determinized states so far and the cached masks
+  // (grows as the grammar is used, within kMaxDfaStates / kMaxDfaConfigs / kMaxCachedMasks).
+  int64_t memory_bytes() const;
 
  private:
   struct NfaEdge {
@@ -118,6 +121,7 @@ class CompiledGrammar {
   std::vector<uint8_t> class_rep_;  // one byte per class
   int32_t num_classes_ = 0;
   int32_t start_ = 0;
+  int64_t nfa_bytes_ = 0;  // set once the NFA is final
 
   // Lazy DFA: state d's transitions are trans_[d * num_classes_ + class], kUnknown until computed.
   static constexpr int32_t kUnknown = -2;

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "structured/compiled_grammar.h"
 #include "structured/ebnf.h"
+#include "structured/grammar_cache.h"
 #include "structured/json_schema.h"
 #include "structured/regex.h"
 #include "structured_test_util.h"
@@ -235,6 +236,24 @@ TEST(Limits, DeterminizedStatesAreBounded) {
   });
   EXPECT_HAS(e, "(kMaxDfaStates)");
   EXPECT_LE(cg->num_dfa_states(), CompiledGrammar::kMaxDfaStates);
+}
+
+TEST(Limits, GrammarCacheBytes) {
+  auto make = [](int n) {
+    return [n] {
+      Grammar g;
+      g.root = repeat(byte_range('a', 'z'), 0, n);
+      return g;
+    };
+  };
+  GrammarCache tight(byte_vocab(), 64, 1);  // every grammar is over 1 byte: only the newest stays
+  GrammarCache roomy(byte_vocab(), 64);
+  for (int i = 1; i <= 3; ++i) {
+    EXPECT_GT(tight.get("k" + std::to_string(i), make(100 * i))->memory_bytes(), 100 * i * 8);
+    roomy.get("k" + std::to_string(i), make(100 * i));
+  }
+  EXPECT_EQ(tight.size(), 1u);
+  EXPECT_EQ(roomy.size(), 3u);
 }
 
 }  // namespace
