@@ -276,6 +276,12 @@ std::vector<RequestOutput> Engine::step() {
   const Clock::time_point produced = Clock::now();
   for (const EngineCoreOutput& o : core_outs) {
     RequestOutput out = to_output(o, produced);
+    // A grammar that outgrew its limits (CompiledGrammar::kMaxDfaStates) allowed only EOS from
+    // then on: the sequence ends as failed, with the reason, rather than as if it were complete.
+    if (const auto& m = sequences_.at(o.req_id).matcher; m && out.finish_reason && !m->error().empty()) {
+      out.finish_reason = FinishReason::Error;
+      out.error = str_cat("the request's grammar failed: ", m->error());
+    }
     if (out.index == 0) {
       // Sequence 0 has computed the prompt (and its blocks are published): release the others.
       auto p = parents_.find(out.request_id);

@@ -44,7 +44,8 @@ class GrammarMatcher {
   bool is_broken() const { return broken_; }
   // Why the matcher broke when the grammar itself failed (its automaton outgrew
   // CompiledGrammar::kMaxDfaStates / kMaxDfaConfigs): the output then ends, as after a token
-  // the grammar does not allow. Empty otherwise.
+  // the grammar does not allow, and the engine reports finish_reason "error" with this message.
+  // Empty otherwise.
   const std::string& error() const { return error_; }
   int32_t num_triggers() const { return triggers_; }
 

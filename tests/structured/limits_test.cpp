@@ -12,6 +12,7 @@
 #include "structured/ebnf.h"
 #include "structured/grammar_cache.h"
 #include "structured/json_schema.h"
+#include "structured/matcher.h"
 #include "structured/regex.h"
 #include "structured_test_util.h"
 
@@ -236,6 +237,27 @@ TEST(Limits, DeterminizedStatesAreBounded) {
   });
   EXPECT_HAS(e, "(kMaxDfaStates)");
   EXPECT_LE(cg->num_dfa_states(), CompiledGrammar::kMaxDfaStates);
+}
+
+TEST(Limits, MatcherEndsTheOutputWhenTheAutomatonOutgrowsItsLimits) {
+  // The same language driven through a matcher, as the engine drives it: once a mask or a step
+  // needs a state past kMaxDfaStates, the matcher breaks with the reason and allows only EOS.
+  Grammar g;
+  g.root = compile_regex("[ab]*a[ab]{20}", RegexMode::FullMatch, false);
+  GrammarMatcher m(compile(g), {});
+  std::mt19937_64 rng(2);
+  for (int i = 0; i < 2'000'000 && !m.is_broken(); ++i) {
+    const TokenMask* mask = m.next_mask();
+    const int32_t tok = rng() % 2 ? 'a' : 'b';
+    if (m.is_broken()) break;
+    ASSERT_TRUE(((*mask)[size_t(tok) >> 5] >> (tok & 31)) & 1) << i;
+    m.accept(tok);
+  }
+  ASSERT_TRUE(m.is_broken());
+  EXPECT_HAS(m.error(), "(kMaxDfaStates)");
+  const TokenMask& only = *m.next_mask();
+  for (int32_t id = 0; id <= kByteEos; ++id)
+    EXPECT_EQ(((only[size_t(id) >> 5] >> (id & 31)) & 1) != 0, id == kByteEos) << id;
 }
 
 TEST(Limits, GrammarCacheBytes) {
