@@ -262,8 +262,10 @@ std::vector<RequestOutput> Engine::step() {
     const auto& matcher = sequences_.at(seq_id).matcher;
     // A token outside the mask can only come from a bug: the matcher then allows only EOS, so
     // the sequence ends rather than continue with output that breaks its grammar.
-    if (matcher && !matcher->accept(sampled[k].token_id))
-      log_error("request ", seq_id, ": sampled token ", sampled[k].token_id, " that its grammar does not allow");
+    if (matcher && !matcher->accept(sampled[k].token_id)) {
+      if (!matcher->error().empty()) log_error("request ", seq_id, ": its grammar failed: ", matcher->error());
+      else log_error("request ", seq_id, ": sampled token ", sampled[k].token_id, " that its grammar does not allow");
+    }
   }
   stats_.sample_seconds += seconds_since(t);
 
@@ -275,6 +277,12 @@ std::vector<RequestOutput> Engine::step() {
   const Clock::time_point produced = Clock::now();
   for (const EngineCoreOutput& o : core_outs) {
     RequestOutput out = to_output(o, produced);
+    // A grammar that outgrew its limits (CompiledGrammar::kMaxDfaStates) allowed only EOS from
+    // then on: the sequence ends as failed, with the reason, rather than as if it were complete.
+    if (const auto& m = sequences_.at(o.req_id).matcher; m && out.finish_reason && !m->error().empty()) {
+      out.finish_reason = FinishReason::Error;
+      out.error = str_cat("the request's grammar failed: ", m->error());
+    }
     if (out.index == 0) {
       // Sequence 0 has computed the prompt (and its blocks are published): release the others.
       auto p = parents_.find(out.request_id);

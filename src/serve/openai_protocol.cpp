@@ -5,6 +5,8 @@
 #include <limits>
 
 #include "core/error.h"
+#include "serve/json_limits.h"
+#include "serve/request_limits.h"
 
 namespace pypto {
 
@@ -205,12 +207,25 @@ void parse_common(const ojson& body, const std::set<std::string>& defaulted, boo
     } else {
       wrong_type("stop", "a string or an array of strings", *v);
     }
-    for (size_t i = 0; i < p.stop.size(); ++i)
+    if (int64_t(p.stop.size()) > kMaxStopStrings)
+      throw invalid_request(str_cat("'stop' has ", p.stop.size(), " strings, more than the limit of ", kMaxStopStrings,
+                                    " (kMaxStopStrings)"),
+                            "stop");
+    for (size_t i = 0; i < p.stop.size(); ++i) {
       if (p.stop[i].empty()) throw invalid_request(str_cat("'stop' entry ", i, " is empty: stop strings must be non-empty"), "stop");
+      if (int64_t(p.stop[i].size()) > kMaxStopStringBytes)
+        throw invalid_request(str_cat("'stop' entry ", i, " is ", p.stop[i].size(), " bytes long, more than the limit of ",
+                                      kMaxStopStringBytes, " (kMaxStopStringBytes)"),
+                              "stop");
+    }
   }
   if (const ojson* v = find_value(body, "stop_token_ids")) p.stop_token_ids = get_token_list("stop_token_ids", *v);
   if (const ojson* v = find_value(body, "logit_bias")) {
     if (!v->is_object()) wrong_type("logit_bias", "an object mapping token ids to biases", *v);
+    if (int64_t(v->size()) > kMaxLogitBiasEntries)
+      throw invalid_request(str_cat("'logit_bias' has ", v->size(), " entries, more than the limit of ",
+                                    kMaxLogitBiasEntries, " (kMaxLogitBiasEntries)"),
+                            "logit_bias");
     for (auto it = v->begin(); it != v->end(); ++it) {
       int64_t id = -1;
       try {
@@ -301,6 +316,10 @@ void parse_structured(const ojson& body, GenerationFields& g) {
         if (!it->is_string()) wrong_type(f, "a string", *it);
       } else if (k == "choice") {
         if (!it->is_array() || it->empty()) wrong_type(f, "a non-empty array of strings", *it);
+        if (int64_t(it->size()) > kMaxChoices)
+          throw invalid_request(str_cat("'", f, "' has ", it->size(), " entries, more than the limit of ", kMaxChoices,
+                                        " (kMaxChoices)"),
+                                f);
         for (const ojson& c : *it)
           if (!c.is_string()) wrong_type(f, "a non-empty array of strings", *it);
       } else if (k == "json_object") {
@@ -370,6 +389,10 @@ void parse_tools(const ojson& body, ChatRequest& r) {
   const ojson* tools = find_value(body, "tools");
   if (tools) {
     if (!tools->is_array()) wrong_type("tools", "an array", *tools);
+    if (int64_t(tools->size()) > kMaxTools)
+      throw invalid_request(str_cat("'tools' declares ", tools->size(), " functions, more than the limit of ", kMaxTools,
+                                    " (kMaxTools)"),
+                            "tools");
     for (size_t i = 0; i < tools->size(); ++i) {
       const ojson& t = (*tools)[i];
       const std::string f = str_cat("tools[", i, "]");
@@ -493,6 +516,10 @@ TokenizeRequest parse_tokenize_request(const nlohmann::ordered_json& body) {
   r.add_generation_prompt = get_bool(body, "add_generation_prompt", true);
   if (const ojson* v = find_value(body, "tools")) {
     if (!v->is_array()) wrong_type("tools", "an array", *v);
+    if (int64_t(v->size()) > kMaxTools)
+      throw invalid_request(str_cat("'tools' declares ", v->size(), " functions, more than the limit of ", kMaxTools,
+                                    " (kMaxTools)"),
+                            "tools");
     if (!v->empty()) r.tools = *v;
   }
   if (const ojson* v = find_value(body, "chat_template_kwargs")) {
@@ -516,10 +543,11 @@ std::vector<int32_t> parse_detokenize_request(const nlohmann::ordered_json& body
 }
 
 nlohmann::ordered_json parse_json_body(const std::string& text) {
+  check_json_limits(text, "request body");
   ojson body;
   try {
     body = ojson::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number like 1E400
     throw invalid_request(str_cat("the request body is not valid JSON: ", e.what()));
   }
   if (!body.is_object()) throw invalid_request(str_cat("the request body must be a JSON object, got ", type_name(body)));

@@ -60,8 +60,11 @@ ReasoningParser::Delta ReasoningParser::append(std::string_view text) {
   for (;;) {
     if (state_ == State::Start) {
       // Leading whitespace, then either "<think>" or anything else (then content for good).
-      size_t i = 0;
+      // The whitespace seen so far is not scanned again: an output of only whitespace would
+      // otherwise cost the square of its length.
+      size_t i = start_ws_;
       while (i < pending_.size() && (pending_[i] == ' ' || pending_[i] == '\n')) ++i;
+      start_ws_ = i;
       std::string_view rest = std::string_view(pending_).substr(i);
       if (rest.size() >= kOpen.size() && rest.substr(0, kOpen.size()) == kOpen) {
         pending_.erase(0, i + kOpen.size());

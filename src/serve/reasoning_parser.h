@@ -44,6 +44,7 @@ class ReasoningParser {
   bool strip_newlines_ = false;  // drop newlines right after a tag
   bool saw_reasoning_ = false;
   std::string pending_;
+  size_t start_ws_ = 0;  // at Start: leading whitespace bytes of pending_ already scanned
 };
 
 }  // namespace pypto

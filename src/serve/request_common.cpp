@@ -3,6 +3,7 @@
 #include <ctime>
 
 #include "core/error.h"
+#include "serve/request_limits.h"
 
 namespace pypto {
 
@@ -31,6 +32,13 @@ int32_t resolve_max_tokens(const GenerationFields& g, int64_t prompt_len, int64_
 
 void add_sequences(std::vector<SequenceSpec>& specs, const GenerationFields& g, size_t prompt_index,
                    const std::vector<int32_t>& prompt_ids, int32_t max_tokens) {
+  int64_t total = int64_t(g.n) * max_tokens;
+  for (const SequenceSpec& spec : specs) total += spec.params.max_tokens;
+  if (total > kMaxRequestTokens)
+    throw invalid_request(str_cat("n x max_tokens over the request's prompts is ", total,
+                                  " tokens, more than the limit of ", kMaxRequestTokens,
+                                  " (kMaxRequestTokens): lower n or max_tokens"),
+                          "max_tokens");
   for (int32_t k = 0; k < g.n; ++k) {
     SequenceSpec spec;
     spec.index = int32_t(prompt_index) * g.n + k;

@@ -1,6 +1,7 @@
 #include "serve/structured_request.h"
 
 #include "core/error.h"
+#include "serve/json_limits.h"
 #include "serve/server_state.h"
 #include "structured/ebnf.h"
 #include "structured/grammar_cache.h"
@@ -27,8 +28,10 @@ std::shared_ptr<const st::CompiledGrammar> compiled(ServerState& s, const std::s
 
 json schema_of(const ojson& v, const char* where) {
   if (v.is_string()) {
+    const std::string& text = v.get_ref<const std::string&>();
+    check_json_limits(text, where, where);
     try {
-      return json::parse(v.get<std::string>());
+      return json::parse(text);
     } catch (const std::exception& e) {
       throw invalid_request(str_cat("'", where, "' is not valid JSON: ", e.what()), where);
     }
@@ -103,7 +106,10 @@ StructuredSetup build_setup(ServerState& s, const GenerationFields& g, const Cha
       out.grammar = compiled(s, "choice:" + ch->dump(), "structured_outputs", [&] {
         st::Grammar gr;
         std::vector<st::ExprPtr> alts;
-        for (const ojson& c : *ch) alts.push_back(st::literal(c.get<std::string>()));
+        for (const ojson& c : *ch) {
+          gr.add_text(c.get_ref<const std::string&>().size(), "structured_outputs.choice");
+          alts.push_back(st::literal(c.get<std::string>()));
+        }
         gr.root = st::alt(std::move(alts));
         return gr;
       });

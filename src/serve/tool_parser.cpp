@@ -8,8 +8,6 @@ namespace {
 
 constexpr std::string_view kOpen = "<tool_call>";
 constexpr std::string_view kClose = "</tool_call>";
-// A header longer than this is not a call (bounds the work on a runaway name).
-constexpr size_t kMaxHeader = 4096;
 
 bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 
@@ -121,9 +119,9 @@ ToolCallParser::Delta ToolCallParser::append(std::string_view text) {
         break;
       }
       case Mode::Header: {
-        // Decided on the first kMaxHeader bytes only, so that every split decides the same.
-        const Header h = parse_header(std::string_view(buf_).substr(0, kMaxHeader));
-        if (h.status == Header::NeedMore && buf_.size() < kMaxHeader) return out;
+        // Decided on the first kMaxHeaderBytes bytes only, so that every split decides the same.
+        const Header h = parse_header(std::string_view(buf_).substr(0, kMaxHeaderBytes));
+        if (h.status == Header::NeedMore && buf_.size() < kMaxHeaderBytes) return out;
         if (h.status != Header::Done) {  // not a call: the tag is content, the rest is read again
           emit_content(kOpen, out);
           mode_ = Mode::Text;

@@ -50,6 +50,10 @@ class ToolCallParser {
     std::vector<CallDelta> calls;  // in order
   };
 
+  // A call header longer than this is not a call: it is content (bounds the work of re-reading
+  // a header that is still being written, e.g. a runaway name).
+  static constexpr size_t kMaxHeaderBytes = 4096;
+
   // max_calls: calls beyond it are returned as content (-1: no limit).
   explicit ToolCallParser(std::function<std::string()> make_id, int32_t max_calls = -1);
 

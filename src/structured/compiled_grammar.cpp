@@ -15,18 +15,30 @@ struct CompiledGrammar::Builder {
   std::vector<NfaState>& nfa;
   std::vector<uint8_t> active;  // per rule: open on the inlining path
   std::vector<Fragment> fragments;  // per rule, built on its first recursive reference
+  int depth = 0;                    // build() calls open (kMaxGrammarNesting)
 
   int32_t add() {
     if (int64_t(nfa.size()) >= kMaxNfaStates)
       fail("the grammar is too large: it expands to more than ", kMaxNfaStates,
-           " automaton states (lower maxLength / maxItems bounds, or fewer rules referring to each other)");
+           " automaton states (kMaxNfaStates): lower maxLength / maxItems bounds, or fewer rules referring to each other");
     nfa.emplace_back();
     return int32_t(nfa.size()) - 1;
   }
   void eps(int32_t a, int32_t b) { nfa[size_t(a)].eps.push_back(b); }
 
+  struct Nested {
+    int& depth;
+    explicit Nested(int& d) : depth(d) {
+      if (++depth > kMaxGrammarNesting)
+        fail("the grammar nests deeper than the limit of ", kMaxGrammarNesting,
+             " levels (kMaxGrammarNesting), counting each rule reference as a level");
+    }
+    ~Nested() { --depth; }
+  };
+
   // Adds e starting at `from`; returns the state reached after it.
   int32_t build(const Expr& e, int32_t from) {
+    const Nested nested(depth);
     switch (e.kind) {
       case Expr::Kind::Bytes: {
         const int32_t to = add();
@@ -135,6 +147,17 @@ struct CompiledGrammar::Builder {
   }
 };
 
+// Counts the work of the compile-time passes against kMaxCompileSteps.
+struct CompiledGrammar::StepBudget {
+  int64_t used = 0;
+  void spend(int64_t n) {
+    used += n;
+    if (used > kMaxCompileSteps)
+      fail("the grammar is too complex: compiling it takes more than ", kMaxCompileSteps,
+           " steps (kMaxCompileSteps); fewer rules referring to each other, or smaller bounds");
+  }
+};
+
 CompiledGrammar::CompiledGrammar(const Grammar& grammar, std::shared_ptr<const TokenVocab> vocab)
     : vocab_(std::move(vocab)) {
   PYPTO_ASSERT(grammar.root != nullptr, "grammar without a root");
@@ -156,7 +179,9 @@ CompiledGrammar::CompiledGrammar(const Grammar& grammar, std::shared_ptr<const T
     if (nfa_[s].call >= 0) calls.push_back(int32_t(s));
   }
   std::vector<uint8_t> live(n, 0);
+  StepBudget budget;
   for (size_t changed = 1; changed;) {
+    budget.spend(int64_t(n) + int64_t(calls.size()));
     std::vector<int32_t> work = {nfa_final_};
     std::fill(live.begin(), live.end(), 0);
     for (size_t s = 0; s < n; ++s)
@@ -165,6 +190,7 @@ CompiledGrammar::CompiledGrammar(const Grammar& grammar, std::shared_ptr<const T
     while (!work.empty()) {
       const int32_t s = work.back();
       work.pop_back();
+      budget.spend(int64_t(rev[size_t(s)].size()));
       for (int32_t p : rev[size_t(s)])
         if (!live[size_t(p)]) {
           live[size_t(p)] = 1;
@@ -186,7 +212,7 @@ CompiledGrammar::CompiledGrammar(const Grammar& grammar, std::shared_ptr<const T
     std::erase_if(s.edges, [&](const NfaEdge& e) { return !live[size_t(e.to)]; });
     std::erase_if(s.eps, [&](int32_t t) { return !live[size_t(t)]; });
   }
-  check_left_recursion(grammar, b.fragments);
+  check_left_recursion(grammar, b.fragments, budget);
 
   // Byte classes: bytes no edge tells apart share a column of the DFA table.
   bool boundary[257] = {};
@@ -206,13 +232,17 @@ CompiledGrammar::CompiledGrammar(const Grammar& grammar, std::shared_ptr<const T
   }
   num_classes_ = cls + 1;
   closure_mark_.assign(nfa_.size(), 0);
+  nfa_bytes_ = int64_t(nfa_.capacity() * sizeof(NfaState) + closure_mark_.capacity() * sizeof(int32_t));
+  for (const NfaState& st : nfa_)
+    nfa_bytes_ += int64_t(st.edges.capacity() * sizeof(NfaEdge) + st.eps.capacity() * sizeof(int32_t));
   std::lock_guard<std::mutex> lock(mu_);
   start_ = intern_locked({{start, -1}});
   PYPTO_ASSERT(start_ >= 0);
 }
 
 // A rule that can call itself before reading a byte would push forever: refused.
-void CompiledGrammar::check_left_recursion(const Grammar& g, const std::vector<Fragment>& fragments) const {
+void CompiledGrammar::check_left_recursion(const Grammar& g, const std::vector<Fragment>& fragments,
+                                           StepBudget& budget) const {
   const size_t nr = fragments.size();
   std::vector<int32_t> rule_of_entry(nfa_.size(), -1);
   for (size_t r = 0; r < nr; ++r)
@@ -220,16 +250,19 @@ void CompiledGrammar::check_left_recursion(const Grammar& g, const std::vector<F
   // The states reachable from `from` without reading a byte (calls of nullable fragments passed
   // through); the fragments called on the way go to `called`.
   std::vector<uint8_t> nullable(nr, 0);
+  std::vector<int32_t> seen(nfa_.size(), 0);  // == epoch: visited by the current walk
+  int32_t epoch = 0;
   auto walk = [&](int32_t from, std::vector<int32_t>* called) {
-    std::vector<uint8_t> seen(nfa_.size(), 0);
+    ++epoch;
     std::vector<int32_t> work = {from};
     bool reaches_exit = false;
     while (!work.empty()) {
       const int32_t s = work.back();
       work.pop_back();
-      if (seen[size_t(s)]) continue;
-      seen[size_t(s)] = 1;
+      if (seen[size_t(s)] == epoch) continue;
+      seen[size_t(s)] = epoch;
       const NfaState& st = nfa_[size_t(s)];
+      budget.spend(1 + int64_t(st.eps.size()));
       reaches_exit |= st.ret;
       for (int32_t t : st.eps) work.push_back(t);
       if (st.call >= 0) {
@@ -247,20 +280,36 @@ void CompiledGrammar::check_left_recursion(const Grammar& g, const std::vector<F
   std::vector<std::vector<int32_t>> left(nr);
   for (size_t r = 0; r < nr; ++r)
     if (fragments[r].entry >= 0) walk(fragments[r].entry, &left[r]);
-  // A cycle in "calls first" is left recursion.
+  // A cycle in "calls first" is left recursion: a depth-first search with an explicit stack (a
+  // grammar may have thousands of rules).
   std::vector<uint8_t> color(nr, 0);  // 0 new, 1 on the path, 2 done
-  std::function<void(int32_t)> visit = [&](int32_t r) {
-    color[size_t(r)] = 1;
-    for (int32_t t : left[size_t(r)]) {
+  struct Frame {
+    int32_t rule;
+    size_t next;  // index into left[rule]
+  };
+  std::vector<Frame> path;
+  for (size_t r0 = 0; r0 < nr; ++r0) {
+    if (fragments[r0].entry < 0 || color[r0] != 0) continue;
+    color[r0] = 1;
+    path.push_back({int32_t(r0), 0});
+    while (!path.empty()) {
+      Frame& f = path.back();
+      budget.spend(1);
+      if (f.next == left[size_t(f.rule)].size()) {
+        color[size_t(f.rule)] = 2;
+        path.pop_back();
+        continue;
+      }
+      const int32_t t = left[size_t(f.rule)][f.next++];
       if (color[size_t(t)] == 1)
         fail("grammar rule '", g.rules[size_t(t)].name,
              "' is left-recursive (it can reach itself before any byte); rewrite it with repetition");
-      if (color[size_t(t)] == 0) visit(t);
+      if (color[size_t(t)] == 0) {
+        color[size_t(t)] = 1;
+        path.push_back({t, 0});
+      }
     }
-    color[size_t(r)] = 2;
-  };
-  for (size_t r = 0; r < nr; ++r)
-    if (fragments[r].entry >= 0 && color[r] == 0) visit(int32_t(r));
+  }
 }
 
 int32_t CompiledGrammar::push_locked(int32_t stack, int32_t ret) const {
@@ -300,6 +349,11 @@ int32_t CompiledGrammar::intern_locked(std::vector<Config> seed) const {
   std::string key(reinterpret_cast<const char*>(set.data()), set.size() * sizeof(Config));
   auto it = by_set_.find(key);
   if (it != by_set_.end()) return it->second;
+  if (int64_t(sets_.size()) >= kMaxDfaStates || num_configs_ + int64_t(set.size()) > kMaxDfaConfigs)
+    fail("the grammar's automaton grew past the limit of ", kMaxDfaStates, " states (kMaxDfaStates) or ",
+         kMaxDfaConfigs, " configurations (kMaxDfaConfigs); ", sets_.size(), " states and ", num_configs_,
+         " configurations were built");
+  num_configs_ += int64_t(set.size());
   const int32_t id = int32_t(sets_.size());
   bool acc = false, cont = false;
   for (const Config& c : set) {
@@ -360,6 +414,15 @@ int64_t CompiledGrammar::num_dfa_states() const {
 bool CompiledGrammar::has_cached_mask(int32_t state) const {
   std::lock_guard<std::mutex> lock(mu_);
   return state >= 0 && masks_[size_t(state)] != nullptr;
+}
+
+int64_t CompiledGrammar::memory_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  // Per DFA state: its configurations, its row of transitions, its key in by_set_ (the same
+  // bytes again) and the bookkeeping around them (~64 bytes).
+  const int64_t dfa = num_configs_ * int64_t(2 * sizeof(Config)) + int64_t(trans_.size() * sizeof(int32_t)) +
+                      int64_t(sets_.size()) * 64 + int64_t(stacks_.size()) * 24;
+  return nfa_bytes_ + dfa + num_masks_ * vocab_->mask_words() * int64_t(sizeof(uint32_t));
 }
 
 int64_t CompiledGrammar::num_cached_masks() const {

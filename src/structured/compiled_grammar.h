@@ -37,8 +37,22 @@ using TokenMask = std::vector<uint32_t>;
 class CompiledGrammar {
  public:
   static constexpr int32_t kDead = -1;
-  // Limit on NFA states: a schema that expands to more is refused (Error) instead of eating memory.
+  // Limits (docs/api.md, "Input limits"); a grammar past one is refused with an Error naming it.
+  // NFA states: a schema that expands to more is refused instead of eating memory.
   static constexpr int64_t kMaxNfaStates = 1'000'000;
+  // Expressions nested inside each other once references are inlined (the builder recurses once
+  // per level): a chain of rules each naming the next is as deep as it is long.
+  static constexpr int kMaxGrammarNesting = 2000;
+  // Work of the passes over the whole automaton at compile time (which states can still
+  // complete, which rules are left-recursive), in states and edges visited: they repeat until
+  // nothing changes, so their work can grow faster than the automaton.
+  static constexpr int64_t kMaxCompileSteps = 50'000'000;
+  // The lazily determinized automaton: states, and configurations stored over all of them
+  // (8 bytes each). Bounds the memory a grammar can take while it is used; a grammar whose
+  // start state alone exceeds them is refused at compile time, one that grows past them later
+  // ends its output (the matcher reports the error; see GrammarMatcher::error()).
+  static constexpr int64_t kMaxDfaStates = 200'000;
+  static constexpr int64_t kMaxDfaConfigs = 16'000'000;
   // Masks kept per grammar (19 KB each for Qwen3: 2,048 = 38 MiB); past it, a state's mask is
   // recomputed when needed instead of cached.
   static constexpr int64_t kMaxCachedMasks = 2048;
@@ -47,7 +61,9 @@ class CompiledGrammar {
   CompiledGrammar(const Grammar& grammar, std::shared_ptr<const TokenVocab> vocab);
 
   int32_t start_state() const { return start_; }
-  // The DFA state after `byte` from `state` (kDead when the byte leaves the language).
+  // The DFA state after `byte` from `state` (kDead when the byte leaves the language). This and
+  // step_text / mask may determinize new states: past kMaxDfaStates / kMaxDfaConfigs they throw
+  // Error.
   int32_t step(int32_t state, uint8_t byte) const;
   // The state after all of `text` (kDead if any byte is rejected).
   int32_t step_text(int32_t state, std::string_view text) const;
@@ -62,6 +78,9 @@ class CompiledGrammar {
   int64_t num_nfa_states() const { return int64_t(nfa_.size()); }
   int64_t num_dfa_states() const;
   int64_t num_cached_masks() const;
+  // Bytes held now, approximately: the NFA, the determinized states so far and the cached masks
+  // (grows as the grammar is used, within kMaxDfaStates / kMaxDfaConfigs / kMaxCachedMasks).
+  int64_t memory_bytes() const;
 
  private:
   struct NfaEdge {
@@ -89,7 +108,8 @@ class CompiledGrammar {
   struct Fragment {
     int32_t entry = -1, exit = -1;  // NFA states; -1 when the rule is never called
   };
-  void check_left_recursion(const Grammar& g, const std::vector<Fragment>& fragments) const;
+  struct StepBudget;  // kMaxCompileSteps
+  void check_left_recursion(const Grammar& g, const std::vector<Fragment>& fragments, StepBudget& budget) const;
   int32_t intern_locked(std::vector<Config> set) const;  // epsilon-closes `set` first
   int32_t push_locked(int32_t stack, int32_t ret) const;
   std::shared_ptr<const TokenMask> compute_mask_locked(int32_t state) const;
@@ -101,6 +121,7 @@ class CompiledGrammar {
   std::vector<uint8_t> class_rep_;  // one byte per class
   int32_t num_classes_ = 0;
   int32_t start_ = 0;
+  int64_t nfa_bytes_ = 0;  // set once the NFA is final
 
   // Lazy DFA: state d's transitions are trans_[d * num_classes_ + class], kUnknown until computed.
   static constexpr int32_t kUnknown = -2;
@@ -115,6 +136,7 @@ class CompiledGrammar {
   mutable std::unordered_map<std::string, int32_t> by_set_;
   mutable std::vector<std::shared_ptr<const TokenMask>> masks_;
   mutable int64_t num_masks_ = 0;
+  mutable int64_t num_configs_ = 0;  // over sets_ (kMaxDfaConfigs)
 };
 
 }  // namespace pypto::structured

@@ -60,6 +60,8 @@ class EbnfParser {
   int32_t rule_id(const std::string& name) {
     auto it = ids_.find(name);
     if (it != ids_.end()) return it->second;
+    if (g_.rules.size() >= size_t(kMaxEbnfRules))
+      error(str_cat("more than ", kMaxEbnfRules, " rules, the limit (kMaxEbnfRules)"));
     const int32_t id = g_.add_rule(name);
     ids_[name] = id;
     return id;
@@ -103,7 +105,8 @@ class EbnfParser {
     int v = 0;
     while (i_ < t_.size() && std::isdigit(uint8_t(t_[i_]))) {
       v = v * 10 + (t_[i_++] - '0');
-      if (v > 100000) error("repetition count too large");
+      if (v > kMaxEbnfRepeat)
+        error(str_cat("a repetition count exceeds the limit of ", kMaxEbnfRepeat, " (kMaxEbnfRepeat)"));
     }
     return v;
   }
@@ -192,7 +195,10 @@ class EbnfParser {
     }
     if (c == '(') {
       ++i_;
+      if (++depth_ > kMaxEbnfNesting)
+        error(str_cat("groups nest deeper than the limit of ", kMaxEbnfNesting, " (kMaxEbnfNesting)"));
       ExprPtr inner = alternatives();
+      --depth_;
       skip();
       if (i_ >= t_.size() || t_[i_] != ')') error("missing ')'");
       ++i_;
@@ -204,12 +210,17 @@ class EbnfParser {
 
   std::string_view t_;
   size_t i_ = 0;
+  int depth_ = 0;  // groups open
   Grammar g_;
   std::map<std::string, int32_t> ids_;
 };
 
 }  // namespace
 
-Grammar parse_ebnf(std::string_view text) { return EbnfParser(text).parse(); }
+Grammar parse_ebnf(std::string_view text) {
+  if (text.size() > size_t(kMaxEbnfBytes))
+    fail("grammar: the text is ", text.size(), " bytes long, more than the limit of ", kMaxEbnfBytes, " (kMaxEbnfBytes)");
+  return EbnfParser(text).parse();
+}
 
 }  // namespace pypto::structured

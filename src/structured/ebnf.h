@@ -17,6 +17,16 @@
 
 namespace pypto::structured {
 
+// Limits (docs/api.md, "Input limits"); past one the grammar is an Error naming it.
+// Bytes of grammar text (each literal byte becomes an expression node).
+inline constexpr int kMaxEbnfBytes = 131'072;
+// ( groups ) nested inside each other (the parser recurses once per level).
+inline constexpr int kMaxEbnfNesting = 64;
+// The largest count in a {m}, {m,} or {m,n} repetition.
+inline constexpr int kMaxEbnfRepeat = 100'000;
+// Rules in one grammar.
+inline constexpr int kMaxEbnfRules = 4096;
+
 Grammar parse_ebnf(std::string_view text);
 
 }  // namespace pypto::structured

@@ -76,6 +76,13 @@ ExprPtr list(ExprPtr item, ExprPtr sep, bool min_one) {
   return e;
 }
 
+void Grammar::add_text(size_t n, std::string_view what) {
+  text_bytes += int64_t(n);
+  if (text_bytes > kMaxGrammarTextBytes)
+    fail(what, ": the grammar's literal text and patterns come to ", text_bytes, " bytes, more than the limit of ",
+         kMaxGrammarTextBytes, " (kMaxGrammarTextBytes)");
+}
+
 ExprPtr empty_string() { return seq({}); }
 ExprPtr nothing() { return alt({}); }
 

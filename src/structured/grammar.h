@@ -89,6 +89,12 @@ ExprPtr code_points(const std::vector<std::pair<uint32_t, uint32_t>>& ranges);
 // Any Unicode scalar value as UTF-8 (1-4 bytes, well formed).
 ExprPtr any_char();
 
+// Bytes of literal text and of patterns the front ends may put into one grammar (docs/api.md,
+// "Input limits"). Every byte becomes at least one expression node (~100 bytes of memory) and
+// one automaton state, so a grammar with more could never compile under
+// CompiledGrammar::kMaxNfaStates; refusing it while it is built bounds the memory it takes first.
+inline constexpr int64_t kMaxGrammarTextBytes = 1'000'000;
+
 struct Grammar {
   struct Rule {
     std::string name;
@@ -96,6 +102,10 @@ struct Grammar {
   };
   std::vector<Rule> rules;
   ExprPtr root;
+  int64_t text_bytes = 0;  // literal and pattern bytes added so far (kMaxGrammarTextBytes)
+
+  // Counts `n` more bytes of literal text or pattern; throws Error naming `what` past the limit.
+  void add_text(size_t n, std::string_view what);
 
   int32_t add_rule(std::string name, ExprPtr body = nullptr) {
     rules.push_back({std::move(name), std::move(body)});

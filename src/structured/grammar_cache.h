@@ -16,10 +16,17 @@ namespace pypto::structured {
 
 class GrammarCache {
  public:
-  explicit GrammarCache(std::shared_ptr<const TokenVocab> vocab, size_t capacity = 64);
+  // Bytes the cached grammars may hold together (CompiledGrammar::memory_bytes, which grows as
+  // they are used): past it the least recently used go, the newest always stays. A grammar
+  // under the per-grammar limits can hold a few hundred MB, so 64 of them could otherwise pin
+  // tens of GB.
+  static constexpr int64_t kMaxCacheBytes = int64_t(1) << 30;
 
-  // The cached grammar for `key`, or make() compiled and cached (make's Error propagates, and
-  // nothing is cached then).
+  explicit GrammarCache(std::shared_ptr<const TokenVocab> vocab, size_t capacity = 64,
+                        int64_t max_bytes = kMaxCacheBytes);
+
+  // The cached grammar for `key`, or make() compiled, its start state's mask computed, and
+  // cached (an Error from either propagates, and nothing is cached then).
   std::shared_ptr<const CompiledGrammar> get(const std::string& key, const std::function<Grammar()>& make);
 
   const std::shared_ptr<const TokenVocab>& vocab() const { return vocab_; }
@@ -29,6 +36,7 @@ class GrammarCache {
  private:
   std::shared_ptr<const TokenVocab> vocab_;
   size_t capacity_;
+  int64_t max_bytes_;
   mutable std::mutex mu_;
   std::list<std::pair<std::string, std::shared_ptr<const CompiledGrammar>>> lru_;  // front: newest
   std::unordered_map<std::string, decltype(lru_)::iterator> index_;

@@ -34,10 +34,35 @@ struct Compiler {
   const json& root;
   std::string where;
   std::map<std::string, int32_t> ref_rules;  // JSON pointer -> rule
+  int depth = 0;  // schemas being compiled, one inside the other (kMaxSchemaDepth)
+
+  // A pointer as long as the deepest allowed schema's is shortened in the middle: a message
+  // stays readable and small whatever the input.
+  static std::string short_path(const std::string& path) {
+    constexpr size_t kKeep = 200;
+    if (path.size() <= 2 * kKeep) return path;
+    auto boundary = [&](size_t i) {  // not inside a UTF-8 character
+      while (i > 0 && (uint8_t(path[i]) & 0xC0) == 0x80) --i;
+      return i;
+    };
+    const size_t head = boundary(kKeep), tail = boundary(path.size() - kKeep);
+    return path.substr(0, head) + "/.../" + path.substr(tail);
+  }
 
   [[noreturn]] void bad(const std::string& path, const std::string& what) const {
-    fail(where, path.empty() ? "" : path, ": ", what);
+    fail(where, short_path(path), ": ", what);
   }
+
+  // Counts one schema nested in the current one for the scope of a value() call.
+  struct Nested {
+    Compiler& c;
+    Nested(Compiler& c, const std::string& path) : c(c) {
+      if (++c.depth > kMaxSchemaDepth)
+        c.bad(path, str_cat("nesting depth ", c.depth, " exceeds the limit of ", kMaxSchemaDepth,
+                            " (kMaxSchemaDepth): schemas inside properties, items, anyOf/oneOf/allOf and $ref chains"));
+    }
+    ~Nested() { --c.depth; }
+  };
 
   ExprPtr ws() { return json_whitespace(); }
 
@@ -50,6 +75,7 @@ struct Compiler {
   }
 
   ExprPtr value(const json& s, const std::string& path) {
+    const Nested nested(*this, path);
     if (s.is_boolean()) {
       if (s.get<bool>()) return add_any_json_value(g);
       bad(path, "the schema 'false' matches nothing");
@@ -91,10 +117,22 @@ struct Compiler {
       std::vector<json> values;
       if (std::string(kw) == "const") values.push_back(s["const"]);
       else if (!s["enum"].is_array() || s["enum"].empty()) bad(path + "/enum", "'enum' must be a non-empty array");
+      else if (s["enum"].size() > size_t(kMaxEnumValues))
+        bad(path + "/enum", str_cat("'enum' has ", s["enum"].size(), " values, more than the limit of ", kMaxEnumValues,
+                                    " (kMaxEnumValues)"));
       else values.assign(s["enum"].begin(), s["enum"].end());
       std::vector<ExprPtr> alts;
-      for (const json& v : values)
-        if (!s.contains("type") || has_type(s["type"], v, path)) alts.push_back(literal(v.dump()));
+      for (size_t i = 0; i < values.size(); ++i) {
+        const json& v = values[i];
+        if (s.contains("type") && !has_type(s["type"], v, path)) continue;
+        const std::string text = v.dump();
+        if (text.size() > size_t(kMaxEnumValueBytes))
+          bad(path + "/" + kw + (std::string(kw) == "enum" ? "/" + std::to_string(i) : ""),
+              str_cat("the value is ", text.size(), " bytes as JSON, more than the limit of ", kMaxEnumValueBytes,
+                      " (kMaxEnumValueBytes)"));
+        g.add_text(text.size(), where + short_path(path));
+        alts.push_back(literal(text));
+      }
       if (alts.empty()) bad(path, std::string("no '") + kw + "' value has the schema's 'type'");
       return alt(std::move(alts));
     }
@@ -103,18 +141,26 @@ struct Compiler {
       alone(kw);
       const json& list = s[kw];
       if (!list.is_array() || list.empty()) bad(path + "/" + kw, std::string("'") + kw + "' must be a non-empty array");
+      if (list.size() > size_t(kMaxSchemaBranches))
+        bad(path + "/" + kw, str_cat("'", kw, "' has ", list.size(), " entries, more than the limit of ",
+                                     kMaxSchemaBranches, " (kMaxSchemaBranches)"));
       std::vector<ExprPtr> alts;
       for (size_t i = 0; i < list.size(); ++i) alts.push_back(value(list[i], path + "/" + kw + "/" + std::to_string(i)));
       // oneOf is anyOf once no value can match two branches; where that cannot be shown, the
       // grammar could write a value that fails "exactly one", so the schema is refused.
+      int64_t budget = kMaxDisjointSteps;
       if (std::string(kw) == "oneOf")
         for (size_t i = 0; i < list.size(); ++i)
           for (size_t j = i + 1; j < list.size(); ++j)
-            if (!provably_disjoint(list[i], list[j], root))
+            if (!provably_disjoint(list[i], list[j], root, budget)) {
+              if (budget <= 0)
+                bad(path + "/oneOf", str_cat("telling the branches apart takes more than ", kMaxDisjointSteps,
+                                             " comparison steps (kMaxDisjointSteps); use 'anyOf' or fewer branches"));
               bad(path + "/oneOf", "branches " + std::to_string(i) + " and " + std::to_string(j) +
                                        " may both match one value, and 'oneOf' needs exactly one; supported are "
                                        "branches told apart by type, const/enum, numeric or length ranges, or a "
                                        "required property with such values (use 'anyOf' if both may match)");
+            }
       return alt(std::move(alts));
     }
 
@@ -203,7 +249,8 @@ struct Compiler {
     const json& v = s[kw];
     if (!v.is_number()) c.bad(path + "/" + kw, std::string("'") + kw + "' must be a number");
     const double d = v.get<double>();
-    if (d > 9e18 || d < -9e18) c.bad(path + "/" + kw, std::string("'") + kw + "' is out of the supported range");
+    if (d > kMaxNumberBound || d < -kMaxNumberBound)
+      c.bad(path + "/" + kw, str_cat("'", kw, "' = ", v.dump(), " is beyond the limit of +-", kMaxNumberBound, " (kMaxNumberBound)"));
     if (v.is_number_integer()) return v.get<int64_t>();
     return std::string(kw) == "minimum" || std::string(kw) == "exclusiveMinimum" ? int64_t(std::ceil(d))
                                                                                   : int64_t(std::floor(d));
@@ -256,7 +303,8 @@ struct Compiler {
       const json& v = s[k];
       if (!v.is_number()) bad(path + "/" + k, std::string("'") + k + "' must be a number");
       const double d = v.get<double>();
-      if (!(std::abs(d) <= 9e18)) bad(path + "/" + k, std::string("'") + k + "' is out of the supported range");
+      if (!(std::abs(d) <= kMaxNumberBound))
+        bad(path + "/" + k, str_cat("'", k, "' = ", v.dump(), " is beyond the limit of +-", kMaxNumberBound, " (kMaxNumberBound)"));
       DecimalBound c{decimal_of(d), k == xkw};
       if (v.is_number_integer()) {  // exact, whatever a double would round it to
         const int64_t x = v.is_number_unsigned() ? int64_t(v.get<uint64_t>()) : v.get<int64_t>();
@@ -300,7 +348,9 @@ struct Compiler {
     const json& v = s[kw];
     if (!v.is_number_integer() || v.get<int64_t>() < 0)
       c.bad(path + "/" + kw, std::string("'") + kw + "' must be a non-negative integer");
-    if (v.get<int64_t>() > 100000) c.bad(path + "/" + kw, std::string("'") + kw + "' above 100000 is not supported");
+    if (v.get<int64_t>() > kMaxLengthKeyword)
+      c.bad(path + "/" + kw, str_cat("'", kw, "' = ", v.get<int64_t>(), " exceeds the limit of ", kMaxLengthKeyword,
+                                     " (kMaxLengthKeyword)"));
     return int(v.get<int64_t>());
   }
 
@@ -313,6 +363,7 @@ struct Compiler {
       if (s.contains("pattern") && s.contains("format")) bad(path, "'pattern' together with 'format' is not supported");
       if (s.contains("pattern")) {
         if (!s["pattern"].is_string()) bad(path + "/pattern", "'pattern' must be a string");
+        g.add_text(s["pattern"].get_ref<const std::string&>().size(), where + short_path(path + "/pattern"));
         try {
           body = compile_regex(s["pattern"].get<std::string>(), RegexMode::Search, true);
         } catch (const Error& e) {
@@ -364,6 +415,9 @@ struct Compiler {
     if (s.contains("prefixItems")) {
       const json& p = s["prefixItems"];
       if (!p.is_array()) bad(path + "/prefixItems", "'prefixItems' must be an array of schemas");
+      if (p.size() > size_t(kMaxPrefixItems))
+        bad(path + "/prefixItems", str_cat("'prefixItems' has ", p.size(), " entries, more than the limit of ",
+                                           kMaxPrefixItems, " (kMaxPrefixItems)"));
       for (size_t i = 0; i < p.size(); ++i) prefix.push_back(value(p[i], path + "/prefixItems/" + std::to_string(i)));
     }
     ExprPtr item;  // null: no items beyond the prefix
@@ -395,6 +449,9 @@ struct Compiler {
     if (s.contains("properties")) {
       const json& p = s["properties"];
       if (!p.is_object()) bad(path + "/properties", "'properties' must be an object");
+      if (p.size() > size_t(kMaxProperties))
+        bad(path + "/properties", str_cat("'properties' has ", p.size(), " entries, more than the limit of ",
+                                          kMaxProperties, " (kMaxProperties)"));
       for (auto it = p.begin(); it != p.end(); ++it)
         props.push_back({it.key(), value(it.value(), path + "/properties/" + it.key())});
     }
@@ -405,9 +462,7 @@ struct Compiler {
       for (const json& x : r) {
         if (!x.is_string()) bad(path + "/required", "'required' must be an array of property names");
         const std::string name = x.get<std::string>();
-        bool found = false;
-        for (auto& [k, v] : props) found |= k == name;
-        if (!found) bad(path + "/required", "required property '" + name + "' is not in 'properties'");
+        if (!s.contains("properties") || !s["properties"].contains(name)) bad(path + "/required", "required property '" + name + "' is not in 'properties'");
         required.insert(name);
       }
     }
@@ -432,7 +487,11 @@ struct Compiler {
       return seq({literal("{"), ws(), list(member, sep(), false), ws(), literal("}")});
     }
     std::vector<ExprPtr> members;
-    for (auto& [k, v] : props) members.push_back(seq({literal(json(k).dump()), ws(), literal(":"), ws(), v}));
+    for (auto& [k, v] : props) {
+      const std::string key = json(k).dump();
+      g.add_text(key.size(), where + short_path(path + "/properties"));
+      members.push_back(seq({literal(key), ws(), literal(":"), ws(), v}));
+    }
     // After the first written property, each later one is ", prop" (required) or optional; the
     // first written one is any optional property up to the first required one.
     auto tail_after = [&](size_t first) {

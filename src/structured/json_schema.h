@@ -17,6 +17,30 @@ namespace pypto::structured {
 
 inline constexpr int kMaxWhitespace = 40;
 
+// Limits on a schema (docs/api.md, "Input limits"); past one the schema is an Error naming it.
+// The compiler walks a schema recursively, and the grammar it builds grows with these sizes, so
+// each bounds the stack, the time and the memory one request can spend; each is far above what a
+// generated schema (Pydantic, zod, OpenAI's strict mode) contains.
+// Schemas nested inside each other: properties, items, prefixItems, additionalProperties,
+// anyOf/oneOf/allOf branches and each $ref followed to a schema not yet being compiled.
+inline constexpr int kMaxSchemaDepth = 64;
+// Entries of one anyOf / oneOf.
+inline constexpr int kMaxSchemaBranches = 256;
+// Values of one enum.
+inline constexpr int kMaxEnumValues = 4096;
+// Bytes of one const or enum value written as JSON.
+inline constexpr int kMaxEnumValueBytes = 16384;
+// Properties of one object schema (an object's optional properties make its grammar grow with
+// the square of their number).
+inline constexpr int kMaxProperties = 1024;
+// Entries of one prefixItems (each nests the array's grammar one level deeper; 256 of them stay
+// well within CompiledGrammar::kMaxGrammarNesting).
+inline constexpr int kMaxPrefixItems = 256;
+// minLength, maxLength, minItems, maxItems.
+inline constexpr int64_t kMaxLengthKeyword = 100'000;
+// Magnitude of minimum / maximum / exclusiveMinimum / exclusiveMaximum.
+inline constexpr double kMaxNumberBound = 9e18;
+
 // Adds what `schema` needs to `g` (rules for $ref targets) and returns the expression for one
 // JSON value valid under it. `schema` is its own root document for "#/..." references; `where`
 // names it in errors (e.g. "response_format.json_schema.schema").

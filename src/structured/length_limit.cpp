@@ -32,7 +32,7 @@ ExprPtr limit_length(const ExprPtr& body, int min_len, int max_len) {
     if (added) {
       if (int64_t(keys.size()) >= kMaxLengthProductStates)
         fail("the string's pattern/format together with minLength/maxLength needs more than ",
-             kMaxLengthProductStates, " automaton states (lower maxLength)");
+             kMaxLengthProductStates, " automaton states (kMaxLengthProductStates): lower maxLength");
       keys.push_back(k);
     }
     return it->second;

@@ -18,6 +18,26 @@ void GrammarMatcher::enter_after_start() {
 }
 
 const TokenMask* GrammarMatcher::next_mask() {
+  try {
+    return next_mask_unchecked();
+  } catch (const Error& e) {  // the automaton outgrew its limits (CompiledGrammar::kMaxDfaStates)
+    broken_ = true;
+    error_ = e.what();
+    return next_mask_unchecked();
+  }
+}
+
+bool GrammarMatcher::accept(int32_t token) {
+  try {
+    return accept_unchecked(token);
+  } catch (const Error& e) {
+    broken_ = true;
+    error_ = e.what();
+    return false;
+  }
+}
+
+const TokenMask* GrammarMatcher::next_mask_unchecked() {
   if (broken_) {
     if (!eos_only_) {
       auto m = std::make_shared<TokenMask>(size_t(g_->vocab().mask_words()), 0u);
@@ -57,7 +77,7 @@ const TokenMask* GrammarMatcher::next_mask() {
   return nullptr;
 }
 
-bool GrammarMatcher::accept(int32_t token) {
+bool GrammarMatcher::accept_unchecked(int32_t token) {
   if (broken_) return false;
   switch (phase_) {
     case Phase::MaybeThink:
@@ -66,7 +86,7 @@ bool GrammarMatcher::accept(int32_t token) {
         return true;
       }
       enter_after_start();
-      return accept(token);
+      return accept_unchecked(token);
     case Phase::BeforeStart:
       if (token == opt_.start_after) enter_after_start();
       return true;

@@ -14,6 +14,7 @@
 // The engine asks next_mask() before sampling a row and calls accept() with the sampled token.
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "structured/compiled_grammar.h"
 
@@ -41,11 +42,18 @@ class GrammarMatcher {
   // Whether the constrained part is complete (EOS allowed now), or the grammar never started.
   bool is_complete() const;
   bool is_broken() const { return broken_; }
+  // Why the matcher broke when the grammar itself failed (its automaton outgrew
+  // CompiledGrammar::kMaxDfaStates / kMaxDfaConfigs): the output then ends, as after a token
+  // the grammar does not allow, and the engine reports finish_reason "error" with this message.
+  // Empty otherwise.
+  const std::string& error() const { return error_; }
   int32_t num_triggers() const { return triggers_; }
 
  private:
   enum class Phase { MaybeThink, BeforeStart, WaitTrigger, Active };
   void enter_after_start();
+  const TokenMask* next_mask_unchecked();
+  bool accept_unchecked(int32_t token);
 
   std::shared_ptr<const CompiledGrammar> g_;
   MatcherOptions opt_;
@@ -53,6 +61,7 @@ class GrammarMatcher {
   int32_t state_ = 0;
   int32_t triggers_ = 0;
   bool broken_ = false;
+  std::string error_;
   std::shared_ptr<const TokenMask> current_;  // keeps next_mask()'s result alive
   int32_t current_state_ = -1;                // the state current_ is the mask of
   std::shared_ptr<const TokenMask> no_trigger_;  // everything but the trigger (lazily built)

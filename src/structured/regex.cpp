@@ -87,7 +87,11 @@ class Parser {
   bool at_end() const { return i_ >= p_.size(); }
   bool peek(char32_t c) const { return i_ < p_.size() && p_[i_] == c; }
   [[noreturn]] void error(const std::string& what) const {
-    fail("regex '", src_, "': ", what, " at character ", i_);
+    // A long pattern is named by its start: the message stays small whatever the input.
+    size_t cut = src_.size() > 120 ? 100 : src_.size();
+    while (cut < src_.size() && cut > 0 && (uint8_t(src_[cut]) & 0xC0) == 0x80) --cut;  // whole characters
+    const std::string_view shown = src_.substr(0, cut);
+    fail("regex '", shown, src_.size() > 120 ? "...'" : "'", ": ", what, " at character ", i_);
   }
 
   ExprPtr chars(const Ranges& r) const { return json_ ? json_string_chars(r) : code_points(r); }
@@ -125,7 +129,8 @@ class Parser {
     int v = 0;
     while (!at_end() && p_[i_] >= '0' && p_[i_] <= '9') {
       v = v * 10 + int(p_[i_] - '0');
-      if (v > 100000) error("repetition count too large");
+      if (v > kMaxRegexRepeat)
+        error(str_cat("a repetition count exceeds the limit of ", kMaxRegexRepeat, " (kMaxRegexRepeat)"));
       ++i_;
     }
     return v;
@@ -212,7 +217,10 @@ class Parser {
           error("lookaround and other (?...) groups are not supported");
         }
       }
+      if (++depth_ > kMaxRegexNesting)
+        error(str_cat("groups nest deeper than the limit of ", kMaxRegexNesting, " (kMaxRegexNesting)"));
       ExprPtr inner = alternation();
+      --depth_;
       if (!peek(')')) error("missing ')'");
       ++i_;
       return inner;
@@ -287,6 +295,7 @@ class Parser {
   std::string_view src_;
   std::u32string p_;
   size_t i_ = 0;
+  int depth_ = 0;  // groups open
   bool json_;
 };
 
@@ -339,6 +348,8 @@ ExprPtr json_string_chars(const std::vector<std::pair<uint32_t, uint32_t>>& rang
 }
 
 ExprPtr compile_regex(std::string_view pattern, RegexMode mode, bool json_string) {
+  if (pattern.size() > size_t(kMaxRegexBytes))
+    fail("the regex is ", pattern.size(), " bytes long, more than the limit of ", kMaxRegexBytes, " (kMaxRegexBytes)");
   Parser p(pattern, json_string);
   return p.parse(mode);
 }

@@ -14,6 +14,14 @@
 
 namespace pypto::structured {
 
+// Limits (docs/api.md, "Input limits"); past one the pattern is an Error naming it.
+// Groups nested inside each other (the parser recurses once per level).
+inline constexpr int kMaxRegexNesting = 64;
+// Bytes of one pattern (each character becomes several expression nodes).
+inline constexpr int kMaxRegexBytes = 65'536;
+// The largest count in a {n}, {n,} or {n,m} quantifier.
+inline constexpr int kMaxRegexRepeat = 100'000;
+
 enum class RegexMode {
   FullMatch,     // the whole text must match (vLLM `regex`, our string formats)
   Search,        // JSON Schema `pattern`: a match anywhere, unless anchored with ^ / $

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -52,9 +53,9 @@ const json* values_of(const json& s) {
 }
 
 // The types a schema allows (the compiler's own rules: 'type', else implied by keywords).
-unsigned kinds(const json* s, const json& root, int depth) {
+unsigned kinds(const json* s, const json& root, int depth, int64_t& budget) {
   s = resolve(s, root);
-  if (!s || depth > 16) return kAll;
+  if (!s || depth > 16 || --budget <= 0) return kAll;
   if (s->is_boolean()) return s->get<bool>() ? unsigned(kAll) : 0u;
   unsigned k = kAll;
   if (s->contains("const")) return kind_of_value((*s)["const"]);
@@ -65,7 +66,7 @@ unsigned kinds(const json* s, const json& root, int depth) {
   for (const char* kw : {"anyOf", "oneOf"})
     if (s->contains(kw) && (*s)[kw].is_array()) {
       unsigned u = 0;
-      for (const json& b : (*s)[kw]) u |= kinds(&b, root, depth + 1);
+      for (const json& b : (*s)[kw]) u |= kinds(&b, root, depth + 1, budget);
       k &= u;
     }
   if (s->contains("type")) {
@@ -125,18 +126,49 @@ int64_t length_bound(const json& s, const char* kw, int64_t absent) {
   return s.contains(kw) && s[kw].is_number_integer() ? s[kw].get<int64_t>() : absent;
 }
 
-bool disjoint(const json* a, const json* b, const json& root, int depth);
+bool disjoint(const json* a, const json* b, const json& root, int depth, int64_t& budget);
 
 // Whether `v` is certainly invalid under schema b (only its type is judged).
-bool rejects(const json* b, const json& v, const json& root, int depth) {
-  return (kinds(b, root, depth) & kind_of_value(v)) == 0;
+bool rejects(const json* b, const json& v, const json& root, int depth, int64_t& budget) {
+  return (kinds(b, root, depth, budget) & kind_of_value(v)) == 0;
 }
 
-bool disjoint(const json* a0, const json* b0, const json& root, int depth) {
+// A key equal for equal scalars (1 and 1.0 are one number, as JSON Schema compares them); null
+// for arrays and objects, which are compared as values.
+std::optional<std::string> scalar_key(const json& v) {
+  if (v.is_number()) return "n" + json(v.get<double>()).dump();
+  if (v.is_structured()) return std::nullopt;
+  return v.dump();
+}
+
+// Whether two value lists share a value.
+bool share_value(const std::vector<json>& x, const std::vector<json>& y, int64_t& budget) {
+  std::set<std::string> keys;
+  std::vector<const json*> structured;
+  for (const json& v : y) {
+    --budget;
+    if (auto k = scalar_key(v)) keys.insert(*k);
+    else structured.push_back(&v);
+  }
+  for (const json& v : x) {
+    if (--budget <= 0) return true;
+    if (auto k = scalar_key(v)) {
+      if (keys.count(*k)) return true;
+      continue;
+    }
+    for (const json* w : structured) {
+      if (--budget <= 0) return true;
+      if (v == *w) return true;
+    }
+  }
+  return false;
+}
+
+bool disjoint(const json* a0, const json* b0, const json& root, int depth, int64_t& budget) {
   const json* a = resolve(a0, root);
   const json* b = resolve(b0, root);
-  if (!a || !b || depth > 16) return false;
-  if ((kinds(a, root, depth) & kinds(b, root, depth)) == 0) return true;
+  if (!a || !b || depth > 16 || --budget <= 0) return false;
+  if ((kinds(a, root, depth, budget) & kinds(b, root, depth, budget)) == 0) return true;
   if (a->is_boolean() || b->is_boolean()) return false;
   // Unions: every branch apart from the other side.
   for (int side = 0; side < 2; ++side) {
@@ -145,7 +177,7 @@ bool disjoint(const json* a0, const json* b0, const json& root, int depth) {
     for (const char* kw : {"anyOf", "oneOf"})
       if (u->contains(kw) && (*u)[kw].is_array()) {
         bool all = true;
-        for (const json& br : (*u)[kw]) all = all && disjoint(&br, o, root, depth + 1);
+        for (const json& br : (*u)[kw]) all = all && disjoint(&br, o, root, depth + 1, budget);
         if (all) return true;
       }
   }
@@ -156,19 +188,14 @@ bool disjoint(const json* a0, const json* b0, const json& root, int depth) {
     return std::nullopt;
   };
   const auto la = list(a), lb = list(b);
-  if (la && lb) {
-    for (const json& x : *la)
-      for (const json& y : *lb)
-        if (x == y) return false;
-    return true;
-  }
+  if (la && lb) return !share_value(*la, *lb, budget) && budget > 0;
   if (la || lb) {
     const json* other = la ? b : a;
     bool all = true;
-    for (const json& v : la ? *la : *lb) all = all && rejects(other, v, root, depth + 1);
+    for (const json& v : la ? *la : *lb) all = all && rejects(other, v, root, depth + 1, budget);
     if (all) return true;
   }
-  const unsigned ka = kinds(a, root, depth), kb = kinds(b, root, depth);
+  const unsigned ka = kinds(a, root, depth, budget), kb = kinds(b, root, depth, budget);
   // Numbers with ranges that do not meet.
   if (((ka | kb) & ~unsigned(kInt | kFrac)) == 0) {
     const Range ra{bound(*a, "minimum", "exclusiveMinimum", true), bound(*a, "maximum", "exclusiveMaximum", false)};
@@ -190,8 +217,10 @@ bool disjoint(const json* a0, const json* b0, const json& root, int depth) {
           !y["required"].is_array())
         continue;
       const json* props = x.contains("properties") && x["properties"].is_object() ? &x["properties"] : nullptr;
-      for (const json& k : y["required"])
+      for (const json& k : y["required"]) {
+        if (--budget <= 0) return false;
         if (k.is_string() && (!props || !props->contains(k.get<std::string>()))) return true;
+      }
     }
   }
   // Objects told apart by a required property.
@@ -203,9 +232,12 @@ bool disjoint(const json* a0, const json* b0, const json& root, int depth) {
       if (!k.is_string()) continue;
       const std::string key = k.get<std::string>();
       bool in_b = false;
-      for (const json& k2 : (*b)["required"]) in_b = in_b || k2 == k;
+      for (const json& k2 : (*b)["required"]) {
+        if (--budget <= 0) return false;
+        in_b = in_b || k2 == k;
+      }
       if (in_b && pa.is_object() && pb.is_object() && pa.contains(key) && pb.contains(key) &&
-          disjoint(&pa[key], &pb[key], root, depth + 1))
+          disjoint(&pa[key], &pb[key], root, depth + 1, budget))
         return true;
     }
   }
@@ -214,6 +246,9 @@ bool disjoint(const json* a0, const json* b0, const json& root, int depth) {
 
 }  // namespace
 
-bool provably_disjoint(const json& a, const json& b, const json& root) { return disjoint(&a, &b, root, 0); }
+bool provably_disjoint(const json& a, const json& b, const json& root, int64_t& budget) {
+  const bool apart = disjoint(&a, &b, root, 0, budget);
+  return apart && budget > 0;  // an answer reached after the budget ran out is not trusted
+}
 
 }  // namespace pypto::structured

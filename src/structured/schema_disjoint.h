@@ -14,10 +14,19 @@
 //     requires a property the other forbids (additionalProperties false, not in properties);
 //   - a branch is an anyOf / oneOf whose every branch is disjoint from the other schema.
 // Anything else counts as overlapping. Local $ref and one-entry allOf are followed.
+#include <cstdint>
+
 #include <nlohmann/json.hpp>
 
 namespace pypto::structured {
 
-bool provably_disjoint(const nlohmann::json& a, const nlohmann::json& b, const nlohmann::json& root);
+// Work on one oneOf: every schema compared and every pair of const/enum values looked at is one
+// step out of `budget`, shared by all pairs of its branches (nested unions make the comparison
+// grow with the product of their sizes). Once the budget is spent the answer is false and
+// budget <= 0, which the caller reports as this limit.
+inline constexpr int64_t kMaxDisjointSteps = 1'000'000;
+
+bool provably_disjoint(const nlohmann::json& a, const nlohmann::json& b, const nlohmann::json& root,
+                       int64_t& budget);
 
 }  // namespace pypto::structured
