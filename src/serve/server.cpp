@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "serve/growing_thread_pool.h"
 #include "serve/routes.h"
 #include "serve/server_state.h"
 
@@ -48,7 +49,8 @@ void Server::start() {
   // pool covers the queue bound plus room for running requests and the small endpoints.
   const int threads =
       o.http_threads > 0 ? o.http_threads : int(std::clamp<int64_t>(o.max_queued_requests + 512, 64, 4096));
-  s.http.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
+  // Threads are made as connections need them (growing_thread_pool.h), not all at start-up.
+  s.http.new_task_queue = [threads] { return new GrowingThreadPool(size_t(threads)); };
   s.http.set_payload_max_length(o.max_body_bytes);
   s.http.set_read_timeout(30, 0);
   s.http.set_write_timeout(30, 0);

@@ -136,7 +136,11 @@ bool rejects(const json* b, const json& v, const json& root, int depth, int64_t&
 // A key equal for equal scalars (1 and 1.0 are one number, as JSON Schema compares them); null
 // for arrays and objects, which are compared as values.
 std::optional<std::string> scalar_key(const json& v) {
-  if (v.is_number()) return "n" + json(v.get<double>()).dump();
+  if (v.is_number()) {
+    std::string key = "n";
+    key += json(v.get<double>()).dump();
+    return key;
+  }
   if (v.is_structured()) return std::nullopt;
   return v.dump();
 }

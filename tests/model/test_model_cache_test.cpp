@@ -44,8 +44,9 @@ std::vector<std::string> leftovers(const fs::path& parent) {
   return out;
 }
 
-// Every maker writes its own id and sleeps inside make(), so they all overlap: exactly one
-// directory wins, the others are discarded, and every caller sees the winner's whole content.
+// Every maker writes its own id and waits inside make() until all have entered it, so they all
+// overlap however the threads are scheduled: exactly one directory wins, the others are
+// discarded, and every caller sees the winner's whole content.
 TEST(BuildDirectoryOnce, ThreadsRacingKeepOneCompleteCopy) {
   const fs::path parent = fresh_dir("threads");
   const std::string dir = (parent / "d").string();
@@ -59,7 +60,9 @@ TEST(BuildDirectoryOnce, ThreadsRacingKeepOneCompleteCopy) {
         build_directory_once(dir, [&](const std::string& tmp) {
           made.fetch_add(1);
           std::ofstream(fs::path(tmp) / "part1") << i;
-          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+          while (made.load() < kMakers && std::chrono::steady_clock::now() < give_up)
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
           std::ofstream(fs::path(tmp) / "part2") << i;
         });
         seen[i] = read_text(fs::path(dir) / "part1") + "/" + read_text(fs::path(dir) / "part2");
@@ -70,7 +73,7 @@ TEST(BuildDirectoryOnce, ThreadsRacingKeepOneCompleteCopy) {
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(failed.load(), 0);
-  EXPECT_GE(made.load(), 2) << "the makers did not overlap, so the test proved nothing";
+  EXPECT_EQ(made.load(), kMakers) << "the makers did not all overlap, so the test proved less";
   const std::set<std::string> distinct(seen.begin(), seen.end());
   ASSERT_EQ(distinct.size(), 1u) << "callers saw different contents";
   const std::string s = *distinct.begin();
