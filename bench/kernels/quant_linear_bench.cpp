@@ -1,11 +1,13 @@
 // Quantized linears (WeightFormat int8, int4 in groups of 32/64/128, fp8 blocks) at Qwen3-0.6B
-// shapes:
+// shapes (the first four) and Qwen3-14B shapes (the last four, one rank):
 //   m = 1 (decode): weight GB/s (the packed bytes with scales and zero points) and % of the read
 //     bandwidth bound measured in the same run; several copies (>= 256 MiB) are cycled so every
 //     call streams from DRAM.
 //   m = 16 and 512 (batched decode, prefill): multiply-adds per second.
-// Activations: int8 (the default precision; VNNI, AMX-INT8 for int8 weights from 16 rows) or f32
-// (highest: W dequantized in registers).
+// Activations (the last argument): 0 f32 (highest: W dequantized in registers, FMA), 1 bf16x2
+// (high, the default: x as hi + lo bf16, W converted exactly to bf16, VDPBF16PS), 2 int8 (medium:
+// VNNI, AMX-INT8 for int8 weights from 16 rows). Run them side by side with a filter, e.g.
+//   bench_kernels --benchmark_filter='BM_QuantLinear/[0-3]/[03]/1/' --benchmark_repetitions=5
 #include <benchmark/benchmark.h>
 
 #include <memory>
@@ -14,6 +16,7 @@
 
 #include "bench_common.h"
 #include "core/cpu_features.h"
+#include "core/error.h"
 #include "core/memory.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -26,7 +29,9 @@ struct Shape {
   int64_t n, k;
 };
 const Shape kQShapes[] = {{"qkv_1024x4096", 4096, 1024}, {"gate_up_1024x6144", 6144, 1024},
-                          {"down_3072x1024", 1024, 3072}, {"o_2048x1024", 1024, 2048}};
+                          {"down_3072x1024", 1024, 3072}, {"o_2048x1024", 1024, 2048},
+                          {"14b_qkv_5120x7168", 7168, 5120}, {"14b_gate_up_5120x34816", 34816, 5120},
+                          {"14b_down_17408x5120", 5120, 17408}, {"14b_o_5120x5120", 5120, 5120}};
 struct Format {
   const char* name;
   WeightFormat f;
@@ -38,23 +43,26 @@ const Format kFormats[] = {{"int8", WeightFormat::Int8, 0},
                            {"int4-g128", WeightFormat::Int4, 128},
                            {"fp8-b128", WeightFormat::Fp8, 128}};
 
-std::unique_ptr<Backend> make_backend(bool int8_act) {
+std::unique_ptr<Backend> make_backend(QuantActivations act) {
   std::vector<int> cores(bench_threads());
   for (int i = 0; i < bench_threads(); ++i) cores[i] = i;
   CpuBackendOptions o;
-  o.int8_activations = int8_act;
+  o.quant_activations = act;
   return make_cpu_backend_for_isa(cpu_isa(), bench_threads(), cores, o);
 }
 
-// args: shape, format, m, int8 activations (0/1)
+// args: shape, format, m, activations (0 f32, 1 bf16x2, 2 int8)
 void BM_QuantLinear(benchmark::State& state) {
   const Shape& s = kQShapes[state.range(0)];
   const Format& f = kFormats[state.range(1)];
   const int64_t m = state.range(2);
-  const bool int8_act = state.range(3) != 0;
-  if (f.f == WeightFormat::Fp8 && int8_act) return state.SkipWithError("fp8 runs f32 activations only");
-  auto be = make_backend(int8_act);
-  if (int8_act && !be->quant_int8_activations()) return state.SkipWithError("no AVX512_VNNI: no int8 activations here");
+  const QuantActivations act = state.range(3) == 0 ? QuantActivations::F32
+                               : state.range(3) == 1 ? QuantActivations::Bf16Pair
+                                                     : QuantActivations::Int8;
+  if (f.f == WeightFormat::Fp8 && act != QuantActivations::F32) return state.SkipWithError("fp8 runs f32 activations only");
+  auto be = make_backend(act);
+  if (be->quant_activations() != act)
+    return state.SkipWithError(str_cat(quant_activations_name(act), " activations have no kernel here").c_str());
   // Random plain source, packed once, then copied until the copies exceed 256 MiB (decode).
   QuantizedWeight q;
   q.format = f.f;
@@ -92,7 +100,7 @@ void BM_QuantLinear(benchmark::State& state) {
     i = (i + 1) % ws.size();
     benchmark::ClobberMemory();
   }
-  state.SetLabel(std::string(s.name) + " " + f.name + (int8_act ? " int8-act" : " f32-act") + " (" + be->name() + ")");
+  state.SetLabel(std::string(s.name) + " " + f.name + " " + quant_activations_name(act) + "-act" + " (" + be->name() + ")");
   state.counters["GMAC/s"] = benchmark::Counter(double(m) * s.n * s.k / 1e9, benchmark::Counter::kIsIterationInvariantRate);
   if (m == 1) {
     state.counters["GB/s"] = benchmark::Counter(double(bytes) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
@@ -102,10 +110,10 @@ void BM_QuantLinear(benchmark::State& state) {
 }
 
 void QuantArgs(benchmark::internal::Benchmark* b) {
-  for (int64_t shape = 0; shape < 4; ++shape)
+  for (int64_t shape = 0; shape < 8; ++shape)
     for (int64_t fmt = 0; fmt < 5; ++fmt)
-      for (int64_t m : {1, 16, 512})
-        for (int64_t act : {1, 0}) b->Args({shape, fmt, m, act});
+      for (int64_t m : {1, 4, 16, 512})
+        for (int64_t act : {2, 1, 0}) b->Args({shape, fmt, m, act});
 }
 BENCHMARK(BM_QuantLinear)->Apply(QuantArgs)->UseRealTime()->MinTime(0.2);
 
