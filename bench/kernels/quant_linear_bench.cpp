@@ -10,6 +10,8 @@
 //   bench_kernels --benchmark_filter='BM_QuantLinear/[0-3]/[03]/1/' --benchmark_repetitions=5
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <chrono>
 #include <memory>
 #include <random>
 #include <vector>
@@ -116,6 +118,91 @@ void QuantArgs(benchmark::internal::Benchmark* b) {
         for (int64_t act : {2, 1, 0}) b->Args({shape, fmt, m, act});
 }
 BENCHMARK(BM_QuantLinear)->Apply(QuantArgs)->UseRealTime()->MinTime(0.2);
+
+}  // namespace
+}  // namespace pypto::bench
+
+namespace pypto::bench {
+namespace {
+
+// Decode side by side on a loaded machine: the bf16-pair kernels (high) and the int8-activation
+// kernels (medium, the old default) on the same staged copies, one call each in turn, every call
+// timed; per kernel the best and the median call (a call that lost its core shows as a slow
+// outlier, which the median and best ignore) as GB/s of weight bytes and % of the read bound
+// measured in the same process, and new / old rate. args: shape, format, m, and 1 to keep one
+// copy (cache-resident where it fits: the kernels' compute rate instead of DRAM's).
+void BM_QuantSideBySide(benchmark::State& state) {
+  const Shape& s = kQShapes[state.range(0)];
+  const Format& f = kFormats[state.range(1)];
+  const int64_t m = state.range(2);
+  if (f.f == WeightFormat::Fp8) return state.SkipWithError("fp8 runs f32 activations only");
+  auto hi = make_backend(QuantActivations::Bf16Pair), med = make_backend(QuantActivations::Int8);
+  if (hi->quant_activations() != QuantActivations::Bf16Pair || med->quant_activations() != QuantActivations::Int8)
+    return state.SkipWithError("bf16x2 or int8 activations have no kernel here");
+  QuantizedWeight q;
+  q.format = f.f;
+  q.n_out = s.n;
+  q.k_in = s.k;
+  q.group = f.group;
+  const int64_t G = q.groups();
+  std::vector<int8_t> q8(size_t(s.n * s.k));
+  std::vector<uint8_t> q4(size_t(s.n * s.k)), zero(size_t(s.n * G));
+  std::vector<float> scale(size_t(s.n * G), 0.01f);
+  std::mt19937 rng(1);
+  for (size_t i = 0; i < q8.size(); ++i) q8[i] = int8_t(rng() % 255 - 127), q4[i] = uint8_t(rng() % 16);
+  for (auto& z : zero) z = uint8_t(rng() % 16);
+  q.q8 = q8.data();
+  q.q4 = q4.data();
+  q.zero = zero.data();
+  q.scale = scale.data();
+  // Both backends share the layout (quant_panels.h does not depend on the precision).
+  const size_t bytes = hi->packed_quantized_bytes(f.f, s.n, s.k, f.group);
+  const size_t copies = state.range(3) ? 1 : std::max<size_t>(2, ((size_t(256) << 20) + bytes - 1) / bytes);
+  const size_t stride = (bytes + 63) / 64 * 64;
+  AlignedBuffer slab(stride * copies);
+  std::vector<LinearWeight> ws;
+  for (size_t c = 0; c < copies; ++c) {
+    hi->pack_quantized(q, slab.data() + c * stride);
+    ws.push_back(LinearWeight{slab.data() + c * stride, DType::BF16, s.n, s.k, f.f, f.group});
+  }
+  std::vector<float> x(size_t(m * s.k)), y(size_t(m * s.n));
+  for (auto& v : x) v = float(int(rng() % 2001) - 1000) / 1000.0f;
+  std::vector<double> t_hi, t_med;
+  size_t i = 0;
+  auto timed = [&](Backend& be) {
+    const auto t0 = std::chrono::steady_clock::now();
+    be.linear(x.data(), m, ws[i], nullptr, y.data());
+    i = (i + 1) % ws.size();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  for (auto _ : state) {
+    t_hi.push_back(timed(*hi));
+    t_med.push_back(timed(*med));
+    benchmark::ClobberMemory();
+  }
+  auto stat = [](std::vector<double> v, bool median) {
+    std::sort(v.begin(), v.end());
+    return median ? v[v.size() / 2] : v.front();
+  };
+  const double bw = bandwidth_bound();
+  for (bool median : {false, true}) {
+    const double a = stat(t_hi, median), b = stat(t_med, median);
+    const std::string tag = median ? "median" : "best";
+    state.counters["high_pct_bw_" + tag] = 100.0 * double(bytes) / a / bw;
+    state.counters["medium_pct_bw_" + tag] = 100.0 * double(bytes) / b / bw;
+    state.counters["high_vs_medium_pct_" + tag] = 100.0 * b / a;
+  }
+  state.SetLabel(std::string(s.name) + " " + f.name + " m" + std::to_string(m) + ": high (bf16x2) vs medium (int8), " +
+                 std::to_string(int(bw / 1e9)) + " GB/s read bound");
+}
+
+void SideArgs(benchmark::internal::Benchmark* b) {
+  for (int64_t shape = 0; shape < 8; ++shape)
+    for (int64_t fmt : {0, 2, 3})
+      for (int64_t m : {1, 4, 16}) b->Args({shape, fmt, m, 0});
+  for (int64_t fmt : {0, 2, 3}) b->Args({3, fmt, 1, 1});
+}
+BENCHMARK(BM_QuantSideBySide)->Apply(SideArgs)->UseRealTime()->MinTime(1.0);
 
 }  // namespace
 }  // namespace pypto::bench
