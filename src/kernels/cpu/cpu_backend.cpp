@@ -452,22 +452,21 @@ class CpuBackend final : public Backend {
   // xsumf_ [m, groups] (kernel_table.h quant_x_bf16_pairs).
   void split_rows(cpu::QuantLinearTask& t, const float* x) {
     const bool int4 = t.format == WeightFormat::Int4;
-    const int32_t group = int4 ? t.group : kQ8PairBlock;  // Int8: the kernel's correction blocks
-    const int64_t groups = (t.k + group - 1) / group;
+    const int32_t group = int4 ? t.group : 0;
     const int64_t ldp = 2 * cpu::quant_act_stride(t.k, group);
     const size_t bytes = static_cast<size_t>(t.m * ldp) * sizeof(uint16_t);
     if (xp_.size() < bytes) xp_ = AlignedBuffer(bytes);
     auto* xp = reinterpret_cast<uint16_t*>(xp_.data());
-    xsumf_.resize(static_cast<size_t>(t.m * groups));
+    if (int4) xsumf_.resize(static_cast<size_t>(t.m * t.groups));
     for_rows(t.m, t.k, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i)
-        kt_.quant_x_bf16_pairs(x + i * t.k, t.k, ldp, int4, group, xp + i * ldp, xsumf_.data() + i * groups);
+        kt_.quant_x_bf16_pairs(x + i * t.k, t.k, ldp, int4, group, xp + i * ldp,
+                               int4 ? xsumf_.data() + i * t.groups : nullptr);
     });
     t.xp = xp;
     t.ldp = ldp;
     t.xsumf = xsumf_.data();
   }
-  static constexpr int32_t kQ8PairBlock = 128;  // linear_quant_bf16_avx512.cpp kQ8Block
 
   // Int8 weights, many rows: xq in A-tile order, TDPBUSD into s32 sums, then the epilogue per
   // column chunk (the same formula as the VNNI kernel's).

@@ -77,8 +77,7 @@ struct QuantLinearTask {
   const int32_t* xsum = nullptr;   // [m, groups] Σ xq per group (Int4)
   const uint16_t* xp = nullptr;    // [m, ldp] bf16 pairs (bf16-pair kernels)
   int64_t ldp = 0;
-  const float* xsumf = nullptr;    // bf16-pair kernels: Σ (hi + lo) per row and group (Int4: [m, groups];
-                                   // Int8: [m, ceil(k / 128)], its correction blocks)
+  const float* xsumf = nullptr;    // [m, groups] Σ (hi + lo) per row and group (Int4, bf16-pair kernels)
   const float* bias = nullptr;     // [n_out] or nullptr
   float* y = nullptr;              // [m, n_out]
 };
@@ -129,9 +128,8 @@ struct KernelTable {
   void (*linear_cols_q4_bf16)(const QuantLinearTask& t, int64_t n0, int64_t n1) = nullptr;
   // (with them) one row of x [k] as their xp row [ldp] (ldp / 2 a multiple of 16 covering k and,
   // for Int4, whole groups): per 8 inputs 8 hi then 8 lo bf16 (hi = bf16(x), lo = bf16(x − hi)),
-  // in Int4's order (k 0,2,4,6,1,3,5,7) when int4_order, else Int8's (0,2,1,3,4,6,5,7), zeros
-  // past k; for group > 0 also xsum[g] = Σ (hi + lo) over group g (double, rounded once; Int8
-  // takes group 128, its correction blocks).
+  // in Int4's order (k 0,2,4,6,1,3,5,7) when int4_order, else natural, zeros past k; for
+  // group > 0 also xsum[g] = Σ (hi + lo) over group g (double, rounded once).
   void (*quant_x_bf16_pairs)(const float* x, int64_t k, int64_t ldp, bool int4_order, int32_t group, uint16_t* dst,
                              float* xsum) = nullptr;
   // (optional) quantized linears with f32 activations, any quantized format: W dequantized
