@@ -116,7 +116,9 @@ def check_model(a, model, outliers, ids, summary):
         rng = max(1.0, float(np.abs(ref).max()))
         rel = float(np.abs(got - ref).max()) / rng
         top1 = float((got.argmax(-1) == ref.argmax(-1)).mean())
-        strict = precision != "medium" or acts == "f32"
+        # medium also rounds the bf16 embeddings' and lm_head's x to one bf16 (~1e-3 of the range),
+        # so only highest and high are held to 1e-3 for every format.
+        strict = precision != "medium"
         bound = 1e-3 if strict else (5e-2 if not outliers else None)
         print(f"[{tag}] {what}, {precision} ({acts} activations) vs the reference on the same weights: "
               f"max|dlogit| / range = {rel:.3g}, top-1 agreement {top1:.3f}"
