@@ -130,7 +130,9 @@ namespace {
 // timed; per kernel the best and the median call (a call that lost its core shows as a slow
 // outlier, which the median and best ignore) as GB/s of weight bytes and % of the read bound
 // measured in the same process, and new / old rate. args: shape, format, m, and 1 to keep one
-// copy (cache-resident where it fits: the kernels' compute rate instead of DRAM's).
+// copy (cache-resident where it fits: the kernels' compute rate instead of DRAM's). Run it with
+// PYPTO_BENCH_THREADS=1: with 2 threads the two backends' pools (2 threads each, spinning ~2 ms
+// after each job) fight over the cores and the medians measure that, not the kernels.
 void BM_QuantSideBySide(benchmark::State& state) {
   const Shape& s = kQShapes[state.range(0)];
   const Format& f = kFormats[state.range(1)];
