@@ -1,19 +1,24 @@
 // Quantized linears (WeightFormat int8, int4 in groups of 32/64/128, fp8 blocks) at Qwen3-0.6B
-// shapes:
+// shapes (the first four) and Qwen3-14B shapes (the last four, one rank):
 //   m = 1 (decode): weight GB/s (the packed bytes with scales and zero points) and % of the read
 //     bandwidth bound measured in the same run; several copies (>= 256 MiB) are cycled so every
 //     call streams from DRAM.
 //   m = 16 and 512 (batched decode, prefill): multiply-adds per second.
-// Activations: int8 (the default precision; VNNI, AMX-INT8 for int8 weights from 16 rows) or f32
-// (highest: W dequantized in registers).
+// Activations (the last argument): 0 f32 (highest: W dequantized in registers, FMA), 1 bf16x2
+// (high, the default: x as hi + lo bf16, W converted exactly to bf16, VDPBF16PS), 2 int8 (medium:
+// VNNI, AMX-INT8 for int8 weights from 16 rows). Run them side by side with a filter, e.g.
+//   bench_kernels --benchmark_filter='BM_QuantLinear/[0-3]/[03]/1/' --benchmark_repetitions=5
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <chrono>
 #include <memory>
 #include <random>
 #include <vector>
 
 #include "bench_common.h"
 #include "core/cpu_features.h"
+#include "core/error.h"
 #include "core/memory.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -26,7 +31,9 @@ struct Shape {
   int64_t n, k;
 };
 const Shape kQShapes[] = {{"qkv_1024x4096", 4096, 1024}, {"gate_up_1024x6144", 6144, 1024},
-                          {"down_3072x1024", 1024, 3072}, {"o_2048x1024", 1024, 2048}};
+                          {"down_3072x1024", 1024, 3072}, {"o_2048x1024", 1024, 2048},
+                          {"14b_qkv_5120x7168", 7168, 5120}, {"14b_gate_up_5120x34816", 34816, 5120},
+                          {"14b_down_17408x5120", 5120, 17408}, {"14b_o_5120x5120", 5120, 5120}};
 struct Format {
   const char* name;
   WeightFormat f;
@@ -38,23 +45,26 @@ const Format kFormats[] = {{"int8", WeightFormat::Int8, 0},
                            {"int4-g128", WeightFormat::Int4, 128},
                            {"fp8-b128", WeightFormat::Fp8, 128}};
 
-std::unique_ptr<Backend> make_backend(bool int8_act) {
+std::unique_ptr<Backend> make_backend(QuantActivations act) {
   std::vector<int> cores(bench_threads());
   for (int i = 0; i < bench_threads(); ++i) cores[i] = i;
   CpuBackendOptions o;
-  o.int8_activations = int8_act;
+  o.quant_activations = act;
   return make_cpu_backend_for_isa(cpu_isa(), bench_threads(), cores, o);
 }
 
-// args: shape, format, m, int8 activations (0/1)
+// args: shape, format, m, activations (0 f32, 1 bf16x2, 2 int8)
 void BM_QuantLinear(benchmark::State& state) {
   const Shape& s = kQShapes[state.range(0)];
   const Format& f = kFormats[state.range(1)];
   const int64_t m = state.range(2);
-  const bool int8_act = state.range(3) != 0;
-  if (f.f == WeightFormat::Fp8 && int8_act) return state.SkipWithError("fp8 runs f32 activations only");
-  auto be = make_backend(int8_act);
-  if (int8_act && !be->quant_int8_activations()) return state.SkipWithError("no AVX512_VNNI: no int8 activations here");
+  const QuantActivations act = state.range(3) == 0 ? QuantActivations::F32
+                               : state.range(3) == 1 ? QuantActivations::Bf16Pair
+                                                     : QuantActivations::Int8;
+  if (f.f == WeightFormat::Fp8 && act != QuantActivations::F32) return state.SkipWithError("fp8 runs f32 activations only");
+  auto be = make_backend(act);
+  if (be->quant_activations() != act)
+    return state.SkipWithError(str_cat(quant_activations_name(act), " activations have no kernel here").c_str());
   // Random plain source, packed once, then copied until the copies exceed 256 MiB (decode).
   QuantizedWeight q;
   q.format = f.f;
@@ -92,7 +102,7 @@ void BM_QuantLinear(benchmark::State& state) {
     i = (i + 1) % ws.size();
     benchmark::ClobberMemory();
   }
-  state.SetLabel(std::string(s.name) + " " + f.name + (int8_act ? " int8-act" : " f32-act") + " (" + be->name() + ")");
+  state.SetLabel(std::string(s.name) + " " + f.name + " " + quant_activations_name(act) + "-act" + " (" + be->name() + ")");
   state.counters["GMAC/s"] = benchmark::Counter(double(m) * s.n * s.k / 1e9, benchmark::Counter::kIsIterationInvariantRate);
   if (m == 1) {
     state.counters["GB/s"] = benchmark::Counter(double(bytes) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
@@ -102,12 +112,99 @@ void BM_QuantLinear(benchmark::State& state) {
 }
 
 void QuantArgs(benchmark::internal::Benchmark* b) {
-  for (int64_t shape = 0; shape < 4; ++shape)
+  for (int64_t shape = 0; shape < 8; ++shape)
     for (int64_t fmt = 0; fmt < 5; ++fmt)
-      for (int64_t m : {1, 16, 512})
-        for (int64_t act : {1, 0}) b->Args({shape, fmt, m, act});
+      for (int64_t m : {1, 4, 16, 512})
+        for (int64_t act : {2, 1, 0}) b->Args({shape, fmt, m, act});
 }
 BENCHMARK(BM_QuantLinear)->Apply(QuantArgs)->UseRealTime()->MinTime(0.2);
+
+}  // namespace
+}  // namespace pypto::bench
+
+namespace pypto::bench {
+namespace {
+
+// Decode side by side on a loaded machine: the bf16-pair kernels (high) and the int8-activation
+// kernels (medium, the old default) on the same staged copies, one call each in turn, every call
+// timed; per kernel the best and the median call (a call that lost its core shows as a slow
+// outlier, which the median and best ignore) as GB/s of weight bytes and % of the read bound
+// measured in the same process, and new / old rate. args: shape, format, m, and 1 to keep one
+// copy (cache-resident where it fits: the kernels' compute rate instead of DRAM's). Run it with
+// PYPTO_BENCH_THREADS=1: with 2 threads the two backends' pools (2 threads each, spinning ~2 ms
+// after each job) fight over the cores and the medians measure that, not the kernels.
+void BM_QuantSideBySide(benchmark::State& state) {
+  const Shape& s = kQShapes[state.range(0)];
+  const Format& f = kFormats[state.range(1)];
+  const int64_t m = state.range(2);
+  if (f.f == WeightFormat::Fp8) return state.SkipWithError("fp8 runs f32 activations only");
+  auto hi = make_backend(QuantActivations::Bf16Pair), med = make_backend(QuantActivations::Int8);
+  if (hi->quant_activations() != QuantActivations::Bf16Pair || med->quant_activations() != QuantActivations::Int8)
+    return state.SkipWithError("bf16x2 or int8 activations have no kernel here");
+  QuantizedWeight q;
+  q.format = f.f;
+  q.n_out = s.n;
+  q.k_in = s.k;
+  q.group = f.group;
+  const int64_t G = q.groups();
+  std::vector<int8_t> q8(size_t(s.n * s.k));
+  std::vector<uint8_t> q4(size_t(s.n * s.k)), zero(size_t(s.n * G));
+  std::vector<float> scale(size_t(s.n * G), 0.01f);
+  std::mt19937 rng(1);
+  for (size_t i = 0; i < q8.size(); ++i) q8[i] = int8_t(rng() % 255 - 127), q4[i] = uint8_t(rng() % 16);
+  for (auto& z : zero) z = uint8_t(rng() % 16);
+  q.q8 = q8.data();
+  q.q4 = q4.data();
+  q.zero = zero.data();
+  q.scale = scale.data();
+  // Both backends share the layout (quant_panels.h does not depend on the precision).
+  const size_t bytes = hi->packed_quantized_bytes(f.f, s.n, s.k, f.group);
+  const size_t copies = state.range(3) ? 1 : std::max<size_t>(2, ((size_t(256) << 20) + bytes - 1) / bytes);
+  const size_t stride = (bytes + 63) / 64 * 64;
+  AlignedBuffer slab(stride * copies);
+  std::vector<LinearWeight> ws;
+  for (size_t c = 0; c < copies; ++c) {
+    hi->pack_quantized(q, slab.data() + c * stride);
+    ws.push_back(LinearWeight{slab.data() + c * stride, DType::BF16, s.n, s.k, f.f, f.group});
+  }
+  std::vector<float> x(size_t(m * s.k)), y(size_t(m * s.n));
+  for (auto& v : x) v = float(int(rng() % 2001) - 1000) / 1000.0f;
+  std::vector<double> t_hi, t_med;
+  size_t i = 0;
+  auto timed = [&](Backend& be) {
+    const auto t0 = std::chrono::steady_clock::now();
+    be.linear(x.data(), m, ws[i], nullptr, y.data());
+    i = (i + 1) % ws.size();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  for (auto _ : state) {
+    t_hi.push_back(timed(*hi));
+    t_med.push_back(timed(*med));
+    benchmark::ClobberMemory();
+  }
+  auto stat = [](std::vector<double> v, bool median) {
+    std::sort(v.begin(), v.end());
+    return median ? v[v.size() / 2] : v.front();
+  };
+  const double bw = bandwidth_bound();
+  for (bool median : {false, true}) {
+    const double a = stat(t_hi, median), b = stat(t_med, median);
+    const std::string tag = median ? "median" : "best";
+    state.counters["high_pct_bw_" + tag] = 100.0 * double(bytes) / a / bw;
+    state.counters["medium_pct_bw_" + tag] = 100.0 * double(bytes) / b / bw;
+    state.counters["high_vs_medium_pct_" + tag] = 100.0 * b / a;
+  }
+  state.SetLabel(std::string(s.name) + " " + f.name + " m" + std::to_string(m) + ": high (bf16x2) vs medium (int8), " +
+                 std::to_string(int(bw / 1e9)) + " GB/s read bound");
+}
+
+void SideArgs(benchmark::internal::Benchmark* b) {
+  for (int64_t shape = 0; shape < 8; ++shape)
+    for (int64_t fmt : {0, 2, 3})
+      for (int64_t m : {1, 4, 16}) b->Args({shape, fmt, m, 0});
+  for (int64_t fmt : {0, 2, 3}) b->Args({3, fmt, 1, 1});
+}
+BENCHMARK(BM_QuantSideBySide)->Apply(SideArgs)->UseRealTime()->MinTime(1.0);
 
 }  // namespace
 }  // namespace pypto::bench

@@ -95,7 +95,10 @@ int cmd_logits(int argc, char** argv) {
     auto ck = Checkpoint::open(model_dir);
     const int nthreads = threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency()));
     const MatmulPrecision prec = parse_matmul_precision(precision);
-    std::unique_ptr<Backend> backend = scalar ? make_reference_backend(prec != MatmulPrecision::Highest)
+    std::unique_ptr<Backend> backend = scalar ? make_reference_backend(prec == MatmulPrecision::Highest ? QuantActivations::F32
+                                                                              : prec == MatmulPrecision::High
+                                                                                  ? QuantActivations::Bf16Pair
+                                                                                  : QuantActivations::Int8)
                                               : make_cpu_backend(nthreads, {}, prec);
     StagingOptions sopt;
     sopt.quantization = parse_quantization(quantization);

@@ -35,6 +35,12 @@ int cmd_make_test_model(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--no-qk-norm", no_qk_norm, "omit q_norm/k_norm (they load as ones)");
   app.add_flag("--qwen2", opt.qwen2, "write a Qwen2ForCausalLM checkpoint (q/k/v biases, no QK norm)");
+  app.add_option("--outlier-channels", opt.outlier_channels,
+                 "scale this many hidden channels of every input_layernorm / post_attention_layernorm weight by "
+                 "--outlier-scale: activations with outlier channels, as Qwen3's")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--outlier-scale", opt.outlier_scale, "the factor of --outlier-channels")->capture_default_str();
   app.add_option("--seed", opt.seed, "random seed")->capture_default_str();
   app.add_option("--out", opt.out_dir, "output directory")->required();
   CLI11_PARSE(app, argc, argv);

@@ -87,6 +87,17 @@ struct AttentionBatch {
   int32_t max_blocks_per_seq = 0;
 };
 
+// The activations of Int8 / Int4 linears (by MatmulPrecision on the CPU backend):
+//   F32 (highest): x as given, W dequantized exactly, f32 FMA.
+//   Bf16Pair (high, the default): x ≈ hi + lo, two bf16 (~16 significant bits, as bf16 weights
+//     get at high), W converted exactly to bf16 ((q − zero) for Int4 and q for Int8 are small
+//     integers), bf16 dot products, scales in f32: the published W4A16 / W8A16 accuracy.
+//   Int8 (medium): x quantized per row to int8 (symmetric, amax / 127, round to nearest even;
+//     int8_row_inv below) and exact integer dot products (W4A8 / W8A8): the fastest, but a row's
+//     outlier channels set its step for every other channel (see docs/status.md for the cost).
+enum class QuantActivations { F32, Bf16Pair, Int8 };
+const char* quant_activations_name(QuantActivations a);  // "f32" | "bf16x2" | "int8"
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -110,9 +121,8 @@ class Backend {
 
   // --- ops -----------------------------------------------------------------------------------
   // y[m, n_out] = x[m, k_in] · Wᵀ (+ bias[n_out] when bias != nullptr). For Int8 and Int4
-  // weights the activations are either kept in f32 (W dequantized exactly in registers) or, where
-  // quant_int8_activations(), quantized per row to int8 (symmetric, amax / 127, round to nearest
-  // even) for exact integer dot products; see quantize_row_int8 below.
+  // weights the activations are taken as quant_activations() says (QuantActivations below); W is
+  // always used exactly as its format defines it.
   virtual void linear(const float* x, int64_t m, const LinearWeight& w, const float* bias, float* y) = 0;
   // y[m, d] = x / sqrt(mean(x²) + eps) * gamma[d]   (y may alias x)
   virtual void rms_norm(const float* x, const float* gamma, int64_t m, int64_t d, float eps, float* y) = 0;
@@ -140,8 +150,9 @@ class Backend {
   virtual void paged_attention(const float* q, int64_t m, int32_t n_heads, const KvCacheLayer& cache,
                                const AttentionBatch& batch, float* out) = 0;
 
-  // True when Int8 / Int4 linears quantize their activations to int8 per row (else f32).
-  virtual bool quant_int8_activations() const { return false; }
+  // What Int8 / Int4 linears take as activations (Fp8 weights always take f32).
+  virtual QuantActivations quant_activations() const { return QuantActivations::F32; }
+  bool quant_int8_activations() const { return quant_activations() == QuantActivations::Int8; }
 
   // (optional) wait for queued work; CPU backends are synchronous.
   virtual void synchronize() {}
@@ -162,7 +173,9 @@ class Backend {
 //   Medium:  x rounded to one bf16 (8 bits): twice the multiply-add rate, logits off by ~1e-2 of
 //            their range (measured in the kernels report), for throughput over exactness.
 // High and Medium apply to bf16 weights on CPUs with AVX512_BF16; elsewhere the f32 path runs
-// (which is at least as exact) and Backend::name() says which path is in use.
+// (which is at least as exact) and Backend::name() says which path is in use. Int8 / Int4 weights
+// (QuantActivations): High gives them the same two-bf16 x (W4A16 / W8A16), Medium int8 x per
+// token (W4A8 / W8A8, the fastest), Highest f32; Fp8 weights take f32 x at every level.
 enum class MatmulPrecision { Highest, High, Medium };
 inline constexpr MatmulPrecision kDefaultMatmulPrecision = MatmulPrecision::High;
 const char* matmul_precision_name(MatmulPrecision p);  // "highest" | "high" | "medium"
@@ -187,8 +200,9 @@ std::unique_ptr<Backend> make_cpu_backend(int num_threads, const std::vector<int
                                           MatmulPrecision precision = kDefaultMatmulPrecision,
                                           CpuLinearKernel kernel = CpuLinearKernel::Auto);
 // The scalar reference backend (single thread): the definition every optimised kernel is tested
-// against. int8_activations: Int8 / Int4 linears quantize x per row as the optimised kernels do.
-std::unique_ptr<Backend> make_reference_backend(bool int8_activations = false);
+// against. quant_act: how Int8 / Int4 linears take x, defined as the optimised kernels take it
+// (Bf16Pair: x rounded to hi + lo; Int8: quantized per row), each sum then exact in double.
+std::unique_ptr<Backend> make_reference_backend(QuantActivations quant_act = QuantActivations::F32);
 
 // Per-row activation quantization of the int8-activation linears, shared by every backend so the
 // integers are identical: amax = max|x|; inv = 127 / amax (0 when amax is 0); xq[c] =

@@ -270,10 +270,38 @@ void make_test_model(const TestModelOptions& opt) {
     }
   };
   const float gamma_a = 0.2f / sqrt3;
+  if (opt.outlier_channels < 0 || opt.outlier_channels > H) fail("--outlier-channels must be in [0, ", H, "]");
+  // A norm weight with opt.outlier_channels channels (evenly spread, offset from 0) scaled up.
+  auto norm = [&](const std::string& name) {
+    if (opt.outlier_channels == 0) return add(name, {H}, 1.0f, gamma_a);
+    const DType dt = opt.dtype;
+    const uint64_t seed = name_seed(opt.seed, name);
+    const int n_out = opt.outlier_channels;
+    const float scale = opt.outlier_scale, a = gamma_a * sqrt3;
+    tensors.push_back({name, dt, {H}, [=](uint8_t* dst) {
+                         fill_uniform(dst, dt, H, seed, 1.0f, a);
+                         for (int j = 0; j < n_out; ++j) {
+                           const int64_t c = (2 * j + 1) * H / (2 * n_out);
+                           switch (dt) {
+                             case DType::F32: reinterpret_cast<float*>(dst)[c] *= scale; break;
+                             case DType::F16: {
+                               auto* h = reinterpret_cast<uint16_t*>(dst) + c;
+                               *h = f32_to_f16(f16_to_f32(*h) * scale);
+                               break;
+                             }
+                             default: {
+                               auto* h = reinterpret_cast<uint16_t*>(dst) + c;
+                               *h = f32_to_bf16(bf16_to_f32(*h) * scale);
+                               break;
+                             }
+                           }
+                         }
+                       }});
+  };
   add("model.embed_tokens.weight", {V, H}, 0.0f, 2.0f / std::sqrt(static_cast<float>(H)));
   for (int i = 0; i < c.num_hidden_layers; i++) {
     std::string p = "model.layers." + std::to_string(i) + ".";
-    add(p + "input_layernorm.weight", {H}, 1.0f, gamma_a);
+    norm(p + "input_layernorm.weight");
     proj(p + "self_attn.q_proj.weight", c.q_size(), H);
     proj(p + "self_attn.k_proj.weight", c.kv_size(), H);
     proj(p + "self_attn.v_proj.weight", c.kv_size(), H);
@@ -287,7 +315,7 @@ void make_test_model(const TestModelOptions& opt) {
       add(p + "self_attn.k_norm.weight", {hd}, 1.0f, gamma_a);
     }
     proj(p + "self_attn.o_proj.weight", H, c.q_size());
-    add(p + "post_attention_layernorm.weight", {H}, 1.0f, gamma_a);
+    norm(p + "post_attention_layernorm.weight");
     proj(p + "mlp.gate_proj.weight", I, H);
     proj(p + "mlp.up_proj.weight", I, H);
     proj(p + "mlp.down_proj.weight", H, I);

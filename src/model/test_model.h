@@ -26,6 +26,12 @@ struct TestModelOptions {
   // stay in `dtype` (Qwen's FP8 releases use bf16, the AWQ ones f16).
   QuantMethod quant = QuantMethod::None;
   int quant_group = 0;  // AWQ group size; 0: 128, or the largest power of two dividing every in_features
+  // Outlier channels, as Qwen3's activations have: this many hidden channels (spread evenly over
+  // H) of every input_layernorm and post_attention_layernorm weight are multiplied by
+  // outlier_scale, so the inputs of q|k|v and gate|up carry a few channels ~outlier_scale times
+  // the others (what per-token int8 activations lose precision on).
+  int outlier_channels = 0;
+  float outlier_scale = 64.0f;
   std::string out_dir;
   bool show_progress = true;
 };

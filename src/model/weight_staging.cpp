@@ -241,7 +241,13 @@ WeightFormat parse_quantization(const std::string& s) {
 
 const char* quantized_activations(WeightFormat layers, const Backend& backend) {
   if (layers == WeightFormat::Float) return "";
-  return layers != WeightFormat::Fp8 && backend.quant_int8_activations() ? "int8 activations" : "f32 activations";
+  if (layers == WeightFormat::Fp8) return "f32 activations";
+  switch (backend.quant_activations()) {
+    case QuantActivations::Int8: return "int8 activations";
+    case QuantActivations::Bf16Pair: return "bf16x2 activations";
+    case QuantActivations::F32: break;
+  }
+  return "f32 activations";
 }
 
 size_t staged_slab_bytes(const Checkpoint& ck, const Backend& backend, int tp_rank, int tp_size, int num_layers,

@@ -153,13 +153,14 @@ TEST_F(OfflineCli, EveryMatmulPrecisionIsBatchInvariant) {
   EXPECT_NE(r.output.find("highest"), std::string::npos) << r.output;
 }
 
-// Quantized weights (--quantization int8 / int4, f32 activations at highest, int8 at high): a
+// Quantized weights (--quantization int8 / int4: f32 activations at highest, bf16x2 at high, int8
+// at medium): a
 // prompt's greedy ids are the same alone, in a batch of 16 and in 7-token chunks; the start-up log
 // names the format; a bad group size is refused naming the option.
 TEST_F(OfflineCli, EveryQuantizationIsBatchInvariant) {
   const std::string target = prompts_args(6).substr(prompts_args(5).size());
   for (const char* quant : {"int8", "int4"})
-    for (const char* level : {"highest", "high"}) {
+    for (const char* level : {"highest", "high", "medium"}) {
       SCOPED_TRACE(std::string(quant) + " at " + level);
       const std::string cfg = std::string(" --quantization ") + quant + " --matmul-precision " + level +
                               " --generate-config '{\"max_new_tokens\": 10, \"temperature\": 0}'";
@@ -192,7 +193,7 @@ TEST_F(OfflineCli, PrequantizedCheckpointsAreBatchInvariant) {
     const std::string dir = (dir_ / (std::string("tiny-") + fmt)).string();
     RunResult made = run(std::string("make-test-model --preset tiny --seed 2 --quant-format ") + fmt + " --out " + dir);
     ASSERT_EQ(made.exit_code, 0) << made.output;
-    for (const char* level : {"highest", "high"}) {
+    for (const char* level : {"highest", "high", "medium"}) {
       SCOPED_TRACE(std::string(fmt) + " at " + level);
       const std::string json = (dir_ / "pre.json").string();
       const std::string base = "--model " + dir + " --kv-cache-memory 32MiB --output-json " + json;

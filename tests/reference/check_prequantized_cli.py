@@ -8,8 +8,10 @@
    a step, scale / 2, except where the 4-bit range clamps);
 3. `pypto-serving logits` on them (staged in their own format) against the PyTorch reference
    that dequantizes them: with f32 activations (--matmul-precision highest) max|dlogit| <=
-   1e-3 * max(1, max|logit|); at the default precision the figure is printed (it must stay under
-   5e-2 of the range, loose enough for int8 activations, tight enough to catch a wrong scale);
+   1e-3 * max(1, max|logit|), and the same at high, the default (AWQ's int4 weights then take
+   16-bit activations, two bf16); at medium (int8 activations for AWQ) the figure is printed (it
+   must stay under 5e-2 of the range, loose enough for int8 activations, tight enough to catch a
+   wrong scale);
    the reference's logits are also printed beside the bf16 checkpoint's (the quantization error).
 
 Usage: check_prequantized_cli.py --binary PATH/pypto-serving --work-dir DIR [--preset tiny] [--layers 2]
@@ -96,7 +98,7 @@ def main():
             continue
         logits = Qwen3Reference(model).logits(ids)
         bound = 1e-3 * max(1.0, float(np.abs(logits).max()))
-        for precision, limit in (("highest", bound), ("high", 50 * bound)):
+        for precision, limit in (("highest", bound), ("high", bound), ("medium", 50 * bound)):
             out = os.path.join(a.work_dir, f"{fmt}-logits-{precision}.npy")
             run([a.binary, "logits", "--model", model, "--token-ids", ",".join(map(str, ids)), "--out", out,
                  "--kv-cache-dtype", "fp32", "--chunk", "3", "--threads", "2", "--matmul-precision", precision])

@@ -105,6 +105,14 @@ CpuLinearKernel resolve_linear_kernel(const cpu::KernelTable& kt, const CpuBacke
   return CpuLinearKernel::F32;
 }
 
+// The activations Int8 / Int4 linears get on this ISA: the one asked for where its kernels exist,
+// else f32 (exact, slower).
+QuantActivations resolve_quant_activations(const cpu::KernelTable& kt, QuantActivations asked) {
+  if (asked == QuantActivations::Int8 && !kt.linear_cols_q8) return QuantActivations::F32;
+  if (asked == QuantActivations::Bf16Pair && !kt.linear_cols_q8_bf16) return QuantActivations::F32;
+  return asked;
+}
+
 class CpuBackend final : public Backend {
  public:
   CpuBackend(const cpu::KernelTable& kt, int num_threads, std::vector<int> cores, const CpuBackendOptions& opt)
@@ -112,7 +120,7 @@ class CpuBackend final : public Backend {
         kernel_(resolve_linear_kernel(kt, opt)),
         bf16_act_(kernel_ != CpuLinearKernel::F32 && opt.bf16_activations),
         split_act_(kernel_ != CpuLinearKernel::F32 && !bf16_act_ && opt.split_bf16_activations),
-        int8_act_(opt.int8_activations && kt.linear_cols_q8 != nullptr) {}
+        quant_act_(resolve_quant_activations(kt, opt.quant_activations)) {}
 
   const char* name() const override {
     if (kernel_ == CpuLinearKernel::Amx) return bf16_act_ ? "cpu-avx512-amx-bf16act" : "cpu-avx512-amx-bf16x2act";
@@ -141,7 +149,7 @@ class CpuBackend final : public Backend {
     PYPTO_ASSERT(reinterpret_cast<uintptr_t>(dst) % 64 == 0, "packed weight must be 64-byte aligned");
     cpu::pack_quant_panels(src, static_cast<uint8_t*>(dst), row0, n_total < 0 ? src.n_out : n_total);
   }
-  bool quant_int8_activations() const override { return int8_act_; }
+  QuantActivations quant_activations() const override { return quant_act_; }
 
   void parallel_rows(int64_t n, const std::function<void(int64_t)>& fn) override {
     if (n <= 1) {
@@ -337,9 +345,11 @@ class CpuBackend final : public Backend {
     pool_.parallel_for_guided(t.n_out, unit, [&](int64_t b, int64_t e, int) { kt_.linear_cols_amx(a, t, b, e); });
   }
 
-  // Quantized linear (WeightFormat Int8 / Int4 / Fp8): f32 activations through the dequantizing
-  // kernel, or int8 activations (int8_act_) through VNNI, and AMX-INT8 for Int8 weights from
-  // kAmxInt8Rows rows on (the integer sums are exact, so which kernel runs never changes a result).
+  // Quantized linear (WeightFormat Int8 / Int4 / Fp8), by quant_act_: f32 activations through the
+  // dequantizing kernel (and Fp8 always); bf16-pair activations (High) through the VDPBF16PS
+  // kernels, the same kernel for every m; int8 activations (Medium) through VNNI, and AMX-INT8
+  // for Int8 weights from kAmxInt8Rows rows on (the integer sums are exact, so which kernel runs
+  // never changes a result).
   static constexpr int64_t kAmxInt8Rows = 16;
   void linear_quant(const float* x, int64_t m, const LinearWeight& w, const float* bias, float* y) {
     const cpu::QuantPanels l = cpu::quant_panels(w.format, w.n_out, w.k_in, w.group);
@@ -361,9 +371,16 @@ class CpuBackend final : public Backend {
       if (m * w.n_out * w.k_in < kLinearSerialMacs) return fn(t, 0, w.n_out);
       pool_.parallel_for_guided(w.n_out, 128, [&](int64_t b, int64_t e, int) { fn(t, b, e); });
     };
-    if (w.format == WeightFormat::Fp8 || !int8_act_) {
+    if (w.format == WeightFormat::Fp8 || quant_act_ == QuantActivations::F32) {
       if (!kt_.linear_cols_dq) fail(weight_format_name(w.format), " weights need the AVX-512 kernels; ", kt_.name, " has none");
       return run(kt_.linear_cols_dq);
+    }
+    if (quant_act_ == QuantActivations::Bf16Pair) {
+      split_rows(t, x);
+      if (w.format == WeightFormat::Int8) return run(kt_.linear_cols_q8_bf16);
+      run(kt_.linear_cols_q4_bf16);
+      if (m == 1) prefetch_next_int4(w);
+      return;
     }
     quantize_rows(t, x);
     if (w.format == WeightFormat::Int4) {
@@ -431,6 +448,26 @@ class CpuBackend final : public Backend {
     t.xsum = xsum_.data();
   }
 
+  // x rows → xp_ [m, ldp] bf16 (hi then lo per 8 inputs, in the kernel's order) and for Int4
+  // xsumf_ [m, groups] (kernel_table.h quant_x_bf16_pairs).
+  void split_rows(cpu::QuantLinearTask& t, const float* x) {
+    const bool int4 = t.format == WeightFormat::Int4;
+    const int32_t group = int4 ? t.group : 0;
+    const int64_t ldp = 2 * cpu::quant_act_stride(t.k, group);
+    const size_t bytes = static_cast<size_t>(t.m * ldp) * sizeof(uint16_t);
+    if (xp_.size() < bytes) xp_ = AlignedBuffer(bytes);
+    auto* xp = reinterpret_cast<uint16_t*>(xp_.data());
+    if (int4) xsumf_.resize(static_cast<size_t>(t.m * t.groups));
+    for_rows(t.m, t.k, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i)
+        kt_.quant_x_bf16_pairs(x + i * t.k, t.k, ldp, int4, group, xp + i * ldp,
+                               int4 ? xsumf_.data() + i * t.groups : nullptr);
+    });
+    t.xp = xp;
+    t.ldp = ldp;
+    t.xsumf = xsumf_.data();
+  }
+
   // Int8 weights, many rows: xq in A-tile order, TDPBUSD into s32 sums, then the epilogue per
   // column chunk (the same formula as the VNNI kernel's).
   void linear_q8_amx(const cpu::QuantLinearTask& t) {
@@ -467,8 +504,10 @@ class CpuBackend final : public Backend {
   CpuLinearKernel kernel_ = CpuLinearKernel::F32;  // resolved: never Auto
   bool bf16_act_ = false;
   bool split_act_ = false;
-  bool int8_act_ = false;
+  QuantActivations quant_act_ = QuantActivations::F32;  // resolved for this ISA
   AlignedBuffer xq_, xt8_, acc32_;  // int8 activations: rows, A-tile order; AMX s32 sums
+  AlignedBuffer xp_;                // bf16-pair activations of a quantized linear
+  std::vector<float> xsumf_;
   std::vector<float> xscale_;
   std::vector<int32_t> xsum_;
   // True when weights of `dtype` go through the bf16-dot or AMX kernel, in pair panels.
@@ -577,6 +616,15 @@ MatmulPrecision parse_matmul_precision(const std::string& s) {
   fail("--matmul-precision must be one of highest, high, medium; got '", s, "'");
 }
 
+const char* quant_activations_name(QuantActivations a) {
+  switch (a) {
+    case QuantActivations::F32: return "f32";
+    case QuantActivations::Bf16Pair: return "bf16x2";
+    case QuantActivations::Int8: return "int8";
+  }
+  return "?";
+}
+
 const char* cpu_linear_kernel_name(CpuLinearKernel k) {
   switch (k) {
     case CpuLinearKernel::Auto: return "auto";
@@ -607,7 +655,17 @@ std::string describe_cpu_linear_choice() {
   if (!kt->linear_cols_amx && kt->linear_cols_bf16dot)
     why = str_cat(amx_status(), "; vdpbf16ps ", static_cast<int>(dot_vs_fma().dot / 1e9), " vs fma ",
                   static_cast<int>(dot_vs_fma().fma / 1e9), " GFLOP/s per core");
-  return str_cat(what(true), " for high, ", what(false), " for medium, f32 FMA for highest (", kt->name, ", ", why, ")");
+  // Quantized weights: which activations each precision gives int8 / int4 weights here.
+  auto quant = [&](QuantActivations a) {
+    const QuantActivations r = resolve_quant_activations(*kt, a);
+    return r == QuantActivations::Bf16Pair ? "bf16x2 activations (~16 bits, vdpbf16ps)"
+           : r == QuantActivations::Int8   ? (kt->linear_cols_amx_int8 ? "int8 activations (vpdpbusd, amx-int8)"
+                                                                      : "int8 activations (vpdpbusd)")
+                                           : "f32 activations (fma)";
+  };
+  return str_cat(what(true), " for high, ", what(false), " for medium, f32 FMA for highest (", kt->name, ", ", why,
+                 "); int8/int4 weights: ", quant(QuantActivations::Bf16Pair), " at high, ",
+                 quant(QuantActivations::Int8), " at medium, f32 activations at highest; fp8 weights: f32 activations");
 }
 
 std::unique_ptr<Backend> make_cpu_backend(int num_threads, const std::vector<int>& cores, MatmulPrecision precision,
@@ -615,7 +673,9 @@ std::unique_ptr<Backend> make_cpu_backend(int num_threads, const std::vector<int
   CpuBackendOptions o;
   o.split_bf16_activations = precision == MatmulPrecision::High;
   o.bf16_activations = precision == MatmulPrecision::Medium;
-  o.int8_activations = precision != MatmulPrecision::Highest;
+  o.quant_activations = precision == MatmulPrecision::Highest ? QuantActivations::F32
+                        : precision == MatmulPrecision::High  ? QuantActivations::Bf16Pair
+                                                              : QuantActivations::Int8;
   o.linear_kernel = kernel;
   return make_cpu_backend_for_isa(cpu_isa(), num_threads, cores, o);
 }

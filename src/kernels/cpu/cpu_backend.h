@@ -19,9 +19,9 @@ struct CpuBackendOptions {
   // VDPBF16PS per 32 k (bf16 weights, AVX-512 only): ~16 significant bits of x at the f32-FMA
   // multiply-add rate, with W read as stored. Ignored when bf16_activations is set.
   bool split_bf16_activations = false;
-  // Int8 / Int4 weights: quantize activations per row to int8 for VNNI / AMX-INT8 integer dot
-  // products (where the CPU has AVX512_VNNI; else f32 activations). High and Medium set it.
-  bool int8_activations = false;
+  // Int8 / Int4 weights (kernels/backend.h QuantActivations): Bf16Pair (High) where the ISA has
+  // AVX512_BF16, Int8 (Medium) where it has AVX512_VNNI; else f32 activations.
+  QuantActivations quant_activations = QuantActivations::F32;
   // The kernel for bf16 weights when one of the above is set (backend.h CpuLinearKernel).
   CpuLinearKernel linear_kernel = CpuLinearKernel::Auto;
 };

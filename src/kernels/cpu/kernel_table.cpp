@@ -12,6 +12,7 @@ void fill_attention_avx512(KernelTable& t);
 void fill_linear_amx(KernelTable& t);
 void fill_linear_dequant_avx512(KernelTable& t);
 void fill_linear_quant_vnni(KernelTable& t);
+void fill_linear_quant_bf16_avx512(KernelTable& t);
 void fill_linear_avx2(KernelTable& t);
 void fill_elementwise_avx2(KernelTable& t);
 void fill_attention_avx2(KernelTable& t);
@@ -36,6 +37,7 @@ const KernelTable& kernel_table_avx512() {
     fill_attention_avx512(t);
     fill_linear_amx(t);
     fill_linear_dequant_avx512(t);
+    fill_linear_quant_bf16_avx512(t);
     if (cpu_features().avx512_vnni) fill_linear_quant_vnni(t);
     return t;
   }();

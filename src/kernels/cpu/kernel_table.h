@@ -52,7 +52,9 @@ struct LinearInt8Task {
 };
 
 // A quantized linear (WeightFormat Int8 / Int4 / Fp8; layouts in kernels/cpu/quant_panels.h):
-// y[m, n_out] = x · Wᵀ (+ bias). The f32-activation kernel reads x; the int8-activation kernels
+// y[m, n_out] = x · Wᵀ (+ bias). The f32-activation kernel reads x; the bf16-pair kernels (High)
+// read xp, x as hi + lo bf16 in kernel order (quant_x_bf16_pairs), and for Int4 xsumf, Σ (hi + lo)
+// per row and group; the int8-activation kernels
 // read xq, x quantized per row (backend.h int8_row_inv): u8 = xq + 128 for Int8 weights (VPDPBUSD
 // multiplies u8 by s8; the weight's colsum removes the +128), s8 for Int4 (the weights are the u8
 // side), rows of ldq bytes with zeros past k.
@@ -73,6 +75,9 @@ struct QuantLinearTask {
   int64_t ldq = 0;
   const float* xscale = nullptr;   // [m] amax / 127
   const int32_t* xsum = nullptr;   // [m, groups] Σ xq per group (Int4)
+  const uint16_t* xp = nullptr;    // [m, ldp] bf16 pairs (bf16-pair kernels)
+  int64_t ldp = 0;
+  const float* xsumf = nullptr;    // [m, groups] Σ (hi + lo) per row and group (Int4, bf16-pair kernels)
   const float* bias = nullptr;     // [n_out] or nullptr
   float* y = nullptr;              // [m, n_out]
 };
@@ -116,6 +121,17 @@ struct KernelTable {
   // group > 0, xsum[g] = Σ q over group g (unshifted). Returns max|x|.
   float (*quantize_row_int8)(const float* x, int64_t k, int64_t ld, bool shifted, int32_t group, uint8_t* q,
                              int32_t* xsum) = nullptr;
+  // (optional, AVX-512 BF16) quantized linears with 16-bit activations (High), columns [n0, n1)
+  // (n0 a multiple of 16 for Int8, 64 for Int4): W converted exactly to bf16 in registers, x as
+  // hi + lo bf16, VDPBF16PS; kernels/cpu/linear_quant_bf16_avx512.cpp.
+  void (*linear_cols_q8_bf16)(const QuantLinearTask& t, int64_t n0, int64_t n1) = nullptr;
+  void (*linear_cols_q4_bf16)(const QuantLinearTask& t, int64_t n0, int64_t n1) = nullptr;
+  // (with them) one row of x [k] as their xp row [ldp] (ldp / 2 a multiple of 16 covering k and,
+  // for Int4, whole groups): per 8 inputs 8 hi then 8 lo bf16 (hi = bf16(x), lo = bf16(x − hi)),
+  // in Int4's order (k 0,2,4,6,1,3,5,7) when int4_order, else natural, zeros past k; for
+  // group > 0 also xsum[g] = Σ (hi + lo) over group g (double, rounded once).
+  void (*quant_x_bf16_pairs)(const float* x, int64_t k, int64_t ldp, bool int4_order, int32_t group, uint16_t* dst,
+                             float* xsum) = nullptr;
   // (optional) quantized linears with f32 activations, any quantized format: W dequantized
   // exactly in registers, f32 FMA.
   void (*linear_cols_dq)(const QuantLinearTask& t, int64_t n0, int64_t n1) = nullptr;

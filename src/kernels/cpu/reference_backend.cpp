@@ -50,9 +50,9 @@ float dequant(const LinearWeight& w, const PlainQuant& p, int64_t r, int64_t c) 
 
 class ReferenceBackend final : public Backend {
  public:
-  explicit ReferenceBackend(bool int8_activations) : int8_act_(int8_activations) {}
+  explicit ReferenceBackend(QuantActivations act) : act_(act) {}
   const char* name() const override { return "cpu-scalar"; }
-  bool quant_int8_activations() const override { return int8_act_; }
+  QuantActivations quant_activations() const override { return act_; }
 
   size_t packed_quantized_bytes(WeightFormat format, int64_t n_out, int64_t k_in, int32_t group) const override {
     return plain_quant(format, n_out, k_in, group).total;
@@ -69,16 +69,27 @@ class ReferenceBackend final : public Backend {
       std::memcpy(d + p.zero_offset + row0 * p.groups, s.zero, static_cast<size_t>(s.n_out * p.groups));
   }
 
-  // Quantized weights. f32 activations: Σ_k x · dequant(W) in double. Int8 activations (Int8 /
-  // Int4 weights): x quantized per row (backend.h int8_row_inv), integer sums per group, scaled.
+  // Quantized weights. f32 activations: Σ_k x · dequant(W) in double. Bf16Pair (Int8 / Int4
+  // weights): the same with x replaced by hi + lo, hi = bf16(x), lo = bf16(x − hi) (both round to
+  // nearest even). Int8 activations (Int8 / Int4 weights): x quantized per row (backend.h
+  // int8_row_inv), integer sums per group, scaled.
   void linear_quant(const float* x, int64_t m, const LinearWeight& w, const float* bias, float* y) {
     const PlainQuant p = plain_quant(w.format, w.n_out, w.k_in, w.group);
     const auto* base = static_cast<const uint8_t*>(w.data);
     const float* scale = reinterpret_cast<const float*>(base + p.scale_offset);
-    const bool int8 = int8_act_ && w.format != WeightFormat::Fp8;
+    const bool int8 = act_ == QuantActivations::Int8 && w.format != WeightFormat::Fp8;
+    const bool pair = act_ == QuantActivations::Bf16Pair && w.format != WeightFormat::Fp8;
     std::vector<int> xq(static_cast<size_t>(w.k_in));
+    std::vector<float> xs(static_cast<size_t>(w.k_in));
     for (int64_t i = 0; i < m; ++i) {
       const float* xi = x + i * w.k_in;
+      if (pair) {
+        for (int64_t c = 0; c < w.k_in; ++c) {
+          const float hi = bf16_to_f32(f32_to_bf16(xi[c]));
+          xs[size_t(c)] = hi + bf16_to_f32(f32_to_bf16(xi[c] - hi));  // exact in f32
+        }
+        xi = xs.data();
+      }
       float amax = 0.0f;
       for (int64_t c = 0; c < w.k_in; ++c) amax = std::max(amax, std::fabs(xi[c]));
       const float inv = int8_row_inv(amax);
@@ -262,7 +273,7 @@ class ReferenceBackend final : public Backend {
   }
 
  private:
-  bool int8_act_ = false;
+  QuantActivations act_ = QuantActivations::F32;
   // Element offset of key/value `j` (a position of the sequence) of KV head `kvh` in the cache.
   static int64_t kv_offset(const KvCacheLayer& c, const int32_t* table, int32_t j, int32_t kvh) {
     int64_t block = table[j / c.block_size];
@@ -279,8 +290,8 @@ class ReferenceBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_reference_backend(bool int8_activations) {
-  return std::make_unique<ReferenceBackend>(int8_activations);
+std::unique_ptr<Backend> make_reference_backend(QuantActivations quant_act) {
+  return std::make_unique<ReferenceBackend>(quant_act);
 }
 
 }  // namespace pypto
