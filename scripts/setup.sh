@@ -8,12 +8,12 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SUDO=""
 if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
 
-# Build tools, libraries (the project's dependencies), the PyTorch reference for the logits tests,
+# Build tools (ccache: rebuilds and other clones on the machine reuse compiled objects), libraries (the project's dependencies), the PyTorch reference for the logits tests,
 # clang for the libFuzzer targets, Node.js for the npm oracles, chromium and firefox-esr for the
 # chat-page test (tests/serve/webui_page.test.mjs, driven headless by puppeteer-core), OpenMPI for
 # ranks on several hosts (--distributed-executor-backend mpi; iproute2 for the two-namespace test).
 packages=(
-  build-essential cmake ninja-build pkg-config git
+  build-essential cmake ninja-build pkg-config git ccache
   nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libpcre2-dev libutf8proc-dev
   libgtest-dev libgmock-dev libbenchmark-dev libssl-dev zlib1g-dev
   clang libclang-rt-14-dev

@@ -2,6 +2,7 @@
 // the first argument.
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <string>
 
 #include "cli/commands.h"
@@ -48,6 +49,10 @@ int main(int argc, char** argv) {
     return pypto::cli::cmd_run(argc, argv);
   } catch (const pypto::Error& e) {
     std::fprintf(stderr, "pypto-serving: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    // Not a user error the code foresaw (those are pypto::Error): say so instead of aborting.
+    std::fprintf(stderr, "pypto-serving: internal error (please report): %s\n", e.what());
     return 1;
   }
 }

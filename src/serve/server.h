@@ -70,6 +70,7 @@ ServeContext make_serve_context(const std::string& model_dir, std::shared_ptr<En
                                 const ModelConfig& config, int64_t max_model_len, int32_t max_num_seqs);
 
 struct ServerState;
+class HeapReturner;
 
 class Server {
  public:
@@ -93,6 +94,7 @@ class Server {
  private:
   std::shared_ptr<ServerState> state_;
   std::thread thread_;
+  std::unique_ptr<HeapReturner> heap_;  // returns freed body pages (heap_return.h)
   int port_ = -1;
 };
 

@@ -1,7 +1,8 @@
 // The soak through the binary on the tiny model, as CI runs it: `bench soak` starts the server
 // itself (plain, --dp 2, --tp 2), drives the mixed and abusive traffic at a concurrency above
-// --max-num-seqs for 25 s, and must exit 0: no answer different from its solo run, no 5xx, no
-// dropped connection, /health up throughout, KV / RSS / descriptors back at their baseline.
+// --max-num-seqs for 25-45 s each (two minutes in all), and must exit 0: no answer different
+// from its solo run, no 5xx, no dropped connection, /health up throughout, KV / RSS /
+// descriptors back at their baseline.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -27,12 +28,12 @@ std::string tiny_model() {
   return cached_test_model(::testing::TempDir(), "pypto-soak-tiny", o);
 }
 
-void soak(const std::string& name, const std::string& server_args, const std::string& extra = "") {
+void soak(const std::string& name, const std::string& server_args, const std::string& extra = "", int seconds = 25) {
   const std::string model = tiny_model();
   const fs::path out = fs::path(::testing::TempDir()) / ("pypto-soak-" + name + "-" + std::to_string(getpid()));
   fs::remove_all(out);
   const RunResult r = run("bench soak --model " + model + " --server-args '" + server_args +
-                          "' --duration 25 --concurrency 10 --seed 1 --out " + out.string() + " " + extra);
+                          "' --duration " + std::to_string(seconds) + " --concurrency 10 --seed 1 --out " + out.string() + " " + extra);
   std::ifstream f(out / "soak.json");
   std::stringstream ss;
   ss << f.rdbuf();
@@ -52,7 +53,8 @@ void soak(const std::string& name, const std::string& server_args, const std::st
   EXPECT_TRUE(fs::exists(out / "soak-latency.svg"));
 }
 
-TEST(SoakE2E, Plain) { soak("plain", "--max-num-seqs 4 --threads 2"); }
+// 45 + 3 x 25 s: CI soaks for two minutes in all.
+TEST(SoakE2E, Plain) { soak("plain", "--max-num-seqs 4 --threads 2", "", 45); }
 TEST(SoakE2E, DataParallel2) { soak("dp2", "--dp 2 --devices 0,1 --max-num-seqs 2"); }
 TEST(SoakE2E, TensorParallel2) { soak("tp2", "--tp 2 --devices 0,1 --max-num-seqs 4"); }
 
