@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "io/checkpoint.h"
+#include "io/json_fields.h"
 #include "kernels/backend.h"
 #include "model/prompt_logits.h"
 #include "model/qwen3_model.h"
@@ -30,8 +31,9 @@ std::vector<int32_t> parse_token_ids(const std::string& text) {
     size_t j = text.find(',', i);
     if (j == std::string::npos) j = text.size();
     std::string item = text.substr(i, j - i);
-    while (!item.empty() && item.front() == ' ') item.erase(item.begin());
-    while (!item.empty() && item.back() == ' ') item.pop_back();
+    auto blank = [](char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; };
+    while (!item.empty() && blank(item.front())) item.erase(item.begin());
+    while (!item.empty() && blank(item.back())) item.pop_back();
     if (!item.empty()) {
       size_t used = 0;
       long long v = -1;
@@ -62,13 +64,20 @@ int cmd_logits(int argc, char** argv) {
   auto* ids_opt = app.add_option("--token-ids", token_ids, "comma-separated token ids, e.g. 1,2,3");
   auto* prompt_opt =
       app.add_option("--prompt", prompt, "text, encoded as is with the checkpoint's tokenizer (no chat template)");
+  std::string ids_file;
+  auto* file_opt = app.add_option("--token-ids-file", ids_file,
+                                  "a file of comma-separated token ids (long prompts pass the 128 KiB argument limit)");
   ids_opt->excludes(prompt_opt);
+  file_opt->excludes(ids_opt)->excludes(prompt_opt);
   app.add_option("--out", out, "output .npy file")->required();
   app.add_option("--kv-cache-dtype", kv_dtype, "KV cache element type")
       ->check(CLI::IsMember({"bf16", "fp32"}))
       ->capture_default_str();
   app.add_option("--threads", threads, "kernel threads (0 = all cores)")->check(CLI::NonNegativeNumber);
   app.add_option("--chunk", chunk, "prompt tokens per forward call (0 = all at once)")->check(CLI::NonNegativeNumber);
+  int32_t last = 0;
+  app.add_option("--last", last, "write only the last N positions' logits [N, vocab] (0 = every position)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--matmul-precision", precision, "inputs of the matrix products: highest, high or medium")
       ->check(CLI::IsMember({"highest", "high", "medium"}))
       ->capture_default_str();
@@ -88,7 +97,9 @@ int cmd_logits(int argc, char** argv) {
   }
 
   try {
-    if (ids_opt->count() == 0 && prompt_opt->count() == 0) fail("give --token-ids or --prompt");
+    if (ids_opt->count() == 0 && prompt_opt->count() == 0 && file_opt->count() == 0)
+      fail("give --token-ids, --token-ids-file or --prompt");
+    if (file_opt->count() > 0) token_ids = read_text_file(ids_file);
     // The prompt is encoded as given (no chat template, no special tokens added).
     const std::vector<int32_t> ids =
         prompt_opt->count() > 0 ? Tokenizer::load(model_dir)->encode(prompt) : parse_token_ids(token_ids);
@@ -111,9 +122,11 @@ int cmd_logits(int argc, char** argv) {
     PromptLogitsOptions popt;
     popt.kv_dtype = kv_dtype == "fp32" ? DType::F32 : DType::BF16;
     popt.chunk = chunk;
+    popt.last = last;
     const std::vector<float> logits = prompt_logits(model, ids, popt);
-    write_npy_f32(out, logits.data(), int64_t(ids.size()), model.vocab_size());
-    log_info("logits: wrote [", ids.size(), ", ", model.vocab_size(), "] to ", out, " (backend ", backend->name(),
+    const int64_t rows = int64_t(logits.size()) / model.vocab_size();
+    write_npy_f32(out, logits.data(), rows, model.vocab_size());
+    log_info("logits: wrote [", rows, ", ", model.vocab_size(), "] to ", out, " (backend ", backend->name(),
              ", weights ", weights.weight_formats,
              weights.layer_format == WeightFormat::Float ? "" : ", ",
              quantized_activations(weights.layer_format, *backend),

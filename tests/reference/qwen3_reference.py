@@ -65,9 +65,11 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 class Qwen3Reference:
-    def __init__(self, model_dir: str, transform=None):
+    def __init__(self, model_dir: str, transform=None, kv_bf16=False):
         """transform(name, tensor) -> tensor, applied to every weight as loaded (tests use it to
-        quantize and dequantize weights the way an engine option does)."""
+        quantize and dequantize weights the way an engine option does). kv_bf16: keys (after RoPE)
+        and values are rounded to bf16 as a bf16 KV cache stores them."""
+        self.kv_bf16 = kv_bf16
         cfg, w = read_checkpoint(model_dir)
         if transform is not None:
             w = {name: transform(name, t) for name, t in w.items()}
@@ -138,6 +140,8 @@ class Qwen3Reference:
         q = self._rope(q.transpose(0, 1), positions)  # [nq, T, hd]
         k = self._rope(k.transpose(0, 1), positions)  # [nkv, T, hd]
         v = v.transpose(0, 1)
+        if self.kv_bf16:
+            k, v = k.to(torch.bfloat16).float(), v.to(torch.bfloat16).float()
         if cache is not None:  # contiguous per-layer cache of earlier positions
             if "k" in cache:
                 k = torch.cat((cache["k"], k), dim=1)
