@@ -4,7 +4,8 @@ tiny-moe test model with the binary's make-test-model (sparse layers 0 and 2, de
 `pypto-serving logits` for a prompt's logits (in chunks, fp32 KV cache) and compares them with
 qwen3_reference.py's: max|dlogit| <= 1e-3 * max(1, max|logit|). Runs twice: as written
 (norm_topk_prob true, as every published Qwen3-MoE config) and with norm_topk_prob false (the
-transformers class default), so both weightings are held to the reference.
+transformers class default), so both weightings are held to the reference; and a 16-token greedy
+continuation from offline mode equal to the reference's.
 
 Usage: check_moe_logits_cli.py --binary PATH/pypto-serving --work-dir DIR
 """
@@ -57,6 +58,17 @@ def main():
     ids = [9707, 11, 1879, 0, 151642, 374, 264, 1273, 13, 42, 7, 100000, 5, 311, 8, 4194, 77, 1, 2, 3, 60000,
            1234, 151643]
     compare(a.binary, model, ids, os.path.join(a.work_dir, "moe_logits.npy"), "tiny-moe, norm_topk_prob true")
+    # Greedy continuation of the prompt (offline mode, default precision) equals the reference's.
+    out = os.path.join(a.work_dir, "moe_greedy.json")
+    run([a.binary, "--model", model, "--prompt-token-ids", ",".join(map(str, ids)), "--kv-cache-memory", "64MiB",
+         "--max-model-len", "256", "--output-json", out, "--generate-config",
+         json.dumps({"max_new_tokens": 16, "temperature": 0, "ignore_eos": True})])
+    with open(out) as f:
+        got = json.load(f)["results"][0]["token_ids"]
+    want = Qwen3Reference(model).greedy(ids, 16)
+    print(f"tiny-moe greedy: engine {got}, reference {want}")
+    if got != want:
+        sys.exit("tiny-moe greedy continuation differs from the reference")
 
     cfg["norm_topk_prob"] = False
     with open(cfg_path, "w") as f:
