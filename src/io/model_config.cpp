@@ -128,15 +128,6 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   c.rms_norm_eps = f.req_number("rms_norm_eps");
   if (!(c.rms_norm_eps > 0)) fail(path, ": field 'rms_norm_eps' must be > 0, got ", c.rms_norm_eps);
   c.rope_theta = f.opt_number("rope_theta").value_or(10000.0);
-  // transformers v5 re-serialises RoPE as "rope_parameters": {"rope_theta": ..., "rope_type": ...}.
-  if (f.has("rope_parameters")) {
-    const auto& rp = j.at("rope_parameters");
-    if (!rp.is_object()) f.bad("rope_parameters", "null or an object");
-    JsonFields r(rp, path + " rope_parameters");
-    if (auto t = r.opt_string("rope_type"); t && *t != "default")
-      fail(path, ": rope_parameters.rope_type '", *t, "' is not supported (supported: \"default\")");
-    if (auto theta = r.opt_number("rope_theta")) c.rope_theta = *theta;
-  }
   if (!(c.rope_theta > 0)) fail(path, ": field 'rope_theta' must be > 0, got ", c.rope_theta);
   c.max_position_embeddings = positive_int(f, "max_position_embeddings", f.req_int("max_position_embeddings"));
   c.tie_word_embeddings = f.opt_bool("tie_word_embeddings").value_or(false);
