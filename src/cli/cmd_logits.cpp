@@ -78,6 +78,8 @@ int cmd_logits(int argc, char** argv) {
   app.add_option("--quantization", quantization, "quantize while staging: none, int8, int4")
       ->check(CLI::IsMember({"none", "int8", "int4"}))
       ->capture_default_str();
+  std::string hf_overrides;
+  app.add_option("--hf-overrides", hf_overrides, "JSON object whose top-level keys replace config.json's (as serving does)");
   app.add_option("--quantization-group", group, "int4: inputs per scale and zero point")->capture_default_str();
   try {
     app.parse(argc, argv);
@@ -92,7 +94,7 @@ int cmd_logits(int argc, char** argv) {
         prompt_opt->count() > 0 ? Tokenizer::load(model_dir)->encode(prompt) : parse_token_ids(token_ids);
     if (ids.empty()) fail("--prompt: the text encodes to no tokens");
 
-    auto ck = Checkpoint::open(model_dir);
+    auto ck = Checkpoint::open(model_dir, hf_overrides);
     const int nthreads = threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency()));
     const MatmulPrecision prec = parse_matmul_precision(precision);
     std::unique_ptr<Backend> backend = scalar ? make_reference_backend(prec == MatmulPrecision::Highest ? QuantActivations::F32

@@ -101,6 +101,9 @@ void add_run_options(CLI::App& app, RunOptions& o) {
   app.add_option("--kv-cache-dtype", o.kv_cache_dtype, "KV cache element type (auto = bf16)")
       ->check(CLI::IsMember({"bf16", "bfloat16", "fp32", "float32", "auto"}))
       ->capture_default_str();
+  app.add_option("--hf-overrides", o.hf_overrides,
+                 "JSON object whose top-level keys replace config.json's, e.g. '{\"rope_scaling\": {\"rope_type\": "
+                 "\"yarn\", \"factor\": 4.0, \"original_max_position_embeddings\": 32768}}' for 131,072 tokens");
   app.add_option("--max-model-len", o.max_model_len, "prompt + generated tokens per request")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -239,6 +242,7 @@ namespace {
 EngineLoadOptions engine_options(const RunOptions& o, const std::string& model_dir) {
   EngineLoadOptions e;
   e.model_dir = model_dir;
+  e.hf_overrides = o.hf_overrides;
   e.scheduler.max_num_seqs = o.max_num_seqs;
   e.scheduler.max_num_batched_tokens = o.max_num_batched_tokens;
   e.scheduler.max_model_len = o.max_model_len;

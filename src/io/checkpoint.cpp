@@ -18,7 +18,7 @@ static bool file_exists(const std::string& p) {
 
 bool Checkpoint::has_file(const std::string& file) const { return file_exists(path(file)); }
 
-std::unique_ptr<Checkpoint> Checkpoint::open(const std::string& dir_in) {
+std::unique_ptr<Checkpoint> Checkpoint::open(const std::string& dir_in, const std::string& hf_overrides) {
   std::string dir = dir_in;
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   struct stat st;
@@ -28,7 +28,14 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const std::string& dir_in) {
 
   std::string cfg_path = dir + "/config.json";
   if (!file_exists(cfg_path)) fail(cfg_path, ": missing (a checkpoint directory needs config.json)");
-  ck->config_ = parse_model_config(read_text_file(cfg_path), cfg_path);
+  if (hf_overrides.empty()) {
+    ck->config_ = parse_model_config(read_text_file(cfg_path), cfg_path);
+  } else {
+    nlohmann::json cfg = parse_json_object(read_text_file(cfg_path), cfg_path);
+    const nlohmann::json over = parse_json_object(hf_overrides, "--hf-overrides");
+    for (const auto& [key, value] : over.items()) cfg[key] = value;  // top-level keys replaced whole
+    ck->config_ = parse_model_config(cfg.dump(), cfg_path + " with --hf-overrides");
+  }
   std::string gen_path = dir + "/generation_config.json";
   if (file_exists(gen_path)) merge_generation_config(ck->config_, read_text_file(gen_path), gen_path);
 

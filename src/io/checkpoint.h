@@ -21,7 +21,9 @@ struct TensorRef {
 class Checkpoint {
  public:
   // Throws Error naming the missing/invalid file, field or tensor.
-  static std::unique_ptr<Checkpoint> open(const std::string& dir);
+  // hf_overrides: a JSON object (vLLM's --hf-overrides) whose top-level keys replace config.json's
+  // before it is read, e.g. {"rope_scaling": {...}, "max_position_embeddings": N}; "" for none.
+  static std::unique_ptr<Checkpoint> open(const std::string& dir, const std::string& hf_overrides = "");
 
   const std::string& dir() const { return dir_; }
   const ModelConfig& config() const { return config_; }

@@ -132,19 +132,15 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   c.max_position_embeddings = positive_int(f, "max_position_embeddings", f.req_int("max_position_embeddings"));
   c.tie_word_embeddings = f.opt_bool("tie_word_embeddings").value_or(false);
 
-  // rope_scaling: null (plain RoPE) is all we implement; name anything else.
-  if (f.has("rope_scaling")) {
-    const auto& rs = j.at("rope_scaling");
-    if (!rs.is_object()) f.bad("rope_scaling", "null or an object");
-    std::string type = "?";
-    for (const char* k : {"type", "rope_type"})
-      if (rs.contains(k)) {
-        if (!rs[k].is_string()) fail(path, ": rope_scaling.", k, " must be a string");
-        type = rs[k].get<std::string>();
-      }
-    if (type != "default")
-      fail(path, ": rope_scaling type '", type, "' is not supported (supported: none, \"default\")");
+  // RoPE scaling: rope_scaling (transformers v4) or rope_parameters (v5, which also carries
+  // rope_theta). Plain RoPE and YaRN are implemented (io/rope_scaling.h); others are refused.
+  const char* rope_key = f.has("rope_parameters") ? "rope_parameters" : "rope_scaling";
+  if (f.has("rope_parameters") && j.at("rope_parameters").is_object() && j.at("rope_parameters").contains("rope_theta")) {
+    const auto& t = j.at("rope_parameters").at("rope_theta");
+    if (!t.is_number() || !(t.get<double>() > 0)) fail(path, ": rope_parameters.rope_theta must be a number > 0");
+    c.rope_theta = t.get<double>();
   }
+  if (f.has(rope_key)) c.rope_scaling = parse_rope_scaling(j.at(rope_key), c.max_position_embeddings, path);
 
   // Qwen3 has no q/k/v biases unless attention_bias says so; Qwen2 always has them.
   if (c.arch == ModelArch::Qwen2) {

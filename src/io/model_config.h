@@ -7,6 +7,7 @@
 
 #include "core/dtype.h"
 #include "io/quant_config.h"
+#include "io/rope_scaling.h"
 
 namespace pypto {
 
@@ -24,6 +25,7 @@ struct ModelConfig {
   int32_t head_dim = 0;  // from config.json; hidden_size / num_attention_heads only when absent
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
+  RopeScaling rope_scaling;  // plain RoPE unless config.json asks for YaRN
   int64_t max_position_embeddings = 0;
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v biases (Qwen2 checkpoints have them)

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "kernels/rope_spec.h"
 
 namespace pypto {
 
@@ -126,9 +127,10 @@ class Backend {
   virtual void linear(const float* x, int64_t m, const LinearWeight& w, const float* bias, float* y) = 0;
   // y[m, d] = x / sqrt(mean(x²) + eps) * gamma[d]   (y may alias x)
   virtual void rms_norm(const float* x, const float* gamma, int64_t m, int64_t d, float eps, float* y) = 0;
-  // In place on x[m, n_heads, head_dim]: rotate-half RoPE with theta for each row's position.
+  // In place on x[m, n_heads, head_dim]: rotate-half RoPE (plain or YaRN, kernels/rope_spec.h)
+  // for each row's position.
   virtual void rope(float* x, const int32_t* positions, int64_t m, int32_t n_heads, int32_t head_dim,
-                    float theta) = 0;
+                    const RopeSpec& rope) = 0;
   // out[m, inter] = silu(gate_up[m, 0:inter]) * gate_up[m, inter:2*inter]
   virtual void silu_mul(const float* gate_up, int64_t m, int64_t inter, float* out) = 0;
   // out[m, d] = table[ids[m], :] converted to f32; table is [vocab, d] in `dtype`.

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "model/rope_from_config.h"
 #include "parallel/communicator.h"
 
 namespace pypto {
@@ -176,7 +177,7 @@ void Qwen3Model::forward_stage(const ForwardBatch& batch, KvCache& cache, const 
   Backend& be = backend_;
   const int32_t hd = c.head_dim;
   const float eps = float(c.rms_norm_eps);
-  const float theta = float(c.rope_theta);
+  const RopeSpec rope = rope_from_config(c);  // plain or YaRN
   const AttentionBatch attn_batch = batch.attention();
 
   // x [T, hidden]: the residual stream.
@@ -208,8 +209,8 @@ void Qwen3Model::forward_stage(const ForwardBatch& batch, KvCache& cache, const 
       be.rms_norm(k_, L.k_norm, T * w_.n_kv_heads, hd, eps, k_);
     }
     PYPTO_PROF_OP("attention.core");  // rope, kv store, paged attention
-    be.rope(q_, batch.positions.data(), T, w_.n_heads, hd, theta);
-    be.rope(k_, batch.positions.data(), T, w_.n_kv_heads, hd, theta);
+    be.rope(q_, batch.positions.data(), T, w_.n_heads, hd, rope);
+    be.rope(k_, batch.positions.data(), T, w_.n_kv_heads, hd, rope);
     const KvCacheLayer& kv = cache.layer(i);  // this stage's cache holds its layers only
     be.kv_store(k_, v_, batch.slot_mapping.data(), T, kv);
     be.paged_attention(q_, T, w_.n_heads, kv, attn_batch, attn_);  // attn [T, nq, hd]

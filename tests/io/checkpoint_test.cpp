@@ -2,6 +2,8 @@
 // the config fail at load with the list of offenders; every preset and variant loads and stages.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -97,11 +99,52 @@ TEST(ModelConfig, RejectsUnknownArchitectureAndRopeScaling) {
                                "Qwen2ForCausalLM, Qwen3MoeForCausalLM)");
   edit_config(d, [](nlohmann::json& j) {
     j["architectures"] = {"Qwen3ForCausalLM"};
-    j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+    j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 4.0}};
   });
   EXPECT_EQ(open_error(d), (d / "config.json").string() +
-                               ": rope_scaling type 'yarn' is not supported (supported: none, \"default\")");
+                               ": rope_scaling type 'linear' is not supported (supported: default, yarn; linear, "
+                               "dynamic, llama3 and longrope are not)");
+  edit_config(d, [](nlohmann::json& j) { j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 0.5}}; });
+  EXPECT_EQ(open_error(d), (d / "config.json").string() + ": rope_scaling: field 'factor' must be a number >= 1, got 0.5");
+  edit_config(d, [](nlohmann::json& j) { j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"low_freq_factor", 1}}; });
+  EXPECT_NE(open_error(d).find("rope_scaling: field 'low_freq_factor' is not a YaRN field"), std::string::npos)
+      << open_error(d);
   fs::remove_all(d);
+}
+
+// YaRN as Qwen documents it for 131,072 tokens, in both spellings transformers writes.
+TEST(ModelConfig, ReadsYarnAndItsPositions) {
+  const std::string head = R"({"architectures":["Qwen3ForCausalLM"],"vocab_size":151936,"hidden_size":1024,
+      "intermediate_size":3072,"num_hidden_layers":2,"num_attention_heads":16,"num_key_value_heads":8,"head_dim":128,
+      "rms_norm_eps":1e-6,"max_position_embeddings":40960,)";
+  for (const std::string rope :
+       {std::string(R"("rope_theta":1000000,"rope_scaling":{"type":"yarn","factor":4.0,"original_max_position_embeddings":32768}})"),
+        std::string(R"("rope_parameters":{"rope_theta":1000000,"rope_type":"yarn","factor":4.0,"original_max_position_embeddings":32768}})")}) {
+    const ModelConfig c = parse_model_config(head + rope, "c.json");
+    EXPECT_TRUE(c.rope_scaling.yarn);
+    EXPECT_EQ(c.rope_theta, 1e6);
+    EXPECT_EQ(c.rope_scaling.factor, 4.0);
+    EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 32768);
+    EXPECT_DOUBLE_EQ(c.rope_scaling.attention_factor, 0.1 * std::log(4.0) + 1);
+    EXPECT_EQ(model_max_positions(c), 131072);
+    EXPECT_NO_THROW(check_max_model_len(c, 131072));
+    try {
+      check_max_model_len(c, 131073);
+      FAIL();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("exceeds the model's 131072 positions (YaRN factor 4"), std::string::npos) << e.what();
+    }
+  }
+  // Without rope_scaling the limit is max_position_embeddings, and the error says how to extend it.
+  const ModelConfig plain = parse_model_config(head + R"("rope_theta":1000000})", "c.json");
+  EXPECT_FALSE(plain.rope_scaling.yarn);
+  try {
+    check_max_model_len(plain, 40961);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("max_position_embeddings (40960); lower it, or extend the context with YaRN"),
+              std::string::npos) << e.what();
+  }
 }
 
 TEST(ModelConfig, HeadDimComesFromTheFile) {

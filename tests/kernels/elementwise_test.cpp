@@ -6,6 +6,7 @@
 //   embedding, add_inplace, kv_store: bitwise equal (pure conversions / one add).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "kernel_test_util.h"
@@ -34,27 +35,53 @@ TEST(RmsNorm, MatchesReference) {
   }
 }
 
+// Plain RoPE and YaRN (factor 4 over an original context of 64, so the ramp between the
+// extrapolated and interpolated pairs falls inside every head_dim below; attention factor 1.139).
 TEST(Rope, MatchesReference) {
   auto ref = make_reference_backend();
+  RopeSpec yarn = RopeSpec::plain(1e6);
+  yarn.yarn_factor = 4;
+  yarn.yarn_original_max_positions = 64;
+  yarn.attention_factor = 0.1 * std::log(4.0) + 1;
   for (const auto& c : optimised_cases()) {
     auto opt = make_case(c);
-    for (auto [n_heads, hd] : {std::pair<int32_t, int32_t>{1, 2}, {3, 6}, {16, 128}, {2, 40}, {4, 64}}) {
-      const int64_t m = 37;
-      std::vector<int32_t> pos(m);
-      for (int64_t i = 0; i < m; ++i) pos[i] = static_cast<int32_t>((i * 977) % 9000);  // beyond 4096 too
-      auto x = random_f32(m * n_heads * hd, 41, -2, 2);
-      auto y = x, yr = x;
-      opt->rope(y.data(), pos.data(), m, n_heads, hd, 1e6f);
-      ref->rope(yr.data(), pos.data(), m, n_heads, hd, 1e6f);
-      const int32_t half = hd / 2;
-      for (int64_t r = 0; r < m * n_heads; ++r)
-        for (int32_t j = 0; j < hd; ++j) {
-          double mag = std::fabs(x[r * hd + j % half]) + std::fabs(x[r * hd + j % half + half]);
-          ASSERT_LE(std::fabs(y[r * hd + j] - yr[r * hd + j]), 8 * kU32 * mag + 1e-30)
-              << c.label << " hd=" << hd << " row " << r << " j " << j;
-        }
-    }
+    for (const RopeSpec& rope : {RopeSpec::plain(1e6), yarn})
+      for (auto [n_heads, hd] : {std::pair<int32_t, int32_t>{1, 2}, {3, 6}, {16, 128}, {2, 40}, {4, 64}}) {
+        const int64_t m = 37;
+        std::vector<int32_t> pos(m);
+        for (int64_t i = 0; i < m; ++i) pos[i] = static_cast<int32_t>((i * 977) % 9000);  // beyond 4096 too
+        auto x = random_f32(m * n_heads * hd, 41, -2, 2);
+        auto y = x, yr = x;
+        opt->rope(y.data(), pos.data(), m, n_heads, hd, rope);
+        ref->rope(yr.data(), pos.data(), m, n_heads, hd, rope);
+        const int32_t half = hd / 2;
+        for (int64_t r = 0; r < m * n_heads; ++r)
+          for (int32_t j = 0; j < hd; ++j) {
+            double mag = (std::fabs(x[r * hd + j % half]) + std::fabs(x[r * hd + j % half + half])) * rope.attention_factor;
+            ASSERT_LE(std::fabs(y[r * hd + j] - yr[r * hd + j]), 8 * kU32 * mag + 1e-30)
+                << c.label << " hd=" << hd << " row " << r << " j " << j << " yarn " << rope.yarn_factor;
+          }
+      }
   }
+}
+
+// YaRN's inverse frequencies against values worked out by hand from its definition
+// (kernels/rope_spec.h): head_dim 8, theta 10000, factor 4, original 64, betas 32 / 1:
+// correction dims 8 ln(64 / 2π·32) / 2 ln 1e4 = -0.4972 -> floor -1 -> 0 and
+// 8 ln(64 / 2π) / 2 ln 1e4 = 1.0081 -> ceil 2: ramp j / 2 for j = 0..3, clamped.
+TEST(Rope, YarnInverseFrequencies) {
+  RopeSpec s = RopeSpec::plain(10000);
+  s.yarn_factor = 4;
+  s.yarn_original_max_positions = 64;
+  const std::vector<double> f = rope_inv_freq(s, 8);
+  ASSERT_EQ(f.size(), 4u);
+  const double e[4] = {1.0, 0.1, 0.01, 0.001};  // 10000^(-2j/8)
+  const double ramp[4] = {0.0, 0.5, 1.0, 1.0};
+  for (int j = 0; j < 4; ++j)
+    EXPECT_NEAR(f[j], e[j] / 4 * ramp[j] + e[j] * (1 - ramp[j]), 1e-15 * e[j]) << "pair " << j;
+  // Plain RoPE is untouched by the YaRN fields when the factor is 0.
+  const std::vector<double> p = rope_inv_freq(RopeSpec::plain(10000), 8);
+  for (int j = 0; j < 4; ++j) EXPECT_NEAR(p[j], e[j], 1e-15 * e[j]);
 }
 
 TEST(SiluMul, MatchesReference) {

@@ -6,9 +6,10 @@ Written from the semantics of transformers' modeling_qwen3.py / modeling_qwen2.p
   - RMSNorm in fp32: x * rsqrt(mean(x^2) + eps), then multiplied by the weight.
   - Qwen3: per-head RMSNorm on q and k (q_norm / k_norm over head_dim) before RoPE; a checkpoint
     without those tensors gets ones. Qwen2: no QK norm, q/k/v projections carry biases.
-  - RoPE, rotate-half convention: inv_freq = 1 / theta^(arange(0, hd, 2) / hd), angles =
-    position * inv_freq (fp32), cos/sin of cat(angles, angles); x*cos + rotate_half(x)*sin with
-    rotate_half(x) = cat(-x[hd/2:], x[:hd/2]).
+  - RoPE, rotate-half convention: inv_freq = 1 / theta^(arange(0, hd, 2) / hd) (YaRN's blend
+    when rope_scaling says so: rope_reference.py), angles = position * inv_freq (fp32), cos/sin of
+    cat(angles, angles) times YaRN's attention factor (1 without it); x*cos + rotate_half(x)*sin
+    with rotate_half(x) = cat(-x[hd/2:], x[:hd/2]).
   - Grouped-query attention: query head h reads KV head h // (n_heads / n_kv_heads) (repeat_kv),
     scores scaled by 1/sqrt(head_dim), causal mask, softmax in fp32.
   - MLP: down(silu(gate(x)) * up(x)); residual connections around attention and MLP.
@@ -37,6 +38,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from checkpoint_reader import read_checkpoint  # noqa: E402
+from rope_reference import rope_parameters  # noqa: E402
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -83,7 +85,6 @@ class Qwen3Reference:
         self.n_kv = cfg.get("num_key_value_heads", self.n_heads)
         self.head_dim = cfg.get("head_dim") or self.hidden // self.n_heads
         self.eps = float(cfg.get("rms_norm_eps", 1e-6))
-        self.theta = float(cfg.get("rope_theta", 10000.0))
         self.n_layers = cfg["num_hidden_layers"]
         self.vocab = cfg["vocab_size"]
         # Qwen2 always has q/k/v biases; Qwen3 has q/k/v/o biases only with attention_bias.
@@ -131,14 +132,14 @@ class Qwen3Reference:
                 layer["q_norm"] = w.get(p + "self_attn.q_norm.weight", ones)
                 layer["k_norm"] = w.get(p + "self_attn.k_norm.weight", ones)
             self.layers.append(layer)
-        hd = self.head_dim
-        self.inv_freq = 1.0 / (self.theta ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd))
+        # Plain RoPE or YaRN (rope_reference.py): inv_freq [hd/2], cos/sin scaled by attention_factor.
+        self.inv_freq, self.rope_scale = rope_parameters(cfg, self.head_dim)
 
     def _rope(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         # x: [heads, T, hd]; positions: [T]
         angles = positions.float()[:, None] * self.inv_freq[None, :]  # [T, hd/2]
         emb = torch.cat((angles, angles), dim=-1)
-        return x * emb.cos() + rotate_half(x) * emb.sin()
+        return x * (emb.cos() * self.rope_scale) + rotate_half(x) * (emb.sin() * self.rope_scale)
 
     def _attention(self, layer, x, positions, cache):
         T = x.shape[0]

@@ -181,14 +181,15 @@ class CpuBackend final : public Backend {
     for_rows(m, d, [&](int64_t b, int64_t e) { kt_.rms_norm_rows(x, gamma, b, e, d, eps, y); });
   }
 
-  void rope(float* x, const int32_t* positions, int64_t m, int32_t n_heads, int32_t head_dim, float theta) override {
+  void rope(float* x, const int32_t* positions, int64_t m, int32_t n_heads, int32_t head_dim,
+            const RopeSpec& rope) override {
     PYPTO_ASSERT(head_dim % 2 == 0, "head_dim ", head_dim);
     int32_t max_pos = 0;
     for (int64_t i = 0; i < m; ++i) {
       PYPTO_ASSERT(positions[i] >= 0, "negative position ", positions[i]);
       max_pos = std::max(max_pos, positions[i]);
     }
-    ensure_rope_table(max_pos, head_dim, theta);
+    ensure_rope_table(max_pos, head_dim, rope);
     const float* c = reinterpret_cast<const float*>(rope_cos_.data());
     const float* s = reinterpret_cast<const float*>(rope_sin_.data());
     for_rows(m, static_cast<int64_t>(n_heads) * head_dim,
@@ -292,7 +293,7 @@ class CpuBackend final : public Backend {
     const int64_t chunk = (m + 4 * pool_.num_threads() - 1) / (4 * pool_.num_threads());
     pool_.parallel_for_dynamic(m, chunk, [&](int64_t b, int64_t e, int) { fn(b, e); });
   }
-  void ensure_rope_table(int32_t max_pos, int32_t head_dim, float theta);
+  void ensure_rope_table(int32_t max_pos, int32_t head_dim, const RopeSpec& rope);
 
   // bf16-dot linear: x rounded to bf16 (or split into hi + lo) once, rows in parallel, then
   // VDPBF16PS tiles over columns.
@@ -513,20 +514,22 @@ class CpuBackend final : public Backend {
   // True when weights of `dtype` go through the bf16-dot or AMX kernel, in pair panels.
   bool panels(DType dtype) const { return (bf16_act_ || split_act_) && dtype == DType::BF16; }
   AlignedBuffer xb_;  // [m, k] bf16 activations (hi, then lo when split) of the current bf16-dot linear
-  // cos / sin of every (position, pair) for one (head_dim, theta): [rope_positions_, head_dim / 2].
+  // cos / sin (× the attention factor) of every (position, pair) for one (head_dim, RopeSpec):
+  // [rope_positions_, head_dim / 2].
   AlignedBuffer rope_cos_, rope_sin_;
   int32_t rope_positions_ = 0, rope_head_dim_ = 0;
-  float rope_theta_ = 0.0f;
+  RopeSpec rope_spec_;
   // paged_attention task list, costs and run order (kept to avoid reallocating).
   std::vector<cpu::AttentionTask> tasks_;
   std::vector<int64_t> task_cost_;
   std::vector<size_t> task_order_;
 };
 
-void CpuBackend::ensure_rope_table(int32_t max_pos, int32_t head_dim, float theta) {
-  if (head_dim == rope_head_dim_ && theta == rope_theta_ && max_pos < rope_positions_) return;
+void CpuBackend::ensure_rope_table(int32_t max_pos, int32_t head_dim, const RopeSpec& rope) {
+  const bool same = head_dim == rope_head_dim_ && rope == rope_spec_;
+  if (same && max_pos < rope_positions_) return;
   // Grow geometrically (at least 4096 positions) so a growing context rebuilds rarely.
-  int32_t n = std::max<int32_t>(4096, rope_head_dim_ == head_dim && rope_theta_ == theta ? rope_positions_ : 0);
+  int32_t n = std::max<int32_t>(4096, same ? rope_positions_ : 0);
   while (n <= max_pos) n *= 2;
   const int32_t half = head_dim / 2;
   rope_cos_ = AlignedBuffer(static_cast<size_t>(n) * half * sizeof(float));
@@ -534,17 +537,17 @@ void CpuBackend::ensure_rope_table(int32_t max_pos, int32_t head_dim, float thet
   float* c = reinterpret_cast<float*>(rope_cos_.data());
   float* s = reinterpret_cast<float*>(rope_sin_.data());
   // Angles in double (as the reference): f32 angles lose ~1e-4 rad at positions in the thousands.
-  std::vector<double> inv_freq(half);
-  for (int32_t j = 0; j < half; ++j) inv_freq[j] = rope_angle(1, j, head_dim, theta);
+  const std::vector<double> inv_freq = rope_inv_freq(rope, head_dim);
+  const double af = rope.attention_factor;
   for (int32_t p = 0; p < n; ++p)
     for (int32_t j = 0; j < half; ++j) {
-      double a = static_cast<double>(p) * inv_freq[j];  // == rope_angle(p, j, ...)
-      c[static_cast<int64_t>(p) * half + j] = static_cast<float>(std::cos(a));
-      s[static_cast<int64_t>(p) * half + j] = static_cast<float>(std::sin(a));
+      const double a = static_cast<double>(p) * inv_freq[size_t(j)];
+      c[static_cast<int64_t>(p) * half + j] = static_cast<float>(std::cos(a) * af);
+      s[static_cast<int64_t>(p) * half + j] = static_cast<float>(std::sin(a) * af);
     }
   rope_positions_ = n;
   rope_head_dim_ = head_dim;
-  rope_theta_ = theta;
+  rope_spec_ = rope;
 }
 
 void CpuBackend::paged_attention(const float* q, int64_t m, int32_t n_heads, const KvCacheLayer& cache,

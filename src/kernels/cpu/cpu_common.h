@@ -25,10 +25,4 @@ inline void check_kv_dtype(DType t) {
   if (t != DType::BF16 && t != DType::F32) fail("KV cache dtype must be bf16 or f32, got ", dtype_name(t));
 }
 
-// RoPE angle of pair j (0 <= j < head_dim/2) at position pos: pos · theta^(-2j/head_dim), in double.
-inline double rope_angle(int32_t pos, int32_t j, int32_t head_dim, float theta) {
-  double inv_freq = std::pow(static_cast<double>(theta), -2.0 * j / static_cast<double>(head_dim));
-  return static_cast<double>(pos) * inv_freq;
-}
-
 }  // namespace pypto

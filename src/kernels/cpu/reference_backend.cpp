@@ -158,16 +158,17 @@ class ReferenceBackend final : public Backend {
   //   x'[j]        = x[j] cos a - x[j + half] sin a
   //   x'[j + half] = x[j + half] cos a + x[j] sin a
   void rope(float* x, const int32_t* positions, int64_t m, int32_t n_heads, int32_t head_dim,
-            float theta) override {
+            const RopeSpec& rope) override {
     PYPTO_ASSERT(head_dim % 2 == 0, "head_dim ", head_dim);
     const int32_t half = head_dim / 2;
+    const std::vector<double> inv_freq = rope_inv_freq(rope, head_dim);
     for (int64_t i = 0; i < m; ++i) {
       for (int32_t h = 0; h < n_heads; ++h) {
         float* v = x + (i * n_heads + h) * head_dim;
         for (int32_t j = 0; j < half; ++j) {
-          double a = rope_angle(positions[i], j, head_dim, theta);
-          double c = std::cos(a), s = std::sin(a);
-          double x1 = v[j], x2 = v[j + half];
+          const double a = static_cast<double>(positions[i]) * inv_freq[size_t(j)];
+          const double c = std::cos(a) * rope.attention_factor, s = std::sin(a) * rope.attention_factor;
+          const double x1 = v[j], x2 = v[j + half];
           v[j] = static_cast<float>(x1 * c - x2 * s);
           v[j + half] = static_cast<float>(x2 * c + x1 * s);
         }

@@ -93,11 +93,9 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   out.dp = L.dp;
   out.pp = L.pp;
 
-  auto ck = Checkpoint::open(eo.model_dir);
+  auto ck = Checkpoint::open(eo.model_dir, eo.hf_overrides);
   const ModelConfig cfg = ck->config();  // a copy: the checkpoint is released after staging
-  if (eo.scheduler.max_model_len > cfg.max_position_embeddings)
-    fail("--max-model-len ", eo.scheduler.max_model_len, " exceeds the model's max_position_embeddings (",
-         cfg.max_position_embeddings, ")");
+  check_max_model_len(cfg, eo.scheduler.max_model_len);
   if (eo.weight_dtype && ck->find("model.embed_tokens.weight") &&
       ck->get("model.embed_tokens.weight").info->dtype != *eo.weight_dtype)
     fail("--dtype asks for ", dtype_name(*eo.weight_dtype), " weights but the checkpoint's are ",

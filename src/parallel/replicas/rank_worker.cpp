@@ -44,12 +44,10 @@ std::unique_ptr<Backend> rank_backend(const ReplicaLoadOptions& opt, int rank) {
 std::shared_ptr<const Qwen3Weights> stage_own_slice(const EngineLoadOptions& eo, const StagePosition& pos,
                                                     bool engine_rank) {
   const int rank = pos.tp_rank, tp = pos.tp;
-  auto ck = Checkpoint::open(eo.model_dir);
+  auto ck = Checkpoint::open(eo.model_dir, eo.hf_overrides);
   validate_qwen3_checkpoint(*ck);
   const ModelConfig& cfg = ck->config();
-  if (eo.scheduler.max_model_len > cfg.max_position_embeddings)
-    fail("--max-model-len ", eo.scheduler.max_model_len, " exceeds the model's max_position_embeddings (",
-         cfg.max_position_embeddings, ")");
+  check_max_model_len(cfg, eo.scheduler.max_model_len);
   if (cfg.num_key_value_heads % tp != 0)
     fail("--tp ", tp, " does not divide num_key_value_heads (", cfg.num_key_value_heads,
          "): each rank holds an equal share of the KV heads; use a --tp that divides it");
