@@ -67,6 +67,13 @@ int cmd_inspect(int argc, char** argv) {
   std::printf("intermediate:     %lld\n", static_cast<long long>(c.intermediate_size));
   std::printf("heads:            %d query, %d key/value, head_dim %d\n", c.num_attention_heads, c.num_key_value_heads,
               c.head_dim);
+  if (c.num_experts > 0) {
+    int sparse = 0;
+    for (int32_t i = 0; i < c.num_hidden_layers; ++i) sparse += c.sparse_layer(i);
+    std::printf("experts:          %d routed, top-%d, width %lld, %s; sparse layers %d of %d\n", c.num_experts,
+                c.num_experts_per_tok, static_cast<long long>(c.moe_intermediate_size),
+                c.norm_topk_prob ? "renormalised" : "not renormalised", sparse, c.num_hidden_layers);
+  }
   std::printf("vocab_size:       %lld\n", static_cast<long long>(c.vocab_size));
   std::printf("rope_theta:       %g\n", c.rope_theta);
   std::printf("rms_norm_eps:     %g\n", c.rms_norm_eps);

@@ -1,6 +1,8 @@
 #include "io/model_config.h"
 
+#include <algorithm>
 #include <climits>
+#include <optional>
 
 #include "core/error.h"
 #include "io/json_fields.h"
@@ -32,6 +34,45 @@ static int32_t positive_int(const JsonFields& f, const char* key, int64_t v) {
   return static_cast<int32_t>(v);
 }
 
+// The Qwen3-MoE fields (transformers' Qwen3MoeConfig). Published configs write every one of
+// them; the routing shape (experts, top-k, expert width) is required, the layer pattern and
+// norm_topk_prob take the class defaults (every layer sparse; no renormalisation).
+static void parse_moe_fields(const JsonFields& f, ModelConfig& c) {
+  const std::string& path = f.path();
+  // v4 writes num_experts; v5 serialises the same value as num_local_experts.
+  std::optional<int64_t> e = f.opt_int("num_experts"), local = f.opt_int("num_local_experts");
+  if (e && local && *e != *local)
+    fail(path, ": fields 'num_experts' (", *e, ") and 'num_local_experts' (", *local, ") disagree");
+  if (!e && !local) fail(path, ": missing field 'num_experts' (or 'num_local_experts'): the routed experts per layer");
+  const char* experts_key = e ? "num_experts" : "num_local_experts";
+  const int64_t experts = e ? *e : *local;
+  if (experts < 0 || experts > INT32_MAX) fail(path, ": field '", experts_key, "' must be >= 0, got ", experts);
+  c.num_experts = static_cast<int32_t>(experts);
+  const int64_t k = f.req_int("num_experts_per_tok");
+  if (c.num_experts > 0 && (k < 1 || k > c.num_experts))
+    fail(path, ": field 'num_experts_per_tok' is ", k, "; it must be in [1, ", experts_key, " = ", c.num_experts, "]");
+  c.num_experts_per_tok = static_cast<int32_t>(std::max<int64_t>(0, std::min<int64_t>(k, INT32_MAX)));
+  c.moe_intermediate_size = positive_int(f, "moe_intermediate_size", f.req_int("moe_intermediate_size"));
+  if (auto v = f.opt_int("decoder_sparse_step")) c.decoder_sparse_step = positive_int(f, "decoder_sparse_step", *v);
+  if (f.has("mlp_only_layers")) {
+    const auto& list = f.at("mlp_only_layers");
+    if (!list.is_array()) f.bad("mlp_only_layers", "a list of layer indices");
+    for (const auto& v : list) {
+      if (!v.is_number_integer()) f.bad("mlp_only_layers", "a list of layer indices");
+      const int64_t i = v.get<int64_t>();
+      if (i < 0 || i >= c.num_hidden_layers)
+        fail(path, ": field 'mlp_only_layers' lists layer ", i, ", outside [0, num_hidden_layers = ",
+             c.num_hidden_layers, ")");
+      c.mlp_only_layers.push_back(static_cast<int32_t>(i));
+    }
+  }
+  c.norm_topk_prob = f.opt_bool("norm_topk_prob").value_or(false);
+  // Qwen2-MoE's shared expert does not exist in Qwen3-MoE; a config that asks for one is another model.
+  if (auto v = f.opt_int("shared_expert_intermediate_size"); v && *v != 0)
+    fail(path, ": field 'shared_expert_intermediate_size' is ", *v,
+         "; Qwen3-MoE has no shared expert (only 0 is supported)");
+}
+
 ModelConfig parse_model_config(const std::string& json_text, const std::string& path) {
   nlohmann::json j = parse_json_object(json_text, path);
   JsonFields f(j, path);
@@ -47,15 +88,27 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
     c.arch = ModelArch::Qwen3;
   } else if (c.architecture == "Qwen2ForCausalLM") {
     c.arch = ModelArch::Qwen2;
+  } else if (c.architecture == "Qwen3MoeForCausalLM") {
+    c.arch = ModelArch::Qwen3Moe;
   } else {
     fail(path, ": architecture '", c.architecture,
-         "' is not supported (supported: Qwen3ForCausalLM, Qwen2ForCausalLM)");
+         "' is not supported (supported: Qwen3ForCausalLM, Qwen2ForCausalLM, Qwen3MoeForCausalLM)");
   }
+  if (c.arch == ModelArch::Qwen3Moe) {
+    if (auto t = f.opt_string("model_type"); t && *t != "qwen3_moe")
+      fail(path, ": field 'model_type' is '", *t, "' but architectures names Qwen3MoeForCausalLM (model_type qwen3_moe)");
+  }
+  // Every supported architecture's MLP (and expert) is SwiGLU: down(silu(gate) * up).
+  if (auto act = f.opt_string("hidden_act"); act && *act != "silu")
+    fail(path, ": field 'hidden_act' is '", *act, "'; only silu is supported");
 
   c.vocab_size = positive_int(f, "vocab_size", f.req_int("vocab_size"));
   c.hidden_size = positive_int(f, "hidden_size", f.req_int("hidden_size"));
-  c.intermediate_size = positive_int(f, "intermediate_size", f.req_int("intermediate_size"));
   c.num_hidden_layers = positive_int(f, "num_hidden_layers", f.req_int("num_hidden_layers"));
+  if (c.arch == ModelArch::Qwen3Moe) parse_moe_fields(f, c);
+  // The dense MLP's width: a Qwen3-MoE model whose layers are all sparse never uses it.
+  if (c.has_dense_layers() || f.has("intermediate_size"))
+    c.intermediate_size = positive_int(f, "intermediate_size", f.req_int("intermediate_size"));
   c.num_attention_heads = positive_int(f, "num_attention_heads", f.req_int("num_attention_heads"));
   c.num_key_value_heads = c.num_attention_heads;
   if (auto v = f.opt_int("num_key_value_heads")) c.num_key_value_heads = positive_int(f, "num_key_value_heads", *v);
@@ -109,6 +162,23 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   for (int32_t id : c.eos_token_ids)
     if (id < 0 || id >= c.vocab_size) fail(path, ": eos_token_id ", id, " is outside the vocabulary [0, ", c.vocab_size, ")");
   return c;
+}
+
+bool ModelConfig::sparse_layer(int32_t i) const {
+  if (num_experts <= 0 || (i + 1) % decoder_sparse_step != 0) return false;
+  return std::find(mlp_only_layers.begin(), mlp_only_layers.end(), i) == mlp_only_layers.end();
+}
+
+bool ModelConfig::has_sparse_layers() const {
+  for (int32_t i = 0; i < num_hidden_layers; ++i)
+    if (sparse_layer(i)) return true;
+  return false;
+}
+
+bool ModelConfig::has_dense_layers() const {
+  for (int32_t i = 0; i < num_hidden_layers; ++i)
+    if (!sparse_layer(i)) return true;
+  return false;
 }
 
 void merge_generation_config(ModelConfig& cfg, const std::string& json_text, const std::string& path) {

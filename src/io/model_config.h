@@ -1,6 +1,6 @@
 #pragma once
-// The model hyper-parameters read from a checkpoint's config.json (Qwen3ForCausalLM and
-// Qwen2ForCausalLM) plus generation_config.json's eos ids when present.
+// The model hyper-parameters read from a checkpoint's config.json (Qwen3ForCausalLM,
+// Qwen2ForCausalLM and Qwen3MoeForCausalLM) plus generation_config.json's eos ids when present.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -11,7 +11,7 @@
 
 namespace pypto {
 
-enum class ModelArch { Qwen3, Qwen2 };
+enum class ModelArch { Qwen3, Qwen2, Qwen3Moe };
 
 struct ModelConfig {
   ModelArch arch = ModelArch::Qwen3;
@@ -35,8 +35,23 @@ struct ModelConfig {
   std::vector<int32_t> eos_token_ids;  // config.json eos_token_id ∪ generation_config.json's
   QuantConfig quant;                   // quantization_config (method None when absent or null)
 
+  // Qwen3-MoE (Qwen3MoeForCausalLM; 0 experts for the dense architectures). A sparse layer
+  // replaces the dense MLP with a router [num_experts, hidden] and num_experts SwiGLU experts of
+  // width moe_intermediate_size, of which each token uses its num_experts_per_tok most probable.
+  int32_t num_experts = 0;            // config key num_experts (transformers v5: num_local_experts)
+  int32_t num_experts_per_tok = 0;    // top-k, in [1, num_experts]
+  int64_t moe_intermediate_size = 0;  // per-expert FFN width
+  int32_t decoder_sparse_step = 1;    // layer i is sparse when (i + 1) % step == 0 ...
+  std::vector<int32_t> mlp_only_layers;  // ... and i is not listed here (dense MLP layers)
+  bool norm_topk_prob = false;        // renormalise the k selected probabilities to sum to 1
+
   int64_t q_size() const { return int64_t(num_attention_heads) * head_dim; }   // q rows
   int64_t kv_size() const { return int64_t(num_key_value_heads) * head_dim; }  // k (or v) rows
+  // transformers' rule (Qwen3MoeDecoderLayer): layer i runs the routed experts iff num_experts > 0,
+  // (i + 1) % decoder_sparse_step == 0 and i is not in mlp_only_layers; else the dense MLP.
+  bool sparse_layer(int32_t i) const;
+  bool has_sparse_layers() const;  // any layer is sparse
+  bool has_dense_layers() const;   // any layer runs the dense MLP (intermediate_size)
 };
 
 // Parses config.json text (`path` is used in messages). Throws Error naming the field and the

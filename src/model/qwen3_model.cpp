@@ -26,13 +26,31 @@ Qwen3Model::Qwen3Model(const Qwen3Weights& weights, Backend& backend, Communicat
   kv_dim_ = int64_t(w_.n_kv_heads) * c.head_dim;
   qkv_dim_ = q_dim_ + 2 * kv_dim_;
   inter_ = w_.inter;
-  for (const Qwen3LayerWeights& l : w_.layers) {
+  for (size_t i = 0; i < w_.layers.size(); ++i) {
+    const Qwen3LayerWeights& l = w_.layers[i];
     PYPTO_ASSERT(l.qkv.n_out == qkv_dim_ && l.qkv.k_in == hidden_, "qkv shape");
     PYPTO_ASSERT(l.o_proj.n_out == hidden_ && l.o_proj.k_in == q_dim_, "o_proj shape");
-    PYPTO_ASSERT(l.gate_up.n_out == 2 * inter_ && l.gate_up.k_in == hidden_, "gate_up shape");
-    PYPTO_ASSERT(l.down.n_out == hidden_ && l.down.k_in == inter_, "down shape");
     PYPTO_ASSERT(!c.attention_bias || l.qkv_bias != nullptr, "attention_bias without staged biases");
+    PYPTO_ASSERT(l.sparse == c.sparse_layer(w_.layer_begin + int32_t(i)), "layer ", w_.layer_begin + int32_t(i),
+                 " staged ", l.sparse ? "sparse" : "dense", " against the config");
+    if (!l.sparse) {
+      PYPTO_ASSERT(l.gate_up.n_out == 2 * inter_ && l.gate_up.k_in == hidden_, "gate_up shape");
+      PYPTO_ASSERT(l.down.n_out == hidden_ && l.down.k_in == inter_, "down shape");
+      continue;
+    }
+    PYPTO_ASSERT(l.router.n_out == c.num_experts && l.router.k_in == hidden_ && l.router.format == WeightFormat::Float,
+                 "router shape");
+    PYPTO_ASSERT(int32_t(l.experts.size()) == c.num_experts, "experts ", l.experts.size());
+    for (const Qwen3ExpertWeights& x : l.experts) {
+      PYPTO_ASSERT(x.gate_up.n_out == 2 * w_.moe_inter && x.gate_up.k_in == hidden_, "expert gate_up shape");
+      PYPTO_ASSERT(x.down.n_out == hidden_ && x.down.k_in == w_.moe_inter, "expert down shape");
+    }
+    if (!moe_)
+      moe_ = std::make_unique<MoeBlock>(backend_, hidden_, w_.moe_inter, c.num_experts, c.num_experts_per_tok,
+                                        c.norm_topk_prob);
   }
+  // The experts are not sharded (weight staging refuses Qwen3-MoE under --tp).
+  PYPTO_ASSERT(!moe_ || w_.tp_size == 1, "Qwen3-MoE layers on tensor-parallel rank ", w_.tp_rank, "/", w_.tp_size);
   PYPTO_ASSERT(w_.vocab_rows > 0 && w_.vocab_begin >= 0 && w_.vocab_begin + w_.vocab_rows <= c.vocab_size,
                "vocabulary slice [", w_.vocab_begin, ", +", w_.vocab_rows, ") of ", c.vocab_size);
   PYPTO_ASSERT(!(w_.has_head || (w_.has_embed && w_.embed_in_lm_head)) ||
@@ -68,6 +86,7 @@ void Qwen3Model::take_scratch(int64_t rows) {
   attn_ = take(q_dim_);
   gate_up_ = take(2 * inter_);
   act_ = take(inter_);
+  if (moe_) moe_->take_scratch(arena_, rows);
 }
 
 void Qwen3Model::all_reduce(float* x, int64_t n) {
@@ -203,6 +222,12 @@ void Qwen3Model::forward_stage(const ForwardBatch& batch, KvCache& cache, const 
     // --- MLP block ---
     PYPTO_PROF_OP("norm.post");
     be.rms_norm(x_, L.post_norm, T, hidden_, eps, h_);
+    if (L.sparse) {  // Qwen3-MoE: routed experts in place of the dense MLP (one rank only)
+      moe_->forward(L, h_, T, tmp_);                 // tmp [T, hidden]
+      PYPTO_PROF_OP("residual.add");
+      be.add_inplace(x_, tmp_, T * hidden_);
+      continue;
+    }
     PYPTO_PROF_OP("mlp.gate_up");
     be.linear(h_, T, L.gate_up, nullptr, gate_up_);  // gate_up [T, gate (inter) | up (inter)]
     PYPTO_PROF_OP("mlp.silu_mul");

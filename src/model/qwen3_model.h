@@ -4,12 +4,14 @@
 // decodes mixed) through every layer, writing K/V into the paged cache and logits for the rows
 // the batch asks for.
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/arena.h"
 #include "kernels/backend.h"
 #include "model/forward_batch.h"
 #include "model/kv_cache.h"
+#include "model/moe_block.h"
 #include "model/qwen3_weights.h"
 
 namespace pypto {
@@ -84,6 +86,7 @@ class Qwen3Model {
   // grows to the high-water mark, so a steady state allocates nothing). Per token row:
   // x, h, tmp [hidden]; qkv [qkv_dim]; q, attn [q_dim]; k, v [kv_dim]; gate_up [2*inter]; act [inter].
   Arena arena_;
+  std::unique_ptr<MoeBlock> moe_;  // the MLP of the sparse layers (Qwen3-MoE); null when none
   float *x_ = nullptr, *h_ = nullptr, *tmp_ = nullptr, *qkv_ = nullptr, *q_ = nullptr, *k_ = nullptr,
         *v_ = nullptr, *attn_ = nullptr, *gate_up_ = nullptr, *act_ = nullptr;
 };

@@ -11,6 +11,12 @@
 
 namespace pypto {
 
+// One routed expert of a Qwen3-MoE layer: the dense MLP's SwiGLU at the expert's width I.
+struct Qwen3ExpertWeights {
+  LinearWeight gate_up;  // [2 * I, hidden]: rows [gate (I) | up (I)]
+  LinearWeight down;     // [hidden, I]
+};
+
 struct Qwen3LayerWeights {
   const float* input_norm = nullptr;  // [hidden] f32
   // Fused q, k, v projection of this rank's heads: rows [q (nq_r*hd) | k (nkv_r*hd) | v (nkv_r*hd)],
@@ -24,13 +30,19 @@ struct Qwen3LayerWeights {
   // Fused gate and up projections of this rank's columns: rows [gate (inter_r) | up (inter_r)].
   LinearWeight gate_up;             // [2 * inter_r, hidden]
   LinearWeight down;                // [hidden, inter_r]
+  // Qwen3-MoE sparse layer (ModelConfig::sparse_layer): gate_up / down above are empty and the
+  // MLP is the router and the experts instead.
+  bool sparse = false;
+  LinearWeight router;                      // [num_experts, hidden], always Float (never quantized)
+  std::vector<Qwen3ExpertWeights> experts;  // [num_experts], in the layer format
 };
 
 struct Qwen3Weights {
   ModelConfig config;
   int tp_rank = 0, tp_size = 1;
   int32_t n_heads = 0, n_kv_heads = 0;  // this rank's query / KV heads
-  int64_t inter = 0;                    // this rank's intermediate columns
+  int64_t inter = 0;                    // this rank's intermediate columns (dense layers)
+  int64_t moe_inter = 0;                // an expert's intermediate columns (sparse layers)
   // Vocabulary parallelism: this rank holds vocabulary rows [vocab_begin, vocab_begin + vocab_rows)
   // of the embedding table and of lm_head (the whole vocabulary when tp_size == 1). The model
   // looks up only its rows (the others read as zero; an all-reduce completes the embeddings) and

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -34,9 +35,18 @@ struct Preset {
   int64_t hidden, inter;
   int layers, heads, kv_heads, head_dim;
   bool tie;
+  // Qwen3-MoE (Qwen3MoeForCausalLM): routed experts, top-k, expert width; dense_layer >= 0 is
+  // listed in mlp_only_layers (that layer keeps the dense MLP of width `inter`).
+  int experts = 0, top_k = 0;
+  int64_t moe_inter = 0;
+  int dense_layer = -1;
 };
 
-// Real Qwen3 shapes (config.json of each released size); `tiny` is ours, for fast tests.
+// Real Qwen3 shapes (config.json of each released size); `tiny` and `tiny-moe` are ours, for
+// fast tests. tiny-moe: 3 layers, layer 1 dense (mlp_only_layers) so both MLP paths run; 8
+// experts, top-2, expert width 128 ≠ hidden 64 (a transposed expert cannot pass); untied like
+// the real MoE releases. The MoE shapes are Qwen3-30B-A3B's and Qwen3-235B-A22B's config.json
+// (every layer sparse; intermediate_size is written but unused).
 constexpr Preset kPresets[] = {
     {"tiny", 64, 128, 2, 4, 2, 32, true},
     {"qwen3-0.6b", 1024, 3072, 28, 16, 8, 128, true},
@@ -44,6 +54,9 @@ constexpr Preset kPresets[] = {
     {"qwen3-4b", 2560, 9728, 36, 32, 8, 128, true},
     {"qwen3-8b", 4096, 12288, 36, 32, 8, 128, false},
     {"qwen3-14b", 5120, 17408, 40, 40, 8, 128, false},
+    {"tiny-moe", 64, 192, 3, 4, 2, 32, false, 8, 2, 128, 1},
+    {"qwen3-30b-a3b", 2048, 6144, 48, 32, 4, 128, false, 128, 8, 768},
+    {"qwen3-235b-a22b", 4096, 12288, 94, 64, 4, 128, false, 128, 8, 1536},
 };
 constexpr int64_t kQwen3Vocab = 151936;
 
@@ -183,7 +196,16 @@ std::vector<std::string> test_model_presets() {
 ModelConfig test_model_config(const std::string& preset) {
   const Preset& p = find_preset(preset);
   ModelConfig c;
-  c.architecture = "Qwen3ForCausalLM";
+  c.architecture = p.experts > 0 ? "Qwen3MoeForCausalLM" : "Qwen3ForCausalLM";
+  if (p.experts > 0) {
+    c.arch = ModelArch::Qwen3Moe;
+    c.num_experts = p.experts;
+    c.num_experts_per_tok = p.top_k;
+    c.moe_intermediate_size = p.moe_inter;
+    c.decoder_sparse_step = 1;
+    if (p.dense_layer >= 0) c.mlp_only_layers = {p.dense_layer};
+    c.norm_topk_prob = true;  // every published Qwen3-MoE config sets it
+  }
   c.vocab_size = kQwen3Vocab;
   c.hidden_size = p.hidden;
   c.intermediate_size = p.inter;
@@ -217,7 +239,11 @@ void make_test_model(const TestModelOptions& opt) {
   if (opt.layers) {
     if (*opt.layers < 1) fail("--layers must be at least 1, got ", *opt.layers);
     c.num_hidden_layers = *opt.layers;
+    std::erase_if(c.mlp_only_layers, [&](int32_t i) { return i >= c.num_hidden_layers; });
   }
+  const bool moe = c.arch == ModelArch::Qwen3Moe;
+  if (moe && (opt.qwen2 || opt.quant != QuantMethod::None))
+    fail("preset ", opt.preset, " is Qwen3-MoE: --qwen2 and --quant-format do not apply to it (yet)");
   if (opt.dtype != DType::BF16 && opt.dtype != DType::F16 && opt.dtype != DType::F32)
     fail("--dtype must be bf16, f16 or f32");
   if (opt.shards < 1) fail("--shards must be at least 1, got ", opt.shards);
@@ -316,9 +342,22 @@ void make_test_model(const TestModelOptions& opt) {
     }
     proj(p + "self_attn.o_proj.weight", H, c.q_size());
     norm(p + "post_attention_layernorm.weight");
-    proj(p + "mlp.gate_proj.weight", I, H);
-    proj(p + "mlp.up_proj.weight", I, H);
-    proj(p + "mlp.down_proj.weight", H, I);
+    if (!c.sparse_layer(i)) {
+      proj(p + "mlp.gate_proj.weight", I, H);
+      proj(p + "mlp.up_proj.weight", I, H);
+      proj(p + "mlp.down_proj.weight", H, I);
+      continue;
+    }
+    // Router logits of std ~1 (rows of std 1/sqrt(H) on normed h): routing neither uniform nor
+    // one-hot. Experts as Qwen stores them, one 2-D nn.Linear weight per projection.
+    const int64_t mI = c.moe_intermediate_size;
+    proj(p + "mlp.gate.weight", c.num_experts, H);
+    for (int e = 0; e < c.num_experts; e++) {
+      const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
+      proj(x + "gate_proj.weight", mI, H);
+      proj(x + "up_proj.weight", mI, H);
+      proj(x + "down_proj.weight", H, mI);
+    }
   }
   add("model.norm.weight", {H}, 1.0f, gamma_a);
   if (!c.tie_word_embeddings) add("lm_head.weight", {V, H}, 0.0f, 2.0f / std::sqrt(static_cast<float>(H)));
@@ -374,6 +413,19 @@ void make_test_model(const TestModelOptions& opt) {
       {"eos_token_id", 151645},
       {"pypto_test_model", {{"preset", opt.preset}, {"seed", opt.seed}, {"random_weights", true}}},
   };
+  if (moe) {  // as Qwen/Qwen3-30B-A3B's config.json writes them
+    cfg["architectures"] = {"Qwen3MoeForCausalLM"};
+    cfg["model_type"] = "qwen3_moe";
+    cfg["num_experts"] = c.num_experts;
+    cfg["num_experts_per_tok"] = c.num_experts_per_tok;
+    cfg["moe_intermediate_size"] = c.moe_intermediate_size;
+    cfg["decoder_sparse_step"] = c.decoder_sparse_step;
+    cfg["mlp_only_layers"] = c.mlp_only_layers;
+    cfg["norm_topk_prob"] = c.norm_topk_prob;
+    cfg["output_router_logits"] = false;
+    cfg["router_aux_loss_coef"] = 0.001;
+    cfg["use_sliding_window"] = false;
+  }
   // As Qwen/Qwen3-*-FP8 and Qwen/Qwen3-*-AWQ write them (io/quant_config.h).
   if (opt.quant != QuantMethod::None) cfg["pypto_test_model"]["quant_format"] = quant_method_name(opt.quant);
   if (opt.quant == QuantMethod::Fp8)

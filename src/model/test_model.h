@@ -13,7 +13,7 @@
 namespace pypto {
 
 struct TestModelOptions {
-  std::string preset = "tiny";  // tiny, qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b, qwen3-14b
+  std::string preset = "tiny";  // tiny, qwen3-0.6b ... qwen3-14b; MoE: tiny-moe, qwen3-30b-a3b, qwen3-235b-a22b
   std::optional<int> layers;    // override num_hidden_layers
   DType dtype = DType::BF16;    // BF16, F16 or F32
   int shards = 1;               // >1 writes model-0000i-of-0000K.safetensors + index

@@ -21,6 +21,9 @@ namespace pypto {
 namespace {
 
 std::string layer_name(int i, const char* suffix) { return str_cat("model.layers.", i, ".", suffix); }
+// "mlp.experts.{e}.{suffix}" below layer i's prefix (layer_name's suffix, for stage_projection).
+std::string expert_proj(int64_t e, const char* proj) { return str_cat("mlp.experts.", e, ".", proj); }
+std::string expert_name(int i, int64_t e, const char* suffix) { return layer_name(i, expert_proj(e, suffix).c_str()); }
 
 // The tensors one layer must hold, with expected shapes; `optional` ones may be absent.
 struct ExpectedTensor {
@@ -52,9 +55,20 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
     }
     v.push_back({layer_name(i, "self_attn.o_proj.weight"), {H, c.q_size()}, true, false});
     v.push_back({layer_name(i, "post_attention_layernorm.weight"), {H}, false, false});
-    v.push_back({layer_name(i, "mlp.gate_proj.weight"), {I, H}, true, false});
-    v.push_back({layer_name(i, "mlp.up_proj.weight"), {I, H}, true, false});
-    v.push_back({layer_name(i, "mlp.down_proj.weight"), {H, I}, true, false});
+    if (!c.sparse_layer(i)) {
+      v.push_back({layer_name(i, "mlp.gate_proj.weight"), {I, H}, true, false});
+      v.push_back({layer_name(i, "mlp.up_proj.weight"), {I, H}, true, false});
+      v.push_back({layer_name(i, "mlp.down_proj.weight"), {H, I}, true, false});
+      continue;
+    }
+    // Qwen3-MoE sparse layer, as Qwen publishes it: the router and per-expert 2-D projections.
+    const int64_t E = c.num_experts, mI = c.moe_intermediate_size;
+    v.push_back({layer_name(i, "mlp.gate.weight"), {E, H}, true, false});
+    for (int64_t e = 0; e < E; e++) {
+      v.push_back({expert_name(i, e, "gate_proj.weight"), {mI, H}, true, false});
+      v.push_back({expert_name(i, e, "up_proj.weight"), {mI, H}, true, false});
+      v.push_back({expert_name(i, e, "down_proj.weight"), {H, mI}, true, false});
+    }
   }
   return v;
 }
@@ -79,6 +93,12 @@ struct SlabCursor {
 struct RankShapes {
   int64_t H = 0, hd = 0, V = 0, q_rows = 0, kv_rows = 0, qkv_rows = 0, inter = 0;
   int layers = 0;
+  // Qwen3-MoE: layer first_layer + i of the plan is sparse iff config->sparse_layer says so; its
+  // MLP is then a router [experts, H] and `experts` pairs gate_up [2 moe_inter, H], down [H, moe_inter].
+  const ModelConfig* config = nullptr;
+  int first_layer = 0;
+  int64_t experts = 0, moe_inter = 0;
+  bool sparse(int i) const { return experts > 0 && config->sparse_layer(first_layer + i); }
   bool embed = true, head = true;  // this pipeline stage holds the embedding / final norm + lm_head
   bool attention_bias = false, tied = false;
   DType wdt = DType::BF16;
@@ -107,6 +127,13 @@ RankShapes rank_shapes(const Checkpoint& ck, int rank, int tp, const StagedForma
   r.qkv_rows = r.q_rows + 2 * r.kv_rows;
   r.inter = c.intermediate_size / tp;
   r.layers = range.end - range.begin;
+  if (c.has_sparse_layers() && tp > 1)
+    fail("--tp ", tp, ": Qwen3-MoE (", c.architecture, ") under tensor parallelism is not supported yet: the experts ",
+         "are not sharded; run it with --tp 1 (--pp splits its layers)");
+  r.config = &c;
+  r.first_layer = range.begin;
+  r.experts = c.num_experts;
+  r.moe_inter = c.moe_intermediate_size;
   r.embed = range.begin == 0;
   r.head = range.end == c.num_hidden_layers;
   r.attention_bias = c.attention_bias;
@@ -118,6 +145,9 @@ RankShapes rank_shapes(const Checkpoint& ck, int rank, int tp, const StagedForma
 
 struct LayerSlots {
   uint8_t *input_norm, *qkv, *qkv_bias, *q_norm, *k_norm, *o_proj, *post_norm, *gate_up, *down;
+  // A sparse layer: gate_up / down are null, and these hold the router and each expert's pair.
+  uint8_t* router = nullptr;
+  std::vector<uint8_t*> expert_gate_up, expert_down;
 };
 
 // The slab's layout, in order. A tied model stages its table once, in the lm_head's run-time
@@ -144,7 +174,8 @@ void plan_slab(const RankShapes& r, const Backend& backend, SlabCursor& s, std::
     }
   }
   layers.resize(size_t(r.layers));
-  for (auto& l : layers) {
+  for (int i = 0; i < r.layers; i++) {
+    LayerSlots& l = layers[size_t(i)];
     l.input_norm = s.take(H * 4);
     l.qkv = s.take(bytes(lf, r.qkv_rows, H));
     l.qkv_bias = r.attention_bias ? s.take(r.qkv_rows * 4) : nullptr;
@@ -152,8 +183,21 @@ void plan_slab(const RankShapes& r, const Backend& backend, SlabCursor& s, std::
     l.k_norm = s.take(r.hd * 4);
     l.o_proj = s.take(bytes(lf, H, r.q_rows));
     l.post_norm = s.take(H * 4);
-    l.gate_up = s.take(bytes(lf, 2 * r.inter, H));
-    l.down = s.take(bytes(lf, H, r.inter));
+    if (!r.sparse(i)) {
+      l.gate_up = s.take(bytes(lf, 2 * r.inter, H));
+      l.down = s.take(bytes(lf, H, r.inter));
+      continue;
+    }
+    l.gate_up = l.down = nullptr;
+    // The router stays in the checkpoint's float dtype whatever the layer format (quantized
+    // checkpoints and vLLM leave it unquantized too: it is small and decides the routing).
+    l.router = s.take(backend.packed_weight_bytes(wdt, r.experts, H));
+    l.expert_gate_up.resize(size_t(r.experts));
+    l.expert_down.resize(size_t(r.experts));
+    for (int64_t e = 0; e < r.experts; e++) {  // expert by expert: a decode reads two runs per expert
+      l.expert_gate_up[size_t(e)] = s.take(bytes(lf, 2 * r.moe_inter, H));
+      l.expert_down[size_t(e)] = s.take(bytes(lf, H, r.moe_inter));
+    }
   }
 }
 
@@ -273,6 +317,9 @@ void validate_qwen3_checkpoint(const Checkpoint& ck) {
   DType wdt = embed ? embed->info->dtype : c.torch_dtype;
   std::vector<std::string> problems;
   const bool prequantized = c.quant.method != QuantMethod::None;
+  if (prequantized && c.has_sparse_layers())
+    fail(ck.dir(), ": a pre-quantized (", quant_method_name(c.quant.method), ") ", c.architecture,
+         " checkpoint is not supported yet; Qwen3-MoE runs from float checkpoints, with --quantization int8|int4");
   for (const auto& e : expected_tensors(c)) {
     // The projections of a pre-quantized checkpoint have their own tensors (checked below).
     if (prequantized && e.matrix && e.name.rfind("model.layers.", 0) == 0) continue;
@@ -350,7 +397,9 @@ Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, c
   // to bring the slab's bytes back.
   const WeightFormat lf = fmt.layers, hf = fmt.head;
   const int32_t lgroup = lf == WeightFormat::Int8 ? 0 : fmt.group, hgroup = hf == WeightFormat::Int8 ? 0 : fmt.group;
-  for (const LayerSlots& s : slots) {
+  w.moe_inter = shapes.moe_inter;
+  for (int i = 0; i < shapes.layers; i++) {
+    const LayerSlots& s = slots[size_t(i)];
     Qwen3LayerWeights& L = w.layers.emplace_back();
     L.input_norm = reinterpret_cast<const float*>(s.input_norm);
     L.qkv = LinearWeight{s.qkv, wdt, qkv_rows, H, lf, lgroup};
@@ -359,8 +408,16 @@ Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, c
     L.k_norm = reinterpret_cast<const float*>(s.k_norm);
     L.o_proj = LinearWeight{s.o_proj, wdt, H, q_rows, lf, lgroup};
     L.post_norm = reinterpret_cast<const float*>(s.post_norm);
-    L.gate_up = LinearWeight{s.gate_up, wdt, 2 * w.inter, H, lf, lgroup};
-    L.down = LinearWeight{s.down, wdt, H, w.inter, lf, lgroup};
+    if (!shapes.sparse(i)) {
+      L.gate_up = LinearWeight{s.gate_up, wdt, 2 * w.inter, H, lf, lgroup};
+      L.down = LinearWeight{s.down, wdt, H, w.inter, lf, lgroup};
+      continue;
+    }
+    L.sparse = true;
+    L.router = LinearWeight{s.router, wdt, shapes.experts, H, WeightFormat::Float, 0};
+    for (int64_t e = 0; e < shapes.experts; e++)
+      L.experts.push_back({LinearWeight{s.expert_gate_up[size_t(e)], wdt, 2 * shapes.moe_inter, H, lf, lgroup},
+                           LinearWeight{s.expert_down[size_t(e)], wdt, H, shapes.moe_inter, lf, lgroup}});
   }
   w.embed = embed_p;
   w.embed_in_lm_head = tied;
@@ -386,7 +443,8 @@ Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, c
 
   // One scratch buffer for the largest per-rank fused matrix before packing.
   size_t scratch_bytes = std::max({static_cast<size_t>(qkv_rows * H), static_cast<size_t>(H * q_rows),
-                                   static_cast<size_t>(2 * w.inter * H), static_cast<size_t>(H * w.inter)}) * esz;
+                                   static_cast<size_t>(2 * w.inter * H), static_cast<size_t>(H * w.inter),
+                                   static_cast<size_t>(2 * w.moe_inter * H)}) * esz;
   AlignedBuffer scratch(lf == WeightFormat::Float ? scratch_bytes : 64);  // the float path fuses in it
 
   size_t total_bytes = ck.total_tensor_bytes();
@@ -529,13 +587,31 @@ Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, c
     // o_proj is row-parallel: this rank's input columns [H, q_rows].
     const Part o[] = {{"self_attn.o_proj", 0, H, rank * q_rows, (rank + 1) * q_rows}};
     stage_projection(i, o, H, q_rows, s.o_proj);
-    // gate_up: this rank's intermediate rows of gate then up → [2*inter_r, H]
-    const Part gu[] = {{"mlp.gate_proj", rank * w.inter, (rank + 1) * w.inter, 0, -1},
-                       {"mlp.up_proj", rank * w.inter, (rank + 1) * w.inter, 0, -1}};
-    stage_projection(i, gu, 2 * w.inter, H, s.gate_up);
-    // down is row-parallel: this rank's input columns [H, inter_r].
-    const Part d[] = {{"mlp.down_proj", 0, H, rank * w.inter, (rank + 1) * w.inter}};
-    stage_projection(i, d, H, w.inter, s.down);
+    if (s.router) {
+      // Qwen3-MoE (one rank: rank_shapes refuses --tp): the router as is, then per expert the
+      // dense MLP's staging at width moe_inter: gate rows then up rows → [2 mI, H], down [H, mI].
+      const TensorRef& router = src(layer_name(i, "mlp.gate.weight"));
+      backend.pack_weight(router.data(), wdt, shapes.experts, H, s.router);
+      projection_bytes += router.info->end - router.info->begin;
+      release(router);
+      const int64_t mI = w.moe_inter;
+      for (int64_t e = 0; e < shapes.experts; e++) {
+        const std::string gate = expert_proj(e, "gate_proj"), up = expert_proj(e, "up_proj"),
+                          down = expert_proj(e, "down_proj");
+        const Part egu[] = {{gate.c_str(), 0, mI, 0, -1}, {up.c_str(), 0, mI, 0, -1}};
+        stage_projection(i, egu, 2 * mI, H, s.expert_gate_up[size_t(e)]);
+        const Part ed[] = {{down.c_str(), 0, H, 0, -1}};
+        stage_projection(i, ed, H, mI, s.expert_down[size_t(e)]);
+      }
+    } else {
+      // gate_up: this rank's intermediate rows of gate then up → [2*inter_r, H]
+      const Part gu[] = {{"mlp.gate_proj", rank * w.inter, (rank + 1) * w.inter, 0, -1},
+                         {"mlp.up_proj", rank * w.inter, (rank + 1) * w.inter, 0, -1}};
+      stage_projection(i, gu, 2 * w.inter, H, s.gate_up);
+      // down is row-parallel: this rank's input columns [H, inter_r].
+      const Part d[] = {{"mlp.down_proj", 0, H, rank * w.inter, (rank + 1) * w.inter}};
+      stage_projection(i, d, H, w.inter, s.down);
+    }
     layer_bytes += projection_bytes;
     projection_bytes = 0;
 

@@ -217,6 +217,47 @@ TEST_F(OfflineCli, PrequantizedCheckpointsAreBatchInvariant) {
   }
 }
 
+// Qwen3-MoE (tiny-moe: sparse layers 0 and 2, dense layer 1; 8 experts, top-2): a prompt's
+// greedy ids are the same alone, in a batch of 16 (its tokens then share experts with other
+// rows), in 7-token chunks, from the prefix cache, over two pipeline stages and from the compile
+// cache, with float and int8 experts; --tp is refused saying that MoE under tensor parallelism is
+// not supported yet.
+TEST_F(OfflineCli, MoeGreedyIdsDoNotDependOnBatchingChunkingOrPrefixCache) {
+  const std::string dir = (dir_ / "tiny-moe").string();
+  RunResult made = run("make-test-model --preset tiny-moe --seed 4 --out " + dir);
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  const std::string target = prompts_args(6).substr(prompts_args(5).size());
+  const std::string json = (dir_ / "moe.json").string();
+  auto ids = [&](const std::string& args, size_t i) {
+    RunResult g = run("--model " + dir + " --kv-cache-memory 32MiB --output-json " + json + args);
+    EXPECT_EQ(g.exit_code, 0) << g.output;
+    const auto results = nlohmann::json::parse(std::ifstream(json))["results"];
+    return i < results.size() ? results[i]["token_ids"] : nlohmann::json();
+  };
+  for (const char* quant : {"none", "int8"}) {
+    SCOPED_TRACE(std::string("--quantization ") + quant);
+    const std::string cfg = std::string(" --quantization ") + quant +
+                            " --generate-config '{\"max_new_tokens\": 12, \"temperature\": 0}'";
+    const auto want = ids(target + cfg, 0);
+    ASSERT_EQ(want.size(), 12u);
+    EXPECT_EQ(ids(prompts_args(16) + cfg, 5), want) << "batched with 15 others";
+    EXPECT_EQ(ids(prompts_args(16) + cfg + " --long-prefill-token-threshold 7", 5), want) << "7-token chunks";
+    const auto twice = ids(target + target + cfg + " --max-num-seqs 1", 1);
+    EXPECT_EQ(twice, want) << "served from the prefix cache";
+    // Two pipeline stages (sparse layer 0 | dense 1, sparse 2), and the staged experts stored in
+    // and then mapped back from the compile cache.
+    EXPECT_EQ(ids(target + cfg + " --devices 0,1 --pp 2", 0), want) << "--pp 2";
+    const std::string cc = " --use-compile-cache --compile-cache-dir " + (dir_ / "moe-cc").string();
+    EXPECT_EQ(ids(target + cfg + cc, 0), want) << "compile cache: stored";
+    EXPECT_EQ(ids(target + cfg + cc, 0), want) << "compile cache: mapped back";
+  }
+  RunResult tp = run("--model " + dir + " --prompt hi --devices 0,1 --tp 2");
+  EXPECT_NE(tp.exit_code, 0);
+  EXPECT_NE(tp.output.find("Qwen3-MoE (Qwen3MoeForCausalLM) under tensor parallelism is not supported yet"),
+            std::string::npos)
+      << tp.output;
+}
+
 TEST_F(OfflineCli, TinyKvPoolCompletesEveryRequestThroughPreemption) {
   // 16 blocks of 16 tokens: at most a couple of 60+-token sequences fit at once.
   const std::string cfg = " --generate-config '{\"max_new_tokens\": 24, \"temperature\": 0}'";

@@ -103,6 +103,22 @@ TEST(BatchInvariance, TinyCpuKernels) {
   check_invariance(*m->model);
 }
 
+// Qwen3-MoE (tiny-moe: sparse layers 0 and 2, dense layer 1): A's tokens share experts with B's
+// and C's rows in the packed steps, and its logits stay bitwise those of A alone.
+TEST(BatchInvariance, TinyMoeScalarKernels) {
+  TestModelOptions o;
+  o.preset = "tiny-moe";
+  auto m = load_model(ensure_test_model("tiny-moe", o), /*scalar=*/true);
+  check_invariance(*m->model);
+}
+
+TEST(BatchInvariance, TinyMoeCpuKernels) {
+  TestModelOptions o;
+  o.preset = "tiny-moe";
+  auto m = load_model(ensure_test_model("tiny-moe", o), /*scalar=*/false);
+  check_invariance(*m->model);
+}
+
 TEST(BatchInvariance, Qwen3_0_6B_2LayersCpuKernels) {
   TestModelOptions o;
   o.preset = "qwen3-0.6b";

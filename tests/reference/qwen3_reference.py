@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""A plain PyTorch implementation of Hugging Face's Qwen3ForCausalLM (and Qwen2ForCausalLM), in
-fp32 throughout, used as the independent reference for the engine's logits.
+"""A plain PyTorch implementation of Hugging Face's Qwen3ForCausalLM (and Qwen2ForCausalLM,
+Qwen3MoeForCausalLM), in fp32 throughout, used as the independent reference for the engine's logits.
 
 Written from the semantics of transformers' modeling_qwen3.py / modeling_qwen2.py:
   - RMSNorm in fp32: x * rsqrt(mean(x^2) + eps), then multiplied by the weight.
@@ -13,6 +13,13 @@ Written from the semantics of transformers' modeling_qwen3.py / modeling_qwen2.p
   - Grouped-query attention: query head h reads KV head h // (n_heads / n_kv_heads) (repeat_kv),
     scores scaled by 1/sqrt(head_dim), causal mask, softmax in fp32.
   - MLP: down(silu(gate(x)) * up(x)); residual connections around attention and MLP.
+  - Qwen3-MoE (modeling_qwen3_moe.py, Qwen3MoeSparseMoeBlock): layer i is sparse iff
+    num_experts > 0, (i + 1) % decoder_sparse_step == 0 and i not in mlp_only_layers (else the
+    dense MLP above). Sparse: router logits = x @ gate.T [T, E]; softmax over all E in fp32;
+    torch.topk(k); divided by their sum iff norm_topk_prob; for each expert hit, in ascending id,
+    its tokens' rows go through down(silu(gate(x)) * up(x)), are scaled by their routing weight
+    and index_add_-ed into a zero output. (transformers computes in the model dtype; here
+    everything stays fp32, the weights' stored values upcast.)
   - lm_head is the embedding table when tie_word_embeddings is set.
 
 Usage:
@@ -85,6 +92,12 @@ class Qwen3Reference:
         # Qwen2 always has q/k/v biases; Qwen3 has q/k/v/o biases only with attention_bias.
         self.qkv_bias = True if self.qwen2 else bool(cfg.get("attention_bias", False))
         self.o_bias = False if self.qwen2 else bool(cfg.get("attention_bias", False))
+        self.moe = arch == "Qwen3MoeForCausalLM"
+        self.n_experts = int(cfg.get("num_experts", cfg.get("num_local_experts", 0))) if self.moe else 0
+        self.top_k = int(cfg.get("num_experts_per_tok", 0))
+        self.norm_topk_prob = bool(cfg.get("norm_topk_prob", False))
+        sparse_step = int(cfg.get("decoder_sparse_step", 1))
+        mlp_only = set(cfg.get("mlp_only_layers") or [])
 
         self.embed = w["model.embed_tokens.weight"]  # [vocab, hidden]
         if cfg.get("tie_word_embeddings", False):
@@ -101,10 +114,17 @@ class Qwen3Reference:
                 "input_norm": w[p + "input_layernorm.weight"],
                 "post_norm": w[p + "post_attention_layernorm.weight"],
             }
+            sparse = self.n_experts > 0 and (i + 1) % sparse_step == 0 and i not in mlp_only
+            mlp = () if sparse else (("gate", "mlp.gate_proj"), ("up", "mlp.up_proj"), ("down", "mlp.down_proj"))
             for key, name in (("q", "self_attn.q_proj"), ("k", "self_attn.k_proj"), ("v", "self_attn.v_proj"),
-                              ("o", "self_attn.o_proj"), ("gate", "mlp.gate_proj"), ("up", "mlp.up_proj"),
-                              ("down", "mlp.down_proj")):
+                              ("o", "self_attn.o_proj")) + mlp:
                 layer[key] = prepare_linear(w.pop(p + name + ".weight"))  # pop: keep one copy only
+            if sparse:
+                layer["router"] = prepare_linear(w.pop(p + "mlp.gate.weight"))  # [E, hidden]
+                layer["experts"] = [
+                    {key: prepare_linear(w.pop(p + f"mlp.experts.{e}.{key}_proj.weight")) for key in ("gate", "up", "down")}
+                    for e in range(self.n_experts)
+                ]
             if self.qkv_bias:
                 for n in ("q", "k", "v"):
                     layer[n + "_bias"] = w[p + f"self_attn.{n}_proj.bias"]
@@ -163,6 +183,26 @@ class Qwen3Reference:
             out = out + layer["o_bias"]
         return out
 
+    @staticmethod
+    def _swiglu(mlp, x):
+        return linear(torch.nn.functional.silu(linear(x, mlp["gate"])) * linear(x, mlp["up"]), mlp["down"])
+
+    def _sparse_moe(self, layer, x):
+        """Qwen3MoeSparseMoeBlock.forward on x [T, hidden]."""
+        router_logits = linear(x, layer["router"])  # [T, E]
+        probs = torch.softmax(router_logits, dim=1, dtype=torch.float32)
+        weights, chosen = torch.topk(probs, self.top_k, dim=-1)  # [T, k], sorted descending
+        if self.norm_topk_prob:
+            weights = weights / weights.sum(dim=-1, keepdim=True)
+        out = torch.zeros_like(x)
+        # expert_mask [E, k, T] as transformers builds it; the experts hit, in ascending order.
+        expert_mask = torch.nn.functional.one_hot(chosen, num_classes=self.n_experts).permute(2, 1, 0)
+        for e in torch.greater(expert_mask.sum(dim=(-1, -2)), 0).nonzero().flatten().tolist():
+            slot, tok = torch.where(expert_mask[e])
+            y = self._swiglu(layer["experts"][e], x[tok]) * weights[tok, slot, None]
+            out.index_add_(0, tok, y)
+        return out
+
     @torch.no_grad()
     def forward(self, ids, caches=None, start=0) -> torch.Tensor:
         """Logits [T, vocab] for tokens `ids` at positions start.. (caches: per-layer dicts)."""
@@ -173,9 +213,7 @@ class Qwen3Reference:
             h = rms_norm(x, layer["input_norm"], self.eps)
             x = x + self._attention(layer, h, positions, None if caches is None else caches[i])
             h = rms_norm(x, layer["post_norm"], self.eps)
-            gate = linear(h, layer["gate"])
-            up = linear(h, layer["up"])
-            x = x + linear(torch.nn.functional.silu(gate) * up, layer["down"])
+            x = x + (self._sparse_moe(layer, h) if "router" in layer else self._swiglu(layer, h))
         x = rms_norm(x, self.final_norm, self.eps)
         return linear(x, self.lm_head)
 
