@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "checkpoint_test_util.h"
 #include "core/error.h"
 #include "io/checkpoint.h"
 #include "io/json_fields.h"
@@ -21,35 +22,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path temp_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("pypto_io_test_" + name + "_" + std::to_string(getpid()));
-  fs::remove_all(d);
-  return d;
-}
-
-fs::path make_model(const std::string& name, TestModelOptions opt = {}) {
-  fs::path d = temp_dir(name);
-  opt.out_dir = d.string();
-  opt.show_progress = false;
-  make_test_model(opt);
-  return d;
-}
-
-std::string open_error(const fs::path& dir) {
-  try {
-    auto ck = Checkpoint::open(dir.string());
-    validate_qwen3_checkpoint(*ck);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-void edit_config(const fs::path& dir, const std::function<void(nlohmann::json&)>& f) {
-  nlohmann::json j = nlohmann::json::parse(read_text_file((dir / "config.json").string()));
-  f(j);
-  std::ofstream(dir / "config.json") << j.dump(2);
-}
+fs::path make_model(const std::string& name, TestModelOptions opt = {}) { return test::make_model_in_temp(name, opt); }
+using test::edit_config;
+using test::open_error;
 
 // Rewrites model.safetensors with `edit` applied to the list of tensors (copied from the file).
 void edit_tensors(const fs::path& dir, const std::function<void(std::vector<SafetensorWrite>&)>& edit) {

@@ -8,6 +8,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "checkpoint_test_util.h"
 #include "core/error.h"
 #include "io/checkpoint.h"
 #include "io/json_fields.h"
@@ -21,29 +22,10 @@ namespace fs = std::filesystem;
 namespace {
 
 fs::path make_moe(const std::string& name, TestModelOptions opt = {.preset = "tiny-moe"}) {
-  fs::path d = fs::temp_directory_path() / ("pypto_moe_test_" + name + "_" + std::to_string(getpid()));
-  fs::remove_all(d);
-  opt.out_dir = d.string();
-  opt.show_progress = false;
-  make_test_model(opt);
-  return d;
+  return test::make_model_in_temp("moe_" + name, opt);
 }
-
-std::string open_error(const fs::path& dir) {
-  try {
-    auto ck = Checkpoint::open(dir.string());
-    validate_qwen3_checkpoint(*ck);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-void edit_config(const fs::path& dir, const std::function<void(nlohmann::json&)>& f) {
-  nlohmann::json j = nlohmann::json::parse(read_text_file((dir / "config.json").string()));
-  f(j);
-  std::ofstream(dir / "config.json") << j.dump(2);
-}
+using test::edit_config;
+using test::open_error;
 
 }  // namespace
 

@@ -8,18 +8,13 @@ Usage: check_logits_cli.py --binary PATH/pypto-serving --work-dir DIR
 """
 import argparse
 import os
-import subprocess
 import sys
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cli_checks import check_close, engine_logits, run  # noqa: E402
 from qwen3_reference import Qwen3Reference  # noqa: E402
-
-
-def run(cmd):
-    print("+", " ".join(cmd), flush=True)
-    subprocess.run(cmd, check=True)
 
 
 def main():
@@ -33,17 +28,8 @@ def main():
 
     ids = [9707, 11, 1879, 0, 151642, 374, 264, 1273, 13, 42, 7, 100000, 5]
     out = os.path.join(a.work_dir, "cli_logits.npy")
-    run([a.binary, "logits", "--model", model, "--token-ids", ",".join(map(str, ids)), "--out", out,
-         "--kv-cache-dtype", "fp32", "--chunk", "5", "--threads", "2"])
-    got = np.load(out)
     ref = Qwen3Reference(model).logits(ids)
-    if got.shape != ref.shape or got.dtype != np.float32:
-        sys.exit(f"shape/dtype {got.shape} {got.dtype}, reference {ref.shape} float32")
-    diff = float(np.abs(got - ref).max())
-    bound = 1e-3 * max(1.0, float(np.abs(ref).max()))
-    print(f"logits CLI: max|dlogit| = {diff:.3g} (bound {bound:.3g})")
-    if not diff <= bound:
-        sys.exit("logits CLI disagrees with the reference")
+    check_close(engine_logits(a.binary, model, ids, out), ref, "logits CLI")
 
     out2 = os.path.join(a.work_dir, "cli_prompt_logits.npy")
     run([a.binary, "logits", "--model", model, "--prompt", "Hello, world!", "--out", out2])

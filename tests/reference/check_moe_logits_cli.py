@@ -12,32 +12,16 @@ Usage: check_moe_logits_cli.py --binary PATH/pypto-serving --work-dir DIR
 import argparse
 import json
 import os
-import subprocess
 import sys
 
-import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cli_checks import check_close, engine_logits, run  # noqa: E402
 from qwen3_reference import Qwen3Reference  # noqa: E402
 
 
-def run(cmd):
-    print("+", " ".join(cmd), flush=True)
-    subprocess.run(cmd, check=True)
-
-
 def compare(binary, model, ids, out, label):
-    run([binary, "logits", "--model", model, "--token-ids", ",".join(map(str, ids)), "--out", out,
-         "--kv-cache-dtype", "fp32", "--chunk", "5", "--threads", "2"])
-    got = np.load(out)
-    ref = Qwen3Reference(model).logits(ids)
-    if got.shape != ref.shape or got.dtype != np.float32:
-        sys.exit(f"{label}: shape/dtype {got.shape} {got.dtype}, reference {ref.shape} float32")
-    diff = float(np.abs(got - ref).max())
-    bound = 1e-3 * max(1.0, float(np.abs(ref).max()))
-    print(f"{label}: max|dlogit| = {diff:.3g} (bound {bound:.3g}, max|logit| {float(np.abs(ref).max()):.3g})")
-    if not diff <= bound:
-        sys.exit(f"{label}: the engine disagrees with the reference")
+    check_close(engine_logits(binary, model, ids, out), Qwen3Reference(model).logits(ids), label)
 
 
 def main():

@@ -25,20 +25,14 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cli_checks import check_close, engine_logits, run  # noqa: E402
 from qwen3_reference import Qwen3Reference  # noqa: E402
 
 YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}
 
 
-def run(cmd, **kw):
-    print("+", " ".join(cmd), flush=True)
-    return subprocess.run(cmd, check=True, **kw)
-
-
 def logits(binary, model, ids, out, extra=()):
-    run([binary, "logits", "--model", model, "--token-ids", ",".join(map(str, ids)), "--out", out,
-         "--kv-cache-dtype", "fp32", "--chunk", "64", "--threads", "2", *extra])
-    return np.load(out)
+    return engine_logits(binary, model, ids, out, chunk=64, extra=extra)
 
 
 def reference_last(model_dir, ids, last, chunk=512):
@@ -109,11 +103,7 @@ def main():
     ids = [(i * 7919 + 13) % 150000 for i in range(300)]
     got = logits(a.binary, yarn, ids, os.path.join(a.work_dir, "yarn.npy"))
     ref = Qwen3Reference(yarn).logits(ids)
-    diff = float(np.abs(got - ref).max())
-    bound = 1e-3 * max(1.0, float(np.abs(ref).max()))
-    print(f"YaRN logits: max|dlogit| = {diff:.3g} (bound {bound:.3g}), max|logit| {float(np.abs(ref).max()):.3g}")
-    if not diff <= bound:
-        sys.exit("YaRN logits disagree with the reference")
+    _, bound = check_close(got, ref, "YaRN logits, 300 positions, fp32 KV")
     # The same rope_scaling given on the command line (vLLM's --hf-overrides) over the plain model:
     # the same logits, bit for bit.
     overrides = json.dumps({"rope_scaling": YARN})

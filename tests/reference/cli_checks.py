@@ -1,0 +1,31 @@
+"""Shared steps of the scripts that run the binary and hold its logits against the reference:
+running a command with its line echoed, `pypto-serving logits` on token ids, and the bound
+max|dlogit| <= 1e-3 * max(1, max|logit|)."""
+import subprocess
+import sys
+
+import numpy as np
+
+
+def run(cmd, **kw):
+    print("+", " ".join(cmd), flush=True)
+    return subprocess.run(cmd, check=True, **kw)
+
+
+def engine_logits(binary, model, ids, out, chunk=5, kv="fp32", extra=()):
+    """`pypto-serving logits` on `ids` in chunks, 2 threads; the .npy it wrote."""
+    run([binary, "logits", "--model", model, "--token-ids", ",".join(map(str, ids)), "--out", out,
+         "--kv-cache-dtype", kv, "--chunk", str(chunk), "--threads", "2", *extra])
+    return np.load(out)
+
+
+def check_close(got, ref, label):
+    """Exits naming `label` unless got and ref have one shape, float32, and agree within the bound."""
+    if got.shape != ref.shape or got.dtype != np.float32:
+        sys.exit(f"{label}: shape/dtype {got.shape} {got.dtype}, reference {ref.shape} float32")
+    diff = float(np.abs(got - ref).max())
+    bound = 1e-3 * max(1.0, float(np.abs(ref).max()))
+    print(f"{label}: max|dlogit| = {diff:.3g} (bound {bound:.3g}, max|logit| {float(np.abs(ref).max()):.3g})")
+    if not diff <= bound:
+        sys.exit(f"{label}: the engine disagrees with the reference")
+    return diff, bound
