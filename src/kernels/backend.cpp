@@ -23,4 +23,9 @@ void Backend::pack_quantized(const QuantizedWeight& src, void*, int64_t, int64_t
   fail("backend ", name(), " has no kernels for ", weight_format_name(src.format), " weights");
 }
 
+size_t linear_weight_bytes(const Backend& backend, const LinearWeight& w) {
+  if (w.format != WeightFormat::Float) return backend.packed_quantized_bytes(w.format, w.n_out, w.k_in, w.group);
+  return backend.packed_weight_bytes(w.dtype, w.n_out, w.k_in);
+}
+
 }  // namespace pypto

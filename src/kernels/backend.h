@@ -125,6 +125,20 @@ class Backend {
   // weights the activations are taken as quant_activations() says (QuantActivations below); W is
   // always used exactly as its format defines it.
   virtual void linear(const float* x, int64_t m, const LinearWeight& w, const float* bias, float* y) = 0;
+  // A group of independent linears run as one op: y_i = x_i · W_iᵀ for every call (no bias).
+  // Each call's result is exactly linear()'s (the same kernel on the same rows), so grouping
+  // never changes a value; a backend may hand out all calls' output tiles in one parallel job
+  // (the MoE experts of a step: one job per (expert, column tile) instead of one op per expert).
+  // The default runs the calls one after another.
+  struct LinearCall {
+    const float* x = nullptr;  // [m, w->k_in]
+    int64_t m = 0;
+    const LinearWeight* w = nullptr;
+    float* y = nullptr;  // [m, w->n_out]
+  };
+  virtual void linear_grouped(const LinearCall* calls, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) linear(calls[i].x, calls[i].m, *calls[i].w, nullptr, calls[i].y);
+  }
   // y[m, d] = x / sqrt(mean(x²) + eps) * gamma[d]   (y may alias x)
   virtual void rms_norm(const float* x, const float* gamma, int64_t m, int64_t d, float eps, float* y) = 0;
   // In place on x[m, n_heads, head_dim]: rotate-half RoPE (plain or YaRN, kernels/rope_spec.h)
@@ -166,6 +180,10 @@ class Backend {
     for (int64_t i = 0; i < n; ++i) fn(i);
   }
 };
+
+// Bytes of `w` as staged for `backend` (pack_weight's or pack_quantized's output, scales and zero
+// points included): what one pass over the weight reads from memory.
+size_t linear_weight_bytes(const Backend& backend, const LinearWeight& w);
 
 // What the matrix products may round their f32 inputs to (weights are always used as stored and
 // accumulation is always f32). Named as torch.set_float32_matmul_precision names its levels:

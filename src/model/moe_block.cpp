@@ -29,11 +29,11 @@ void MoeBlock::take_scratch(Arena& arena, int64_t T) {
   offsets_ = arena.alloc_array<int32_t>(size_t(experts_ + 1));
   group_token_ = arena.alloc_array<int32_t>(pairs);
   group_weight_ = arena.alloc_array<float>(pairs);
-  // An expert sees each token at most once, so T rows bound its gathered batch.
-  xg_ = arena.alloc_array<float>(size_t(T * hidden_));
-  gate_up_ = arena.alloc_array<float>(size_t(T * 2 * inter_));
-  act_ = arena.alloc_array<float>(size_t(T * inter_));
-  y_ = arena.alloc_array<float>(size_t(T * hidden_));
+  slot_ = arena.alloc_array<int32_t>(pairs);
+  xg_ = arena.alloc_array<float>(pairs * size_t(hidden_));
+  gate_up_ = arena.alloc_array<float>(pairs * size_t(2 * inter_));
+  act_ = arena.alloc_array<float>(pairs * size_t(inter_));
+  y_ = arena.alloc_array<float>(pairs * size_t(hidden_));
 }
 
 void MoeBlock::forward(const Qwen3LayerWeights& L, const float* h, int64_t T, float* out) {
@@ -41,43 +41,62 @@ void MoeBlock::forward(const Qwen3LayerWeights& L, const float* h, int64_t T, fl
                " experts, expected ", experts_);
   PYPTO_ASSERT(T <= rows_, "MoE scratch holds ", rows_, " rows, the step has ", T);
   Backend& be = backend_;
-  const int64_t H = hidden_, I = inter_;
+  const int64_t H = hidden_, I = inter_, k = top_k_, P = T * k;
 
   PYPTO_PROF_OP("moe.router");
   be.linear(h, T, L.router, nullptr, logits_);  // logits [T, E]
   be.synchronize();                             // routing is host code
   PYPTO_PROF_OP("host.moe_route");
   be.parallel_rows(T, [&](int64_t t) {
-    route_token(logits_ + t * experts_, experts_, top_k_, norm_topk_prob_, topk_expert_ + t * top_k_,
-                topk_weight_ + t * top_k_);  // topk_expert, topk_weight [T, k]
+    route_token(logits_ + t * experts_, experts_, top_k_, norm_topk_prob_, topk_expert_ + t * k,
+                topk_weight_ + t * k);  // topk_expert, topk_weight [T, k]
   });
   group_by_expert(topk_expert_, topk_weight_, T, experts_, top_k_, offsets_, group_token_, group_weight_);
 
-  std::memset(out, 0, sizeof(float) * size_t(T * H));  // out [T, hidden]
-  for (int32_t e = 0; e < experts_; ++e) {  // ascending: the order of every token's sum
+  // slot [T, k]: token t's pairs in grouped order. Walking the experts in ascending id fills each
+  // token's k slots in ascending expert order, the order its sum adds them in.
+  std::vector<int32_t>& filled = fill_;
+  filled.assign(size_t(T), 0);
+  calls_.clear();
+  call_begin_.clear();
+  for (int32_t e = 0; e < experts_; ++e) {
     const int32_t begin = offsets_[e], n = offsets_[e + 1] - begin;
     if (n == 0) continue;  // an expert no token chose is never read
-    const int32_t* tok = group_token_ + begin;
-    const float* w = group_weight_ + begin;
-    PYPTO_PROF_OP("host.moe_gather");
-    for (int32_t r = 0; r < n; ++r)  // xg [n, hidden]: the rows of the tokens that chose e
-      std::memcpy(xg_ + int64_t(r) * H, h + int64_t(tok[r]) * H, sizeof(float) * size_t(H));
-    const Qwen3ExpertWeights& X = L.experts[size_t(e)];
-    PYPTO_PROF_OP("moe.expert.gate_up");
-    be.linear(xg_, n, X.gate_up, nullptr, gate_up_);  // gate_up [n, gate (I) | up (I)]
-    PYPTO_PROF_OP("moe.expert.silu_mul");
-    be.silu_mul(gate_up_, n, I, act_);                // act [n, I]
-    PYPTO_PROF_OP("moe.expert.down");
-    be.linear(act_, n, X.down, nullptr, y_);          // y [n, hidden]
-    be.synchronize();
-    PYPTO_PROF_OP("host.moe_combine");
-    for (int32_t r = 0; r < n; ++r) {  // out[tok] += w · y, one f32 multiply-add per element
-      float* o = out + int64_t(tok[r]) * H;
-      const float* y = y_ + int64_t(r) * H;
-      const float wr = w[r];
-      for (int64_t c = 0; c < H; ++c) o[c] += wr * y[c];
+    for (int32_t r = begin; r < begin + n; ++r) {
+      const int32_t t = group_token_[r];
+      slot_[int64_t(t) * k + filled[size_t(t)]++] = r;
     }
+    const Qwen3ExpertWeights& X = L.experts[size_t(e)];
+    calls_.push_back({xg_ + int64_t(begin) * H, n, &X.gate_up, gate_up_ + int64_t(begin) * 2 * I});
+    call_begin_.push_back({e, begin});
+    expert_bytes_read_ += linear_weight_bytes(be, X.gate_up) + linear_weight_bytes(be, X.down);
   }
+  PYPTO_PROF_OP("host.moe_gather");
+  be.parallel_rows(P, [&](int64_t p) {  // xg [P, hidden]: pair p's token row
+    std::memcpy(xg_ + p * H, h + int64_t(group_token_[p]) * H, sizeof(float) * size_t(H));
+  });
+  PYPTO_PROF_OP("moe.experts.gate_up");
+  be.linear_grouped(calls_.data(), int64_t(calls_.size()));  // gate_up [P, gate (I) | up (I)]
+  PYPTO_PROF_OP("moe.experts.silu_mul");
+  be.silu_mul(gate_up_, P, I, act_);  // act [P, I]
+  PYPTO_PROF_OP("moe.experts.down");
+  for (size_t i = 0; i < calls_.size(); ++i) {  // the same experts, now act → y
+    const auto [e, begin] = call_begin_[i];
+    calls_[i] = {act_ + int64_t(begin) * I, calls_[i].m, &L.experts[size_t(e)].down, y_ + int64_t(begin) * H};
+  }
+  be.linear_grouped(calls_.data(), int64_t(calls_.size()));  // y [P, hidden]
+  be.synchronize();
+  PYPTO_PROF_OP("host.moe_combine");
+  be.parallel_rows(T, [&](int64_t t) {  // out[t] = Σ, experts ascending, of w · y
+    float* o = out + t * H;
+    std::memset(o, 0, sizeof(float) * size_t(H));
+    for (int64_t j = 0; j < k; ++j) {
+      const int32_t p = slot_[t * k + j];
+      const float* y = y_ + int64_t(p) * H;
+      const float wp = group_weight_[p];
+      for (int64_t c = 0; c < H; ++c) o[c] += wp * y[c];
+    }
+  });
 }
 
 }  // namespace pypto

@@ -58,6 +58,10 @@ class Qwen3Model {
   // any rank sends, so a bad batch throws everywhere and nobody waits.
   void check_batch(const ForwardBatch& batch, const KvCache& cache) const;
 
+  // Bytes of MoE expert weights the forward calls so far have read (MoeBlock::expert_bytes_read;
+  // 0 for a dense model): the part of a step's reads that depends on the routing.
+  uint64_t moe_expert_bytes_read() const { return moe_ ? moe_->expert_bytes_read() : 0; }
+
   // The tensor-parallel rank that receives the gathered logits (and samples).
   static constexpr int kLogitsRank = 0;
 

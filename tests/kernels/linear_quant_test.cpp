@@ -18,73 +18,10 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/kernel_table.h"
 #include "kernel_test_util.h"
+#include "quant_test_util.h"
 
 namespace pypto::test {
 namespace {
-
-// A random quantized weight of `format`, kept alive with its arrays.
-struct RandomQuant {
-  std::vector<int8_t> q8;
-  std::vector<uint8_t> q4, e4m3, zero;
-  std::vector<float> scale;
-  QuantizedWeight w;
-};
-
-RandomQuant random_quant(WeightFormat f, int64_t n, int64_t k, int32_t group, uint32_t seed) {
-  std::mt19937 rng(seed);
-  RandomQuant r;
-  r.w.format = f;
-  r.w.n_out = n;
-  r.w.k_in = k;
-  r.w.group = f == WeightFormat::Int8 ? 0 : group;
-  const int64_t G = r.w.groups();
-  std::uniform_real_distribution<float> sd(0.001f, 0.02f);
-  r.scale.resize(static_cast<size_t>(n * G));
-  for (auto& s : r.scale) s = f == WeightFormat::Int4 ? f16_to_f32(f32_to_f16(sd(rng))) : sd(rng);
-  switch (f) {
-    case WeightFormat::Int8: {
-      std::uniform_int_distribution<int> d(-127, 127);
-      r.q8.resize(static_cast<size_t>(n * k));
-      for (auto& v : r.q8) v = static_cast<int8_t>(d(rng));
-      r.w.q8 = r.q8.data();
-      break;
-    }
-    case WeightFormat::Int4: {
-      std::uniform_int_distribution<int> d(0, 15);
-      r.q4.resize(static_cast<size_t>(n * k));
-      r.zero.resize(static_cast<size_t>(n * G));
-      for (auto& v : r.q4) v = static_cast<uint8_t>(d(rng));
-      for (auto& v : r.zero) v = static_cast<uint8_t>(d(rng));
-      r.w.q4 = r.q4.data();
-      r.w.zero = r.zero.data();
-      break;
-    }
-    case WeightFormat::Fp8: {
-      std::uniform_int_distribution<int> d(0, 255);
-      r.e4m3.resize(static_cast<size_t>(n * k));
-      for (auto& v : r.e4m3) {
-        do v = static_cast<uint8_t>(d(rng));
-        while ((v & 0x7F) == 0x7F);  // no NaN codes
-      }
-      r.w.e4m3 = r.e4m3.data();
-      break;
-    }
-    case WeightFormat::Float: break;
-  }
-  r.w.scale = r.scale.data();
-  return r;
-}
-
-struct Staged {
-  AlignedBuffer buf;
-  LinearWeight lw;
-};
-Staged stage(Backend& be, const QuantizedWeight& q) {
-  Staged s{AlignedBuffer(be.packed_quantized_bytes(q.format, q.n_out, q.k_in, q.group)), {}};
-  be.pack_quantized(q, s.buf.data());
-  s.lw = LinearWeight{s.buf.data(), DType::BF16, q.n_out, q.k_in, q.format, q.group};
-  return s;
-}
 
 bool has_quant_kernels() {
   const cpu::KernelTable* kt = cpu::kernel_table(cpu_isa());

@@ -31,6 +31,7 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu/bf16_panels.h"
 #include "kernels/cpu/cpu_common.h"
+#include "kernels/cpu/grouped_columns.h"
 #include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/int8_panels.h"
 #include "kernels/cpu/peak_loops.h"
@@ -113,6 +114,15 @@ QuantActivations resolve_quant_activations(const cpu::KernelTable& kt, QuantActi
   return asked;
 }
 
+// The prepared activations of one quantized linear: x as int8 (u8 for Int8 weights) or as
+// bf16 pairs in the kernel's order, with their per-row scales and per-group sums.
+struct QuantActBuffers {
+  AlignedBuffer x;             // [m, ldq] int8 or [m, ldp] bf16 pairs
+  std::vector<float> scale;    // int8: [m] amax / 127
+  std::vector<int32_t> isum;   // int8, Int4 weights: [m, groups] Σ xq
+  std::vector<float> fsum;     // bf16 pairs, Int4 weights: [m, groups] Σ x
+};
+
 class CpuBackend final : public Backend {
  public:
   CpuBackend(const cpu::KernelTable& kt, int num_threads, std::vector<int> cores, const CpuBackendOptions& opt)
@@ -175,6 +185,53 @@ class CpuBackend final : public Backend {
     }
     pool_.parallel_for_guided(w.n_out, kColumnUnit,
                               [&](int64_t b, int64_t e, int tid) { kt_.linear_cols(t, b, e, scratch(tid)); });
+  }
+
+  // All calls' output tiles in one guided job (grouped_columns.h) where every call runs a
+  // column kernel with activations prepared up front: quantized weights (f32, bf16-pair or int8
+  // activations through VNNI) and bf16 weights on the bf16-dot kernel. Others (AMX tiles, plain
+  // f32 rows, int8 weights on AMX-INT8) run call by call. Either way each call's columns are
+  // computed by the kernel linear() would run, so the values are linear()'s.
+  void linear_grouped(const LinearCall* calls, int64_t n) override {
+    if (n <= 0) return;
+    const LinearWeight& w0 = *calls[0].w;
+    bool joint = n > 1;
+    for (int64_t i = 0; i < n && joint; ++i) {
+      const LinearWeight& w = *calls[i].w;
+      joint = calls[i].m > 0 && w.n_out > 0 && w.format == w0.format && grouped_kernel(w, calls[i].m) &&
+              (w.format != WeightFormat::Float || w.dtype == w0.dtype);
+    }
+    if (!joint) return Backend::linear_grouped(calls, n);
+    const size_t N = static_cast<size_t>(n);
+    if (group_act_.size() < N) group_act_.resize(N);
+    std::vector<int64_t> cols(N);
+    double macs = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      cols[size_t(i)] = calls[i].w->n_out;
+      macs += double(calls[i].m) * double(calls[i].w->n_out) * double(calls[i].w->k_in);
+    }
+    if (w0.format == WeightFormat::Float) {  // bf16 weights in pair panels, bf16-dot kernel
+      std::vector<cpu::LinearTask> t(N);
+      std::vector<const uint16_t*> xh(N), xl(N);
+      for (int64_t i = 0; i < n; ++i) {
+        const LinearCall& c = calls[i];
+        t[size_t(i)] = cpu::LinearTask{c.x, c.m, c.w->k_in, c.w->data, c.w->dtype, c.w->n_out, nullptr, c.y};
+        bf16_rows(t[size_t(i)], group_act_[size_t(i)].x, &xh[size_t(i)], &xl[size_t(i)]);
+      }
+      auto fn = [&](size_t i, int64_t b, int64_t e, int) { kt_.linear_cols_bf16dot(xh[i], xl[i], t[i], b, e); };
+      const cpu::GroupedColumns g(cols, 64);
+      return macs < kLinearSerialMacs ? g.run_serial(fn) : g.run(pool_, fn);
+    }
+    std::vector<cpu::QuantLinearTask> t(N);
+    void (*kernel)(const cpu::QuantLinearTask&, int64_t, int64_t) = nullptr;
+    for (int64_t i = 0; i < n; ++i) {
+      const LinearCall& c = calls[i];
+      t[size_t(i)] = quant_task(c.x, c.m, *c.w, nullptr, c.y);
+      kernel = prepare_quant(t[size_t(i)], c.x, group_act_[size_t(i)]);
+    }
+    auto fn = [&](size_t i, int64_t b, int64_t e, int) { kernel(t[i], b, e); };
+    const cpu::GroupedColumns g(cols, 128);
+    macs < kLinearSerialMacs ? g.run_serial(fn) : g.run(pool_, fn);
   }
 
   void rms_norm(const float* x, const float* gamma, int64_t m, int64_t d, float eps, float* y) override {
@@ -298,11 +355,19 @@ class CpuBackend final : public Backend {
   // bf16-dot linear: x rounded to bf16 (or split into hi + lo) once, rows in parallel, then
   // VDPBF16PS tiles over columns.
   void linear_bf16act(const cpu::LinearTask& t) {
+    const uint16_t *xh, *xl;
+    bf16_rows(t, xb_, &xh, &xl);
+    if (t.m * t.n_out * t.k < kLinearSerialMacs) return kt_.linear_cols_bf16dot(xh, xl, t, 0, t.n_out);
+    pool_.parallel_for_guided(t.n_out, 64, [&](int64_t b, int64_t e, int) { kt_.linear_cols_bf16dot(xh, xl, t, b, e); });
+  }
+
+  // x [m, k] → buf: one bf16 per input (medium) or hi then lo (high) in [m, k] planes.
+  void bf16_rows(const cpu::LinearTask& t, AlignedBuffer& buf, const uint16_t** hi, const uint16_t** lo) {
     const size_t half = static_cast<size_t>(t.m * t.k) * 2;
     const size_t need = split_act_ ? 2 * half + 64 : half;
-    if (xb_.size() < need) xb_ = AlignedBuffer(need);
-    auto* xh = reinterpret_cast<uint16_t*>(xb_.data());
-    uint16_t* xl = split_act_ ? reinterpret_cast<uint16_t*>(xb_.data() + (half + 63) / 64 * 64) : nullptr;
+    if (buf.size() < need) buf = AlignedBuffer(need);
+    auto* xh = reinterpret_cast<uint16_t*>(buf.data());
+    uint16_t* xl = split_act_ ? reinterpret_cast<uint16_t*>(buf.data() + (half + 63) / 64 * 64) : nullptr;
     for_rows(t.m, t.k, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
         if (xl)
@@ -311,8 +376,8 @@ class CpuBackend final : public Backend {
           kt_.from_f32(t.x + i * t.k, t.k, xh + i * t.k, DType::BF16);
       }
     });
-    if (t.m * t.n_out * t.k < kLinearSerialMacs) return kt_.linear_cols_bf16dot(xh, xl, t, 0, t.n_out);
-    pool_.parallel_for_guided(t.n_out, 64, [&](int64_t b, int64_t e, int) { kt_.linear_cols_bf16dot(xh, xl, t, b, e); });
+    *hi = xh;
+    *lo = xl;
   }
 
   // AMX linear: x as one (medium) or two (high) bf16 parts in A-tile order, zero-padded to whole
@@ -346,13 +411,9 @@ class CpuBackend final : public Backend {
     pool_.parallel_for_guided(t.n_out, unit, [&](int64_t b, int64_t e, int) { kt_.linear_cols_amx(a, t, b, e); });
   }
 
-  // Quantized linear (WeightFormat Int8 / Int4 / Fp8), by quant_act_: f32 activations through the
-  // dequantizing kernel (and Fp8 always); bf16-pair activations (High) through the VDPBF16PS
-  // kernels, the same kernel for every m; int8 activations (Medium) through VNNI, and AMX-INT8
-  // for Int8 weights from kAmxInt8Rows rows on (the integer sums are exact, so which kernel runs
-  // never changes a result).
-  static constexpr int64_t kAmxInt8Rows = 16;
-  void linear_quant(const float* x, int64_t m, const LinearWeight& w, const float* bias, float* y) {
+  static constexpr int64_t kAmxInt8Rows = 16;  // int8 weights at medium: AMX-INT8 from this many rows
+  // The kernel task of a quantized linear (its panels, scales and zero points inside w.data).
+  cpu::QuantLinearTask quant_task(const float* x, int64_t m, const LinearWeight& w, const float* bias, float* y) const {
     const cpu::QuantPanels l = cpu::quant_panels(w.format, w.n_out, w.k_in, w.group);
     const auto* base = static_cast<const uint8_t*>(w.data);
     cpu::QuantLinearTask t;
@@ -368,29 +429,52 @@ class CpuBackend final : public Backend {
     t.x = x;
     t.bias = bias;
     t.y = y;
-    auto run = [&](void (*fn)(const cpu::QuantLinearTask&, int64_t, int64_t)) {
-      if (m * w.n_out * w.k_in < kLinearSerialMacs) return fn(t, 0, w.n_out);
-      pool_.parallel_for_guided(w.n_out, 128, [&](int64_t b, int64_t e, int) { fn(t, b, e); });
-    };
-    if (w.format == WeightFormat::Fp8 || quant_act_ == QuantActivations::F32) {
-      if (!kt_.linear_cols_dq) fail(weight_format_name(w.format), " weights need the AVX-512 kernels; ", kt_.name, " has none");
-      return run(kt_.linear_cols_dq);
+    return t;
+  }
+  // The column kernel of a quantized linear with `m` rows on VNNI / AVX-512 (null where int8
+  // weights go to AMX-INT8 instead), and its activations prepared into `buf` (by quant_act_).
+  using QuantCols = void (*)(const cpu::QuantLinearTask&, int64_t, int64_t);
+  QuantCols quant_kernel(WeightFormat f) const {
+    if (f == WeightFormat::Fp8 || quant_act_ == QuantActivations::F32) {
+      if (!kt_.linear_cols_dq) fail(weight_format_name(f), " weights need the AVX-512 kernels; ", kt_.name, " has none");
+      return kt_.linear_cols_dq;
     }
-    if (quant_act_ == QuantActivations::Bf16Pair) {
-      split_rows(t, x);
-      if (w.format == WeightFormat::Int8) return run(kt_.linear_cols_q8_bf16);
-      run(kt_.linear_cols_q4_bf16);
-      if (m == 1) prefetch_next_int4(w);
-      return;
+    if (quant_act_ == QuantActivations::Bf16Pair)
+      return f == WeightFormat::Int8 ? kt_.linear_cols_q8_bf16 : kt_.linear_cols_q4_bf16;
+    return f == WeightFormat::Int4 ? kt_.linear_cols_q4 : kt_.linear_cols_q8;
+  }
+  bool int8_on_amx(WeightFormat f, int64_t m) const {
+    return f == WeightFormat::Int8 && quant_act_ == QuantActivations::Int8 && m >= kAmxInt8Rows &&
+           kt_.linear_cols_amx_int8;
+  }
+  QuantCols prepare_quant(cpu::QuantLinearTask& t, const float* x, QuantActBuffers& buf) {
+    const QuantCols fn = quant_kernel(t.format);
+    if (t.format == WeightFormat::Fp8 || quant_act_ == QuantActivations::F32) return fn;
+    if (quant_act_ == QuantActivations::Bf16Pair) split_rows(t, x, buf);
+    else quantize_rows(t, x, buf);
+    return fn;
+  }
+  // True when linear_grouped can run this weight's columns in a joint job.
+  bool grouped_kernel(const LinearWeight& w, int64_t m) const {
+    if (w.format == WeightFormat::Float) return panels(w.dtype) && kernel_ == CpuLinearKernel::Bf16Dot;
+    return !int8_on_amx(w.format, m);
+  }
+
+  // Quantized linear (WeightFormat Int8 / Int4 / Fp8), by quant_act_: f32 activations through the
+  // dequantizing kernel (and Fp8 always); bf16-pair activations (High) through the VDPBF16PS
+  // kernels, the same kernel for every m; int8 activations (Medium) through VNNI, and AMX-INT8
+  // for Int8 weights from kAmxInt8Rows rows on (the integer sums are exact, so which kernel runs
+  // never changes a result).
+  void linear_quant(const float* x, int64_t m, const LinearWeight& w, const float* bias, float* y) {
+    cpu::QuantLinearTask t = quant_task(x, m, w, bias, y);
+    if (int8_on_amx(w.format, m)) {
+      quantize_rows(t, x);
+      return linear_q8_amx(t);
     }
-    quantize_rows(t, x);
-    if (w.format == WeightFormat::Int4) {
-      run(kt_.linear_cols_q4);
-      if (m == 1) prefetch_next_int4(w);
-      return;
-    }
-    if (m < kAmxInt8Rows || !kt_.linear_cols_amx_int8) return run(kt_.linear_cols_q8);
-    linear_q8_amx(t);
+    const QuantCols fn = prepare_quant(t, x, act_);
+    if (m * w.n_out * w.k_in < kLinearSerialMacs) fn(t, 0, w.n_out);
+    else pool_.parallel_for_guided(w.n_out, 128, [&](int64_t b, int64_t e, int) { fn(t, b, e); });
+    if (m == 1 && w.format == WeightFormat::Int4 && quant_act_ != QuantActivations::F32) prefetch_next_int4(w);
   }
 
   // Decode steps run the same linears in the same order, and between two of them the main thread
@@ -427,46 +511,49 @@ class CpuBackend final : public Backend {
     }
   }
 
-  // x rows → xq_ [m, ldq] (u8 = q + 128 for Int8 weights, s8 for Int4), xscale_ [m], and for Int4
-  // xsum_ [m, groups]; the formula of backend.h int8_row_inv, so every backend gets these integers.
-  void quantize_rows(cpu::QuantLinearTask& t, const float* x) {
+  // x rows → buf.x [m, ldq] (u8 = q + 128 for Int8 weights, s8 for Int4), buf.scale [m], and for
+  // Int4 buf.isum [m, groups]; the formula of backend.h int8_row_inv, so every backend gets these integers.
+  void quantize_rows(cpu::QuantLinearTask& t, const float* x) { quantize_rows(t, x, act_); }
+  void quantize_rows(cpu::QuantLinearTask& t, const float* x, QuantActBuffers& buf) {
     const int64_t ldq = cpu::quant_act_stride(t.k, t.format == WeightFormat::Int4 ? t.group : 0);
     const size_t bytes = static_cast<size_t>(t.m * ldq);
-    if (xq_.size() < bytes) xq_ = AlignedBuffer(bytes);
-    xscale_.resize(static_cast<size_t>(t.m));
-    if (t.format == WeightFormat::Int4) xsum_.resize(static_cast<size_t>(t.m * t.groups));
+    if (buf.x.size() < bytes) buf.x = AlignedBuffer(bytes);
+    buf.scale.resize(static_cast<size_t>(t.m));
+    if (t.format == WeightFormat::Int4) buf.isum.resize(static_cast<size_t>(t.m * t.groups));
     const bool shifted = t.format == WeightFormat::Int8;
+    uint8_t* xq = buf.x.data();
     for_rows(t.m, t.k, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
         const float amax = kt_.quantize_row_int8(x + i * t.k, t.k, ldq, shifted, shifted ? 0 : t.group,
-                                                 xq_.data() + i * ldq, shifted ? nullptr : xsum_.data() + i * t.groups);
-        xscale_[size_t(i)] = int8_row_scale(amax);
+                                                 xq + i * ldq, shifted ? nullptr : buf.isum.data() + i * t.groups);
+        buf.scale[size_t(i)] = int8_row_scale(amax);
       }
     });
-    t.xq = xq_.data();
+    t.xq = xq;
     t.ldq = ldq;
-    t.xscale = xscale_.data();
-    t.xsum = xsum_.data();
+    t.xscale = buf.scale.data();
+    t.xsum = buf.isum.data();
   }
 
-  // x rows → xp_ [m, ldp] bf16 (hi then lo per 8 inputs, in the kernel's order) and for Int4
-  // xsumf_ [m, groups] (kernel_table.h quant_x_bf16_pairs).
-  void split_rows(cpu::QuantLinearTask& t, const float* x) {
+  // x rows → buf.x [m, ldp] bf16 (hi then lo per 8 inputs, in the kernel's order) and for Int4
+  // buf.fsum [m, groups] (kernel_table.h quant_x_bf16_pairs).
+  void split_rows(cpu::QuantLinearTask& t, const float* x) { split_rows(t, x, act_); }
+  void split_rows(cpu::QuantLinearTask& t, const float* x, QuantActBuffers& buf) {
     const bool int4 = t.format == WeightFormat::Int4;
     const int32_t group = int4 ? t.group : 0;
     const int64_t ldp = 2 * cpu::quant_act_stride(t.k, group);
     const size_t bytes = static_cast<size_t>(t.m * ldp) * sizeof(uint16_t);
-    if (xp_.size() < bytes) xp_ = AlignedBuffer(bytes);
-    auto* xp = reinterpret_cast<uint16_t*>(xp_.data());
-    if (int4) xsumf_.resize(static_cast<size_t>(t.m * t.groups));
+    if (buf.x.size() < bytes) buf.x = AlignedBuffer(bytes);
+    auto* xp = reinterpret_cast<uint16_t*>(buf.x.data());
+    if (int4) buf.fsum.resize(static_cast<size_t>(t.m * t.groups));
     for_rows(t.m, t.k, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i)
         kt_.quant_x_bf16_pairs(x + i * t.k, t.k, ldp, int4, group, xp + i * ldp,
-                               int4 ? xsumf_.data() + i * t.groups : nullptr);
+                               int4 ? buf.fsum.data() + i * t.groups : nullptr);
     });
     t.xp = xp;
     t.ldp = ldp;
-    t.xsumf = xsumf_.data();
+    t.xsumf = buf.fsum.data();
   }
 
   // Int8 weights, many rows: xq in A-tile order, TDPBUSD into s32 sums, then the epilogue per
@@ -506,11 +593,9 @@ class CpuBackend final : public Backend {
   bool bf16_act_ = false;
   bool split_act_ = false;
   QuantActivations quant_act_ = QuantActivations::F32;  // resolved for this ISA
-  AlignedBuffer xq_, xt8_, acc32_;  // int8 activations: rows, A-tile order; AMX s32 sums
-  AlignedBuffer xp_;                // bf16-pair activations of a quantized linear
-  std::vector<float> xsumf_;
-  std::vector<float> xscale_;
-  std::vector<int32_t> xsum_;
+  AlignedBuffer xt8_, acc32_;  // int8 activations in A-tile order; AMX s32 sums
+  QuantActBuffers act_;         // the activations of the current quantized linear
+  std::vector<QuantActBuffers> group_act_;  // linear_grouped: one per call (grow only)
   // True when weights of `dtype` go through the bf16-dot or AMX kernel, in pair panels.
   bool panels(DType dtype) const { return (bf16_act_ || split_act_) && dtype == DType::BF16; }
   AlignedBuffer xb_;  // [m, k] bf16 activations (hi, then lo when split) of the current bf16-dot linear

@@ -1,0 +1,238 @@
+// Qwen3-MoE decode and prefill against the bound of the bytes a step actually reads (issue 29).
+//
+//   bench_moe --model DIR [--threads N] [--runs 5] [--batches 1,4,16] [--context 128]
+//             [--prompt 512] [--matmul-precision high] [--quantization none|int8|int4]
+//             [--quantization-group 64] [--ungrouped]
+//
+// --ungrouped runs the experts' products one op per expert (the backend's ops forwarded, except
+// linear_grouped, which falls back to one linear per call): the grouped job against one op per
+// expert, in the same process, on the same weights.
+// A decode step of B sequences (each with `context` cached tokens, one new token each) reads the
+// dense weights once (attention projections, routers, dense MLP layers, lm_head), the K/V of
+// every sequence, and each expert its tokens chose once: the distinct experts of the step, as the
+// model counts them while it runs (Qwen3Model::moe_expert_bytes_read). The active-weight bound is
+// those bytes over the read bandwidth measured just before each run; "of bound" = bound time /
+// measured time (median of the runs' ratios), "x bound" its inverse. Prefill: tokens/s of one
+// prompt in one forward call, with the matrix peak of the backend measured in the same run.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "bench_common.h"
+#include "core/error.h"
+#include "io/checkpoint.h"
+#include "kernels/backend.h"
+#include "model/forward_batch.h"
+#include "model/kv_cache.h"
+#include "model/qwen3_model.h"
+#include "model/weight_staging.h"
+
+using namespace pypto;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::vector<int> parse_list(const char* s) {
+  std::vector<int> v;
+  for (const char* p = s; *p;) {
+    v.push_back(std::atoi(p));
+    while (*p && *p != ',') p++;
+    if (*p == ',') p++;
+  }
+  return v;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Weight bytes every decode step reads whatever the routing: attention projections, routers,
+// the MLPs of dense layers, the lm_head.
+double dense_bytes_per_step(const Qwen3Weights& w, const Backend& be) {
+  double b = double(linear_weight_bytes(be, w.lm_head));
+  for (const auto& L : w.layers) {
+    b += double(linear_weight_bytes(be, L.qkv) + linear_weight_bytes(be, L.o_proj));
+    if (L.sparse) b += double(linear_weight_bytes(be, L.router));
+    else b += double(linear_weight_bytes(be, L.gate_up) + linear_weight_bytes(be, L.down));
+  }
+  return b;
+}
+
+// Bytes of one expert (gate_up and down as staged), the same for every expert of the model.
+double expert_bytes(const Qwen3Weights& w, const Backend& be) {
+  for (const auto& L : w.layers)
+    if (L.sparse) return double(linear_weight_bytes(be, L.experts[0].gate_up) + linear_weight_bytes(be, L.experts[0].down));
+  return 0;
+}
+
+// Forwards every op to `inner` but linear_grouped, so the experts run one linear per call.
+class Ungrouped final : public Backend {
+ public:
+  explicit Ungrouped(Backend& inner) : b_(inner) {}
+  const char* name() const override { return b_.name(); }
+  size_t packed_weight_bytes(DType d, int64_t n, int64_t k) const override { return b_.packed_weight_bytes(d, n, k); }
+  void pack_weight(const void* s, DType d, int64_t n, int64_t k, void* dst) const override { b_.pack_weight(s, d, n, k, dst); }
+  bool weight_layout_is_plain(DType d) const override { return b_.weight_layout_is_plain(d); }
+  size_t packed_quantized_bytes(WeightFormat f, int64_t n, int64_t k, int32_t g) const override {
+    return b_.packed_quantized_bytes(f, n, k, g);
+  }
+  void pack_quantized(const QuantizedWeight& s, void* d, int64_t r, int64_t n) const override { b_.pack_quantized(s, d, r, n); }
+  void linear(const float* x, int64_t m, const LinearWeight& w, const float* bias, float* y) override { b_.linear(x, m, w, bias, y); }
+  void rms_norm(const float* x, const float* g, int64_t m, int64_t d, float eps, float* y) override { b_.rms_norm(x, g, m, d, eps, y); }
+  void rope(float* x, const int32_t* p, int64_t m, int32_t h, int32_t hd, const RopeSpec& r) override { b_.rope(x, p, m, h, hd, r); }
+  void silu_mul(const float* gu, int64_t m, int64_t i, float* out) override { b_.silu_mul(gu, m, i, out); }
+  void embedding(const int32_t* ids, int64_t m, const void* t, DType d, int64_t dim, float* out) override {
+    b_.embedding(ids, m, t, d, dim, out);
+  }
+  void weight_rows(const int32_t* ids, int64_t m, const LinearWeight& w, float* out) override { b_.weight_rows(ids, m, w, out); }
+  void add_inplace(float* y, const float* x, int64_t n) override { b_.add_inplace(y, x, n); }
+  void kv_store(const float* k, const float* v, const int64_t* s, int64_t m, const KvCacheLayer& c) override { b_.kv_store(k, v, s, m, c); }
+  void paged_attention(const float* q, int64_t m, int32_t h, const KvCacheLayer& c, const AttentionBatch& b, float* out) override {
+    b_.paged_attention(q, m, h, c, b, out);
+  }
+  QuantActivations quant_activations() const override { return b_.quant_activations(); }
+  void synchronize() override { b_.synchronize(); }
+  void parallel_rows(int64_t n, const std::function<void(int64_t)>& fn) override { b_.parallel_rows(n, fn); }
+
+ private:
+  Backend& b_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string model, precision = "high", quantization = "none";
+  int threads = 0, runs = 5, group = 64, ctx = 128, prompt = 512;
+  bool ungrouped = false;
+  std::vector<int> batches = {1, 4, 16};
+  for (int i = 1; i < argc; i++) {
+    if (!std::strcmp(argv[i], "--model") && i + 1 < argc) model = argv[++i];
+    else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) threads = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--runs") && i + 1 < argc) runs = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--batches") && i + 1 < argc) batches = parse_list(argv[++i]);
+    else if (!std::strcmp(argv[i], "--context") && i + 1 < argc) ctx = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--prompt") && i + 1 < argc) prompt = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--matmul-precision") && i + 1 < argc) precision = argv[++i];
+    else if (!std::strcmp(argv[i], "--quantization") && i + 1 < argc) quantization = argv[++i];
+    else if (!std::strcmp(argv[i], "--quantization-group") && i + 1 < argc) group = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--ungrouped")) ungrouped = true;
+    else {
+      std::fprintf(stderr,
+                   "usage: bench_moe --model DIR [--threads N] [--runs 5] [--batches 1,4,16] [--context 128] "
+                   "[--prompt 512] [--matmul-precision high] [--quantization none|int8|int4] [--quantization-group 64] [--ungrouped]\n");
+      return 2;
+    }
+  }
+  if (model.empty() || runs < 1 || ctx < 1) {
+    std::fprintf(stderr, "bench_moe: --model DIR is required (and --runs, --context >= 1)\n");
+    return 2;
+  }
+  try {
+    if (threads <= 0) threads = bench::bench_threads();
+    auto cpu = make_cpu_backend(threads, {}, parse_matmul_precision(precision));
+    Ungrouped one_by_one(*cpu);
+    Backend* backend = ungrouped ? static_cast<Backend*>(&one_by_one) : cpu.get();
+    auto ck = Checkpoint::open(model);
+    StagingOptions so;
+    so.quantization = parse_quantization(quantization);
+    so.int4_group = group;
+    Qwen3Weights w = stage_qwen3_weights(*ck, *backend, so);
+    ck.reset();
+    const ModelConfig& c = w.config;
+    if (c.num_experts <= 0) fail("bench_moe: ", model, " is not a MoE model (num_experts is 0)");
+    Qwen3Model m(w, *backend);
+    const char* acts = quantized_activations(w.layer_format, *backend);
+    int sparse = 0;
+    for (const auto& L : w.layers) sparse += L.sparse;
+    std::printf("model %s: %d layers (%d sparse, %d experts, top-%d, width %lld), weights %s%s%s%s, backend %s%s, %d threads\n",
+                model.c_str(), c.num_hidden_layers, sparse, c.num_experts, c.num_experts_per_tok,
+                static_cast<long long>(c.moe_intermediate_size), w.weight_formats.c_str(), *acts ? " (" : "", acts,
+                *acts ? ")" : "", backend->name(), ungrouped ? " (experts one op each)" : "", threads);
+    const double dense = dense_bytes_per_step(w, *backend), expert = expert_bytes(w, *backend);
+    const double bw0 = bench::bandwidth_bound();
+    const double active = dense + double(sparse) * c.num_experts_per_tok * expert;
+    std::printf("read bandwidth %.2f GB/s; per token: dense %.1f MB + %d x %d experts x %.2f MB = %.1f MB active "
+                "-> at most %.1f tokens/s\n",
+                bw0 / 1e9, dense / 1e6, sparse, c.num_experts_per_tok, expert / 1e6, active / 1e6, bw0 / active);
+    std::printf("%-22s %10s %10s %10s %9s %10s  %s\n", "case", "tokens/s", "ms/step", "of bound", "x bound",
+                "MB/step", "experts read per sparse layer");
+
+    const int32_t bs = 16, steps = 8;
+    for (int B : batches) {
+      const int32_t per_seq = (std::max(ctx, prompt) + steps + 1 + bs - 1) / bs;
+      KvCache cache(m.kv_cache_spec(int64_t(B) * per_seq, bs, DType::BF16));
+      std::vector<int32_t> tables(size_t(B) * per_seq);
+      std::iota(tables.begin(), tables.end(), 0);
+      // Each sequence its own tokens, so the batch's rows choose different experts.
+      std::vector<int32_t> ids(size_t(B) * (ctx + steps + 1));
+      for (size_t i = 0; i < ids.size(); i++) ids[i] = 1000 + int32_t(i * 7919) % 50000;
+      std::vector<float> logits(size_t(B) * m.vocab_size());
+      ForwardBatch fb;
+      auto step = [&](int start, int n) {
+        fb.clear();
+        fb.max_blocks_per_seq = per_seq;
+        for (int b = 0; b < B; b++)
+          fb.add_sequence(ids.data() + size_t(b) * (ctx + steps + 1) + start, n, start, tables.data() + size_t(b) * per_seq,
+                          per_seq, bs, ForwardBatch::Logits::Last);
+        auto t0 = Clock::now();
+        m.forward(fb, cache, logits.data());
+        return std::chrono::duration<double>(Clock::now() - t0).count();
+      };
+      step(0, ctx);
+      std::vector<double> t, frac, mb, nexp;
+      for (int r = 0; r < runs; r++) {
+        const double bw = bench::read_bandwidth(size_t(1) << 30, 3).best;
+        double sum = 0, bytes = 0;
+        for (int i = 0; i < steps; i++) {
+          const uint64_t e0 = m.moe_expert_bytes_read();
+          sum += step(ctx + i, 1);
+          const double eb = double(m.moe_expert_bytes_read() - e0);
+          // K/V read: every sequence, every layer, positions [0, ctx + i], bf16.
+          const double kv = double(B) * (ctx + i + 1) * c.num_hidden_layers * 2.0 * c.num_key_value_heads * c.head_dim * 2;
+          bytes += dense + eb + kv;
+          nexp.push_back(eb / expert / sparse);
+        }
+        t.push_back(sum / steps);
+        mb.push_back(bytes / steps / 1e6);
+        frac.push_back(bytes / steps / bw / t.back());
+      }
+      const double s = median(t), f = median(frac);
+      char name[64];
+      std::snprintf(name, sizeof name, "decode batch %d", B);
+      std::printf("%-22s %10.2f %10.2f %9.1f%% %9.2f %10.1f  %.1f of %d\n", name, B / s, s * 1e3, 100 * f, 1 / f,
+                  median(mb), median(nexp), c.num_experts);
+      std::fflush(stdout);
+    }
+    if (prompt > 0) {
+      const int32_t nb = (prompt + bs - 1) / bs;
+      KvCache cache(m.kv_cache_spec(nb, bs, DType::BF16));
+      std::vector<int32_t> table(nb), ids(prompt);
+      std::iota(table.begin(), table.end(), 0);
+      for (int i = 0; i < prompt; i++) ids[size_t(i)] = 1000 + (i * 7919) % 50000;
+      std::vector<float> logits(size_t(m.vocab_size()));
+      ForwardBatch fb;
+      std::vector<double> t;
+      for (int r = 0; r < std::min(runs, 3); r++) {
+        fb.clear();
+        fb.max_blocks_per_seq = nb;
+        fb.add_sequence(ids.data(), prompt, 0, table.data(), nb, bs, ForwardBatch::Logits::Last);
+        auto t0 = Clock::now();
+        m.forward(fb, cache, logits.data());
+        t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+      }
+      char name[64];
+      std::snprintf(name, sizeof name, "prefill %d", prompt);
+      std::printf("%-22s %10.1f %10.2f\n", name, prompt / median(t), median(t) * 1e3);
+    }
+    return 0;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "bench_moe: error: %s\n", e.what());
+    return 1;
+  }
+}
