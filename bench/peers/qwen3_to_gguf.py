@@ -1,6 +1,8 @@
 #!/usr/bin/python3
-"""Writes a pypto-serving test checkpoint (Hugging Face Qwen3 layout, bf16 safetensors) as a bf16
-GGUF file, so llama.cpp can run the same weights side by side with pypto-serving (bench/peers/).
+"""Writes a pypto-serving test checkpoint (Hugging Face Qwen3 or Qwen3-MoE layout, bf16 safetensors)
+as a bf16 GGUF file, so llama.cpp can run the same weights side by side with pypto-serving
+(bench/peers/). A Qwen3-MoE checkpoint becomes llama.cpp's `qwen3moe` architecture: the router as
+ffn_gate_inp, each layer's experts stacked into ffn_{gate,up,down}_exps [E, out, in].
 
 Uses the `gguf` Python package that ships inside a llama.cpp checkout (give its gguf-py folder
 with --gguf-py, or put it on PYTHONPATH); reads safetensors and tokenizer.json with the standard
@@ -61,13 +63,21 @@ def main():
     tok = json.load(open(os.path.join(a.model, "tokenizer.json")))
     tensors = read_safetensors(a.model)
 
-    w = gguf.GGUFWriter(a.out, "qwen3")
+    moe = cfg.get("model_type") == "qwen3_moe"
+    if moe and (cfg.get("mlp_only_layers") or cfg.get("decoder_sparse_step", 1) != 1):
+        sys.exit(f"{a.model}: dense layers inside a MoE model have no GGUF form here (mlp_only_layers, decoder_sparse_step)")
+    # Tensors go to a temporary file as they are added, so a 10 GB checkpoint never sits in memory.
+    w = gguf.GGUFWriter(a.out, "qwen3moe" if moe else "qwen3", use_temp_file=True)
     w.add_name("pypto-serving test model")
+    if moe:
+        w.add_expert_count(cfg["num_experts"])
+        w.add_expert_used_count(cfg["num_experts_per_tok"])
+        w.add_expert_feed_forward_length(cfg["moe_intermediate_size"])
     w.add_file_type(gguf.LlamaFileType.MOSTLY_BF16)
     w.add_context_length(cfg["max_position_embeddings"])
     w.add_embedding_length(cfg["hidden_size"])
     w.add_block_count(cfg["num_hidden_layers"])
-    w.add_feed_forward_length(cfg["intermediate_size"])
+    w.add_feed_forward_length(cfg.get("intermediate_size", 0))
     w.add_head_count(cfg["num_attention_heads"])
     w.add_head_count_kv(cfg["num_key_value_heads"])
     head_dim = cfg.get("head_dim", cfg["hidden_size"] // cfg["num_attention_heads"])
@@ -108,7 +118,7 @@ def main():
         "input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
         "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output", "self_attn.q_norm": "attn_q_norm",
         "self_attn.k_norm": "attn_k_norm", "post_attention_layernorm": "ffn_norm", "mlp.gate_proj": "ffn_gate",
-        "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
+        "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down", "mlp.gate": "ffn_gate_inp",
     }
     for l in range(cfg["num_hidden_layers"]):
         for hf, gg in per_layer.items():
@@ -125,6 +135,17 @@ def main():
         else:
             w.add_tensor(gg, np.ascontiguousarray(as_bf16_bytes(dtype, shape, raw)), raw_dtype=gguf.GGMLQuantizationType.BF16)
         print(f"  {hf} -> {gg} {shape}", file=sys.stderr)
+    for l in range(cfg["num_hidden_layers"]) if moe else []:
+        for proj in ("gate", "up", "down"):
+            stacked = []
+            for e in range(cfg["num_experts"]):
+                dtype, shape, raw = tensors[f"model.layers.{l}.mlp.experts.{e}.{proj}_proj.weight"]
+                stacked.append(as_bf16_bytes(dtype, shape, raw))
+            data = np.ascontiguousarray(np.stack(stacked))
+            w.add_tensor(f"blk.{l}.ffn_{proj}_exps.weight", data, raw_dtype=gguf.GGMLQuantizationType.BF16)
+            print(f"  model.layers.{l}.mlp.experts.*.{proj}_proj -> blk.{l}.ffn_{proj}_exps [{len(stacked)}, {shape}]",
+                  file=sys.stderr)
+            del stacked, data
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file(progress=False)
