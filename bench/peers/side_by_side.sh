@@ -4,6 +4,9 @@
 #
 #   bench/peers/side_by_side.sh MODEL_DIR MODEL.gguf LLAMA_BENCH [ROUNDS=3] [THREADS=2] [QUANT=none]
 #
+# A Qwen3-MoE MODEL_DIR is measured with bench_moe (decode of one sequence at context 128, prefill
+# 512) instead of bench_model, against llama.cpp's qwen3moe on the same weights.
+#
 # MODEL.gguf is MODEL_DIR converted with bench/peers/qwen3_to_gguf.py (bf16, same tensors), or
 # that file quantized with llama-quantize (q8_0, q4_0) when QUANT (our --quantization: int8, int4)
 # is given: each side then runs its own format of the same weights;
@@ -13,6 +16,8 @@ set -euo pipefail
 model="$1" gguf="$2" llama="$3" rounds="${4:-3}" threads="${5:-2}" quant="${6:-none}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 bm="$here/build/bench/model/bench_model"
+moe=0
+grep -q '"model_type": *"qwen3_moe"' "$model/config.json" && moe=1 && bm="$here/build/bench/model/bench_moe"
 ours_pp=() ours_tg=() peer_pp=() peer_tg=()
 for r in $(seq "$rounds"); do
   echo "[side-by-side] round $r/$rounds: llama-bench" >&2
@@ -20,9 +25,15 @@ for r in $(seq "$rounds"); do
   peer_pp+=("$(echo "$out" | awk -F, 'NR>1 && $0 ~ /"512","0"/ {gsub(/"/,"",$0); print}' | awk -F, '{print $(NF-1)}' | head -1)")
   peer_tg+=("$(echo "$out" | awk -F, 'NR>1 && $0 ~ /"0","32"/ {gsub(/"/,"",$0); print}' | awk -F, '{print $(NF-1)}' | head -1)")
   echo "[side-by-side] round $r/$rounds: bench_model" >&2
-  out=$("$bm" --model "$model" --threads "$threads" --runs 3 --contexts 128 --prompts 512 --quantization "$quant" 2>/dev/null)
-  ours_pp+=("$(echo "$out" | awk '/^prefill 512/ {print $3}')")
-  ours_tg+=("$(echo "$out" | awk '/^decode @ context 128/ {print $5}')")
+  if [ "$moe" = 1 ]; then
+    out=$("$bm" --model "$model" --threads "$threads" --runs 3 --batches 1 --context 128 --prompt 512 --quantization "$quant" 2>/dev/null)
+    ours_pp+=("$(echo "$out" | awk '/^prefill 512/ {print $3}')")
+    ours_tg+=("$(echo "$out" | awk '/^decode batch 1 / {print $4}')")
+  else
+    out=$("$bm" --model "$model" --threads "$threads" --runs 3 --contexts 128 --prompts 512 --quantization "$quant" 2>/dev/null)
+    ours_pp+=("$(echo "$out" | awk '/^prefill 512/ {print $3}')")
+    ours_tg+=("$(echo "$out" | awk '/^decode @ context 128/ {print $5}')")
+  fi
 done
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 p1=$(median "${ours_pp[@]}") p2=$(median "${peer_pp[@]}") t1=$(median "${ours_tg[@]}") t2=$(median "${peer_tg[@]}")
