@@ -250,8 +250,8 @@ StagedFormats staged_formats(const Checkpoint& ck, WeightFormat quantization, in
       f.layers = WeightFormat::Fp8;
       f.group = q.fp8_block_k;
     } else {
-      f.layers = WeightFormat::Int4;
-      f.group = q.awq_group;
+      f.layers = WeightFormat::Int4;  // AWQ and GPTQ: 4-bit groups with zero points
+      f.group = q.int4_group();
     }
     return f;  // embeddings and lm_head stay in the checkpoint's float dtype
   }
@@ -304,9 +304,6 @@ void validate_qwen3_checkpoint(const Checkpoint& ck) {
   DType wdt = embed ? embed->info->dtype : c.torch_dtype;
   std::vector<std::string> problems;
   const bool prequantized = c.quant.method != QuantMethod::None;
-  if (prequantized && c.has_sparse_layers())
-    fail(ck.dir(), ": a pre-quantized (", quant_method_name(c.quant.method), ") ", c.architecture,
-         " checkpoint is not supported yet; Qwen3-MoE runs from float checkpoints, with --quantization int8|int4");
   for (const auto& e : expected_tensors(c)) {
     // The projections of a pre-quantized checkpoint have their own tensors (checked below).
     if (prequantized && e.matrix && e.name.rfind("model.layers.", 0) == 0) continue;
@@ -525,8 +522,8 @@ Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, c
         const Fp8Source f = read_fp8_projection(ck, name);
         into(f.k, [&](QuantRows& q) { q.append(f, p.r0, p.r1); });
         release_projection(ck, name);
-      } else if (c.quant.method == QuantMethod::Awq) {
-        const AwqSource a = read_awq_projection(ck, name);
+      } else if (c.quant.method == QuantMethod::Awq || c.quant.method == QuantMethod::Gptq) {
+        const AwqSource a = read_int4_projection(ck, name);
         into(a.k, [&](QuantRows& q) { q.append(a, p.r0, p.r1); });
         release_projection(ck, name);
       } else {
