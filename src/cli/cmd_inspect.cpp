@@ -26,8 +26,8 @@ int dump_dequantized(const Checkpoint& ck, const std::string& proj, const std::s
     w.resize(static_cast<size_t>(n * k));
     for (int64_t r = 0; r < n; r++)
       for (int64_t c = 0; c < k; c++) w[static_cast<size_t>(r * k + c)] = s.at(r, c);
-  } else if (m == QuantMethod::Awq) {
-    AwqSource s = read_awq_projection(ck, proj);
+  } else if (m == QuantMethod::Awq || m == QuantMethod::Gptq) {
+    AwqSource s = read_int4_projection(ck, proj);
     n = s.n, k = s.k;
     w.resize(static_cast<size_t>(n * k));
     for (int64_t r = 0; r < n; r++)
@@ -48,7 +48,7 @@ int cmd_inspect(int argc, char** argv) {
   std::string model, dequantize, out;
   app.add_option("--model", model, "checkpoint directory")->required();
   app.add_option("--dequantize", dequantize,
-                 "instead of the summary, write one projection of a pre-quantized (fp8 / awq) checkpoint, decoded to "
+                 "instead of the summary, write one projection of a pre-quantized (fp8 / awq / gptq) checkpoint, decoded to "
                  "float32 W[out, in], e.g. model.layers.0.mlp.down_proj");
   app.add_option("--out", out, "the .npy file --dequantize writes");
   CLI11_PARSE(app, argc, argv);
@@ -87,6 +87,10 @@ int cmd_inspect(int argc, char** argv) {
   if (c.quant.method == QuantMethod::Awq)
     std::printf("quantization:     awq, 4-bit projections with a scale and zero point per %d inputs\n",
                 c.quant.awq_group);
+  if (c.quant.method == QuantMethod::Gptq)
+    std::printf("quantization:     gptq, 4-bit projections with a scale and zero point per %d inputs (%s, %s zeros)\n",
+                c.quant.gptq_group, c.quant.gptq_sym ? "symmetric" : "asymmetric",
+                c.quant.gptq_v1_zeros ? "v1" : "v2");
   std::string eos;
   for (int32_t e : c.eos_token_ids) eos += (eos.empty() ? "" : ", ") + std::to_string(e);
   std::printf("eos ids:          %s\n", eos.empty() ? "(none)" : eos.c_str());

@@ -20,15 +20,18 @@ int cmd_make_test_model(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--layers", layers, "number of layers (default: the preset's)")->check(CLI::PositiveNumber);
   app.add_option("--dtype", dtype, "weight dtype (of the unquantized tensors with --quant-format) [default: bf16; "
-                                   "f16 with --quant-format awq, as Qwen's AWQ releases]")
+                                   "f16 with --quant-format awq or gptq, as Qwen's AWQ and GPTQ-Int4 releases]")
       ->check(CLI::IsMember({"bf16", "f16", "f32"}));
   app.add_option("--quant-format", quant,
-                 "write a pre-quantized checkpoint: fp8 (block FP8, 128x128 tiles, as Qwen/Qwen3-*-FP8) or awq "
-                 "(4-bit AWQ GEMM with zero points, as Qwen/Qwen3-*-AWQ), from the same random weights")
-      ->check(CLI::IsMember({"none", "fp8", "awq"}))
+                 "write a pre-quantized checkpoint: fp8 (block FP8, 128x128 tiles, as Qwen/Qwen3-*-FP8), awq "
+                 "(4-bit AWQ GEMM with zero points, as Qwen/Qwen3-*-AWQ) or gptq (4-bit symmetric GPTQ, v1 zero "
+                 "points, as Qwen/Qwen3-*-GPTQ-Int4), from the same random weights; MoE presets keep the router "
+                 "unquantized")
+      ->check(CLI::IsMember({"none", "fp8", "awq", "gptq"}))
       ->capture_default_str();
   app.add_option("--quant-group", opt.quant_group,
-                 "AWQ group size along in_features [default: 128, or the largest power of two dividing them all]")
+                 "AWQ / GPTQ group size along in_features [default: 128, or the largest power of two dividing them "
+                 "all]")
       ->check(CLI::PositiveNumber);
   app.add_option("--shards", opt.shards, "number of safetensors files (index written when > 1)")
       ->check(CLI::PositiveNumber)
@@ -46,8 +49,11 @@ int cmd_make_test_model(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (layers > 0) opt.layers = layers;
   opt.qk_norm = !no_qk_norm;
-  opt.quant = quant == "fp8" ? QuantMethod::Fp8 : quant == "awq" ? QuantMethod::Awq : QuantMethod::None;
-  if (dtype.empty()) dtype = opt.quant == QuantMethod::Awq ? "f16" : "bf16";
+  opt.quant = quant == "fp8"    ? QuantMethod::Fp8
+              : quant == "awq"  ? QuantMethod::Awq
+              : quant == "gptq" ? QuantMethod::Gptq
+                                : QuantMethod::None;
+  if (dtype.empty()) dtype = opt.quant == QuantMethod::Awq || opt.quant == QuantMethod::Gptq ? "f16" : "bf16";
   dtype_parse(dtype, &opt.dtype);
   make_test_model(opt);
   const std::string layers_text = layers > 0 ? ", " + std::to_string(layers) + " layers" : "";

@@ -14,6 +14,7 @@ const char* quant_method_name(QuantMethod m) {
     case QuantMethod::None: return "none";
     case QuantMethod::Fp8: return "fp8";
     case QuantMethod::Awq: return "awq";
+    case QuantMethod::Gptq: return "gptq";
   }
   PYPTO_ASSERT(false, "bad quant method");
 }
@@ -102,19 +103,59 @@ QuantConfig parse_awq(const nlohmann::json& q, const std::string& path) {
   return c;
 }
 
+QuantConfig parse_gptq(const nlohmann::json& q, const std::string& path) {
+  QuantConfig c;
+  c.method = QuantMethod::Gptq;
+  const char* key = nullptr;
+  if (const auto* v = find_field(q, {"bits"}, &key)) {
+    // 8-bit GPTQ has a scale per group of inputs, which the per-row int8 layer format cannot hold.
+    if (!v->is_number_integer() || v->get<int64_t>() != 4) unsupported(path, key, *v, "4");
+  }
+  if (const auto* v = find_field(q, {"group_size"}, &key)) {
+    // -1 (one group over each whole input row) is a GPTQ option Qwen's releases do not use.
+    if (!v->is_number_integer() || v->get<int64_t>() <= 0 || v->get<int64_t>() > (1 << 20))
+      unsupported(path, key, *v, "a positive group size, e.g. 128");
+    c.gptq_group = static_cast<int32_t>(v->get<int64_t>());
+  }
+  if (const auto* v = find_field(q, {"sym"}, &key)) {
+    if (!v->is_boolean()) unsupported(path, key, *v, "true or false");
+    c.gptq_sym = v->get<bool>();
+  }
+  if (const auto* v = find_field(q, {"desc_act"}, &key)) {
+    if (!v->is_boolean()) unsupported(path, key, *v, "true or false");
+    c.gptq_desc_act = v->get<bool>();
+  }
+  // GPTQModel writes the convention as checkpoint_format (older releases as format).
+  if (const auto* v = find_field(q, {"checkpoint_format", "format"}, &key)) {
+    const std::string f = v->is_string() ? lower(v->get<std::string>()) : "";
+    if (f == "gptq") c.gptq_v1_zeros = true;
+    else if (f == "gptq_v2") c.gptq_v1_zeros = false;
+    else unsupported(path, key, *v, "\"gptq\" (zero points stored minus one) or \"gptq_v2\"");
+  }
+  if (const auto* v = find_field(q, {"lm_head"}, &key)) {
+    if (!v->is_boolean() || v->get<bool>()) unsupported(path, key, *v, "false (an unquantized lm_head)");
+  }
+  if (const auto* v = find_field(q, {"pack_dtype"}, &key)) {
+    if (!v->is_string() || v->get<std::string>() != "int32") unsupported(path, key, *v, "\"int32\"");
+  }
+  check_module_list(q, "modules_to_not_convert", path);
+  return c;
+}
+
 }  // namespace
 
 QuantConfig parse_quant_config(const nlohmann::json& q, const std::string& path) {
   if (!q.is_object())
     fail(path, ": field 'quantization_config' must be an object, got ", json_type_name(q), " ", q.dump());
   if (!q.contains("quant_method") || !q["quant_method"].is_string())
-    fail(path, ": quantization_config has no string 'quant_method' (supported: \"fp8\", \"awq\")");
+    fail(path, ": quantization_config has no string 'quant_method' (supported: \"fp8\", \"awq\", \"gptq\")");
   const std::string method = q["quant_method"].get<std::string>();
   if (method == "fp8") return parse_fp8(q, path);
   if (method == "awq") return parse_awq(q, path);
+  if (method == "gptq") return parse_gptq(q, path);
   fail(path, ": quantization_config.quant_method '", method,
        "' is not supported (supported: \"fp8\" block FP8 with 128x128-style tiles, \"awq\" 4-bit GEMM with zero "
-       "points)");
+       "points, \"gptq\" 4-bit)");
 }
 
 }  // namespace pypto

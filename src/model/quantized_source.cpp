@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "io/quant_config.h"
+#include "model/moe_staging.h"
 
 namespace pypto {
 namespace {
@@ -38,17 +39,20 @@ void resolve_slice(const std::string& proj, int64_t rows, int64_t cols, int64_t 
          cols, "]");
 }
 
-// The [out, in] of each projection of a layer.
-struct ProjShape {
-  const char* name;
-  int64_t out, in;
-};
-std::vector<ProjShape> layer_projections(const ModelConfig& c) {
+// The [out, in] of each quantized projection of layer i: attention, then the dense MLP or (a
+// Qwen3-MoE sparse layer) every expert's.
+std::vector<MoeProjection> layer_projections(const ModelConfig& c, int i) {
   const int64_t H = c.hidden_size, I = c.intermediate_size;
-  return {{"self_attn.q_proj", c.q_size(), H}, {"self_attn.k_proj", c.kv_size(), H},
-          {"self_attn.v_proj", c.kv_size(), H}, {"self_attn.o_proj", H, c.q_size()},
-          {"mlp.gate_proj", I, H},           {"mlp.up_proj", I, H},
-          {"mlp.down_proj", H, I}};
+  std::vector<MoeProjection> v = {{"self_attn.q_proj", c.q_size(), H}, {"self_attn.k_proj", c.kv_size(), H},
+                                  {"self_attn.v_proj", c.kv_size(), H}, {"self_attn.o_proj", H, c.q_size()}};
+  if (!c.sparse_layer(i)) {
+    v.push_back({"mlp.gate_proj", I, H});
+    v.push_back({"mlp.up_proj", I, H});
+    v.push_back({"mlp.down_proj", H, I});
+    return v;
+  }
+  for (MoeProjection& p : moe_expert_projections(c)) v.push_back(std::move(p));
+  return v;
 }
 
 }  // namespace
@@ -163,8 +167,96 @@ AwqSource read_awq_projection(const Checkpoint& ck, const std::string& proj, int
   return src;
 }
 
+AwqSource read_gptq_projection(const Checkpoint& ck, const std::string& proj, int64_t r0, int64_t r1, int64_t c0,
+                               int64_t c1) {
+  const QuantConfig& qc = ck.config().quant;
+  PYPTO_ASSERT(qc.method == QuantMethod::Gptq, "read_gptq_projection on a ", quant_method_name(qc.method),
+               " checkpoint");
+  const int64_t G = qc.gptq_group;
+  // qweight [in / 8, out] fixes the shape; qzeros, scales and g_idx must agree with it.
+  const TensorRef& qw = ck.get(proj + ".qweight");
+  if (qw.info->dtype != DType::I32 || qw.info->shape.size() != 2)
+    fail(ck.dir(), ": tensor '", proj, ".qweight' is ", dtype_name(qw.info->dtype), " ", shape_str(qw.info->shape),
+         ", expected a 2-D I32 [in / 8, out] (quant_method gptq)");
+  const int64_t K8 = qw.info->shape[0], K = K8 * 8, N = qw.info->shape[1];
+  if (K % G != 0 || N % 8 != 0)
+    fail(ck.dir(), ": tensor '", proj, ".qweight' [", K8, ", ", N, "] holds W [", N, ", ", K,
+         "]: in must be a multiple of the GPTQ group_size ", G, " and out a multiple of 8 (qzeros packs 8 per int32)");
+  const int64_t N8 = N / 8, groups_all = K / G;
+  const TensorRef& qz = get_checked(ck, proj + ".qzeros", {DType::I32}, Shape{groups_all, N8});
+  const TensorRef& sc = get_checked(ck, proj + ".scales", {DType::F16, DType::BF16}, Shape{groups_all, N});
+  resolve_slice(proj, N, K, r0, r1, c0, c1);
+  if (r0 % 8 || r1 % 8 || c0 % G || c1 % G || c0 % 8 || c1 % 8)
+    fail(proj, ": slice rows [", r0, ", ", r1, ") x columns [", c0, ", ", c1,
+         ") does not align with the GPTQ packing: rows must be multiples of 8 (qzeros packs 8 output features per "
+         "int32) and columns multiples of 8 and of group_size ",
+         G);
+  // g_idx maps each input row to its group. Sequential (desc_act false) it is k / group; an
+  // act-order checkpoint permutes it, which would need the inputs reordered: not served.
+  if (const TensorRef* gi = ck.find(proj + ".g_idx")) {
+    get_checked(ck, proj + ".g_idx", {DType::I32}, Shape{K});
+    const auto* g = reinterpret_cast<const int32_t*>(gi->data());
+    for (int64_t k = 0; k < K; k++)
+      if (g[k] != k / G)
+        fail(ck.dir(), ": tensor '", proj, ".g_idx' gives input ", k, " group ", g[k], ", not ", k / G,
+             " = input / group_size: act-order GPTQ (quantization_config.desc_act ",
+             qc.gptq_desc_act ? "true" : "false", ") is not supported; only g_idx[k] = k / group_size");
+  }
+
+  AwqSource src;
+  src.n = r1 - r0;
+  src.k = c1 - c0;
+  src.group = static_cast<int32_t>(G);
+  src.groups = src.k / G;
+  src.q.resize(static_cast<size_t>(src.n * src.k));
+  src.zero.resize(static_cast<size_t>(src.n * src.groups));
+  src.scale.resize(static_cast<size_t>(src.n * src.groups));
+  const auto* qwp = reinterpret_cast<const uint32_t*>(qw.data());
+  const auto* qzp = reinterpret_cast<const uint32_t*>(qz.data());
+  const int64_t g0 = c0 / G;
+
+  // qweight word [kr][n] holds inputs 8kr..8kr+7 of output n, nibble s = input 8kr + s: one
+  // word is 8 consecutive bytes of output row n. Rows in tiles of 64 outputs keep the reads of
+  // a qweight row contiguous and the writes within 64 rows' lines.
+  constexpr int64_t kTile = 64;
+  static_assert(std::endian::native == std::endian::little, "the 8-byte stores put byte i at address + i");
+  for (int64_t nt = r0; nt < r1; nt += kTile) {
+    const int64_t nend = std::min(r1, nt + kTile);
+    for (int64_t kr = c0 / 8; kr < c1 / 8; kr++) {
+      const uint32_t* words = qwp + kr * N;
+      for (int64_t n = nt; n < nend; n++) {
+        const uint32_t w = words[n];
+        uint64_t v = 0;  // byte s = nibble s
+        for (int s = 0; s < 8; s++) v |= static_cast<uint64_t>((w >> (4 * s)) & 15u) << (8 * s);
+        std::memcpy(src.q.data() + (n - r0) * src.k + (8 * kr - c0), &v, 8);
+      }
+    }
+  }
+  const uint32_t zero_offset = qc.gptq_v1_zeros ? 1 : 0;
+  for (int64_t g = 0; g < src.groups; g++) {
+    for (int64_t n = r0; n < r1; n++) {
+      const uint32_t stored = (qzp[(g0 + g) * N8 + n / 8] >> (4 * (n % 8))) & 15u;
+      const uint32_t z = stored + zero_offset;
+      if (z > 15)
+        fail(ck.dir(), ": tensor '", proj, ".qzeros' group ", g0 + g, " output ", n, ": stored zero point ", stored,
+             " is ", z, " under the v1 convention (checkpoint_format \"gptq\": stored = zero - 1), which does not fit 4 "
+             "bits (the tools' wrap of a zero point 0); re-export it as checkpoint_format \"gptq_v2\"");
+      const size_t at = static_cast<size_t>((n - r0) * src.groups + g);
+      src.zero[at] = static_cast<uint8_t>(z);
+      src.scale[at] = load_as_f32(sc.data(), sc.info->dtype, static_cast<size_t>((g0 + g) * N + n));
+    }
+  }
+  return src;
+}
+
+AwqSource read_int4_projection(const Checkpoint& ck, const std::string& proj, int64_t r0, int64_t r1, int64_t c0,
+                               int64_t c1) {
+  if (ck.config().quant.method == QuantMethod::Gptq) return read_gptq_projection(ck, proj, r0, r1, c0, c1);
+  return read_awq_projection(ck, proj, r0, r1, c0, c1);
+}
+
 void release_projection(const Checkpoint& ck, const std::string& proj) {
-  for (const char* suffix : {".weight", ".weight_scale_inv", ".qweight", ".qzeros", ".scales"})
+  for (const char* suffix : {".weight", ".weight_scale_inv", ".qweight", ".qzeros", ".scales", ".g_idx"})
     if (const TensorRef* t = ck.find(proj + suffix)) t->file->release(*t->info);
 }
 
@@ -193,6 +285,8 @@ void validate_quantized_projections(const Checkpoint& ck, std::vector<std::strin
   };
   const std::initializer_list<DType> floats = {DType::BF16, DType::F16, DType::F32};
   const int64_t H = c.hidden_size, V = c.vocab_size;
+  const TensorRef* embed = ck.find("model.embed_tokens.weight");
+  const DType wdt = embed ? embed->info->dtype : c.torch_dtype;
 
   // Unquantized tensors: embeddings, lm_head, norms (and Qwen2's q/k/v biases) in a float dtype.
   expect("model.embed_tokens.weight", floats, {V, H});
@@ -211,12 +305,33 @@ void validate_quantized_projections(const Checkpoint& ck, std::vector<std::strin
       expect(p + "self_attn.k_proj.bias", floats, {c.kv_size()});
       expect(p + "self_attn.v_proj.bias", floats, {c.kv_size()});
     }
-    for (const ProjShape& ps : layer_projections(c)) {
+    if (c.sparse_layer(i)) {
+      // The router stays unquantized (FP8 lists it in modules_to_not_convert; GPTQ stores a plain
+      // .weight), staged in the embedding table's dtype.
+      const std::string router = p + "mlp.gate.weight";
+      if (ck.find(p + "mlp.gate.qweight") || ck.find(router + "_scale_inv"))
+        problems.push_back(str_cat(router, ": a quantized router is not supported (Qwen's ",
+                                   quant_method_name(qc.method), " checkpoints keep it ", dtype_name(wdt), ")"));
+      expect(router, {wdt}, {c.num_experts, H});
+    }
+    for (const MoeProjection& ps : layer_projections(c, i)) {
       const std::string name = p + ps.name;
       if (qc.method == QuantMethod::Fp8) {
         expect(name + ".weight", {DType::F8_E4M3}, {ps.out, ps.in});
         expect(name + ".weight_scale_inv", floats,
                {ceil_div(ps.out, qc.fp8_block_n), ceil_div(ps.in, qc.fp8_block_k)});
+      } else if (qc.method == QuantMethod::Gptq) {
+        const int64_t G = qc.gptq_group;
+        if (ps.in % G != 0 || ps.in % 8 != 0 || ps.out % 8 != 0) {
+          problems.push_back(str_cat(name, ": [out ", ps.out, ", in ", ps.in,
+                                     "] cannot be GPTQ-packed (in must be a multiple of 8 and of group_size ", G,
+                                     ", out a multiple of 8)"));
+          continue;
+        }
+        expect(name + ".qweight", {DType::I32}, {ps.in / 8, ps.out});
+        expect(name + ".qzeros", {DType::I32}, {ps.in / G, ps.out / 8});
+        expect(name + ".scales", {DType::F16, DType::BF16}, {ps.in / G, ps.out});
+        expect(name + ".g_idx", {DType::I32}, {ps.in}, /*optional=*/true);
       } else {
         const int64_t G = qc.awq_group;
         if (ps.in % G != 0 || ps.out % 8 != 0) {

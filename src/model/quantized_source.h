@@ -32,7 +32,8 @@ struct Fp8Source {
   }
 };
 
-// AWQ 4-bit, unpacked: w[r][c] = (q[r * k + c] - zero[r * groups + c / group]) * scale[r * groups + c / group].
+// 4-bit groups, unpacked (AWQ, and GPTQ with g_idx = k / group decodes into the same form):
+// w[r][c] = (q[r * k + c] - zero[r * groups + c / group]) * scale[r * groups + c / group].
 struct AwqSource {
   int64_t n = 0, k = 0;
   int32_t group = 128;
@@ -60,14 +61,25 @@ Fp8Source read_fp8_projection(const Checkpoint& ck, const std::string& proj, int
                               int64_t c0 = 0, int64_t c1 = -1);
 AwqSource read_awq_projection(const Checkpoint& ck, const std::string& proj, int64_t r0 = 0, int64_t r1 = -1,
                               int64_t c0 = 0, int64_t c1 = -1);
+// GPTQ (io/quant_config.h): qweight [in / 8, out] unpacked along the input dimension, qzeros
+// along the output dimension (+1 under the v1 convention), scales, and g_idx checked to be
+// k / group (else an Error naming the tensor and desc_act: act-order is not served). A decoded
+// zero point above 15 (v1's stored 15, the wrapped zero 0) does not fit the int4 layer format: an
+// Error naming the tensor. Slices as AWQ's (rows multiples of 8, columns of the group and of 8).
+AwqSource read_gptq_projection(const Checkpoint& ck, const std::string& proj, int64_t r0 = 0, int64_t r1 = -1,
+                               int64_t c0 = 0, int64_t c1 = -1);
+// Any 4-bit format of the checkpoint's method (awq or gptq).
+AwqSource read_int4_projection(const Checkpoint& ck, const std::string& proj, int64_t r0 = 0, int64_t r1 = -1,
+                               int64_t c0 = 0, int64_t c1 = -1);
 // Releases the checkpoint pages behind a projection's tensors (after staging it).
 void release_projection(const Checkpoint& ck, const std::string& proj);
 
 // Checks that every quantized projection of the config's method is present with the shapes and
 // dtypes above (and the unquantized tensors: embeddings, lm_head, norms, Qwen2's q/k/v biases, in
-// BF16/F16/F32), appending one line per problem ("<tensor>: missing (expected ...)", "<tensor>:
+// BF16/F16/F32; a Qwen3-MoE router `mlp.gate.weight` [experts, hidden] unquantized in the dtype
+// of the embedding table), appending one line per problem ("<tensor>: missing (expected ...)", "<tensor>:
 // shape [..], expected [..]", "<tensor>: dtype .., expected .."); nothing for an unquantized
-// checkpoint. validate_qwen3_checkpoint calls it for fp8 / awq checkpoints in place of its own
+// checkpoint. validate_qwen3_checkpoint calls it for fp8 / awq / gptq checkpoints in place of its own
 // per-tensor checks and throws one Error listing them all.
 void validate_quantized_projections(const Checkpoint& ck, std::vector<std::string>& problems);
 

@@ -106,19 +106,19 @@ void fill_uniform(uint8_t* dst, DType dt, int64_t n, uint64_t seed, float center
   }
 }
 
-// One projection of a pre-quantized checkpoint. Its 2 (FP8) or 3 (AWQ) tensors are written one
+// One projection of a pre-quantized checkpoint. Its 2 (FP8), 3 (AWQ) or 4 (GPTQ) tensors are written one
 // after another: the first fill generates the bf16 source weights and quantizes them, each fill
 // copies its part out, and the last frees everything, so memory stays at one projection.
 struct QuantizedProjection {
   QuantMethod method = QuantMethod::None;
   int64_t n = 0, k = 0;
-  int32_t group = 0;  // FP8: the tile is group × group; AWQ: the group size along k
+  int32_t group = 0;  // FP8: the tile is group × group; AWQ / GPTQ: the group size along k
   uint64_t seed = 0;
   float a = 0;        // uniform half-width of the source weights
   int pending = 0;
   std::vector<uint8_t> codes;
   std::vector<uint16_t> scales;
-  std::vector<int32_t> qweight, qzeros;
+  std::vector<int32_t> qweight, qzeros, g_idx;
 
   void ensure() {
     if (!scales.empty()) return;
@@ -132,6 +132,12 @@ struct QuantizedProjection {
       codes.resize(static_cast<size_t>(n * k));
       scales.resize(static_cast<size_t>(gn * gk));
       quantize_fp8_blocks(w.data(), n, k, group, group, codes.data(), scales.data());
+    } else if (method == QuantMethod::Gptq) {
+      qweight.resize(static_cast<size_t>(k / 8 * n));
+      qzeros.resize(static_cast<size_t>(k / group * n / 8));
+      scales.resize(static_cast<size_t>(k / group * n));
+      g_idx.resize(static_cast<size_t>(k));
+      quantize_gptq_sym(w.data(), n, k, group, qweight.data(), qzeros.data(), scales.data(), g_idx.data());
     } else {
       qweight.resize(static_cast<size_t>(k * n / 8));
       qzeros.resize(static_cast<size_t>(k / group * n / 8));
@@ -155,14 +161,16 @@ std::function<void(uint8_t*)> fill_part(const std::shared_ptr<QuantizedProjectio
       std::vector<uint16_t>().swap(q->scales);
       std::vector<int32_t>().swap(q->qweight);
       std::vector<int32_t>().swap(q->qzeros);
+      std::vector<int32_t>().swap(q->g_idx);
     }
   };
 }
 
-// The AWQ group: `requested` if it divides every in_features, else an Error; 0 picks 128 or the
-// largest smaller power of two that divides them all (the tiny preset's hidden size is 64).
-int32_t awq_group_for(const ModelConfig& c, int requested) {
-  const int64_t ins[] = {c.hidden_size, c.q_size(), c.intermediate_size};
+// The AWQ / GPTQ group: `requested` if it divides every in_features, else an Error; 0 picks 128
+// or the largest smaller power of two that divides them all (the tiny presets' hidden size is 64).
+int32_t int4_group_for(const ModelConfig& c, int requested) {
+  const int64_t ins[] = {c.hidden_size, c.q_size(), c.intermediate_size,
+                         c.num_experts > 0 ? c.moe_intermediate_size : c.hidden_size};
   auto divides_all = [&](int64_t g) {
     for (int64_t in : ins)
       if (in % g) return false;
@@ -171,12 +179,13 @@ int32_t awq_group_for(const ModelConfig& c, int requested) {
   if (requested > 0) {
     if (!divides_all(requested))
       fail("--quant-group ", requested, " does not divide every projection's in_features (hidden_size ", c.hidden_size,
-           ", q rows ", c.q_size(), ", intermediate_size ", c.intermediate_size, ")");
+           ", q rows ", c.q_size(), ", intermediate_size ", c.intermediate_size,
+           c.num_experts > 0 ? str_cat(", moe_intermediate_size ", c.moe_intermediate_size) : std::string(), ")");
     return requested;
   }
   for (int32_t g = 128; g >= 8; g /= 2)
     if (divides_all(g)) return g;
-  fail("no AWQ group size from 128 down to 8 divides every projection's in_features");
+  fail("no 4-bit group size from 128 down to 8 divides every projection's in_features");
 }
 
 void write_file(const fs::path& p, const std::string& text) {
@@ -242,8 +251,7 @@ void make_test_model(const TestModelOptions& opt) {
     std::erase_if(c.mlp_only_layers, [&](int32_t i) { return i >= c.num_hidden_layers; });
   }
   const bool moe = c.arch == ModelArch::Qwen3Moe;
-  if (moe && (opt.qwen2 || opt.quant != QuantMethod::None))
-    fail("preset ", opt.preset, " is Qwen3-MoE: --qwen2 and --quant-format do not apply to it (yet)");
+  if (moe && opt.qwen2) fail("preset ", opt.preset, " is Qwen3-MoE: --qwen2 does not apply to it");
   if (opt.dtype != DType::BF16 && opt.dtype != DType::F16 && opt.dtype != DType::F32)
     fail("--dtype must be bf16, f16 or f32");
   if (opt.shards < 1) fail("--shards must be at least 1, got ", opt.shards);
@@ -267,8 +275,9 @@ void make_test_model(const TestModelOptions& opt) {
     uint64_t s = name_seed(opt.seed, name);
     tensors.push_back({name, dt, shape, [=](uint8_t* dst) { fill_uniform(dst, dt, n, s, center, std * sqrt3); }});
   };
-  const int32_t awq_group = opt.quant == QuantMethod::Awq ? awq_group_for(c, opt.quant_group) : 0;
-  if (opt.quant != QuantMethod::Awq && opt.quant_group != 0) fail("--quant-group applies to --quant-format awq only");
+  const bool int4 = opt.quant == QuantMethod::Awq || opt.quant == QuantMethod::Gptq;
+  const int32_t int4_group = int4 ? int4_group_for(c, opt.quant_group) : 0;
+  if (!int4 && opt.quant_group != 0) fail("--quant-group applies to --quant-format awq and gptq only");
   constexpr int32_t kFp8Block = 128;  // Qwen's weight_block_size [128, 128]
   auto proj = [&](const std::string& name, int64_t out_f, int64_t in_f) {
     const float std = 1.0f / std::sqrt(static_cast<float>(in_f));
@@ -279,20 +288,29 @@ void make_test_model(const TestModelOptions& opt) {
     q->method = opt.quant;
     q->n = out_f;
     q->k = in_f;
-    q->group = opt.quant == QuantMethod::Fp8 ? kFp8Block : awq_group;
+    q->group = opt.quant == QuantMethod::Fp8 ? kFp8Block : int4_group;
     q->seed = name_seed(opt.seed, name);
     q->a = std * sqrt3;
     if (opt.quant == QuantMethod::Fp8) {
       const int64_t gn = (out_f + kFp8Block - 1) / kFp8Block, gk = (in_f + kFp8Block - 1) / kFp8Block;
       tensors.push_back({name, DType::F8_E4M3, {out_f, in_f}, fill_part(q, &QuantizedProjection::codes)});
       tensors.push_back({stem + ".weight_scale_inv", DType::BF16, {gn, gk}, fill_part(q, &QuantizedProjection::scales)});
+    } else if (opt.quant == QuantMethod::Gptq) {
+      // AutoGPTQ's QuantLinear buffers, as Qwen/Qwen3-*-GPTQ-Int4 store them.
+      if (out_f % 8 || in_f % 8) fail("GPTQ packs 8 inputs / 8 outputs per int32: ", name, " is [", out_f, ", ", in_f, "]");
+      tensors.push_back({stem + ".qweight", DType::I32, {in_f / 8, out_f}, fill_part(q, &QuantizedProjection::qweight)});
+      tensors.push_back(
+          {stem + ".qzeros", DType::I32, {in_f / int4_group, out_f / 8}, fill_part(q, &QuantizedProjection::qzeros)});
+      tensors.push_back(
+          {stem + ".scales", DType::F16, {in_f / int4_group, out_f}, fill_part(q, &QuantizedProjection::scales)});
+      tensors.push_back({stem + ".g_idx", DType::I32, {in_f}, fill_part(q, &QuantizedProjection::g_idx)});
     } else {
       if (out_f % 8) fail("AWQ packs 8 output features per int32: ", name, " has ", out_f);
       tensors.push_back({stem + ".qweight", DType::I32, {in_f, out_f / 8}, fill_part(q, &QuantizedProjection::qweight)});
       tensors.push_back(
-          {stem + ".qzeros", DType::I32, {in_f / awq_group, out_f / 8}, fill_part(q, &QuantizedProjection::qzeros)});
+          {stem + ".qzeros", DType::I32, {in_f / int4_group, out_f / 8}, fill_part(q, &QuantizedProjection::qzeros)});
       tensors.push_back(
-          {stem + ".scales", DType::F16, {in_f / awq_group, out_f}, fill_part(q, &QuantizedProjection::scales)});
+          {stem + ".scales", DType::F16, {in_f / int4_group, out_f}, fill_part(q, &QuantizedProjection::scales)});
     }
   };
   const float gamma_a = 0.2f / sqrt3;
@@ -349,9 +367,10 @@ void make_test_model(const TestModelOptions& opt) {
       continue;
     }
     // Router logits of std ~1 (rows of std 1/sqrt(H) on normed h): routing neither uniform nor
-    // one-hot. Experts as Qwen stores them, one 2-D nn.Linear weight per projection.
+    // one-hot; never quantized (Qwen's FP8 and GPTQ-Int4 MoE releases keep it a plain .weight).
+    // Experts as Qwen stores them, one 2-D nn.Linear weight per projection.
     const int64_t mI = c.moe_intermediate_size;
-    proj(p + "mlp.gate.weight", c.num_experts, H);
+    add(p + "mlp.gate.weight", {c.num_experts, H}, 0.0f, 1.0f / std::sqrt(static_cast<float>(H)));
     for (int e = 0; e < c.num_experts; e++) {
       const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
       proj(x + "gate_proj.weight", mI, H);
@@ -426,16 +445,39 @@ void make_test_model(const TestModelOptions& opt) {
     cfg["router_aux_loss_coef"] = 0.001;
     cfg["use_sliding_window"] = false;
   }
-  // As Qwen/Qwen3-*-FP8 and Qwen/Qwen3-*-AWQ write them (io/quant_config.h).
+  // As Qwen/Qwen3-*-FP8, Qwen/Qwen3-*-AWQ and Qwen/Qwen3-*-GPTQ-Int4 write them (io/quant_config.h).
   if (opt.quant != QuantMethod::None) cfg["pypto_test_model"]["quant_format"] = quant_method_name(opt.quant);
-  if (opt.quant == QuantMethod::Fp8)
+  if (opt.quant == QuantMethod::Fp8) {
     cfg["quantization_config"] = {{"activation_scheme", "dynamic"},
                                   {"fmt", "e4m3"},
                                   {"quant_method", "fp8"},
                                   {"weight_block_size", {kFp8Block, kFp8Block}}};
+    if (moe) {  // Qwen3-30B-A3B-FP8 lists what stays bf16: lm_head, each layer's norms and router
+      nlohmann::ordered_json keep = {"lm_head"};
+      for (int i = 0; i < c.num_hidden_layers; i++)
+        for (const char* m : {"input_layernorm", "mlp.gate", "post_attention_layernorm"})
+          keep.push_back(str_cat("model.layers.", i, ".", m));
+      cfg["quantization_config"]["modules_to_not_convert"] = keep;
+    }
+  }
   if (opt.quant == QuantMethod::Awq)
-    cfg["quantization_config"] = {{"bits", 4},           {"group_size", awq_group}, {"modules_to_not_convert", nullptr},
-                                  {"quant_method", "awq"}, {"version", "gemm"},     {"zero_point", true}};
+    cfg["quantization_config"] = {{"bits", 4},           {"group_size", int4_group}, {"modules_to_not_convert", nullptr},
+                                  {"quant_method", "awq"}, {"version", "gemm"},      {"zero_point", true}};
+  if (opt.quant == QuantMethod::Gptq) {
+    const nlohmann::ordered_json gptq = {{"bits", 4},
+                                         {"group_size", int4_group},
+                                         {"damp_percent", 0.01},
+                                         {"desc_act", false},
+                                         {"static_groups", false},
+                                         {"sym", true},
+                                         {"true_sequential", true},
+                                         {"model_name_or_path", nullptr},
+                                         {"model_file_base_name", nullptr},
+                                         {"quant_method", "gptq"},
+                                         {"checkpoint_format", "gptq"}};
+    cfg["quantization_config"] = gptq;
+    write_file(out / "quantize_config.json", gptq.dump(2) + "\n");  // AutoGPTQ's copy, shipped beside it
+  }
   write_file(out / "config.json", cfg.dump(2) + "\n");
   nlohmann::ordered_json gen = {{"bos_token_id", 151643}, {"eos_token_id", {151645, 151643}}, {"do_sample", false}};
   write_file(out / "generation_config.json", gen.dump(2) + "\n");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "core/dtype.h"
 #include "core/error.h"
@@ -70,6 +71,42 @@ void quantize_awq_gemm(const float* w, int64_t n, int64_t k, int32_t g, int32_t*
       }
     }
   }
+}
+
+void quantize_gptq_sym(const float* w, int64_t n, int64_t k, int32_t g, int32_t* qweight, int32_t* qzeros,
+                       uint16_t* scales_f16, int32_t* g_idx) {
+  PYPTO_ASSERT(n % 8 == 0 && k % 8 == 0 && g > 0 && k % g == 0, "n ", n, " k ", k, " group ", g);
+  const int64_t groups = k / g, k8 = k / 8;
+  constexpr int kZero = 8;  // (maxq + 1) / 2 for 4 bits; stored as 7 (v1)
+  std::vector<uint8_t> q(static_cast<size_t>(n * k));
+#pragma omp parallel for schedule(dynamic)
+  for (int64_t r = 0; r < n; r++) {
+    const float* row = w + r * k;
+    for (int64_t gi = 0; gi < groups; gi++) {
+      float lo = 0.0f, hi = 0.0f;
+      for (int32_t c = 0; c < g; c++) lo = std::min(lo, row[gi * g + c]), hi = std::max(hi, row[gi * g + c]);
+      hi = std::max(-lo, hi);
+      if (lo < 0.0f) lo = -hi;
+      if (lo == 0.0f && hi == 0.0f) lo = -1.0f, hi = 1.0f;
+      const uint16_t s16 = f32_to_f16((hi - lo) / 15.0f);
+      scales_f16[gi * n + r] = s16;
+      const float s = f16_to_f32(s16);
+      for (int32_t c = 0; c < g; c++) {
+        const float v = std::nearbyint(row[gi * g + c] / s) + static_cast<float>(kZero);
+        q[static_cast<size_t>(r * k + gi * g + c)] = static_cast<uint8_t>(std::clamp(v, 0.0f, 15.0f));
+      }
+    }
+  }
+  for (int64_t kr = 0; kr < k8; kr++)
+    for (int64_t r = 0; r < n; r++) {
+      uint32_t word = 0;
+      for (int s = 0; s < 8; s++) word |= static_cast<uint32_t>(q[static_cast<size_t>(r * k + 8 * kr + s)]) << (4 * s);
+      qweight[kr * n + r] = static_cast<int32_t>(word);
+    }
+  uint32_t zword = 0;
+  for (int s = 0; s < 8; s++) zword |= static_cast<uint32_t>(kZero - 1) << (4 * s);
+  for (int64_t i = 0; i < groups * (n / 8); i++) qzeros[i] = static_cast<int32_t>(zword);
+  for (int64_t c = 0; c < k; c++) g_idx[c] = static_cast<int32_t>(c / g);
 }
 
 }  // namespace pypto

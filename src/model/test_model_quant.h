@@ -8,6 +8,13 @@
 //     input columns, scale = max(max − min, 1e-5) / 15 rounded to f16, zero = clamp(round(−min /
 //     scale), 0, 15), q = clamp(round(w / scale) + zero, 0, 15), rounding half to even as
 //     torch.round; q and zero packed 8 per int32 with kAwqOrder, transposed to [k, n / 8].
+//   GPTQ-Int4, symmetric (AutoGPTQ's Quantizer with sym, 4 bits, then QuantLinear.pack, v1 zeros;
+//     round-to-nearest: without calibration data there is no Hessian to compensate errors with,
+//     so GPTQ's column updates are skipped — the grid and the packing are the published ones):
+//     per output row and group of g inputs, lo = min(w, 0), hi = max(w, 0), hi = max(−lo, hi), lo = −hi
+//     if lo < 0 (both 0: ±1), scale = (hi − lo) / 15 rounded to f16, zero = 8, q = clamp(round(w /
+//     scale) + 8, 0, 15) with the f16 scale, half to even; qweight packs 8 consecutive inputs per
+//     int32 (nibble s = input 8r + s), qzeros the stored zero 8 − 1 = 7 for 8 consecutive outputs.
 #include <cstdint>
 
 namespace pypto {
@@ -19,5 +26,10 @@ void quantize_fp8_blocks(const float* w, int64_t n, int64_t k, int32_t bn, int32
 // n % 8 == 0, k % g == 0. qweight [k, n / 8], qzeros [k / g, n / 8], scales_f16 [k / g, n].
 void quantize_awq_gemm(const float* w, int64_t n, int64_t k, int32_t g, int32_t* qweight, int32_t* qzeros,
                        uint16_t* scales_f16);
+
+// n % 8 == 0, k % 8 == 0, k % g == 0. qweight [k / 8, n], qzeros [k / g, n / 8], scales_f16
+// [k / g, n], g_idx [k] (= input / g).
+void quantize_gptq_sym(const float* w, int64_t n, int64_t k, int32_t g, int32_t* qweight, int32_t* qzeros,
+                       uint16_t* scales_f16, int32_t* g_idx);
 
 }  // namespace pypto

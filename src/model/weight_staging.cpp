@@ -14,6 +14,7 @@
 #include "core/memory.h"
 #include "core/progress.h"
 #include "model/compile_cache.h"
+#include "model/moe_staging.h"
 #include "model/quant_rows.h"
 #include "model/quantized_source.h"
 
@@ -21,9 +22,6 @@ namespace pypto {
 namespace {
 
 std::string layer_name(int i, const char* suffix) { return str_cat("model.layers.", i, ".", suffix); }
-// "mlp.experts.{e}.{suffix}" below layer i's prefix (layer_name's suffix, for stage_projection).
-std::string expert_proj(int64_t e, const char* proj) { return str_cat("mlp.experts.", e, ".", proj); }
-std::string expert_name(int i, int64_t e, const char* suffix) { return layer_name(i, expert_proj(e, suffix).c_str()); }
 
 // The tensors one layer must hold, with expected shapes; `optional` ones may be absent.
 struct ExpectedTensor {
@@ -62,13 +60,9 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
       continue;
     }
     // Qwen3-MoE sparse layer, as Qwen publishes it: the router and per-expert 2-D projections.
-    const int64_t E = c.num_experts, mI = c.moe_intermediate_size;
-    v.push_back({layer_name(i, "mlp.gate.weight"), {E, H}, true, false});
-    for (int64_t e = 0; e < E; e++) {
-      v.push_back({expert_name(i, e, "gate_proj.weight"), {mI, H}, true, false});
-      v.push_back({expert_name(i, e, "up_proj.weight"), {mI, H}, true, false});
-      v.push_back({expert_name(i, e, "down_proj.weight"), {H, mI}, true, false});
-    }
+    v.push_back({layer_name(i, "mlp.gate.weight"), {c.num_experts, H}, true, false});
+    for (const MoeProjection& p : moe_expert_projections(c))
+      v.push_back({layer_name(i, (p.name + ".weight").c_str()), {p.out, p.in}, true, false});
   }
   return v;
 }
@@ -145,9 +139,8 @@ RankShapes rank_shapes(const Checkpoint& ck, int rank, int tp, const StagedForma
 
 struct LayerSlots {
   uint8_t *input_norm, *qkv, *qkv_bias, *q_norm, *k_norm, *o_proj, *post_norm, *gate_up, *down;
-  // A sparse layer: gate_up / down are null, and these hold the router and each expert's pair.
-  uint8_t* router = nullptr;
-  std::vector<uint8_t*> expert_gate_up, expert_down;
+  // A sparse layer: gate_up / down are null, and `moe` holds the router and each expert's pair.
+  MoeLayerSlots moe;
 };
 
 // The slab's layout, in order. A tied model stages its table once, in the lm_head's run-time
@@ -189,15 +182,9 @@ void plan_slab(const RankShapes& r, const Backend& backend, SlabCursor& s, std::
       continue;
     }
     l.gate_up = l.down = nullptr;
-    // The router stays in the checkpoint's float dtype whatever the layer format (quantized
-    // checkpoints and vLLM leave it unquantized too: it is small and decides the routing).
-    l.router = s.take(backend.packed_weight_bytes(wdt, r.experts, H));
-    l.expert_gate_up.resize(size_t(r.experts));
-    l.expert_down.resize(size_t(r.experts));
-    for (int64_t e = 0; e < r.experts; e++) {  // expert by expert: a decode reads two runs per expert
-      l.expert_gate_up[size_t(e)] = s.take(bytes(lf, 2 * r.moe_inter, H));
-      l.expert_down[size_t(e)] = s.take(bytes(lf, H, r.moe_inter));
-    }
+    // The router stays in the checkpoint's float dtype whatever the layer format.
+    plan_moe_layer(r.experts, backend.packed_weight_bytes(wdt, r.experts, H), bytes(lf, 2 * r.moe_inter, H),
+                   bytes(lf, H, r.moe_inter), [&](size_t n) { return s.take(n); }, l.moe);
   }
 }
 
@@ -263,8 +250,8 @@ StagedFormats staged_formats(const Checkpoint& ck, WeightFormat quantization, in
       f.layers = WeightFormat::Fp8;
       f.group = q.fp8_block_k;
     } else {
-      f.layers = WeightFormat::Int4;
-      f.group = q.awq_group;
+      f.layers = WeightFormat::Int4;  // AWQ and GPTQ: 4-bit groups with zero points
+      f.group = q.int4_group();
     }
     return f;  // embeddings and lm_head stay in the checkpoint's float dtype
   }
@@ -317,9 +304,6 @@ void validate_qwen3_checkpoint(const Checkpoint& ck) {
   DType wdt = embed ? embed->info->dtype : c.torch_dtype;
   std::vector<std::string> problems;
   const bool prequantized = c.quant.method != QuantMethod::None;
-  if (prequantized && c.has_sparse_layers())
-    fail(ck.dir(), ": a pre-quantized (", quant_method_name(c.quant.method), ") ", c.architecture,
-         " checkpoint is not supported yet; Qwen3-MoE runs from float checkpoints, with --quantization int8|int4");
   for (const auto& e : expected_tensors(c)) {
     // The projections of a pre-quantized checkpoint have their own tensors (checked below).
     if (prequantized && e.matrix && e.name.rfind("model.layers.", 0) == 0) continue;
@@ -413,11 +397,7 @@ Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, c
       L.down = LinearWeight{s.down, wdt, H, w.inter, lf, lgroup};
       continue;
     }
-    L.sparse = true;
-    L.router = LinearWeight{s.router, wdt, shapes.experts, H, WeightFormat::Float, 0};
-    for (int64_t e = 0; e < shapes.experts; e++)
-      L.experts.push_back({LinearWeight{s.expert_gate_up[size_t(e)], wdt, 2 * shapes.moe_inter, H, lf, lgroup},
-                           LinearWeight{s.expert_down[size_t(e)], wdt, H, shapes.moe_inter, lf, lgroup}});
+    bind_moe_layer(s.moe, wdt, shapes.experts, H, shapes.moe_inter, lf, lgroup, L);
   }
   w.embed = embed_p;
   w.embed_in_lm_head = tied;
@@ -507,10 +487,7 @@ Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, c
   // parts stacked by rows into a [n, k] weight packed at dst in the layer format. Quantized
   // online formats quantize whole rows before a column slice (so every rank holds the values a
   // single rank would); pre-quantized ones are read whole, then sliced the same way.
-  struct Part {
-    const char* proj;
-    int64_t r0, r1, c0, c1;
-  };
+  using Part = ProjectionPart;
   size_t projection_bytes = 0;
   auto stage_projection = [&](int layer, std::span<const Part> parts, int64_t n, int64_t k, uint8_t* dst) {
     if (lf == WeightFormat::Float) {
@@ -545,8 +522,8 @@ Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, c
         const Fp8Source f = read_fp8_projection(ck, name);
         into(f.k, [&](QuantRows& q) { q.append(f, p.r0, p.r1); });
         release_projection(ck, name);
-      } else if (c.quant.method == QuantMethod::Awq) {
-        const AwqSource a = read_awq_projection(ck, name);
+      } else if (c.quant.method == QuantMethod::Awq || c.quant.method == QuantMethod::Gptq) {
+        const AwqSource a = read_int4_projection(ck, name);
         into(a.k, [&](QuantRows& q) { q.append(a, p.r0, p.r1); });
         release_projection(ck, name);
       } else {
@@ -587,22 +564,8 @@ Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, c
     // o_proj is row-parallel: this rank's input columns [H, q_rows].
     const Part o[] = {{"self_attn.o_proj", 0, H, rank * q_rows, (rank + 1) * q_rows}};
     stage_projection(i, o, H, q_rows, s.o_proj);
-    if (s.router) {
-      // Qwen3-MoE (one rank: rank_shapes refuses --tp): the router as is, then per expert the
-      // dense MLP's staging at width moe_inter: gate rows then up rows → [2 mI, H], down [H, mI].
-      const TensorRef& router = src(layer_name(i, "mlp.gate.weight"));
-      backend.pack_weight(router.data(), wdt, shapes.experts, H, s.router);
-      projection_bytes += router.info->end - router.info->begin;
-      release(router);
-      const int64_t mI = w.moe_inter;
-      for (int64_t e = 0; e < shapes.experts; e++) {
-        const std::string gate = expert_proj(e, "gate_proj"), up = expert_proj(e, "up_proj"),
-                          down = expert_proj(e, "down_proj");
-        const Part egu[] = {{gate.c_str(), 0, mI, 0, -1}, {up.c_str(), 0, mI, 0, -1}};
-        stage_projection(i, egu, 2 * mI, H, s.expert_gate_up[size_t(e)]);
-        const Part ed[] = {{down.c_str(), 0, H, 0, -1}};
-        stage_projection(i, ed, H, mI, s.expert_down[size_t(e)]);
-      }
+    if (s.moe.router) {
+      projection_bytes += stage_moe_layer(ck, backend, i, w.moe_inter, s.moe, stage_projection);
     } else {
       // gate_up: this rank's intermediate rows of gate then up → [2*inter_r, H]
       const Part gu[] = {{"mlp.gate_proj", rank * w.inter, (rank + 1) * w.inter, 0, -1},

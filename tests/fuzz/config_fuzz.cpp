@@ -17,6 +17,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       __builtin_trap();
     if (c.quant.method == pypto::QuantMethod::Awq && (c.quant.awq_bits != 4 || c.quant.awq_group <= 0))
       __builtin_trap();
+    if (c.quant.method == pypto::QuantMethod::Gptq && (c.quant.gptq_bits != 4 || c.quant.gptq_group <= 0))
+      __builtin_trap();
     pypto::merge_generation_config(c, text, "generation_config.json");
   } catch (const pypto::Error&) {
   }

@@ -1,4 +1,4 @@
-// config.json's quantization_config: the fields Qwen's FP8 and AWQ releases write parse into
+// config.json's quantization_config: the fields Qwen's FP8, AWQ and GPTQ-Int4 releases write parse into
 // ModelConfig::quant; every other method or unsupported value is refused naming the file, the
 // field, the value found and what is supported.
 #include <gtest/gtest.h>
@@ -49,6 +49,12 @@ nlohmann::json qwen_awq() {  // Qwen/Qwen3-14B-AWQ config.json
           {"quant_method", "awq"}, {"version", "gemm"}, {"zero_point", true}};
 }
 
+nlohmann::json qwen_gptq() {  // Qwen/Qwen3-30B-A3B-GPTQ-Int4 config.json
+  return {{"bits", 4},          {"group_size", 128},   {"desc_act", false},         {"sym", true},
+          {"checkpoint_format", "gptq"}, {"quant_method", "gptq"}, {"damp_percent", 0.01}, {"static_groups", false},
+          {"true_sequential", true}, {"model_file_base_name", nullptr}, {"model_name_or_path", nullptr}};
+}
+
 }  // namespace
 
 TEST(QuantConfig, AbsentOrNullMeansUnquantized) {
@@ -87,12 +93,12 @@ TEST(QuantConfig, ParsesQwenAwqAndAutoAwqSpellings) {
 TEST(QuantConfig, RefusesOtherMethodsNamingTheSupportedOnes) {
   const std::string tail =
       "' is not supported (supported: \"fp8\" block FP8 with 128x128-style tiles, \"awq\" 4-bit GEMM with zero "
-      "points)";
-  for (const char* m : {"gptq", "compressed-tensors", "bitsandbytes", "awq_marlin", "FP8"})
+      "points, \"gptq\" 4-bit)";
+  for (const char* m : {"gptq_marlin", "compressed-tensors", "bitsandbytes", "awq_marlin", "FP8"})
     EXPECT_EQ(parse_error({{"quant_method", m}, {"bits", 4}}),
               std::string("m/config.json: quantization_config.quant_method '") + m + tail);
   EXPECT_EQ(parse_error({{"bits", 4}}),
-            "m/config.json: quantization_config has no string 'quant_method' (supported: \"fp8\", \"awq\")");
+            "m/config.json: quantization_config has no string 'quant_method' (supported: \"fp8\", \"awq\", \"gptq\")");
   EXPECT_EQ(parse_error("fp8"), "m/config.json: field 'quantization_config' must be an object, got string \"fp8\"");
 }
 
@@ -136,4 +142,53 @@ TEST(QuantConfig, RefusesUnsupportedAwqFields) {
   for (const char* v : {"gemv", "gemv_fast", "exllama", "marlin", "ipex"})
     EXPECT_EQ(with("version", v),
               std::string("m/config.json: quantization_config.version is \"") + v + "\" (supported: \"gemm\")");
+}
+
+TEST(QuantConfig, ParsesQwenGptqInt4) {
+  QuantConfig q = parse(qwen_gptq()).quant;
+  EXPECT_EQ(q.method, QuantMethod::Gptq);
+  EXPECT_STREQ(quant_method_name(q.method), "gptq");
+  EXPECT_EQ(q.gptq_bits, 4);
+  EXPECT_EQ(q.gptq_group, 128);
+  EXPECT_EQ(q.int4_group(), 128);
+  EXPECT_TRUE(q.gptq_sym);
+  EXPECT_FALSE(q.gptq_desc_act);
+  EXPECT_TRUE(q.gptq_v1_zeros);
+  // Absent checkpoint_format is v1 (AutoGPTQ); gptq_v2 stores the zeros as they are; GPTQModel's
+  // older key is `format`. desc_act true parses: g_idx decides, per tensor, at load.
+  auto j = qwen_gptq();
+  j.erase("checkpoint_format");
+  j["group_size"] = 64;
+  j["sym"] = false;
+  j["desc_act"] = true;
+  q = parse(j).quant;
+  EXPECT_TRUE(q.gptq_v1_zeros);
+  EXPECT_EQ(q.int4_group(), 64);
+  EXPECT_FALSE(q.gptq_sym);
+  EXPECT_TRUE(q.gptq_desc_act);
+  j["checkpoint_format"] = "gptq_v2";
+  EXPECT_FALSE(parse(j).quant.gptq_v1_zeros);
+  j.erase("checkpoint_format");
+  j["format"] = "gptq_v2";
+  EXPECT_FALSE(parse(j).quant.gptq_v1_zeros);
+}
+
+TEST(QuantConfig, RefusesUnsupportedGptqFields) {
+  auto with = [](const char* k, nlohmann::json v) {
+    auto j = qwen_gptq();
+    j[k] = v;
+    return parse_error(j);
+  };
+  EXPECT_EQ(with("bits", 8), "m/config.json: quantization_config.bits is 8 (supported: 4)");
+  EXPECT_EQ(with("bits", 3), "m/config.json: quantization_config.bits is 3 (supported: 4)");
+  EXPECT_EQ(with("group_size", -1),
+            "m/config.json: quantization_config.group_size is -1 (supported: a positive group size, e.g. 128)");
+  EXPECT_EQ(with("desc_act", "no"), "m/config.json: quantization_config.desc_act is \"no\" (supported: true or false)");
+  for (const char* f : {"marlin", "bitblas", "ipex"})
+    EXPECT_EQ(with("checkpoint_format", f),
+              std::string("m/config.json: quantization_config.checkpoint_format is \"") + f +
+                  "\" (supported: \"gptq\" (zero points stored minus one) or \"gptq_v2\")");
+  EXPECT_EQ(with("lm_head", true),
+            "m/config.json: quantization_config.lm_head is true (supported: false (an unquantized lm_head))");
+  EXPECT_EQ(with("pack_dtype", "int16"), "m/config.json: quantization_config.pack_dtype is \"int16\" (supported: \"int32\")");
 }

@@ -18,7 +18,7 @@ With --report it also prints the error against the unquantized model: max relati
 top-1 agreement per position, and the greedy prefix the quantized model shares with the
 unquantized one.
 
-Also the pre-quantized checkpoints make-test-model writes (--prequantized fp8,awq): the engine's
+Also the pre-quantized checkpoints make-test-model writes (--prequantized fp8,awq,gptq): the engine's
 logits against the reference that dequantizes them, within 1e-3 of the range at highest and high
 (FP8 takes f32 activations at every precision), the medium (int8-activation) figure printed.
 
@@ -29,7 +29,7 @@ held to the same 1e-3; the medium figure is printed as the cost of int8 activati
 bound). --outlier-channels 0 skips it.
 
 Usage: check_quantized_logits.py --binary PATH/pypto-serving --work-dir DIR [--preset tiny]
-       [--layers N] [--report] [--formats int8,int4] [--group 64] [--prequantized fp8,awq]
+       [--layers N] [--report] [--formats int8,int4] [--group 64] [--prequantized fp8,awq,gptq]
        [--outlier-channels 4] [--outlier-scale 64]
 """
 import argparse
@@ -179,7 +179,7 @@ def main():
     ap.add_argument("--formats", default="int8,int4")
     ap.add_argument("--group", type=int, default=64)
     ap.add_argument("--report", action="store_true")
-    ap.add_argument("--prequantized", default="fp8,awq", help="pre-quantized checkpoints to check too")
+    ap.add_argument("--prequantized", default="fp8,awq,gptq", help="pre-quantized checkpoints to check too")
     ap.add_argument("--outlier-channels", type=int, default=4, help="0: skip the outlier-channel model")
     ap.add_argument("--outlier-scale", type=float, default=64.0)
     a = ap.parse_args()
