@@ -217,3 +217,12 @@ test('rerank bad inputs: a 400 naming the field', async () => {
   }
   assert.equal((await post(servers.rr, '/v1/rerank', { query: 'q', documents: ['d'] })).status, 200);
 });
+
+test('metrics count pooling requests and their inputs', async () => {
+  await post(servers.emb, '/v1/embeddings', { input: ['a', 'b', 'c'] });
+  const text = await (await fetch(servers.emb.baseURL + '/metrics')).text();
+  const count = (name) => Number(text.match(new RegExp(`${name}\\{model_name="emb",endpoint="embeddings"\\} (\\d+)`))[1]);
+  assert.ok(count('pypto:pooling_requests_total') >= 1);
+  assert.ok(count('pypto:pooling_inputs_total') >= 3);
+  assert.ok(count('pypto:pooling_inputs_total') > count('pypto:pooling_requests_total'));
+});
