@@ -50,11 +50,13 @@ void write_embedding_files(const std::string& dir_s, int64_t hidden) {
                     {"similarity_fn_name", "cosine"}};
   write(dir / "config_sentence_transformers.json", st.dump(2) + "\n");
 
-  // tokenizer.json: the appended <|endoftext|> (a pair gets one after each sequence).
+  // tokenizer.json: the appended <|endoftext|> (a pair gets one after each sequence). The file is
+  // 11 MB; only its post_processor value is replaced, as text (parsing 151k vocabulary keys into
+  // an ordered_json takes half a minute).
   const fs::path tok = dir / "tokenizer.json";
-  ojson t = ojson::parse(read_text_file(tok.string()));
+  std::string text = read_text_file(tok.string());
   const ojson eos = {{"SpecialToken", {{"id", "<|endoftext|>"}, {"type_id", 0}}}};
-  t["post_processor"] = {
+  const ojson post = {
       {"type", "TemplateProcessing"},
       {"single", ojson::array({{{"Sequence", {{"id", "A"}, {"type_id", 0}}}}, eos})},
       {"pair", ojson::array({{{"Sequence", {{"id", "A"}, {"type_id", 0}}}}, eos,
@@ -63,7 +65,13 @@ void write_embedding_files(const std::string& dir_s, int64_t hidden) {
       {"special_tokens",
        {{"<|endoftext|>", {{"id", "<|endoftext|>"}, {"ids", {151643}}, {"tokens", {"<|endoftext|>"}}}}}},
   };
-  write(tok, t.dump(2) + "\n");
+  const size_t key = text.find("\"post_processor\"");
+  const size_t open = key == std::string::npos ? key : text.find('{', key);
+  const size_t close = open == std::string::npos ? open : text.find('}', open);  // a flat object (ByteLevel)
+  if (close == std::string::npos || text.find('{', open + 1) < close)
+    fail(tok.string(), ": expected a flat \"post_processor\" object (the Qwen3 tokenizer's ByteLevel) to replace");
+  text.replace(open, close + 1 - open, post.dump());
+  write(tok, text);
 }
 
 }  // namespace pypto
