@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <httplib.h>
 
+#include "cli/bench_embeddings.h"
 #include "cli/bench_output.h"
 #include "cli/soak_command.h"
 #include "core/profile_report.h"
@@ -177,7 +178,7 @@ int cmd_bench(int argc, char** argv) {
   uint64_t s_seed = 0;
   bool skip_test = false;
   serve->add_option("--url", url, "server base URL")->capture_default_str();
-  serve->add_option("--endpoint", endpoint, "API path (/v1/completions or /v1/chat/completions)")->capture_default_str();
+  serve->add_option("--endpoint", endpoint, "API path (/v1/completions, /v1/chat/completions or /v1/embeddings)")->capture_default_str();
   serve->add_option("--model", model_name, "model name sent in requests (default: the server's first /v1/models id)");
   serve->add_option("--tokenizer", tokenizer_dir, "checkpoint directory whose tokenizer builds the prompts (default: --model when it is a directory, "
                     "else the server's /v1/models root when that directory is readable here)");
@@ -244,6 +245,7 @@ int cmd_bench(int argc, char** argv) {
     auto tok = Tokenizer::load(tokenizer_dir);
     bench::RandomDatasetOptions dopt{s_in, s_out, s_ratio, s_n, s_seed};
     const std::vector<bench::DatasetRequest> data = bench::random_dataset(*tok, dopt);
+    if (endpoint.ends_with("/embeddings")) return bench::run_embeddings_bench(data, so, cs, skip_test);  // bench_embeddings.h
     if (!skip_test) {
       bench::RequestTiming t = bench::send_completion(so.endpoint, data[0].prompt, int64_t(data[0].prompt_ids.size()),
                                                       std::min<int64_t>(data[0].output_len, 16), std::chrono::steady_clock::now());

@@ -7,6 +7,7 @@ int cmd_make_test_model(int argc, char** argv);
 int cmd_inspect(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_logits(int argc, char** argv);
+int cmd_embed(int argc, char** argv);  // cmd_embed.cpp: embeddings / reranker scores offline
 int cmd_bench(int argc, char** argv);
 // No subcommand: serve mode, or offline generation when --prompt is given.
 int cmd_run(int argc, char** argv);

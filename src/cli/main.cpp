@@ -21,6 +21,7 @@ const Subcommand kSubcommands[] = {
     {"inspect", pypto::cli::cmd_inspect, "print a checkpoint's config, tensors, sizes and memory needed"},
     {"tokenize", pypto::cli::cmd_tokenize, "encode/decode text or render a chat with the model's tokenizer"},
     {"logits", pypto::cli::cmd_logits, "write the logits of every position of a prompt as .npy"},
+    {"embed", pypto::cli::cmd_embed, "embeddings (or reranker scores) of texts or a JSONL file, as JSONL or .npy"},
     {"bench", pypto::cli::cmd_bench, "benchmarks: serve (OpenAI-API load generator), latency, throughput"},
 };
 

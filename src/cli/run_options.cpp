@@ -104,6 +104,13 @@ void add_run_options(CLI::App& app, RunOptions& o) {
   app.add_option("--hf-overrides", o.hf_overrides,
                  "JSON object whose top-level keys replace config.json's, e.g. '{\"rope_scaling\": {\"rope_type\": "
                  "\"yarn\", \"factor\": 4.0, \"original_max_position_embeddings\": 32768}}' for 131,072 tokens");
+  app.add_option("--runner", o.runner,
+                 "auto | generate | pooling | rerank: pooling serves embeddings (/v1/embeddings) or, with the "
+                 "Qwen3-Reranker --hf-overrides, scores (/v1/rerank, /v1/score); rerank is short for pooling with "
+                 "those overrides; auto picks pooling for an embedding checkpoint (no lm_head, sentence-transformers "
+                 "files)")
+      ->check(CLI::IsMember({"auto", "generate", "pooling", "rerank"}))
+      ->capture_default_str();
   app.add_option("--max-model-len", o.max_model_len, "prompt + generated tokens per request")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -243,6 +250,7 @@ EngineLoadOptions engine_options(const RunOptions& o, const std::string& model_d
   EngineLoadOptions e;
   e.model_dir = model_dir;
   e.hf_overrides = o.hf_overrides;
+  e.runner = parse_runner(o.runner);
   e.scheduler.max_num_seqs = o.max_num_seqs;
   e.scheduler.max_num_batched_tokens = o.max_num_batched_tokens;
   e.scheduler.max_model_len = o.max_model_len;

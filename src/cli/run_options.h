@@ -57,6 +57,7 @@ struct RunOptions {
   int quantization_group = 64;            // int4: inputs per scale and zero point
   int64_t max_model_len = 1024;
   std::string hf_overrides;  // --hf-overrides: JSON object over config.json's top-level keys
+  std::string runner = "auto";  // --runner auto | generate | pooling | rerank (io/pooling_config.h)
   int32_t block_size = 16;
   std::optional<double> memory_utilization;  // unset: the CPU default KV size (engine/kv_capacity.h)
   std::string kv_cache_memory;

@@ -46,14 +46,19 @@ void Engine::validate_request(const EngineRequest& req) const {
   if (req.grammar && req.grammar->vocab().size() != config_.vocab_size)
     fail("request ", req.request_id, ": its grammar was compiled for a vocabulary of ", req.grammar->vocab().size(),
          " tokens, the model has ", config_.vocab_size);
-  req.params.validate(config_.vocab_size);
+  if (req.pooling != (config_.pooled_width > 0))
+    fail("request ", req.request_id, ": ",
+         req.pooling ? "a pooling (embedding / score) request, but this engine generates (--runner generate)"
+                     : "a generate request, but this engine serves a pooling model (--runner pooling)");
+  if (!req.pooling) req.params.validate(config_.vocab_size);
+  if (req.pooling && req.params.n != 1) fail("request ", req.request_id, ": a pooling request has n 1, got ", req.params.n);
   for (size_t i = 0; i < req.prompt_token_ids.size(); ++i) {
     const int32_t t = req.prompt_token_ids[i];
     if (t < 0 || t >= config_.vocab_size)
       fail("request ", req.request_id, ": prompt token ", i, " = ", t, " is outside the vocabulary [0, ",
            config_.vocab_size, ")");
   }
-  scheduler_.check_request(req.request_id, int64_t(req.prompt_token_ids.size()), req.params.max_tokens);
+  scheduler_.check_request(req.request_id, int64_t(req.prompt_token_ids.size()), req.pooling ? 0 : req.params.max_tokens);
 }
 
 void Engine::add_request(const EngineRequest& req) {
@@ -67,6 +72,10 @@ void Engine::add_request(const EngineRequest& req) {
     const std::string seq_id = n == 1 ? req.request_id : str_cat(req.request_id, kSequenceSeparator, k);
     const uint64_t seed = req.params.seed ? *req.params.seed + uint64_t(k) : seed_source_();
     auto seq = std::make_unique<Request>(seq_id, req.prompt_token_ids, req.params, config_.eos_token_ids, seed);
+    if (req.pooling) {
+      seq->pooling = true;
+      seq->sampling_params.max_tokens = 0;  // prefill only (Scheduler::check_request)
+    }
     if (n > 1) seq->group_id = req.request_id;
     if (k > 0 && config_.cache.enable_prefix_caching)
       parent.deferred.push_back(std::move(seq));
@@ -204,9 +213,10 @@ std::vector<RequestOutput> Engine::step() {
   try {
     executor_->execute(so, eo);
     const int64_t rows = so.num_sampling_rows();
-    if (eo.vocab_size != config_.vocab_size || int64_t(eo.logits.size()) != rows * eo.vocab_size)
-      error = str_cat("model executor returned ", eo.logits.size(), " logits of vocab ", eo.vocab_size, " for ",
-                      rows, " sampling rows of vocab ", config_.vocab_size);
+    const int64_t width = config_.pooled_width > 0 ? config_.pooled_width : config_.vocab_size;
+    if (eo.vocab_size != width || int64_t(eo.logits.size()) != rows * eo.vocab_size)
+      error = str_cat("model executor returned ", eo.logits.size(), " values of width ", eo.vocab_size, " for ",
+                      rows, " output rows of width ", width);
   } catch (const std::exception& e) {
     error = e.what();
   }
@@ -235,6 +245,11 @@ std::vector<RequestOutput> Engine::step() {
       finish_sequence(out);
       outs.push_back(std::move(out));
     }
+    return outs;
+  }
+
+  if (config_.pooled_width > 0) {
+    finish_pooled(so, eo, outs);
     return outs;
   }
 

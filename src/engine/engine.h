@@ -27,6 +27,10 @@ struct EngineConfig {
   SchedulerConfig scheduler;
   CacheConfig cache;
   int64_t vocab_size = 0;              // bounds token ids in prompts and sampling params
+  // A pooling model (--runner pooling): every request is a pooling request (EngineRequest::pooling)
+  // and the executor returns rows of pooled_width floats (model/pooling_head.h) instead of logits.
+  // 0: a generate model.
+  int64_t pooled_width = 0;
   std::vector<int32_t> eos_token_ids;  // from config.json and generation_config.json
 };
 
@@ -42,6 +46,9 @@ struct EngineRequest {
   // on the caller's thread, serve/structured_request.cpp) and when it applies. Null: free text.
   std::shared_ptr<const structured::CompiledGrammar> grammar;
   structured::MatcherOptions grammar_options;
+  // A pooling request (embedding / score): prefill only, params ignored, n 1. Its one output has
+  // `pooled` set and finish reason Stop. Only a pooling engine (pooled_width > 0) takes them.
+  bool pooling = false;
 };
 
 // Engine-side timestamps of one sequence on the steady clock (vLLM's RequestStateStats), from
@@ -71,6 +78,8 @@ struct RequestOutput {
   int64_t num_cached_tokens = 0;
   bool request_finished = false;  // every sequence of the request has finished
   RequestTimes times;             // this sequence's timestamps up to this output
+  // A pooling request's result: the executor's row for its last prompt token [pooled_width].
+  std::vector<float> pooled;
 };
 
 struct EngineStats {
@@ -78,6 +87,7 @@ struct EngineStats {
   int64_t scheduled_tokens = 0;
   int64_t generated_tokens = 0;
   int64_t failed_steps = 0;
+  int64_t pooled_requests = 0;  // pooling requests finished with a result
   // Wall time of each phase of step(), summed over steps (the --profile report's scheduling,
   // model and sampling layers).
   double schedule_seconds = 0;
@@ -128,6 +138,9 @@ class Engine {
   void release_deferred(Parent& parent);
   RequestOutput to_output(const EngineCoreOutput& o, std::chrono::steady_clock::time_point now);
   void finish_sequence(RequestOutput& out);
+  // The update of a pooling engine's step (engine/engine_pooling.cpp): no sampling; every
+  // request whose prompt is done finishes with its row of `eo`.
+  void finish_pooled(const SchedulerOutput& so, const ExecutorOutput& eo, std::vector<RequestOutput>& outs);
 
   EngineConfig config_;
   std::unique_ptr<ModelExecutor> executor_;

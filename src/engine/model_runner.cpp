@@ -6,7 +6,7 @@ ModelRunner::ModelRunner(Qwen3Model& model, KvCache& cache) : model_(model), cac
 
 void ModelRunner::execute(const SchedulerOutput& so, ExecutorOutput& out) {
   build_batch(so);
-  out.vocab_size = model_.vocab_size();
+  out.vocab_size = model_.output_width();  // the vocabulary, or a pooling head's width
   out.logits.resize(static_cast<size_t>(batch_.num_logits() * out.vocab_size));
   if (batch_.num_tokens() == 0) return;
   model_.forward(batch_, cache_, out.logits.data());

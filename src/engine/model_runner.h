@@ -51,6 +51,7 @@ class ModelRunner : public ModelExecutor {
 struct EngineLoadOptions {
   std::string model_dir;
   std::string hf_overrides;  // --hf-overrides JSON object applied over config.json ("" for none)
+  Runner runner = Runner::Auto;  // --runner (io/pooling_config.h): generate or pooling (embed / score)
   SchedulerConfig scheduler;
   CacheConfig cache;                      // block_size, prefix caching (num_blocks is planned here)
   std::optional<int64_t> kv_cache_memory;  // --kv-cache-memory bytes; else memory_utilization

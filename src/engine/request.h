@@ -58,6 +58,10 @@ struct Request {
   // Logprobs of the output tokens, parallel to output_token_ids when requested.
   std::vector<SampledToken> output_logprobs;
   std::optional<int32_t> stop_token_id;  // the eos / stop token that finished it
+  // A pooling request (embedding / score): prefill only. When its last prompt token is computed
+  // it finishes (Stop) without a token, and the step's output row for it is its result
+  // (engine/engine_pooling.cpp). sampling_params.max_tokens is 0.
+  bool pooling = false;
 
   int64_t num_prompt_tokens() const { return int64_t(prompt_token_ids.size()); }
   int64_t num_output_tokens() const { return int64_t(output_token_ids.size()); }

@@ -15,11 +15,14 @@ Scheduler::Scheduler(const SchedulerConfig& config, const CacheConfig& cache, Bl
 
 void Scheduler::check_request(const std::string& id, int64_t prompt, int64_t max_tokens) const {
   if (prompt == 0) fail("request ", id, ": the prompt is empty");
+  if (max_tokens == 0 && prompt > config_.max_model_len)  // a pooling request: the prompt alone
+    fail("request ", id, ": input of ", prompt, " tokens exceeds --max-model-len ", config_.max_model_len);
   if (prompt + max_tokens > config_.max_model_len)
     fail("request ", id, ": prompt of ", prompt, " tokens + max_tokens ", max_tokens, " = ", prompt + max_tokens,
          " tokens exceeds --max-model-len ", config_.max_model_len);
-  // The last sampled token is never fed back, so at most prompt + max_tokens - 1 positions need KV.
-  const int64_t blocks = kv_.blocks_for_tokens(prompt + max_tokens - 1);
+  // The last sampled token is never fed back, so at most prompt + max_tokens - 1 positions need KV
+  // (a pooling request, max_tokens 0, computes all of its prompt).
+  const int64_t blocks = kv_.blocks_for_tokens(max_tokens == 0 ? prompt : prompt + max_tokens - 1);
   const int64_t pool = kv_.block_pool().num_blocks();
   if (blocks > pool)
     fail("request ", id, ": prompt of ", prompt, " tokens + max_tokens ", max_tokens, " needs ", blocks,
@@ -172,6 +175,16 @@ std::vector<EngineCoreOutput> Scheduler::update_from_output(const SchedulerOutpu
     req->num_computed_tokens += s.num_scheduled_tokens;
     kv_.cache_blocks(*req);
     if (!s.samples) continue;
+    if (req->pooling) {  // prefill done: the step's row is its result; its blocks are freed now
+      EngineCoreOutput o;
+      o.req_id = req->request_id;
+      o.finish_reason = FinishReason::Stop;
+      o.num_prompt_tokens = req->num_prompt_tokens();
+      o.num_cached_tokens = req->num_cached_tokens.value_or(0);
+      retire(req, RequestStatus::FinishedStopped);
+      outs.push_back(std::move(o));
+      continue;
+    }
 
     const SampledToken& tok = sampled[i];
     req->append_output_token(tok.token_id);

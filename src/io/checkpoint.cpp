@@ -16,6 +16,20 @@ static bool file_exists(const std::string& p) {
   return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
+// The embedding checkpoints' flat names → `model.` names. Flat means: embed_tokens.weight is
+// present, no tensor starts with "model." and there is no lm_head. A mixture is an Error.
+static bool add_model_prefix_to_flat_names(std::unordered_map<std::string, TensorRef>& tensors, const std::string& dir) {
+  if (!tensors.contains("embed_tokens.weight")) return false;
+  for (const auto& [name, ref] : tensors)
+    if (name.starts_with("model.") || name.starts_with("lm_head."))
+      fail(dir, ": tensor names mix the flat layout (embed_tokens.weight) with '", name,
+           "': expected either model.* names or flat embedding-model names without lm_head");
+  std::unordered_map<std::string, TensorRef> renamed;
+  for (auto& [name, ref] : tensors) renamed.emplace("model." + name, ref);
+  tensors = std::move(renamed);
+  return true;
+}
+
 bool Checkpoint::has_file(const std::string& file) const { return file_exists(path(file)); }
 
 std::unique_ptr<Checkpoint> Checkpoint::open(const std::string& dir_in, const std::string& hf_overrides) {
@@ -77,6 +91,8 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const std::string& dir_in, const st
       for (const auto& info : sf->tensors()) ck->tensors_[info.name] = TensorRef{sf, &info};
     }
   }
+  ck->headless_ = add_model_prefix_to_flat_names(ck->tensors_, dir);
+  if (ck->headless_) ck->config_.tie_word_embeddings = true;  // see headless()
   return ck;
 }
 

@@ -37,10 +37,16 @@ class Checkpoint {
   const std::vector<std::unique_ptr<SafetensorsFile>>& files() const { return files_; }
   std::vector<std::string> tensor_names() const;  // sorted
   size_t total_tensor_bytes() const;
+  // Qwen3-Embedding's published layout: flat tensor names (embed_tokens.*, layers.N.*, norm.*,
+  // no `model.` prefix) and no lm_head. open() gives such tensors their `model.` names, so the
+  // rest of the loader sees one layout, and reads the table as tied (it is the only copy; even
+  // the 8B, whose config says tie_word_embeddings false, ships no lm_head).
+  bool headless() const { return headless_; }
 
  private:
   std::string dir_;
   ModelConfig config_;
+  bool headless_ = false;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::unordered_map<std::string, TensorRef> tensors_;
 };

@@ -90,6 +90,8 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
     c.arch = ModelArch::Qwen2;
   } else if (c.architecture == "Qwen3MoeForCausalLM") {
     c.arch = ModelArch::Qwen3Moe;
+  } else if (c.architecture == "Qwen3ForSequenceClassification") {  // the reranker (io/pooling_config.h)
+    parse_sequence_classification(f, c);
   } else {
     fail(path, ": architecture '", c.architecture,
          "' is not supported (supported: Qwen3ForCausalLM, Qwen2ForCausalLM, Qwen3MoeForCausalLM)");

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "io/pooling_config.h"
 #include "io/quant_config.h"
 #include "io/rope_scaling.h"
 
@@ -34,6 +35,9 @@ struct ModelConfig {
   std::vector<int32_t> bos_token_ids;  // may be empty
   std::vector<int32_t> eos_token_ids;  // config.json eos_token_id ∪ generation_config.json's
   QuantConfig quant;                   // quantization_config (method None when absent or null)
+  // Pooling (embedding / score) models (io/pooling_config.h): task Score from a
+  // Qwen3ForSequenceClassification config; the rest is resolved at load (--runner).
+  PoolingConfig pooling;
 
   // Qwen3-MoE (Qwen3MoeForCausalLM; 0 experts for the dense architectures). A sparse layer
   // replaces the dense MLP with a router [num_experts, hidden] and num_experts SwiGLU experts of

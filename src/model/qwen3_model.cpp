@@ -253,6 +253,12 @@ void Qwen3Model::forward_stage(const ForwardBatch& batch, KvCache& cache, const 
     std::memcpy(h_ + r * hidden_, x_ + int64_t(batch.logits_indices[r]) * hidden_, sizeof(float) * hidden_);
   PYPTO_PROF_OP("norm.final");
   be.rms_norm(h_, w_.final_norm, n, hidden_, eps, h_);
+  if (w_.pooling.kind != PoolingHead::Kind::None) {  // embeddings / scores instead of logits
+    PYPTO_PROF_OP("pooling_head");
+    be.synchronize();
+    if (receives) pooling_head_forward(w_.pooling, h_, n, hidden_, logits_out);
+    return;
+  }
   PYPTO_PROF_OP("lm_head");
   lm_head(n, receives ? logits_out : nullptr);
 }

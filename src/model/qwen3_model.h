@@ -28,6 +28,9 @@ class Qwen3Model {
 
   const ModelConfig& config() const { return w_.config; }
   int64_t vocab_size() const { return w_.config.vocab_size; }
+  // Floats per output row: vocab_size for a generate model, else the pooling head's width
+  // (model/pooling_head.h).
+  int64_t output_width() const { return w_.pooling.width(w_.config.vocab_size, w_.config.hidden_size); }
   Backend& backend() const { return backend_; }
 
   // The KV cache shape this model (this rank) reads and writes.

@@ -8,6 +8,7 @@
 
 #include "io/model_config.h"
 #include "kernels/backend.h"
+#include "model/pooling_head.h"
 
 namespace pypto {
 
@@ -60,6 +61,9 @@ struct Qwen3Weights {
   WeightFormat layer_format = WeightFormat::Float;  // StagedFormats::layers
   const float* final_norm = nullptr;    // [hidden] f32
   LinearWeight lm_head;                 // [vocab_rows, hidden] (the same memory as embed when tied)
+  // A pooling model (--runner pooling): its output rows are this head's instead of the logits
+  // (model/pooling_head.h). Set after staging (model/pooling_setup.h); Kind::None generates.
+  PoolingHead pooling;
   // Pipeline parallelism: this stage's decoder layers [layer_begin, layer_end) (layers[i] is layer
   // layer_begin + i); has_embed: it holds the embedding (the first stage), has_head: the final
   // norm and lm_head (the last stage). A whole model is [0, num_hidden_layers) with both.

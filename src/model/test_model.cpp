@@ -19,6 +19,7 @@
 #include "io/json_fields.h"
 #include "io/safetensors.h"
 #include "model/test_model_cache.h"
+#include "model/test_model_pooling.h"
 #include "model/test_model_quant.h"
 
 #ifndef PYPTO_NPM_DIR
@@ -30,6 +31,13 @@ namespace fs = std::filesystem;
 namespace pypto {
 namespace {
 
+constexpr int64_t kQwen3Vocab = 151936;
+
+// What a preset's checkpoint is (test_model_pooling.h): a causal LM, or one of the two pooling
+// layouts (Qwen3-Embedding: flat names, no lm_head, sentence-transformers files; Qwen3-Reranker:
+// a causal LM served with --runner rerank).
+enum class PresetKind { CausalLM, Embedding, Reranker };
+
 struct Preset {
   const char* name;
   int64_t hidden, inter;
@@ -40,6 +48,8 @@ struct Preset {
   int experts = 0, top_k = 0;
   int64_t moe_inter = 0;
   int dense_layer = -1;
+  PresetKind kind = PresetKind::CausalLM;
+  int64_t vocab = kQwen3Vocab;  // embed_tokens rows (the embedding releases have fewer than 151936)
 };
 
 // Real Qwen3 shapes (config.json of each released size); `tiny` and `tiny-moe` are ours, for
@@ -57,8 +67,15 @@ constexpr Preset kPresets[] = {
     {"tiny-moe", 64, 192, 3, 4, 2, 32, false, 8, 2, 128, 1},
     {"qwen3-30b-a3b", 2048, 6144, 48, 32, 4, 128, false, 128, 8, 768},
     {"qwen3-235b-a22b", 4096, 12288, 94, 64, 4, 128, false, 128, 8, 1536},
+    // Qwen3-Embedding-0.6B / Qwen3-Reranker-0.6B: Qwen3-0.6B's shapes. The embedding's 151669
+    // rows are a third party's reading of its config (docs/api.md#embeddings-and-reranking); the
+    // tiny ones are for tests, tiny-embedding-untied as the 8B (tie false, still no lm_head).
+    {"qwen3-embedding-0.6b", 1024, 3072, 28, 16, 8, 128, true, 0, 0, 0, -1, PresetKind::Embedding, 151669},
+    {"qwen3-reranker-0.6b", 1024, 3072, 28, 16, 8, 128, true, 0, 0, 0, -1, PresetKind::Reranker},
+    {"tiny-embedding", 64, 128, 2, 4, 2, 32, true, 0, 0, 0, -1, PresetKind::Embedding, 151669},
+    {"tiny-embedding-untied", 64, 128, 2, 4, 2, 32, false, 0, 0, 0, -1, PresetKind::Embedding, 151669},
+    {"tiny-reranker", 64, 128, 2, 4, 2, 32, true, 0, 0, 0, -1, PresetKind::Reranker},
 };
-constexpr int64_t kQwen3Vocab = 151936;
 
 const Preset& find_preset(const std::string& name) {
   for (const auto& p : kPresets)
@@ -215,7 +232,7 @@ ModelConfig test_model_config(const std::string& preset) {
     if (p.dense_layer >= 0) c.mlp_only_layers = {p.dense_layer};
     c.norm_topk_prob = true;  // every published Qwen3-MoE config sets it
   }
-  c.vocab_size = kQwen3Vocab;
+  c.vocab_size = p.vocab;
   c.hidden_size = p.hidden;
   c.intermediate_size = p.inter;
   c.num_hidden_layers = p.layers;
@@ -251,6 +268,11 @@ void make_test_model(const TestModelOptions& opt) {
     std::erase_if(c.mlp_only_layers, [&](int32_t i) { return i >= c.num_hidden_layers; });
   }
   const bool moe = c.arch == ModelArch::Qwen3Moe;
+  const PresetKind kind = find_preset(opt.preset).kind;
+  const bool flat = kind == PresetKind::Embedding;  // Qwen3-Embedding: flat names, no lm_head
+  const std::string mp = flat ? "" : "model.";      // the tensor names' prefix
+  if (kind != PresetKind::CausalLM && (opt.qwen2 || opt.quant != QuantMethod::None))
+    fail("preset ", opt.preset, " is a pooling model: --qwen2 and --quant-format do not apply to it");
   if (moe && opt.qwen2) fail("preset ", opt.preset, " is Qwen3-MoE: --qwen2 does not apply to it");
   if (opt.dtype != DType::BF16 && opt.dtype != DType::F16 && opt.dtype != DType::F32)
     fail("--dtype must be bf16, f16 or f32");
@@ -342,9 +364,9 @@ void make_test_model(const TestModelOptions& opt) {
                          }
                        }});
   };
-  add("model.embed_tokens.weight", {V, H}, 0.0f, 2.0f / std::sqrt(static_cast<float>(H)));
+  add(mp + "embed_tokens.weight", {V, H}, 0.0f, 2.0f / std::sqrt(static_cast<float>(H)));
   for (int i = 0; i < c.num_hidden_layers; i++) {
-    std::string p = "model.layers." + std::to_string(i) + ".";
+    std::string p = mp + "layers." + std::to_string(i) + ".";
     norm(p + "input_layernorm.weight");
     proj(p + "self_attn.q_proj.weight", c.q_size(), H);
     proj(p + "self_attn.k_proj.weight", c.kv_size(), H);
@@ -378,8 +400,8 @@ void make_test_model(const TestModelOptions& opt) {
       proj(x + "down_proj.weight", H, mI);
     }
   }
-  add("model.norm.weight", {H}, 1.0f, gamma_a);
-  if (!c.tie_word_embeddings) add("lm_head.weight", {V, H}, 0.0f, 2.0f / std::sqrt(static_cast<float>(H)));
+  add(mp + "norm.weight", {H}, 1.0f, gamma_a);
+  if (!c.tie_word_embeddings && !flat) add("lm_head.weight", {V, H}, 0.0f, 2.0f / std::sqrt(static_cast<float>(H)));
 
   // Split into shards of roughly equal tensor counts, in order (every shard holds tensors).
   size_t total = 0;
@@ -483,6 +505,8 @@ void make_test_model(const TestModelOptions& opt) {
   write_file(out / "generation_config.json", gen.dump(2) + "\n");
   for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
     fs::copy_file(fs::path(tok_dir) / f, out / f, fs::copy_options::overwrite_existing);
+  if (kind == PresetKind::Embedding) write_embedding_files(opt.out_dir, H);
+  // A reranker is a plain causal LM with the base tokenizer (no post-processor): nothing to add.
 }
 
 std::string cache_dir() {

@@ -117,6 +117,7 @@ std::string chat_finish_reason(const ChatChoice& c, const std::string& reason) {
 void handle_chat_completions(ServerState& s, const httplib::Request& req, httplib::Response& res) {
   const auto arrival = std::chrono::steady_clock::now();
   check_ready(s);
+  require_task(s, PoolingTask::None, "/v1/chat/completions");  // serve/pooling_batch.h
   ojson body = parse_json_body(req.body);
   const std::set<std::string> defaulted = apply_generate_defaults(body, s.options.generate_config, true);
   ChatRequest r = parse_chat_request(body, defaulted);

@@ -58,6 +58,7 @@ ojson stream_chunk(const CompletionJob& j, int32_t index, const std::string& tex
 void handle_completions(ServerState& s, const httplib::Request& req, httplib::Response& res) {
   const auto arrival = std::chrono::steady_clock::now();
   check_ready(s);
+  require_task(s, PoolingTask::None, "/v1/completions");  // serve/pooling_batch.h
   ojson body = parse_json_body(req.body);
   const std::set<std::string> defaulted = apply_generate_defaults(body, s.options.generate_config, false);
   CompletionRequest r = parse_completion_request(body, defaulted);

@@ -152,6 +152,13 @@ void ServerMetrics::request_rejected(const std::string& reason) {
   ++rejected_[reason];
 }
 
+void ServerMetrics::pooling_request(const std::string& endpoint, int64_t inputs) {
+  std::lock_guard lock(mu_);
+  auto& [requests, n] = pooling_[endpoint];
+  ++requests;
+  n += uint64_t(inputs);
+}
+
 uint64_t ServerMetrics::num_finished(const std::string& finish_reason) const {
   std::lock_guard lock(mu_);
   uint64_t n = 0;
@@ -231,6 +238,18 @@ std::string ServerMetrics::render(const std::string& model_name, const std::vect
     auto it = rejected_.find(reason);
     out += "pypto:requests_rejected_total{" + model + ",reason=\"" + reason + "\"} " +
            std::to_string(it == rejected_.end() ? 0 : it->second) + "\n";
+  }
+  header(out, "pypto:pooling_requests_total", "counter", "Requests of the pooling endpoints, by endpoint.");
+  for (const char* ep : {"embeddings", "rerank", "score"}) {
+    auto it = pooling_.find(ep);
+    out += "pypto:pooling_requests_total{" + model + ",endpoint=\"" + ep + "\"} " +
+           std::to_string(it == pooling_.end() ? 0 : it->second.first) + "\n";
+  }
+  header(out, "pypto:pooling_inputs_total", "counter", "Inputs (texts, documents) of the pooling endpoints, by endpoint.");
+  for (const char* ep : {"embeddings", "rerank", "score"}) {
+    auto it = pooling_.find(ep);
+    out += "pypto:pooling_inputs_total{" + model + ",endpoint=\"" + ep + "\"} " +
+           std::to_string(it == pooling_.end() ? 0 : it->second.second) + "\n";
   }
   return out;
 }

@@ -73,6 +73,10 @@ class ServerMetrics {
   void request_finished(size_t engine, const std::string& finish_reason, int64_t prompt_tokens,
                         int64_t generation_tokens, double e2e_seconds, const RequestPhaseTimes& phases = {});
   void request_rejected(const std::string& reason);
+  // One HTTP request of a pooling endpoint ("embeddings", "rerank", "score") with its inputs: the
+  // pypto:pooling_requests_total and pypto:pooling_inputs_total counters (each input is also one
+  // finished request of vllm:request_success_total, with 0 generation tokens).
+  void pooling_request(const std::string& endpoint, int64_t inputs);
 
   std::string render(const std::string& model_name, const std::vector<EngineGauges>& gauges) const;
 
@@ -91,6 +95,7 @@ class ServerMetrics {
   mutable std::mutex mu_;
   std::vector<PerEngine> engines_;
   std::map<std::string, uint64_t> rejected_;
+  std::map<std::string, std::pair<uint64_t, uint64_t>> pooling_;  // endpoint -> requests, inputs
 };
 
 }  // namespace pypto

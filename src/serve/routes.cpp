@@ -158,6 +158,9 @@ void register_routes(ServerState& state) {
   http.Post("/v1/chat/completions", wrap(sp, handle_chat_completions));
   http.Post("/tokenize", wrap(sp, handle_tokenize));
   http.Post("/detokenize", wrap(sp, handle_detokenize));
+  http.Post("/v1/embeddings", wrap(sp, handle_embeddings));  // embeddings.cpp
+  for (const char* path : {"/v1/rerank", "/rerank", "/v2/rerank"}) http.Post(path, wrap(sp, handle_rerank));  // rerank.cpp
+  for (const char* path : {"/v1/score", "/score"}) http.Post(path, wrap(sp, handle_score));
   register_static_routes(*s);  // GET / and /webui/*, unless --no-ui
   if (s->options.profile) {  // --profile: trace windows (docs/measurement.md)
     http.Post("/start_profile", wrap(sp, handle_start_profile));

@@ -13,6 +13,13 @@ void handle_completions(ServerState& s, const httplib::Request& req, httplib::Re
 void handle_chat_completions(ServerState& s, const httplib::Request& req, httplib::Response& res);
 void handle_tokenize(ServerState& s, const httplib::Request& req, httplib::Response& res);
 void handle_detokenize(ServerState& s, const httplib::Request& req, httplib::Response& res);
+// Pooling endpoints (embeddings.cpp, rerank.cpp; docs/api.md#embeddings-and-reranking).
+void handle_embeddings(ServerState& s, const httplib::Request& req, httplib::Response& res);
+void handle_rerank(ServerState& s, const httplib::Request& req, httplib::Response& res);
+void handle_score(ServerState& s, const httplib::Request& req, httplib::Response& res);
+// 400 (code wrong_runner) naming the runner when the served model is not one `endpoint` can use:
+// `task` None for the generate endpoints, Embed for /v1/embeddings, Score for rerank and score.
+void require_task(const ServerState& s, PoolingTask task, const char* endpoint);  // pooling_batch.cpp
 void handle_start_profile(ServerState& s, const httplib::Request& req, httplib::Response& res);  // profile_routes.cpp
 void handle_stop_profile(ServerState& s, const httplib::Request& req, httplib::Response& res);
 

@@ -14,11 +14,9 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_t
     std::snprintf(hex, sizeof(hex), "0x%02X", static_cast<unsigned char>(text[*bad]));
     fail("text is not valid UTF-8: byte ", hex, " at offset ", *bad, " of ", text.size());
   }
-  // add_special_tokens would run the post-processor; the only one we accept (ByteLevel) adds
-  // no tokens, so both settings encode alike.
-  (void)add_special_tokens;
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 4);
+  if (add_special_tokens) ids = post_.prefix;
   std::vector<TextPiece> pieces;
   raw_matcher_.split(text, pieces);
   for (const TextPiece& p : pieces) {
@@ -28,6 +26,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_t
       encode_plain(p.text, ids);
     }
   }
+  if (add_special_tokens) ids.insert(ids.end(), post_.suffix.begin(), post_.suffix.end());
   return ids;
 }
 

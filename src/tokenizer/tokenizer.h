@@ -16,6 +16,7 @@
 #include "core/error.h"  // the Error that encode/decode/load throw
 #include "tokenizer/added_tokens.h"
 #include "tokenizer/bpe.h"
+#include "tokenizer/post_processor.h"
 #include "tokenizer/regex_split.h"
 
 namespace pypto {
@@ -32,7 +33,8 @@ class Tokenizer {
 
   // Text (valid UTF-8, else Error naming the byte offset) to ids. Added tokens written in the
   // text are always recognised, as in Hugging Face. add_special_tokens applies the
-  // post-processor (for Qwen, ByteLevel, which adds nothing).
+  // post-processor (for Qwen, ByteLevel, which adds nothing; Qwen3-Embedding's appends
+  // <|endoftext|>: tokenizer/post_processor.h).
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens = false) const;
 
   // Ids to text; an id outside [0, vocab_size()) is an Error naming it and the vocabulary size.
@@ -78,6 +80,7 @@ class Tokenizer {
   AddedTokenMatcher raw_matcher_;         // added tokens with normalized=false
   AddedTokenMatcher normalized_matcher_;  // added tokens with normalized=true
   int32_t vocab_size_ = 0;
+  PostProcessor post_;  // ids add_special_tokens puts around the text's
 
   std::optional<std::string> bos_token_, eos_token_, pad_token_;
   std::optional<std::string> chat_template_;

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "tokenizer/normalizer.h"
+#include "tokenizer/post_processor.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pypto {
@@ -90,15 +91,6 @@ void read_decoder(const json& j) {
   const std::string type = type_of(j, "decoder");
   if (type != "ByteLevel") fail("tokenizer.json: decoder type \"", type, "\" is not implemented (only ByteLevel)");
   check_byte_level(j, "decoder");
-}
-
-// Post-processors that add tokens (TemplateProcessing, Bert, Roberta) would change
-// add_special_tokens=true; Qwen's ByteLevel one adds nothing.
-void read_post_processor(const json& j) {
-  if (j.is_null()) return;
-  const std::string type = type_of(j, "post_processor");
-  if (type != "ByteLevel") fail("tokenizer.json: post_processor type \"", type, "\" is not implemented (only ByteLevel)");
-  check_byte_level(j, "post_processor");
 }
 
 // tokenizer_config.json spells a token as a string or as an AddedToken object.
@@ -198,7 +190,7 @@ std::shared_ptr<const Tokenizer> Tokenizer::from_json_text(std::string_view toke
     if (!spec.byte_level) fail("tokenizer.json: pre_tokenizer has no ByteLevel step; only byte-level BPE is implemented");
     for (const auto& [pattern, literal] : spec.splits) t->splits_.push_back(std::make_unique<RegexSplit>(pattern, literal));
     read_decoder(j.value("decoder", json()));
-    read_post_processor(j.value("post_processor", json()));
+    t->post_ = read_post_processor(j.value("post_processor", json()));  // tokenizer/post_processor.h
     t->model_ = std::make_unique<BpeModel>(j.at("model"), std::move(tables));
 
     t->vocab_size_ = t->model_->size();

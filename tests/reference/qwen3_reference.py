@@ -21,6 +21,8 @@ Written from the semantics of transformers' modeling_qwen3.py / modeling_qwen2.p
     and index_add_-ed into a zero output. (transformers computes in the model dtype; here
     everything stays fp32, the weights' stored values upcast.)
   - lm_head is the embedding table when tie_word_embeddings is set.
+  - Qwen3-Embedding's layout (flat names embed_tokens.*, layers.N.*, norm.*, no lm_head) is read
+    as transformers' Qwen3Model reads it; hidden_states() is its last_hidden_state (after the final norm).
 
 Usage:
   qwen3_reference.py --model DIR --token-ids 1,2,3 --out logits.npy [--greedy N --greedy-out F]
@@ -78,6 +80,9 @@ class Qwen3Reference:
         and values are rounded to bf16 as a bf16 KV cache stores them."""
         self.kv_bf16 = kv_bf16
         cfg, w = read_checkpoint(model_dir)
+        self.headless = "embed_tokens.weight" in w  # Qwen3-Embedding: flat names, no lm_head
+        if self.headless:
+            w = {"model." + name: t for name, t in w.items()}
         if transform is not None:
             w = {name: transform(name, t) for name, t in w.items()}
         arch = (cfg.get("architectures") or ["Qwen3ForCausalLM"])[0]
@@ -100,7 +105,7 @@ class Qwen3Reference:
         mlp_only = set(cfg.get("mlp_only_layers") or [])
 
         self.embed = w["model.embed_tokens.weight"]  # [vocab, hidden]
-        if cfg.get("tie_word_embeddings", False):
+        if cfg.get("tie_word_embeddings", False) or self.headless:
             self.lm_head = self.embed
         else:
             self.lm_head = w.pop("lm_head.weight")
@@ -206,6 +211,11 @@ class Qwen3Reference:
     @torch.no_grad()
     def forward(self, ids, caches=None, start=0) -> torch.Tensor:
         """Logits [T, vocab] for tokens `ids` at positions start.. (caches: per-layer dicts)."""
+        return linear(self.hidden_states(ids, caches, start), self.lm_head)
+
+    @torch.no_grad()
+    def hidden_states(self, ids, caches=None, start=0) -> torch.Tensor:
+        """The final-normed hidden states [T, hidden] (transformers' last_hidden_state)."""
         ids = torch.tensor(ids, dtype=torch.int64)
         positions = torch.arange(start, start + ids.shape[0])
         x = self.embed[ids]
@@ -214,8 +224,7 @@ class Qwen3Reference:
             x = x + self._attention(layer, h, positions, None if caches is None else caches[i])
             h = rms_norm(x, layer["post_norm"], self.eps)
             x = x + (self._sparse_moe(layer, h) if "router" in layer else self._swiglu(layer, h))
-        x = rms_norm(x, self.final_norm, self.eps)
-        return linear(x, self.lm_head)
+        return rms_norm(x, self.final_norm, self.eps)
 
     def logits(self, ids) -> np.ndarray:
         return self.forward(list(ids)).numpy().astype(np.float32)

@@ -9,6 +9,7 @@
 #include "engine/engine.h"
 #include "io/checkpoint.h"
 #include "model/weight_staging.h"
+#include "parallel/replicas/pooling_load.h"
 #include "parallel/replicas/rank_worker.h"
 #include "parallel/replicas/step_pipeline.h"
 #include "parallel/replicas/tp_model_runner.h"
@@ -78,6 +79,8 @@ RouterOptions router_options(const ReplicaLoadOptions& opt, int64_t blocks_per_e
 }
 
 LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
+  if (opt.process_comm && (opt.engine.runner == Runner::Pooling || opt.engine.runner == Runner::Rerank))
+    fail("--runner ", runner_name(opt.engine.runner), " runs on one rank per replica: leave out --tp and --pp");
   if (opt.process_comm) return load_process_rank0(opt);
   const EngineLoadOptions& eo = opt.engine;
   const ParallelLayout& L = opt.layout;
@@ -93,8 +96,10 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   out.dp = L.dp;
   out.pp = L.pp;
 
-  auto ck = Checkpoint::open(eo.model_dir, eo.hf_overrides);
-  const ModelConfig cfg = ck->config();  // a copy: the checkpoint is released after staging
+  auto ck = Checkpoint::open(eo.model_dir, hf_overrides_for_runner(eo.runner, eo.hf_overrides));
+  ModelConfig cfg = ck->config();  // a copy: the checkpoint is released after staging
+  cfg.pooling = resolve_runner(*ck, eo, L.tp, L.pp);  // generate, or embed / score (pooling_load.h)
+  if (cfg.pooling.pooling() && opt.pp_virtual_engines) fail("--pp-virtual-engines does not apply to --runner pooling");
   check_max_model_len(cfg, eo.scheduler.max_model_len);
   if (eo.weight_dtype && ck->find("model.embed_tokens.weight") &&
       ck->get("model.embed_tokens.weight").info->dtype != *eo.weight_dtype)
@@ -160,12 +165,15 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
     so.compile_cache_dir = eo.compile_cache_dir;  // --use-compile-cache: slabs keyed by TP rank too
     so.quantization = eo.quantization;
     so.int4_group = eo.int4_group;
-    slices.push_back(std::make_shared<const Qwen3Weights>(stage_qwen3_weights(*ck, *stager, so)));
+    Qwen3Weights w = stage_qwen3_weights(*ck, *stager, so);
+    attach_pooling_head(w, cfg.pooling, eo.model_dir, *stager);
+    slices.push_back(std::make_shared<const Qwen3Weights>(std::move(w)));
     out.weight_bytes += slices.back()->resident_bytes;
   }
   ck.reset();  // everything lives in the staged slabs now
   stager.reset();
   out.config = slices[0]->config;
+  out.config.pooling = cfg.pooling;
   out.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   // KV blocks: one block id covers the same token slots on every rank, each rank holding its own
@@ -184,6 +192,7 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   ec.cache.num_blocks = static_cast<int32_t>(out.capacity.num_blocks);
   ec.vocab_size = cfg.vocab_size;
   ec.eos_token_ids = cfg.eos_token_ids;
+  if (cfg.pooling.pooling()) ec.pooled_width = slices[0]->pooling.width(cfg.vocab_size, cfg.hidden_size);
 
   // --pp-virtual-engines: each replica runs pp engines over its stages (step_pipeline.h), each
   // with 1/pp of its KV blocks.

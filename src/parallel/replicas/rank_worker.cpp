@@ -46,6 +46,8 @@ std::shared_ptr<const Qwen3Weights> stage_own_slice(const EngineLoadOptions& eo,
   const int rank = pos.tp_rank, tp = pos.tp;
   auto ck = Checkpoint::open(eo.model_dir, eo.hf_overrides);
   validate_qwen3_checkpoint(*ck);
+  if (ck->headless() || ck->config().pooling.pooling())  // pooling models: parallel/replicas/pooling_load.h
+    fail(ck->dir(), ": an embedding / reranker model runs on one rank per replica: leave out --tp and --pp");
   const ModelConfig& cfg = ck->config();
   check_max_model_len(cfg, eo.scheduler.max_model_len);
   if (cfg.num_key_value_heads % tp != 0)

@@ -73,7 +73,7 @@ void TpModelRunner::rank_main(int r) {
 void TpModelRunner::execute(const SchedulerOutput& so, ExecutorOutput& out) {
   const ForwardBatch& batch = runner_->build_batch(so);
   Rank& r0 = ranks_[0];
-  out.vocab_size = r0.model->vocab_size();
+  out.vocab_size = r0.model->output_width();  // the vocabulary, or a pooling head's width
   out.logits.resize(static_cast<size_t>(batch.num_logits() * out.vocab_size));
   if (batch.num_tokens() == 0) return;
   const int tp = this->ranks();
