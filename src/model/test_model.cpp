@@ -19,6 +19,7 @@
 #include "io/json_fields.h"
 #include "io/safetensors.h"
 #include "model/test_model_cache.h"
+#include "model/test_model_hybrid.h"
 #include "model/test_model_quant.h"
 
 #ifndef PYPTO_NPM_DIR
@@ -28,45 +29,7 @@
 namespace fs = std::filesystem;
 
 namespace pypto {
-namespace {
-
-struct Preset {
-  const char* name;
-  int64_t hidden, inter;
-  int layers, heads, kv_heads, head_dim;
-  bool tie;
-  // Qwen3-MoE (Qwen3MoeForCausalLM): routed experts, top-k, expert width; dense_layer >= 0 is
-  // listed in mlp_only_layers (that layer keeps the dense MLP of width `inter`).
-  int experts = 0, top_k = 0;
-  int64_t moe_inter = 0;
-  int dense_layer = -1;
-};
-
-// Real Qwen3 shapes (config.json of each released size); `tiny` and `tiny-moe` are ours, for
-// fast tests. tiny-moe: 3 layers, layer 1 dense (mlp_only_layers) so both MLP paths run; 8
-// experts, top-2, expert width 128 ≠ hidden 64 (a transposed expert cannot pass); untied like
-// the real MoE releases. The MoE shapes are Qwen3-30B-A3B's and Qwen3-235B-A22B's config.json
-// (every layer sparse; intermediate_size is written but unused).
-constexpr Preset kPresets[] = {
-    {"tiny", 64, 128, 2, 4, 2, 32, true},
-    {"qwen3-0.6b", 1024, 3072, 28, 16, 8, 128, true},
-    {"qwen3-1.7b", 2048, 6144, 28, 16, 8, 128, true},
-    {"qwen3-4b", 2560, 9728, 36, 32, 8, 128, true},
-    {"qwen3-8b", 4096, 12288, 36, 32, 8, 128, false},
-    {"qwen3-14b", 5120, 17408, 40, 40, 8, 128, false},
-    {"tiny-moe", 64, 192, 3, 4, 2, 32, false, 8, 2, 128, 1},
-    {"qwen3-30b-a3b", 2048, 6144, 48, 32, 4, 128, false, 128, 8, 768},
-    {"qwen3-235b-a22b", 4096, 12288, 94, 64, 4, 128, false, 128, 8, 1536},
-};
-constexpr int64_t kQwen3Vocab = 151936;
-
-const Preset& find_preset(const std::string& name) {
-  for (const auto& p : kPresets)
-    if (name == p.name) return p;
-  std::string allowed;
-  for (const auto& p : kPresets) allowed += std::string(allowed.empty() ? "" : ", ") + p.name;
-  fail("unknown preset '", name, "' (allowed: ", allowed, ")");
-}
+namespace test_model_detail {
 
 // SplitMix64: a tiny, well-mixed generator; one stream per tensor (seeded from the run seed and
 // the tensor name) so the output does not depend on generation order.
@@ -104,6 +67,51 @@ void fill_uniform(uint8_t* dst, DType dt, int64_t n, uint64_t seed, float center
     }
     }
   }
+}
+
+}  // namespace test_model_detail
+
+namespace {
+using test_model_detail::fill_uniform;
+using test_model_detail::name_seed;
+
+struct Preset {
+  const char* name;
+  int64_t hidden, inter;
+  int layers, heads, kv_heads, head_dim;
+  bool tie;
+  // Qwen3-MoE (Qwen3MoeForCausalLM): routed experts, top-k, expert width; dense_layer >= 0 is
+  // listed in mlp_only_layers (that layer keeps the dense MLP of width `inter`).
+  int experts = 0, top_k = 0;
+  int64_t moe_inter = 0;
+  int dense_layer = -1;
+};
+
+// Real Qwen3 shapes (config.json of each released size); `tiny` and `tiny-moe` are ours, for
+// fast tests. tiny-moe: 3 layers, layer 1 dense (mlp_only_layers) so both MLP paths run; 8
+// experts, top-2, expert width 128 ≠ hidden 64 (a transposed expert cannot pass); untied like
+// the real MoE releases. The MoE shapes are Qwen3-30B-A3B's and Qwen3-235B-A22B's config.json
+// (every layer sparse; intermediate_size is written but unused).
+constexpr Preset kPresets[] = {
+    {"tiny", 64, 128, 2, 4, 2, 32, true},
+    {"qwen3-0.6b", 1024, 3072, 28, 16, 8, 128, true},
+    {"qwen3-1.7b", 2048, 6144, 28, 16, 8, 128, true},
+    {"qwen3-4b", 2560, 9728, 36, 32, 8, 128, true},
+    {"qwen3-8b", 4096, 12288, 36, 32, 8, 128, false},
+    {"qwen3-14b", 5120, 17408, 40, 40, 8, 128, false},
+    {"tiny-moe", 64, 192, 3, 4, 2, 32, false, 8, 2, 128, 1},
+    {"qwen3-30b-a3b", 2048, 6144, 48, 32, 4, 128, false, 128, 8, 768},
+    {"qwen3-235b-a22b", 4096, 12288, 94, 64, 4, 128, false, 128, 8, 1536},
+};
+constexpr int64_t kQwen3Vocab = 151936;
+
+const Preset& find_preset(const std::string& name) {
+  for (const auto& p : kPresets)
+    if (name == p.name) return p;
+  std::string allowed;
+  for (const auto& p : kPresets) allowed += std::string(allowed.empty() ? "" : ", ") + p.name;
+  for (const std::string& h : hybrid_test_model_presets()) allowed += ", " + h;
+  fail("unknown preset '", name, "' (allowed: ", allowed, ")");
 }
 
 // One projection of a pre-quantized checkpoint. Its 2 (FP8) or 3 (AWQ) tensors are written one
@@ -190,10 +198,12 @@ void write_file(const fs::path& p, const std::string& text) {
 std::vector<std::string> test_model_presets() {
   std::vector<std::string> v;
   for (const auto& p : kPresets) v.push_back(p.name);
+  for (const std::string& h : hybrid_test_model_presets()) v.push_back(h);
   return v;
 }
 
 ModelConfig test_model_config(const std::string& preset) {
+  if (is_hybrid_test_model_preset(preset)) return hybrid_test_model_config(preset);
   const Preset& p = find_preset(preset);
   ModelConfig c;
   c.architecture = p.experts > 0 ? "Qwen3MoeForCausalLM" : "Qwen3ForCausalLM";
@@ -235,6 +245,8 @@ std::string qwen3_tokenizer_dir() {
 }
 
 void make_test_model(const TestModelOptions& opt) {
+  if (is_hybrid_test_model_preset(opt.preset)) return make_hybrid_test_model(opt);
+  if (opt.text_only) fail("--text-only applies to the Qwen3.5 / Qwen3.6 hybrid presets only (", opt.preset, " is Qwen3)");
   ModelConfig c = test_model_config(opt.preset);
   if (opt.layers) {
     if (*opt.layers < 1) fail("--layers must be at least 1, got ", *opt.layers);
