@@ -220,6 +220,52 @@ void Qwen3Model::check_batch(const ForwardBatch& batch, const KvCache& cache) co
   }
 }
 
+// The attention block of layer i (this stage's index): h_ [T, hidden] → tmp_ added into x_.
+// Qwen3 / Qwen2 attention, or Qwen3.5's gated full attention (partial RoPE, output gate).
+void Qwen3Model::attention(const Qwen3LayerWeights& L, int32_t i, const ForwardBatch& batch, KvCache& cache, int64_t T) {
+  const ModelConfig& c = w_.config;
+  Backend& be = backend_;
+  const int32_t hd = c.head_dim;
+  const float eps = float(c.rms_norm_eps);
+  const RopeSpec rope = rope_from_config(c);  // plain or YaRN
+  const bool gated = L.mixer == LayerMixer::GatedAttention;
+  PYPTO_PROF_OP("attention.qkv_proj");
+  be.linear(h_, T, L.qkv, L.qkv_bias, qkv_);                 // qkv [T, q_dim | kv_dim | kv_dim (| q_dim gate)]
+  // Split the fused rows into contiguous q [T, nq, hd], k, v [T, nkv, hd]: the per-head ops
+  // below take dense [rows, heads, head_dim] arrays.
+  PYPTO_PROF_OP("host.qkv_split");
+  for (int64_t t = 0; t < T; ++t) {
+    const float* row = qkv_ + t * qkv_dim_;
+    std::memcpy(q_ + t * q_dim_, row, sizeof(float) * q_dim_);
+    std::memcpy(k_ + t * kv_dim_, row + q_dim_, sizeof(float) * kv_dim_);
+    std::memcpy(v_ + t * kv_dim_, row + q_dim_ + kv_dim_, sizeof(float) * kv_dim_);
+    if (gated) std::memcpy(gate_ + t * q_dim_, row + q_dim_ + 2 * kv_dim_, sizeof(float) * q_dim_);
+  }
+  PYPTO_PROF_OP("norm.qk");
+  if (c.qk_norm) {  // Qwen3: RMSNorm over each head's head_dim values, before RoPE
+    be.rms_norm(q_, L.q_norm, T * w_.n_heads, hd, eps, q_);
+    be.rms_norm(k_, L.k_norm, T * w_.n_kv_heads, hd, eps, k_);
+  }
+  PYPTO_PROF_OP("attention.core");  // rope, kv store, paged attention
+  if (c.rotary_dim > 0 && c.rotary_dim < hd) {  // Qwen3.5: RoPE on the first rotary_dim dims only
+    be.synchronize();
+    partial_rope(be, q_, batch.positions.data(), T, w_.n_heads, hd, c.rotary_dim, rope, rot_);
+    partial_rope(be, k_, batch.positions.data(), T, w_.n_kv_heads, hd, c.rotary_dim, rope, rot_);
+  } else {
+    be.rope(q_, batch.positions.data(), T, w_.n_heads, hd, rope);
+    be.rope(k_, batch.positions.data(), T, w_.n_kv_heads, hd, rope);
+  }
+  const KvCacheLayer& kv = cache.layer(kv_layer_[size_t(i)]);  // this stage's full-attention layers only
+  be.kv_store(k_, v_, batch.slot_mapping.data(), T, kv);
+  be.paged_attention(q_, T, w_.n_heads, kv, batch.attention(), attn_);  // attn [T, nq, hd]
+  if (gated) apply_output_gate(be, attn_, gate_, T, q_dim_, q_dim_);  // attn · sigmoid(gate)
+  PYPTO_PROF_OP("attention.o_proj");
+  be.linear(attn_, T, L.o_proj, nullptr, tmp_);                  // tmp [T, hidden] (partial under TP)
+  PYPTO_PROF_OP("residual.add");
+  all_reduce(tmp_, T * hidden_);
+  be.add_inplace(x_, tmp_, T * hidden_);
+}
+
 void Qwen3Model::forward(const ForwardBatch& batch, KvCache& cache, float* logits_out) {
   PYPTO_ASSERT(first_stage() && last_stage(), "forward() of a pipeline stage: use forward_stage()");
   forward_stage(batch, cache, nullptr, nullptr, logits_out);
@@ -241,10 +287,7 @@ void Qwen3Model::forward_stage(const ForwardBatch& batch, KvCache& cache, const 
   take_scratch(T);
   if (gdn_) begin_hybrid_step(batch);
   Backend& be = backend_;
-  const int32_t hd = c.head_dim;
   const float eps = float(c.rms_norm_eps);
-  const RopeSpec rope = rope_from_config(c);  // plain or YaRN
-  const AttentionBatch attn_batch = batch.attention();
 
   // x [T, hidden]: the residual stream.
   PYPTO_PROF_OP("embedding");
@@ -263,42 +306,7 @@ void Qwen3Model::forward_stage(const ForwardBatch& batch, KvCache& cache, const 
       PYPTO_PROF_OP("residual.add");
       be.add_inplace(x_, tmp_, T * hidden_);
     } else {
-    const bool gated = L.mixer == LayerMixer::GatedAttention;
-    PYPTO_PROF_OP("attention.qkv_proj");
-    be.linear(h_, T, L.qkv, L.qkv_bias, qkv_);                 // qkv [T, q_dim | kv_dim | kv_dim (| q_dim gate)]
-    // Split the fused rows into contiguous q [T, nq, hd], k, v [T, nkv, hd]: the per-head ops
-    // below take dense [rows, heads, head_dim] arrays.
-    PYPTO_PROF_OP("host.qkv_split");
-    for (int64_t t = 0; t < T; ++t) {
-      const float* row = qkv_ + t * qkv_dim_;
-      std::memcpy(q_ + t * q_dim_, row, sizeof(float) * q_dim_);
-      std::memcpy(k_ + t * kv_dim_, row + q_dim_, sizeof(float) * kv_dim_);
-      std::memcpy(v_ + t * kv_dim_, row + q_dim_ + kv_dim_, sizeof(float) * kv_dim_);
-      if (gated) std::memcpy(gate_ + t * q_dim_, row + q_dim_ + 2 * kv_dim_, sizeof(float) * q_dim_);
-    }
-    PYPTO_PROF_OP("norm.qk");
-    if (c.qk_norm) {  // Qwen3: RMSNorm over each head's head_dim values, before RoPE
-      be.rms_norm(q_, L.q_norm, T * w_.n_heads, hd, eps, q_);
-      be.rms_norm(k_, L.k_norm, T * w_.n_kv_heads, hd, eps, k_);
-    }
-    PYPTO_PROF_OP("attention.core");  // rope, kv store, paged attention
-    if (c.rotary_dim > 0 && c.rotary_dim < hd) {  // Qwen3.5: RoPE on the first rotary_dim dims only
-      be.synchronize();
-      partial_rope(be, q_, batch.positions.data(), T, w_.n_heads, hd, c.rotary_dim, rope, rot_);
-      partial_rope(be, k_, batch.positions.data(), T, w_.n_kv_heads, hd, c.rotary_dim, rope, rot_);
-    } else {
-      be.rope(q_, batch.positions.data(), T, w_.n_heads, hd, rope);
-      be.rope(k_, batch.positions.data(), T, w_.n_kv_heads, hd, rope);
-    }
-    const KvCacheLayer& kv = cache.layer(kv_layer_[size_t(i)]);  // this stage's full-attention layers only
-    be.kv_store(k_, v_, batch.slot_mapping.data(), T, kv);
-    be.paged_attention(q_, T, w_.n_heads, kv, attn_batch, attn_);  // attn [T, nq, hd]
-    if (gated) apply_output_gate(be, attn_, gate_, T, q_dim_, q_dim_);  // attn · sigmoid(gate)
-    PYPTO_PROF_OP("attention.o_proj");
-    be.linear(attn_, T, L.o_proj, nullptr, tmp_);                  // tmp [T, hidden] (partial under TP)
-    PYPTO_PROF_OP("residual.add");
-    all_reduce(tmp_, T * hidden_);
-    be.add_inplace(x_, tmp_, T * hidden_);
+      attention(L, i, batch, cache, T);
     }
     // --- MLP block ---
     PYPTO_PROF_OP("norm.post");

@@ -110,6 +110,8 @@ class Qwen3Model {
   // Checks each sequence's state slot before the step runs (a fresh sequence's is zeroed) and,
   // after it, records how far each state has advanced.
   void begin_hybrid_step(const ForwardBatch& batch);
+  // The attention block of staged layer i over h_ [T, hidden], its output added into x_.
+  void attention(const Qwen3LayerWeights& L, int32_t i, const ForwardBatch& batch, KvCache& cache, int64_t T);
   void end_hybrid_step(const ForwardBatch& batch);
   float *x_ = nullptr, *h_ = nullptr, *tmp_ = nullptr, *qkv_ = nullptr, *q_ = nullptr, *k_ = nullptr,
         *v_ = nullptr, *attn_ = nullptr, *gate_up_ = nullptr, *act_ = nullptr;
