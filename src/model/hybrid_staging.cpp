@@ -1,5 +1,9 @@
 #include "model/hybrid_staging.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <set>
@@ -85,6 +89,16 @@ std::vector<Expected> expected_tensors(const Checkpoint& ck) {
 }
 
 bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
+
+// Drops the resident pages of [p, p + n) of a read-only file mapping (whole pages inside only), so
+// a large tensor read piece by piece (the embedding, one expert of a fused tensor) never has all
+// of its source pages resident at once: the staging peak stays near the staged size.
+void release_range(const uint8_t* p, size_t n) {
+  static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t b = reinterpret_cast<uintptr_t>(p), e = b + n;
+  const uintptr_t pb = (b + page - 1) & ~(page - 1), pe = e & ~(page - 1);
+  if (pe > pb) madvise(reinterpret_cast<void*>(pb), pe - pb, MADV_DONTNEED);
+}
 
 // Staged tensors, each in its own aligned buffer (kept alive by Qwen3Weights::storage).
 struct HybridSlabs {
@@ -262,6 +276,11 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
   auto pack = [&](std::span<const Rows> parts, int64_t k) {
     int64_t n = 0;
     for (const Rows& r : parts) n += r.rows;
+    if (parts.size() == 1) {  // one tensor (or slice): packed straight from the mapping
+      uint8_t* dst = slabs->take(backend.packed_weight_bytes(wdt, n, k));
+      backend.pack_weight(parts[0].data, wdt, n, k, dst);
+      return LinearWeight{dst, wdt, n, k, WeightFormat::Float, 0};
+    }
     const size_t row_bytes = size_t(k) * esz;
     scratch.resize(size_t(n) * row_bytes);
     uint8_t* t = scratch.data();
@@ -289,7 +308,12 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
     w.embed_in_lm_head = true;
   } else {
     uint8_t* table = slabs->take(size_t(V * H) * esz);
-    std::memcpy(table, embed.data(), size_t(V * H) * esz);
+    const size_t bytes = size_t(V * H) * esz, chunk = size_t(16) << 20;
+    for (size_t off = 0; off < bytes; off += chunk) {  // plain rows, copied 16 MiB at a time
+      const size_t n = std::min(chunk, bytes - off);
+      std::memcpy(table + off, embed.data() + off, n);
+      release_range(embed.data() + off, n);
+    }
     w.embed = table;
     const Rows lm = whole("lm_head.weight");
     w.lm_head = pack(std::span<const Rows>(&lm, 1), H);
@@ -363,6 +387,8 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
         const Rows g{gu.data() + size_t(e * 2 * mI * H) * esz, 2 * mI};
         const Rows d{dn.data() + size_t(e * H * mI) * esz, H};
         L.experts.push_back({pack(std::span<const Rows>(&g, 1), H), pack(std::span<const Rows>(&d, 1), mI)});
+        release_range(g.data, size_t(2 * mI * H) * esz);  // this expert's source pages
+        release_range(d.data, size_t(H * mI) * esz);
       }
       release(gu);
       release(dn);
