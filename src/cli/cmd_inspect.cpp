@@ -9,6 +9,7 @@
 #include "io/checkpoint.h"
 #include "kernels/backend.h"
 #include "model/quantized_source.h"
+#include "model/gdn_state.h"
 #include "model/weight_staging.h"
 
 namespace pypto::cli {
@@ -74,6 +75,16 @@ int cmd_inspect(int argc, char** argv) {
                 c.num_experts_per_tok, static_cast<long long>(c.moe_intermediate_size),
                 c.norm_topk_prob ? "renormalised" : "not renormalised", sparse, c.num_hidden_layers);
   }
+  if (c.hybrid()) {  // Qwen3.5 / Qwen3.6: Gated DeltaNet layers beside gated full attention
+    const int32_t full = c.num_full_attention_layers();
+    std::printf("hybrid:           %d Gated DeltaNet + %d full-attention layers; GDN %d key / %d value heads, d_k %d, "
+                "d_v %d, conv %d; rotary %d of head_dim %d; state %s per sequence (f32)\n",
+                c.num_hidden_layers - full, full, c.linear_num_key_heads, c.linear_num_value_heads,
+                c.linear_key_head_dim, c.linear_value_head_dim, c.linear_conv_kernel_dim, c.rotary_dim, c.head_dim,
+                format_bytes(GdnStatePool::bytes_per_slot(c, c.num_hidden_layers - full), b1, sizeof b1));
+    if (c.shared_expert_intermediate_size > 0)
+      std::printf("shared expert:    width %lld, sigmoid-gated\n", static_cast<long long>(c.shared_expert_intermediate_size));
+  }
   std::printf("vocab_size:       %lld\n", static_cast<long long>(c.vocab_size));
   std::printf("rope_theta:       %g\n", c.rope_theta);
   std::printf("rms_norm_eps:     %g\n", c.rms_norm_eps);
@@ -110,7 +121,7 @@ int cmd_inspect(int argc, char** argv) {
   for (const auto& [dt, e] : by_dtype)
     std::printf("  %-7s         %zu tensors, %s\n", dt.c_str(), e.first, format_bytes(e.second, b1, sizeof b1));
   bool has_qk = ck->find("model.layers.0.self_attn.q_norm.weight") != nullptr;
-  if (c.qk_norm && !has_qk) std::printf("q_norm/k_norm:    absent (loaded as ones)\n");
+  if (!c.hybrid() && c.qk_norm && !has_qk) std::printf("q_norm/k_norm:    absent (loaded as ones)\n");
   validate_qwen3_checkpoint(*ck);
   std::printf("config match:     ok (every tensor present with the expected shape and dtype)\n");
 
@@ -122,7 +133,8 @@ int cmd_inspect(int argc, char** argv) {
   const size_t staged = staged_slab_bytes(*ck, *backend, 0, 1);
   const size_t per_layer = L > 0 ? (staged - staged_slab_bytes(*ck, *backend, 0, 1, 0)) / size_t(L) : 0;
   const size_t ck_bytes = ck->total_tensor_bytes();
-  size_t kv_tok_bf16 = 2 * L * c.kv_size() * 2, kv_tok_f32 = 2 * L * c.kv_size() * 4;
+  const int64_t kv_layers = c.num_full_attention_layers();  // a hybrid caches its full-attention layers only
+  size_t kv_tok_bf16 = 2 * kv_layers * c.kv_size() * 2, kv_tok_f32 = 2 * kv_layers * c.kv_size() * 4;
   std::printf("memory needed:    weights %s (per layer %s); KV cache %s/token bf16, %s/token fp32\n",
               format_bytes(staged, b1, sizeof b1), format_bytes(per_layer, b2, sizeof b2),
               format_bytes(kv_tok_bf16, b3, sizeof b3), format_bytes(kv_tok_f32, b4, sizeof b4));

@@ -44,6 +44,9 @@ int cmd_make_test_model(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--outlier-scale", opt.outlier_scale, "the factor of --outlier-channels")->capture_default_str();
+  app.add_flag("--text-only", opt.text_only,
+               "Qwen3.5 / Qwen3.6 presets: write the text-only Qwen3_5(Moe)ForCausalLM layout instead of the "
+               "published vision-language wrapper (text_config, model.language_model.*)");
   app.add_option("--seed", opt.seed, "random seed")->capture_default_str();
   app.add_option("--out", opt.out_dir, "output directory")->required();
   CLI11_PARSE(app, argc, argv);

@@ -6,12 +6,45 @@
 
 namespace pypto {
 
+void BlockTables::enable_state_slots(int32_t slots) {
+  PYPTO_ASSERT(slots >= 1 && tables_.empty(), "state slots ", slots);
+  num_slots_ = slots;
+  free_slots_.clear();
+  for (int32_t s = slots - 1; s >= 0; --s) free_slots_.push_back(s);  // slot 0 on top
+}
+
+int32_t BlockTables::state_slot(const std::string& req_id) const {
+  if (num_slots_ == 0) return -1;
+  auto it = slots_.find(req_id);
+  if (it == slots_.end()) fail("no state slot for request ", req_id);
+  return it->second;
+}
+
+void BlockTables::release_slot(const std::string& req_id) {
+  auto it = slots_.find(req_id);
+  if (it == slots_.end()) return;
+  free_slots_.push_back(it->second);
+  slots_.erase(it);
+}
+
 void BlockTables::apply(const SchedulerOutput& so) {
-  for (const std::string& id : so.finished_req_ids) tables_.erase(id);
-  for (const std::string& id : so.preempted_req_ids) tables_.erase(id);
+  for (const std::string& id : so.finished_req_ids) {
+    tables_.erase(id);
+    release_slot(id);
+  }
+  for (const std::string& id : so.preempted_req_ids) {
+    tables_.erase(id);
+    release_slot(id);
+  }
   for (const ScheduledRequest& s : so.scheduled) {
     if (s.is_new) {
       tables_[s.req_id] = s.block_ids;
+      if (num_slots_ > 0 && !slots_.count(s.req_id)) {
+        if (free_slots_.empty())
+          fail("request ", s.req_id, ": all ", num_slots_, " Gated DeltaNet state slots are taken (--max-num-seqs)");
+        slots_[s.req_id] = free_slots_.back();
+        free_slots_.pop_back();
+      }
       continue;
     }
     auto it = tables_.find(s.req_id);
@@ -49,6 +82,7 @@ void build_forward_batch(const SchedulerOutput& so, BlockTables& tables, int32_t
     batch.add_sequence(s.token_ids.data(), static_cast<int32_t>(s.num_scheduled_tokens),
                        static_cast<int32_t>(s.num_computed_tokens), table.data(), static_cast<int32_t>(table.size()),
                        block_size, s.samples ? ForwardBatch::Logits::Last : ForwardBatch::Logits::None);
+    if (const int32_t slot = tables.state_slot(s.req_id); slot >= 0) batch.state_slots.push_back(slot);
   }
 }
 

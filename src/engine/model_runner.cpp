@@ -2,7 +2,10 @@
 
 namespace pypto {
 
-ModelRunner::ModelRunner(Qwen3Model& model, KvCache& cache) : model_(model), cache_(cache) {}
+ModelRunner::ModelRunner(Qwen3Model& model, KvCache& cache) : model_(model), cache_(cache) {
+  // Hybrid models: each running request also holds a slot of the model's GDN state pool.
+  if (model_.hybrid()) block_tables_.enable_state_slots(model_.state_pool()->slots());
+}
 
 void ModelRunner::execute(const SchedulerOutput& so, ExecutorOutput& out) {
   build_batch(so);

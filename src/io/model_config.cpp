@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "core/error.h"
+#include "io/hybrid_config.h"
 #include "io/json_fields.h"
 
 namespace pypto {
@@ -84,6 +85,7 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   if (!archs.is_array() || archs.size() != 1 || !archs[0].is_string())
     f.bad("architectures", "a list with one architecture name");
   c.architecture = archs[0].get<std::string>();
+  if (is_hybrid_architecture(c.architecture)) return parse_hybrid_config(j, path);
   if (c.architecture == "Qwen3ForCausalLM") {
     c.arch = ModelArch::Qwen3;
   } else if (c.architecture == "Qwen2ForCausalLM") {
@@ -94,7 +96,8 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
     parse_sequence_classification(f, c);
   } else {
     fail(path, ": architecture '", c.architecture,
-         "' is not supported (supported: Qwen3ForCausalLM, Qwen2ForCausalLM, Qwen3MoeForCausalLM)");
+         "' is not supported (supported: Qwen3ForCausalLM, Qwen2ForCausalLM, Qwen3MoeForCausalLM, ",
+         hybrid_architecture_list(), ")");
   }
   if (c.arch == ModelArch::Qwen3Moe) {
     if (auto t = f.opt_string("model_type"); t && *t != "qwen3_moe")
@@ -169,6 +172,13 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
 bool ModelConfig::sparse_layer(int32_t i) const {
   if (num_experts <= 0 || (i + 1) % decoder_sparse_step != 0) return false;
   return std::find(mlp_only_layers.begin(), mlp_only_layers.end(), i) == mlp_only_layers.end();
+}
+
+int32_t ModelConfig::num_full_attention_layers() const {
+  if (!hybrid()) return num_hidden_layers;
+  int32_t n = 0;
+  for (uint8_t f : full_attention) n += f != 0;
+  return n;
 }
 
 bool ModelConfig::has_sparse_layers() const {

@@ -12,7 +12,9 @@
 
 namespace pypto {
 
-enum class ModelArch { Qwen3, Qwen2, Qwen3Moe };
+// Qwen35 / Qwen35Moe: the Qwen3.5 / Qwen3.6 hybrids (Gated DeltaNet + gated attention layers;
+// io/hybrid_config.h), dense and MoE, in their wrapper or text-only layouts.
+enum class ModelArch { Qwen3, Qwen2, Qwen3Moe, Qwen35, Qwen35Moe };
 
 struct ModelConfig {
   ModelArch arch = ModelArch::Qwen3;
@@ -48,6 +50,26 @@ struct ModelConfig {
   int32_t decoder_sparse_step = 1;    // layer i is sparse when (i + 1) % step == 0 ...
   std::vector<int32_t> mlp_only_layers;  // ... and i is not listed here (dense MLP layers)
   bool norm_topk_prob = false;        // renormalise the k selected probabilities to sum to 1
+
+  // Qwen3.5 / Qwen3.6 hybrids (io/hybrid_config.h); all zero / empty for the other architectures.
+  // full_attention[i]: layer i is gated full attention, else a Gated DeltaNet (linear attention).
+  std::vector<uint8_t> full_attention;
+  int32_t linear_num_key_heads = 0, linear_num_value_heads = 0;  // n_k, n_v (n_v a multiple of n_k)
+  int32_t linear_key_head_dim = 0, linear_value_head_dim = 0;    // d_k, d_v
+  int32_t linear_conv_kernel_dim = 0;                            // K of the causal depthwise conv
+  int32_t rotary_dim = 0;                      // RoPE on dims [0, rotary_dim) of a head; 0: all of head_dim
+  int64_t shared_expert_intermediate_size = 0; // Qwen3.5-MoE's gated shared expert (0: none)
+  // Where the text model's tensors live: "model." (text-only *ForCausalLM) or
+  // "model.language_model." (the published *ForConditionalGeneration wrappers).
+  std::string tensor_prefix = "model.";
+  bool multimodal_wrapper = false;  // config.json is the vision-language wrapper (text_config)
+
+  bool hybrid() const { return arch == ModelArch::Qwen35 || arch == ModelArch::Qwen35Moe; }
+  bool full_attention_layer(int32_t i) const { return !hybrid() || full_attention[size_t(i)] != 0; }
+  int32_t num_full_attention_layers() const;  // layers with a KV cache (all of them unless hybrid)
+  int64_t gdn_key_dim() const { return int64_t(linear_num_key_heads) * linear_key_head_dim; }
+  int64_t gdn_value_dim() const { return int64_t(linear_num_value_heads) * linear_value_head_dim; }
+  int64_t gdn_conv_dim() const { return 2 * gdn_key_dim() + gdn_value_dim(); }  // q | k | v channels
 
   int64_t q_size() const { return int64_t(num_attention_heads) * head_dim; }   // q rows
   int64_t kv_size() const { return int64_t(num_key_value_heads) * head_dim; }  // k (or v) rows

@@ -88,6 +88,28 @@ struct AttentionBatch {
   int32_t max_blocks_per_seq = 0;
 };
 
+// One sequence's n tokens through the gated delta rule of a Gated DeltaNet layer (Qwen3.5 /
+// Qwen3.6), token by token in order (the recurrent form). Per token t and value head h, whose key
+// head is kh = h / (n_v / n_k), with S = state[h] ([d_k, d_v] f32):
+//   S ← exp(g[t, h]) · S;   u = beta[t, h] · (v[t, h] − Sᵀ k[t, kh]);   S ← S + k[t, kh] uᵀ;
+//   out[t, h] = Sᵀ q[t, kh]
+// q and k of token t start at q + t · qk_stride (key heads of d_k, L2-normed; q already scaled by
+// 1/sqrt(d_k)), v at v + t · v_stride (value heads of d_v); g, beta [n, n_v]; out [n, n_v, d_v];
+// state [n_v, d_k, d_v] is read and left holding the state after token n − 1.
+struct GdnSequence {
+  const float* q = nullptr;
+  const float* k = nullptr;
+  int64_t qk_stride = 0;
+  const float* v = nullptr;
+  int64_t v_stride = 0;
+  const float* g = nullptr;
+  const float* beta = nullptr;
+  int64_t n = 0;
+  int32_t n_k = 0, n_v = 0, d_k = 0, d_v = 0;
+  float* state = nullptr;
+  float* out = nullptr;
+};
+
 // The activations of Int8 / Int4 linears (by MatmulPrecision on the CPU backend):
 //   F32 (highest): x as given, W dequantized exactly, f32 FMA.
 //   Bf16Pair (high, the default): x ≈ hi + lo, two bf16 (~16 significant bits, as bf16 weights
@@ -165,6 +187,11 @@ class Backend {
   // Scale is 1/sqrt(head_dim). Must not materialise a [T, T] matrix (online softmax).
   virtual void paged_attention(const float* q, int64_t m, int32_t n_heads, const KvCacheLayer& cache,
                                const AttentionBatch& batch, float* out) = 0;
+
+  // The gated delta rule over one sequence (GdnSequence above). The default is the scalar
+  // definition (kernels/gdn_recurrence.h); a backend may run heads in parallel and vectorised, as
+  // long as each head's arithmetic does not depend on the thread count.
+  virtual void gated_delta_rule(const GdnSequence& s);
 
   // What Int8 / Int4 linears take as activations (Fp8 weights always take f32).
   virtual QuantActivations quant_activations() const { return QuantActivations::F32; }

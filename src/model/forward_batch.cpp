@@ -50,6 +50,7 @@ void ForwardBatch::validate(int64_t num_cache_blocks, int32_t block_size) const 
       PYPTO_ASSERT(id >= 0 && id < num_cache_blocks, "sequence ", s, " block ", b, " id ", id, " outside the cache");
     }
   }
+  PYPTO_ASSERT(state_slots.empty() || int32_t(state_slots.size()) == S, "state_slots size");
   for (int32_t r : logits_indices) PYPTO_ASSERT(r >= 0 && r < T, "logits index ", r, " outside [0, ", T, ")");
 }
 

@@ -24,6 +24,11 @@ struct ForwardBatch {
   // Rows whose logits are computed, in output order: logits_out row r is token row
   // logits_indices[r] (usually each sequence's last row; every row for the `logits` tool).
   std::vector<int32_t> logits_indices;
+  // Hybrid models (Gated DeltaNet layers): per sequence, the slot of its recurrent state in the
+  // model's state pool ([num_seqs]); empty for the other architectures. A sequence whose first
+  // new token is at position 0 starts from a zero state; any other must continue exactly where
+  // its slot's state ends (model/gdn_state.h).
+  std::vector<int32_t> state_slots;
 
   int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }
   int32_t num_seqs() const { return query_start.empty() ? 0 : static_cast<int32_t>(query_start.size()) - 1; }
@@ -37,6 +42,7 @@ struct ForwardBatch {
     context_len.clear();
     block_tables.clear();
     logits_indices.clear();
+    state_slots.clear();
     max_blocks_per_seq = 0;
   }
 

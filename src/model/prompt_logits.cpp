@@ -33,6 +33,7 @@ std::vector<float> prompt_logits(Qwen3Model& model, const std::vector<int32_t>& 
     batch.max_blocks_per_seq = n_blocks;
     batch.add_sequence(ids.data() + start, n, start, blocks.data(), (end + bs - 1) / bs, bs,
                        want ? ForwardBatch::Logits::All : ForwardBatch::Logits::None);
+    if (model.hybrid()) batch.state_slots.push_back(0);  // the one sequence's GDN state, carried chunk to chunk
     model.forward(batch, cache, want ? logits.data() + size_t(start - first) * V : nullptr);
     start = end;
   }

@@ -2,6 +2,7 @@
 
 #include "core/profiler.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
@@ -26,13 +27,34 @@ Qwen3Model::Qwen3Model(const Qwen3Weights& weights, Backend& backend, Communicat
   kv_dim_ = int64_t(w_.n_kv_heads) * c.head_dim;
   qkv_dim_ = q_dim_ + 2 * kv_dim_;
   inter_ = w_.inter;
+  // A gated-attention layer's qkv carries the output gate rows too: [q | k | v | gate].
+  if (c.hybrid()) qkv_dim_ += q_dim_;
+  int32_t n_gdn = 0;
   for (size_t i = 0; i < w_.layers.size(); ++i) {
     const Qwen3LayerWeights& l = w_.layers[i];
-    PYPTO_ASSERT(l.qkv.n_out == qkv_dim_ && l.qkv.k_in == hidden_, "qkv shape");
-    PYPTO_ASSERT(l.o_proj.n_out == hidden_ && l.o_proj.k_in == q_dim_, "o_proj shape");
-    PYPTO_ASSERT(!c.attention_bias || l.qkv_bias != nullptr, "attention_bias without staged biases");
-    PYPTO_ASSERT(l.sparse == c.sparse_layer(w_.layer_begin + int32_t(i)), "layer ", w_.layer_begin + int32_t(i),
-                 " staged ", l.sparse ? "sparse" : "dense", " against the config");
+    const int32_t li = w_.layer_begin + int32_t(i);
+    PYPTO_ASSERT(c.hybrid() ? l.mixer != LayerMixer::Attention : l.mixer == LayerMixer::Attention, "layer ", li,
+                 " mixer does not match ", c.architecture);
+    PYPTO_ASSERT(!c.hybrid() || (l.mixer == LayerMixer::GatedAttention) == c.full_attention_layer(li), "layer ", li,
+                 " staged as the other kind than layer_types says");
+    if (l.mixer == LayerMixer::GatedDeltaNet) {
+      const GdnLayerWeights& g = l.gdn;
+      PYPTO_ASSERT(g.in_proj.k_in == hidden_ &&
+                       g.in_proj.n_out == c.gdn_conv_dim() + c.gdn_value_dim() + 2 * c.linear_num_value_heads,
+                   "GDN in_proj shape");
+      PYPTO_ASSERT(g.out_proj.n_out == hidden_ && g.out_proj.k_in == c.gdn_value_dim(), "GDN out_proj shape");
+      PYPTO_ASSERT(g.conv && g.dt_bias && g.neg_exp_a && g.norm, "GDN vectors");
+      kv_layer_.push_back(-1);
+      gdn_layer_.push_back(n_gdn++);
+    } else {
+      PYPTO_ASSERT(l.qkv.n_out == qkv_dim_ && l.qkv.k_in == hidden_, "qkv shape");
+      PYPTO_ASSERT(l.o_proj.n_out == hidden_ && l.o_proj.k_in == q_dim_, "o_proj shape");
+      PYPTO_ASSERT(!c.attention_bias || l.qkv_bias != nullptr, "attention_bias without staged biases");
+      kv_layer_.push_back(n_kv_layers_++);
+      gdn_layer_.push_back(-1);
+    }
+    PYPTO_ASSERT(l.sparse == c.sparse_layer(li), "layer ", li, " staged ", l.sparse ? "sparse" : "dense",
+                 " against the config");
     if (!l.sparse) {
       PYPTO_ASSERT(l.gate_up.n_out == 2 * inter_ && l.gate_up.k_in == hidden_, "gate_up shape");
       PYPTO_ASSERT(l.down.n_out == hidden_ && l.down.k_in == inter_, "down shape");
@@ -48,6 +70,19 @@ Qwen3Model::Qwen3Model(const Qwen3Weights& weights, Backend& backend, Communicat
     if (!moe_)
       moe_ = std::make_unique<MoeBlock>(backend_, hidden_, w_.moe_inter, c.num_experts, c.num_experts_per_tok,
                                         c.norm_topk_prob);
+    if (c.shared_expert_intermediate_size > 0) {
+      const SharedExpertWeights& se = l.shared_expert;
+      const int64_t sI = c.shared_expert_intermediate_size;
+      PYPTO_ASSERT(se.gate_up.n_out == 2 * sI && se.gate_up.k_in == hidden_ && se.down.n_out == hidden_ &&
+                       se.down.k_in == sI && se.gate.n_out == 1 && se.gate.k_in == hidden_,
+                   "shared expert shape");
+      if (!shared_) shared_ = std::make_unique<SharedExpert>(backend_, hidden_, sI);
+    }
+  }
+  if (n_gdn > 0) {
+    PYPTO_ASSERT(w_.tp_size == 1 && w_.state_slots >= 1, "GDN layers on rank ", w_.tp_rank, "/", w_.tp_size);
+    gdn_ = std::make_unique<GatedDeltaNet>(backend_, c);
+    states_ = GdnStatePool(c, w_.state_slots, n_gdn);
   }
   // The experts are not sharded (weight staging refuses Qwen3-MoE under --tp).
   PYPTO_ASSERT(!moe_ || w_.tp_size == 1, "Qwen3-MoE layers on tensor-parallel rank ", w_.tp_rank, "/", w_.tp_size);
@@ -64,7 +99,7 @@ Qwen3Model::Qwen3Model(const Qwen3Weights& weights, Backend& backend, Communicat
 
 KvCacheSpec Qwen3Model::kv_cache_spec(int64_t num_blocks, int32_t block_size, DType dtype) const {
   KvCacheSpec s;
-  s.num_layers = static_cast<int32_t>(w_.layers.size());  // this stage's layers
+  s.num_layers = std::max<int32_t>(1, n_kv_layers_);  // this stage's (full-attention) layers
   s.num_blocks = num_blocks;
   s.block_size = block_size;
   s.n_kv_heads = w_.n_kv_heads;
@@ -87,6 +122,36 @@ void Qwen3Model::take_scratch(int64_t rows) {
   gate_up_ = take(2 * inter_);
   act_ = take(inter_);
   if (moe_) moe_->take_scratch(arena_, rows);
+  if (shared_) shared_->take_scratch(arena_, rows);
+  if (gdn_) gdn_->take_scratch(arena_, rows);
+  if (w_.config.hybrid()) {
+    gate_ = take(q_dim_);
+    rot_ = take(int64_t(std::max(w_.n_heads, w_.n_kv_heads)) * std::max<int32_t>(1, w_.config.rotary_dim));
+  }
+}
+
+void Qwen3Model::begin_hybrid_step(const ForwardBatch& batch) {
+  PYPTO_ASSERT(int32_t(batch.state_slots.size()) == batch.num_seqs(), "a hybrid model's batch needs state slots (",
+               batch.state_slots.size(), " for ", batch.num_seqs(), " sequences)");
+  for (int32_t s = 0; s < batch.num_seqs(); ++s) {
+    const int32_t slot = batch.state_slots[size_t(s)];
+    if (slot < 0 || slot >= states_.slots())
+      fail("state slot ", slot, " is outside the model's pool of ", states_.slots(), " (--max-num-seqs)");
+    const int64_t start = batch.context_len[size_t(s)] - (batch.query_start[size_t(s) + 1] - batch.query_start[size_t(s)]);
+    if (start == 0) {
+      states_.reset(slot);
+    } else if (states_.tokens(slot) != start) {
+      // The Gated DeltaNet state is a function of the whole prefix: a sequence can only continue
+      // where its own state ends (never from a cached prefix it did not compute itself).
+      fail("hybrid model: a sequence continues at position ", start, " but its Gated DeltaNet state (slot ", slot,
+           ") covers ", states_.tokens(slot), " tokens; prefix-cache reuse and resuming from cached blocks are not ",
+           "supported for this architecture yet");
+    }
+  }
+}
+
+void Qwen3Model::end_hybrid_step(const ForwardBatch& batch) {
+  for (int32_t s = 0; s < batch.num_seqs(); ++s) states_.set_tokens(batch.state_slots[size_t(s)], batch.context_len[size_t(s)]);
 }
 
 void Qwen3Model::all_reduce(float* x, int64_t n) {
@@ -145,7 +210,7 @@ void Qwen3Model::lm_head(int64_t n, float* logits_out) {
 
 void Qwen3Model::check_batch(const ForwardBatch& batch, const KvCache& cache) const {
   const ModelConfig& c = w_.config;
-  PYPTO_ASSERT(cache.num_layers() == int32_t(w_.layers.size()) && cache.spec().n_kv_heads == w_.n_kv_heads &&
+  PYPTO_ASSERT(cache.num_layers() == std::max<int32_t>(1, n_kv_layers_) && cache.spec().n_kv_heads == w_.n_kv_heads &&
                    cache.spec().head_dim == c.head_dim,
                "KV cache shape does not match the model");
   batch.validate(cache.num_blocks(), cache.block_size());
@@ -153,6 +218,52 @@ void Qwen3Model::check_batch(const ForwardBatch& batch, const KvCache& cache) co
     const int32_t id = batch.token_ids[t];
     if (id < 0 || id >= c.vocab_size) fail("token id ", id, " is outside the vocabulary [0, ", c.vocab_size, ")");
   }
+}
+
+// The attention block of layer i (this stage's index): h_ [T, hidden] → tmp_ added into x_.
+// Qwen3 / Qwen2 attention, or Qwen3.5's gated full attention (partial RoPE, output gate).
+void Qwen3Model::attention(const Qwen3LayerWeights& L, int32_t i, const ForwardBatch& batch, KvCache& cache, int64_t T) {
+  const ModelConfig& c = w_.config;
+  Backend& be = backend_;
+  const int32_t hd = c.head_dim;
+  const float eps = float(c.rms_norm_eps);
+  const RopeSpec rope = rope_from_config(c);  // plain or YaRN
+  const bool gated = L.mixer == LayerMixer::GatedAttention;
+  PYPTO_PROF_OP("attention.qkv_proj");
+  be.linear(h_, T, L.qkv, L.qkv_bias, qkv_);                 // qkv [T, q_dim | kv_dim | kv_dim (| q_dim gate)]
+  // Split the fused rows into contiguous q [T, nq, hd], k, v [T, nkv, hd]: the per-head ops
+  // below take dense [rows, heads, head_dim] arrays.
+  PYPTO_PROF_OP("host.qkv_split");
+  for (int64_t t = 0; t < T; ++t) {
+    const float* row = qkv_ + t * qkv_dim_;
+    std::memcpy(q_ + t * q_dim_, row, sizeof(float) * q_dim_);
+    std::memcpy(k_ + t * kv_dim_, row + q_dim_, sizeof(float) * kv_dim_);
+    std::memcpy(v_ + t * kv_dim_, row + q_dim_ + kv_dim_, sizeof(float) * kv_dim_);
+    if (gated) std::memcpy(gate_ + t * q_dim_, row + q_dim_ + 2 * kv_dim_, sizeof(float) * q_dim_);
+  }
+  PYPTO_PROF_OP("norm.qk");
+  if (c.qk_norm) {  // Qwen3: RMSNorm over each head's head_dim values, before RoPE
+    be.rms_norm(q_, L.q_norm, T * w_.n_heads, hd, eps, q_);
+    be.rms_norm(k_, L.k_norm, T * w_.n_kv_heads, hd, eps, k_);
+  }
+  PYPTO_PROF_OP("attention.core");  // rope, kv store, paged attention
+  if (c.rotary_dim > 0 && c.rotary_dim < hd) {  // Qwen3.5: RoPE on the first rotary_dim dims only
+    be.synchronize();
+    partial_rope(be, q_, batch.positions.data(), T, w_.n_heads, hd, c.rotary_dim, rope, rot_);
+    partial_rope(be, k_, batch.positions.data(), T, w_.n_kv_heads, hd, c.rotary_dim, rope, rot_);
+  } else {
+    be.rope(q_, batch.positions.data(), T, w_.n_heads, hd, rope);
+    be.rope(k_, batch.positions.data(), T, w_.n_kv_heads, hd, rope);
+  }
+  const KvCacheLayer& kv = cache.layer(kv_layer_[size_t(i)]);  // this stage's full-attention layers only
+  be.kv_store(k_, v_, batch.slot_mapping.data(), T, kv);
+  be.paged_attention(q_, T, w_.n_heads, kv, batch.attention(), attn_);  // attn [T, nq, hd]
+  if (gated) apply_output_gate(be, attn_, gate_, T, q_dim_, q_dim_);  // attn · sigmoid(gate)
+  PYPTO_PROF_OP("attention.o_proj");
+  be.linear(attn_, T, L.o_proj, nullptr, tmp_);                  // tmp [T, hidden] (partial under TP)
+  PYPTO_PROF_OP("residual.add");
+  all_reduce(tmp_, T * hidden_);
+  be.add_inplace(x_, tmp_, T * hidden_);
 }
 
 void Qwen3Model::forward(const ForwardBatch& batch, KvCache& cache, float* logits_out) {
@@ -174,11 +285,9 @@ void Qwen3Model::forward_stage(const ForwardBatch& batch, KvCache& cache, const 
   PYPTO_ASSERT(!last_stage() || !receives || batch.num_logits() == 0 || logits_out != nullptr,
                "logits requested without an output buffer");
   take_scratch(T);
+  if (gdn_) begin_hybrid_step(batch);
   Backend& be = backend_;
-  const int32_t hd = c.head_dim;
   const float eps = float(c.rms_norm_eps);
-  const RopeSpec rope = rope_from_config(c);  // plain or YaRN
-  const AttentionBatch attn_batch = batch.attention();
 
   // x [T, hidden]: the residual stream.
   PYPTO_PROF_OP("embedding");
@@ -192,38 +301,19 @@ void Qwen3Model::forward_stage(const ForwardBatch& batch, KvCache& cache, const 
     const Qwen3LayerWeights& L = w_.layers[size_t(i)];
     // --- attention block ---
     be.rms_norm(x_, L.input_norm, T, hidden_, eps, h_);        // h [T, hidden]
-    PYPTO_PROF_OP("attention.qkv_proj");
-    be.linear(h_, T, L.qkv, L.qkv_bias, qkv_);                 // qkv [T, q_dim | kv_dim | kv_dim]
-    // Split the fused rows into contiguous q [T, nq, hd], k, v [T, nkv, hd]: the per-head ops
-    // below take dense [rows, heads, head_dim] arrays.
-    PYPTO_PROF_OP("host.qkv_split");
-    for (int64_t t = 0; t < T; ++t) {
-      const float* row = qkv_ + t * qkv_dim_;
-      std::memcpy(q_ + t * q_dim_, row, sizeof(float) * q_dim_);
-      std::memcpy(k_ + t * kv_dim_, row + q_dim_, sizeof(float) * kv_dim_);
-      std::memcpy(v_ + t * kv_dim_, row + q_dim_ + kv_dim_, sizeof(float) * kv_dim_);
+    if (L.mixer == LayerMixer::GatedDeltaNet) {  // Qwen3.5 linear attention (no KV cache)
+      gdn_->forward(L.gdn, h_, batch, states_, gdn_layer_[size_t(i)], tmp_);  // tmp [T, hidden]
+      PYPTO_PROF_OP("residual.add");
+      be.add_inplace(x_, tmp_, T * hidden_);
+    } else {
+      attention(L, i, batch, cache, T);
     }
-    PYPTO_PROF_OP("norm.qk");
-    if (c.qk_norm) {  // Qwen3: RMSNorm over each head's head_dim values, before RoPE
-      be.rms_norm(q_, L.q_norm, T * w_.n_heads, hd, eps, q_);
-      be.rms_norm(k_, L.k_norm, T * w_.n_kv_heads, hd, eps, k_);
-    }
-    PYPTO_PROF_OP("attention.core");  // rope, kv store, paged attention
-    be.rope(q_, batch.positions.data(), T, w_.n_heads, hd, rope);
-    be.rope(k_, batch.positions.data(), T, w_.n_kv_heads, hd, rope);
-    const KvCacheLayer& kv = cache.layer(i);  // this stage's cache holds its layers only
-    be.kv_store(k_, v_, batch.slot_mapping.data(), T, kv);
-    be.paged_attention(q_, T, w_.n_heads, kv, attn_batch, attn_);  // attn [T, nq, hd]
-    PYPTO_PROF_OP("attention.o_proj");
-    be.linear(attn_, T, L.o_proj, nullptr, tmp_);                  // tmp [T, hidden] (partial under TP)
-    PYPTO_PROF_OP("residual.add");
-    all_reduce(tmp_, T * hidden_);
-    be.add_inplace(x_, tmp_, T * hidden_);
     // --- MLP block ---
     PYPTO_PROF_OP("norm.post");
     be.rms_norm(x_, L.post_norm, T, hidden_, eps, h_);
     if (L.sparse) {  // Qwen3-MoE: routed experts in place of the dense MLP (one rank only)
       moe_->forward(L, h_, T, tmp_);                 // tmp [T, hidden]
+      if (L.shared_expert.gate_up.n_out > 0) shared_->add(L.shared_expert, h_, T, tmp_);  // Qwen3.5-MoE
       PYPTO_PROF_OP("residual.add");
       be.add_inplace(x_, tmp_, T * hidden_);
       continue;
@@ -238,6 +328,8 @@ void Qwen3Model::forward_stage(const ForwardBatch& batch, KvCache& cache, const 
     all_reduce(tmp_, T * hidden_);
     be.add_inplace(x_, tmp_, T * hidden_);
   }
+
+  if (gdn_) end_hybrid_step(batch);
 
   // Final norm and lm_head only for the rows that need logits: gather them into h [n, hidden].
   // (n is the same on every rank: they run the same batch.)

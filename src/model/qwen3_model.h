@@ -10,6 +10,9 @@
 #include "core/arena.h"
 #include "kernels/backend.h"
 #include "model/forward_batch.h"
+#include "model/gated_deltanet.h"
+#include "model/gdn_state.h"
+#include "model/hybrid_blocks.h"
 #include "model/kv_cache.h"
 #include "model/moe_block.h"
 #include "model/qwen3_weights.h"
@@ -33,8 +36,14 @@ class Qwen3Model {
   int64_t output_width() const { return w_.pooling.width(w_.config.vocab_size, w_.config.hidden_size); }
   Backend& backend() const { return backend_; }
 
-  // The KV cache shape this model (this rank) reads and writes.
+  // The KV cache shape this model (this rank) reads and writes. Hybrid models (Qwen3.5) keep K/V
+  // for their full-attention layers only (at least one pool, so a model cut to GDN layers alone
+  // still has a valid cache).
   KvCacheSpec kv_cache_spec(int64_t num_blocks, int32_t block_size, DType dtype) const;
+  // Hybrid models: the per-sequence Gated DeltaNet state pool (Qwen3Weights::state_slots slots;
+  // ForwardBatch::state_slots index it). Null for the other architectures.
+  bool hybrid() const { return gdn_ != nullptr; }
+  const GdnStatePool* state_pool() const { return gdn_ ? &states_ : nullptr; }
 
   // Runs batch.num_tokens() tokens through the model. Writes their K/V into `cache` at
   // batch.slot_mapping and logits_out[r, :] (f32, [batch.num_logits(), vocab]) for token row
@@ -94,6 +103,23 @@ class Qwen3Model {
   // x, h, tmp [hidden]; qkv [qkv_dim]; q, attn [q_dim]; k, v [kv_dim]; gate_up [2*inter]; act [inter].
   Arena arena_;
   std::unique_ptr<MoeBlock> moe_;  // the MLP of the sparse layers (Qwen3-MoE); null when none
+
+  // Qwen3.5 hybrids: the GDN mixer and its state pool (null / empty otherwise), the shared expert
+  // of Qwen3.5-MoE; per staged layer its KV cache layer (full attention) or GDN state layer (-1
+  // for the other kind). gate_ [T, q_dim] holds the attention output gate, rot_ [T, nq, rot]
+  // the partial-RoPE dims.
+  std::unique_ptr<GatedDeltaNet> gdn_;
+  GdnStatePool states_;
+  std::unique_ptr<SharedExpert> shared_;
+  std::vector<int32_t> kv_layer_, gdn_layer_;
+  int32_t n_kv_layers_ = 0;
+  float *gate_ = nullptr, *rot_ = nullptr;
+  // Checks each sequence's state slot before the step runs (a fresh sequence's is zeroed) and,
+  // after it, records how far each state has advanced.
+  void begin_hybrid_step(const ForwardBatch& batch);
+  // The attention block of staged layer i over h_ [T, hidden], its output added into x_.
+  void attention(const Qwen3LayerWeights& L, int32_t i, const ForwardBatch& batch, KvCache& cache, int64_t T);
+  void end_hybrid_step(const ForwardBatch& batch);
   float *x_ = nullptr, *h_ = nullptr, *tmp_ = nullptr, *qkv_ = nullptr, *q_ = nullptr, *k_ = nullptr,
         *v_ = nullptr, *attn_ = nullptr, *gate_up_ = nullptr, *act_ = nullptr;
 };

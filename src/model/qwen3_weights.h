@@ -9,6 +9,7 @@
 #include "io/model_config.h"
 #include "kernels/backend.h"
 #include "model/pooling_head.h"
+#include "model/hybrid_weights.h"
 
 namespace pypto {
 
@@ -36,6 +37,12 @@ struct Qwen3LayerWeights {
   bool sparse = false;
   LinearWeight router;                      // [num_experts, hidden], always Float (never quantized)
   std::vector<Qwen3ExpertWeights> experts;  // [num_experts], in the layer format
+  // Qwen3.5 / Qwen3.6 hybrids (model/hybrid_weights.h): a GatedAttention layer uses qkv (rows
+  // [q | k | v | gate]), q/k_norm and o_proj above; a GatedDeltaNet layer leaves them empty and
+  // holds `gdn` instead. A Qwen3.5-MoE layer adds the shared expert to the routed experts.
+  LayerMixer mixer = LayerMixer::Attention;
+  GdnLayerWeights gdn;
+  SharedExpertWeights shared_expert;
 };
 
 struct Qwen3Weights {
@@ -70,6 +77,9 @@ struct Qwen3Weights {
   int layer_begin = 0, layer_end = 0;
   bool has_embed = true, has_head = true;
   std::vector<Qwen3LayerWeights> layers;
+  // Hybrid models: how many sequences' Gated DeltaNet states the model keeps (its state pool,
+  // model/gdn_state.h); the loader sets it to --max-num-seqs. Ignored by the other architectures.
+  int32_t state_slots = 1;
   size_t resident_bytes = 0;            // size of the slab holding all of the above
   bool from_compile_cache = false;      // the slab was read back from the compile cache
   std::shared_ptr<void> storage;        // keeps the slab (or mapping) alive

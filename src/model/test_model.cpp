@@ -20,6 +20,7 @@
 #include "io/safetensors.h"
 #include "model/test_model_cache.h"
 #include "model/test_model_pooling.h"
+#include "model/test_model_hybrid.h"
 #include "model/test_model_quant.h"
 
 #ifndef PYPTO_NPM_DIR
@@ -29,7 +30,52 @@
 namespace fs = std::filesystem;
 
 namespace pypto {
+namespace test_model_detail {
+
+// SplitMix64: a tiny, well-mixed generator; one stream per tensor (seeded from the run seed and
+// the tensor name) so the output does not depend on generation order.
+struct SplitMix64 {
+  uint64_t s;
+  uint64_t next() {
+    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  float uniform() { return static_cast<float>((next() >> 40) * (1.0 / 16777216.0)); }  // [0, 1)
+};
+
+uint64_t name_seed(uint64_t seed, const std::string& name) {
+  uint64_t h = 1469598103934665603ull ^ seed;  // FNV-1a over the name
+  for (unsigned char ch : name) h = (h ^ ch) * 1099511628211ull;
+  return h;
+}
+
+// Fills n values uniform in [center - a, center + a] in `dt`. Chunks of 2^20 values each have
+// their own stream, so the result is the same whatever the thread count.
+void fill_uniform(uint8_t* dst, DType dt, int64_t n, uint64_t seed, float center, float a) {
+  constexpr int64_t kChunk = 1 << 20;
+#pragma omp parallel for schedule(dynamic)
+  for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
+    SplitMix64 rng{seed ^ (static_cast<uint64_t>(c0 / kChunk) * 0xd1b54a32d192ed03ull)};
+    for (int64_t i = c0; i < std::min(n, c0 + kChunk); i++) {
+    float v = center + a * (2.0f * rng.uniform() - 1.0f);
+    switch (dt) {
+      case DType::F32: reinterpret_cast<float*>(dst)[i] = v; break;
+      case DType::F16: reinterpret_cast<uint16_t*>(dst)[i] = f32_to_f16(v); break;
+      case DType::BF16: reinterpret_cast<uint16_t*>(dst)[i] = f32_to_bf16(v); break;
+      default: PYPTO_ASSERT(false, "weight dtype");
+    }
+    }
+  }
+}
+
+}  // namespace test_model_detail
+
 namespace {
+using test_model_detail::fill_uniform;
+using test_model_detail::name_seed;
+
 
 constexpr int64_t kQwen3Vocab = 151936;
 
@@ -82,47 +128,9 @@ const Preset& find_preset(const std::string& name) {
     if (name == p.name) return p;
   std::string allowed;
   for (const auto& p : kPresets) allowed += std::string(allowed.empty() ? "" : ", ") + p.name;
+  for (const std::string& h : hybrid_test_model_presets()) allowed += ", " + h;
   fail("unknown preset '", name, "' (allowed: ", allowed, ")");
 }
-
-// SplitMix64: a tiny, well-mixed generator; one stream per tensor (seeded from the run seed and
-// the tensor name) so the output does not depend on generation order.
-struct SplitMix64 {
-  uint64_t s;
-  uint64_t next() {
-    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  float uniform() { return static_cast<float>((next() >> 40) * (1.0 / 16777216.0)); }  // [0, 1)
-};
-
-uint64_t name_seed(uint64_t seed, const std::string& name) {
-  uint64_t h = 1469598103934665603ull ^ seed;  // FNV-1a over the name
-  for (unsigned char ch : name) h = (h ^ ch) * 1099511628211ull;
-  return h;
-}
-
-// Fills n values uniform in [center - a, center + a] in `dt`. Chunks of 2^20 values each have
-// their own stream, so the result is the same whatever the thread count.
-void fill_uniform(uint8_t* dst, DType dt, int64_t n, uint64_t seed, float center, float a) {
-  constexpr int64_t kChunk = 1 << 20;
-#pragma omp parallel for schedule(dynamic)
-  for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
-    SplitMix64 rng{seed ^ (static_cast<uint64_t>(c0 / kChunk) * 0xd1b54a32d192ed03ull)};
-    for (int64_t i = c0; i < std::min(n, c0 + kChunk); i++) {
-    float v = center + a * (2.0f * rng.uniform() - 1.0f);
-    switch (dt) {
-      case DType::F32: reinterpret_cast<float*>(dst)[i] = v; break;
-      case DType::F16: reinterpret_cast<uint16_t*>(dst)[i] = f32_to_f16(v); break;
-      case DType::BF16: reinterpret_cast<uint16_t*>(dst)[i] = f32_to_bf16(v); break;
-      default: PYPTO_ASSERT(false, "weight dtype");
-    }
-    }
-  }
-}
-
 // One projection of a pre-quantized checkpoint. Its 2 (FP8), 3 (AWQ) or 4 (GPTQ) tensors are written one
 // after another: the first fill generates the bf16 source weights and quantizes them, each fill
 // copies its part out, and the last frees everything, so memory stays at one projection.
@@ -216,10 +224,12 @@ void write_file(const fs::path& p, const std::string& text) {
 std::vector<std::string> test_model_presets() {
   std::vector<std::string> v;
   for (const auto& p : kPresets) v.push_back(p.name);
+  for (const std::string& h : hybrid_test_model_presets()) v.push_back(h);
   return v;
 }
 
 ModelConfig test_model_config(const std::string& preset) {
+  if (is_hybrid_test_model_preset(preset)) return hybrid_test_model_config(preset);
   const Preset& p = find_preset(preset);
   ModelConfig c;
   c.architecture = p.experts > 0 ? "Qwen3MoeForCausalLM" : "Qwen3ForCausalLM";
@@ -261,6 +271,8 @@ std::string qwen3_tokenizer_dir() {
 }
 
 void make_test_model(const TestModelOptions& opt) {
+  if (is_hybrid_test_model_preset(opt.preset)) return make_hybrid_test_model(opt);
+  if (opt.text_only) fail("--text-only applies to the Qwen3.5 / Qwen3.6 hybrid presets only (", opt.preset, " is Qwen3)");
   ModelConfig c = test_model_config(opt.preset);
   if (opt.layers) {
     if (*opt.layers < 1) fail("--layers must be at least 1, got ", *opt.layers);

@@ -32,6 +32,9 @@ struct TestModelOptions {
   // the others (what per-token int8 activations lose precision on).
   int outlier_channels = 0;
   float outlier_scale = 64.0f;
+  // Qwen3.5 / Qwen3.6 hybrid presets (test_model_hybrid.h): write the text-only
+  // Qwen3_5(Moe)ForCausalLM layout instead of the published vision-language wrapper.
+  bool text_only = false;
   std::string out_dir;
   bool show_progress = true;
 };
@@ -50,6 +53,13 @@ std::string qwen3_tokenizer_dir();
 // The built-in default model: made on first use in the cache directory and reused after.
 // Returns its directory. (qwen3-0.6b shapes, 4 layers, bf16, seed 0: random weights.)
 std::string ensure_default_model(bool show_progress);
-std::string cache_dir();  // $PYPTO_CACHE_DIR, else $XDG_CACHE_HOME/pypto-serving, else ~/.cache/pypto-serving
+std::string cache_dir();
+
+namespace test_model_detail {
+// Shared by the preset writers: n values uniform in [center - a, center + a] in `dt`, the same for
+// any thread count; and the per-tensor stream seed (run seed and tensor name).
+void fill_uniform(uint8_t* dst, DType dt, int64_t n, uint64_t seed, float center, float a);
+uint64_t name_seed(uint64_t seed, const std::string& name);
+}  // namespace test_model_detail  // $PYPTO_CACHE_DIR, else $XDG_CACHE_HOME/pypto-serving, else ~/.cache/pypto-serving
 
 }  // namespace pypto

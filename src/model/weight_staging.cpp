@@ -15,6 +15,7 @@
 #include "core/progress.h"
 #include "model/compile_cache.h"
 #include "model/moe_staging.h"
+#include "model/hybrid_staging.h"
 #include "model/quant_rows.h"
 #include "model/quantized_source.h"
 
@@ -283,6 +284,7 @@ const char* quantized_activations(WeightFormat layers, const Backend& backend) {
 
 size_t staged_slab_bytes(const Checkpoint& ck, const Backend& backend, int tp_rank, int tp_size, int num_layers,
                          const StagedFormats* formats, LayerRange range) {
+  if (ck.config().hybrid()) return hybrid_staged_bytes(ck, backend, num_layers);  // one rank, one stage
   RankShapes shapes =
       rank_shapes(ck, tp_rank, tp_size, formats ? *formats : staged_formats(ck, WeightFormat::Float, 64), range);
   if (num_layers >= 0) shapes.layers = num_layers;
@@ -299,6 +301,7 @@ VocabSlice vocab_slice(int64_t vocab, int tp_size, int tp_rank) {
 }
 
 void validate_qwen3_checkpoint(const Checkpoint& ck) {
+  if (ck.config().hybrid()) return validate_hybrid_checkpoint(ck);
   const ModelConfig& c = ck.config();
   const TensorRef* embed = ck.find("model.embed_tokens.weight");
   DType wdt = embed ? embed->info->dtype : c.torch_dtype;
@@ -328,6 +331,7 @@ void validate_qwen3_checkpoint(const Checkpoint& ck) {
 }
 
 Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, const StagingOptions& opt) {
+  if (ck.config().hybrid()) return stage_hybrid_weights(ck, backend, opt);
   validate_qwen3_checkpoint(ck);
   const ModelConfig& c = ck.config();
   const int tp = opt.tp_size, rank = opt.tp_rank;

@@ -39,5 +39,41 @@ TEST(BlockTables, NewReplacesRunningAppendsFinishedAndPreemptedDrop) {
   EXPECT_EQ(t.table("y"), (Ids{5, 2}));
 }
 
+// Hybrid models: each running request holds a Gated DeltaNet state slot from scheduling (new or
+// resumed) until it finishes or is preempted; the batch carries them; more requests than slots
+// is an Error naming the limit; without enable_state_slots nothing changes.
+TEST(BlockTables, StateSlotsFollowRequests) {
+  BlockTables t;
+  t.enable_state_slots(2);
+  SchedulerOutput a;
+  a.scheduled = {sched("x", true, {0}), sched("y", true, {1})};
+  for (ScheduledRequest& s : a.scheduled) {
+    s.num_scheduled_tokens = 1;
+    s.token_ids = {7};
+    s.samples = true;
+  }
+  ForwardBatch batch;
+  build_forward_batch(a, t, 16, batch);
+  EXPECT_EQ(batch.state_slots, (Ids{0, 1}));
+  EXPECT_EQ(t.state_slot("x"), 0);
+  SchedulerOutput full;
+  full.scheduled = {sched("z", true, {2})};
+  EXPECT_THROW(t.apply(full), Error) << "a third request with two slots";
+  SchedulerOutput b;  // x finishes, y is preempted: both slots free; z and y (resumed) take them
+  b.finished_req_ids = {"x"};
+  b.preempted_req_ids = {"y"};
+  b.scheduled = {sched("z", true, {2}), sched("y", true, {3})};
+  t.apply(b);
+  EXPECT_NE(t.state_slot("z"), t.state_slot("y"));
+  EXPECT_THROW(t.state_slot("x"), Error);
+
+  BlockTables plain;
+  plain.apply(a);
+  EXPECT_EQ(plain.state_slot("x"), -1);
+  ForwardBatch pb;
+  build_forward_batch(a, plain, 16, pb);
+  EXPECT_TRUE(pb.state_slots.empty());
+}
+
 }  // namespace
 }  // namespace pypto

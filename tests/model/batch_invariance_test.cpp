@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "core/error.h"
 #include "model/prompt_logits.h"
 #include "model_harness.h"
 
@@ -17,6 +18,7 @@ struct Seq {
   std::vector<int32_t> ids;
   std::vector<int32_t> blocks;
   int32_t done = 0;
+  int32_t state_slot = 0;  // hybrid models: the sequence's Gated DeltaNet state slot
 };
 
 // Runs A (23 tokens, logits for every row) in 7-token chunks packed with B (a 9-token prompt,
@@ -29,7 +31,9 @@ constexpr int32_t kBlockSize = 4;
 
 std::vector<float> run_a_packed(Qwen3Model& model, const Seq& a_in, DType kv) {
   const int32_t bs = kBlockSize;
-  Seq a = a_in, b{random_prompt(9, 101), {}, 0}, c{random_prompt(5, 102), {}, 0};
+  // Hybrid models: A takes state slot 3, so it never runs in the slot prompt_logits used (0).
+  Seq a = a_in, b{random_prompt(9, 101), {}, 0, 1}, c{random_prompt(5, 102), {}, 0, 2};
+  a.state_slot = 3;
   // Blocks handed out round-robin: A gets 0,3,6,..., B 1,4,..., C 2,5,...
   for (int32_t i = 0; i < 12; ++i) {
     a.blocks.push_back(3 * i);
@@ -48,6 +52,7 @@ std::vector<float> run_a_packed(Qwen3Model& model, const Seq& a_in, DType kv) {
     batch.max_blocks_per_seq = 12;
     auto add = [&](Seq& s, int32_t n, ForwardBatch::Logits want) {
       batch.add_sequence(s.ids.data() + s.done, n, s.done, s.blocks.data(), (s.done + n + bs - 1) / bs, bs, want);
+      if (model.hybrid()) batch.state_slots.push_back(s.state_slot);
       s.done += n;
     };
     if (step > 0) b.ids.push_back(1000 + step);  // B decodes one token per step after its prompt
@@ -125,6 +130,53 @@ TEST(BatchInvariance, Qwen3_0_6B_2LayersCpuKernels) {
   o.layers = 2;
   auto m = load_model(ensure_test_model("qwen3-0.6b-2l", o), /*scalar=*/false);
   check_invariance(*m->model);
+}
+
+// Qwen3.5 hybrids (tiny-hybrid: GDN and gated-attention layers interleaved; tiny-hybrid-moe: with
+// the shared expert): the recurrent state carried from chunk to chunk and step to step, in slots
+// next to other sequences', gives A bitwise its logits alone.
+TEST(BatchInvariance, TinyHybridScalarKernels) {
+  TestModelOptions o;
+  o.preset = "tiny-hybrid";
+  auto m = load_model(ensure_test_model("tiny-hybrid", o), /*scalar=*/true);
+  check_invariance(*m->model);
+}
+
+TEST(BatchInvariance, TinyHybridCpuKernels) {
+  TestModelOptions o;
+  o.preset = "tiny-hybrid";
+  auto m = load_model(ensure_test_model("tiny-hybrid", o), /*scalar=*/false);
+  check_invariance(*m->model);
+}
+
+TEST(BatchInvariance, TinyHybridMoeCpuKernels) {
+  TestModelOptions o;
+  o.preset = "tiny-hybrid-moe";
+  o.text_only = true;
+  auto m = load_model(ensure_test_model("tiny-hybrid-moe", o), /*scalar=*/false);
+  check_invariance(*m->model);
+}
+
+// A sequence may only continue where its own state ends: continuing at position 5 on a fresh
+// slot (what a prefix-cache hit would ask) is an Error naming why, not a silently wrong result.
+TEST(BatchInvariance, HybridRefusesContinuingWithoutItsState) {
+  TestModelOptions o;
+  o.preset = "tiny-hybrid";
+  auto m = load_model(ensure_test_model("tiny-hybrid", o), /*scalar=*/false);
+  const std::vector<int32_t> ids = random_prompt(8, 7);
+  KvCache cache(m->model->kv_cache_spec(4, kBlockSize, DType::F32));
+  const std::vector<int32_t> blocks = {0, 1, 2};
+  ForwardBatch batch;
+  batch.max_blocks_per_seq = 3;
+  batch.add_sequence(ids.data() + 5, 3, 5, blocks.data(), 2, kBlockSize, ForwardBatch::Logits::Last);
+  batch.state_slots.push_back(2);
+  std::vector<float> logits(size_t(m->model->vocab_size()));
+  try {
+    m->model->forward(batch, cache, logits.data());
+    FAIL() << "continued at position 5 without a state";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("prefix-cache"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -101,6 +101,7 @@ std::unique_ptr<LoadedModel> load_model(const std::string& dir, bool scalar, int
   StagingOptions opt;
   opt.show_progress = false;
   m->weights = stage_qwen3_weights(*m->checkpoint, *m->backend, opt);
+  m->weights.state_slots = 4;  // hybrid models: room for the batch tests' sequences (ignored otherwise)
   m->model = std::make_unique<Qwen3Model>(m->weights, *m->backend);
   return m;
 }

@@ -30,6 +30,7 @@
 #include "core/memory.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/bf16_panels.h"
+#include "kernels/gdn_recurrence.h"
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/cpu/grouped_columns.h"
 #include "kernels/cpu/kernel_table.h"
@@ -286,6 +287,16 @@ class CpuBackend final : public Backend {
         PYPTO_ASSERT(ids[i] >= 0 && ids[i] < w.n_out, "token id ", ids[i], " outside [0, ", w.n_out, ")");
         cpu::bf16_panel_row_to_f32(static_cast<const uint16_t*>(w.data), w.k_in, ids[i], out + i * w.k_in);
       }
+    });
+  }
+
+  // Value heads in parallel (each head's arithmetic is the same on any thread): AVX-512 along d_v
+  // where the ISA has it and d_v is a multiple of 16, else the scalar definition.
+  void gated_delta_rule(const GdnSequence& s) override {
+    PYPTO_ASSERT(s.n_k > 0 && s.n_v % s.n_k == 0 && s.d_k > 0 && s.d_v > 0, "GDN shape ", s.n_k, "/", s.n_v);
+    const bool vec = kt_.isa == Isa::Avx512 && s.d_v % 16 == 0 && s.d_v <= 512;
+    pool_.parallel_for(s.n_v, [&](int64_t b, int64_t e, int) {
+      for (int64_t h = b; h < e; ++h) vec ? cpu::gdn_head_avx512(s, int32_t(h)) : gdn_head_scalar(s, int32_t(h));
     });
   }
 

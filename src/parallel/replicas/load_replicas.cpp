@@ -8,6 +8,7 @@
 #include "core/memory.h"
 #include "engine/engine.h"
 #include "io/checkpoint.h"
+#include "model/gdn_state.h"
 #include "model/weight_staging.h"
 #include "parallel/replicas/pooling_load.h"
 #include "parallel/replicas/rank_worker.h"
@@ -47,7 +48,7 @@ void check_weights_fit(const Checkpoint& ck, const Backend& stager, int tp, size
        format_bytes(per_layer, l, sizeof l), " + ", format_bytes(base, b, sizeof b),
        " embedding, lm_head and norms, ",
        formats && formats->layers != WeightFormat::Float ? formats->describe()
-                                                          : dtype_name(ck.get("model.embed_tokens.weight").info->dtype),
+                                                          : dtype_name(ck.get(ck.config().tensor_prefix + "embed_tokens.weight").info->dtype),
        ") but this machine has ", format_bytes(available, a, sizeof a), " available (MemAvailable), so ",
        fit > 0 ? str_cat("at most ", fit, " of the ", layers, " layers would fit")
                : std::string("not even the embedding and lm_head fit"),
@@ -139,7 +140,7 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   check_weights_fit(*ck, *stager, L.tp, available_memory_bytes(), &formats);
   if (eo.kv_cache_memory) {  // a given pool too small for one sequence fails before staging too
     KvCapacityRequest kr;
-    kr.bytes_per_block = kv_bytes_per_block(cfg.num_hidden_layers, eo.cache.block_size, cfg.num_key_value_heads,
+    kr.bytes_per_block = kv_bytes_per_block(cfg.num_full_attention_layers(), eo.cache.block_size, cfg.num_key_value_heads,
                                             cfg.head_dim, eo.kv_cache_dtype);
     kr.block_size = eo.cache.block_size;
     kr.max_model_len = eo.scheduler.max_model_len;
@@ -167,6 +168,7 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
     so.int4_group = eo.int4_group;
     Qwen3Weights w = stage_qwen3_weights(*ck, *stager, so);
     attach_pooling_head(w, cfg.pooling, eo.model_dir, *stager);
+    if (w.config.hybrid()) w.state_slots = eo.scheduler.max_num_seqs;  // one GDN state per running sequence
     slices.push_back(std::make_shared<const Qwen3Weights>(std::move(w)));
     out.weight_bytes += slices.back()->resident_bytes;
   }
@@ -179,16 +181,45 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   // KV blocks: one block id covers the same token slots on every rank, each rank holding its own
   // KV heads, so a replica's block costs the sum over its ranks.
   // Under PP each rank holds its stage's layers only.
+  // Hybrid models (Qwen3.5) keep K/V for their full-attention layers only, and a fixed-size
+  // Gated DeltaNet state per running sequence (--max-num-seqs of them), taken from the memory
+  // before the KV pool is sized.
   int64_t bytes_per_block = 0;
-  for (int r = 0; r < nr; ++r)
-    bytes_per_block += kv_bytes_per_block(int32_t(slices[size_t(r)]->layers.size()), eo.cache.block_size,
-                                          slices[size_t(r)]->n_kv_heads, cfg.head_dim, eo.kv_cache_dtype);
-  out.capacity = plan_kv_capacity(
-      kv_capacity_request(eo, bytes_per_block, static_cast<int64_t>(available_memory_bytes()) / L.dp));
+  for (int r = 0; r < nr; ++r) {
+    const Qwen3Weights& sw = *slices[size_t(r)];
+    int32_t kv_layers = int32_t(sw.layers.size());
+    if (cfg.hybrid()) {
+      kv_layers = 0;
+      for (const Qwen3LayerWeights& l : sw.layers) kv_layers += l.mixer != LayerMixer::GatedDeltaNet;
+      kv_layers = std::max<int32_t>(1, kv_layers);
+    }
+    bytes_per_block += kv_bytes_per_block(kv_layers, eo.cache.block_size, sw.n_kv_heads, cfg.head_dim, eo.kv_cache_dtype);
+  }
+  int64_t state_bytes = 0;
+  if (cfg.hybrid()) {
+    const int32_t gdn_layers = cfg.num_hidden_layers - cfg.num_full_attention_layers();
+    const size_t per_seq = GdnStatePool::bytes_per_slot(cfg, gdn_layers);
+    state_bytes = int64_t(per_seq) * eo.scheduler.max_num_seqs * L.dp;
+    char a[32], b[32];
+    log_info("Gated DeltaNet state pool: ", eo.scheduler.max_num_seqs, " sequences (--max-num-seqs) x ",
+             format_bytes(per_seq, a, sizeof a), " (", gdn_layers, " GDN layers: conv [", cfg.linear_conv_kernel_dim - 1,
+             ", ", cfg.gdn_conv_dim(), "] + recurrent [", cfg.linear_num_value_heads, ", ", cfg.linear_key_head_dim, ", ",
+             cfg.linear_value_head_dim, "] f32) = ", format_bytes(size_t(state_bytes / L.dp), b, sizeof b),
+             " per replica; the KV cache covers the ", cfg.num_full_attention_layers(), " full-attention layers only");
+  }
+  out.capacity = plan_kv_capacity(kv_capacity_request(
+      eo, bytes_per_block, (static_cast<int64_t>(available_memory_bytes()) - state_bytes) / L.dp));
 
   EngineConfig ec;
   ec.scheduler = eo.scheduler;
   ec.cache = eo.cache;
+  if (cfg.hybrid() && ec.cache.enable_prefix_caching) {
+    // A cached prefix's KV blocks do not carry the Gated DeltaNet state at their end, so reusing
+    // them would compute wrong results: off until state snapshots exist (docs/status.md, issue 36).
+    log_warn("prefix caching is OFF for ", cfg.architecture, ": Gated DeltaNet state snapshots at cached prefixes are ",
+             "not implemented yet, so every prompt is prefilled in full");
+    ec.cache.enable_prefix_caching = false;
+  }
   ec.cache.num_blocks = static_cast<int32_t>(out.capacity.num_blocks);
   ec.vocab_size = cfg.vocab_size;
   ec.eos_token_ids = cfg.eos_token_ids;

@@ -1,0 +1,57 @@
+// The gated delta rule (Backend::gated_delta_rule) at the published Qwen3.5 / Qwen3.6 head shapes,
+// d_k = d_v = 128: one decode token of one layer (Qwen3.6-27B: 48 value heads over 16 key heads;
+// 35B-A3B: 32 over 16), on the CPU backend (AVX-512 along d_v where present) and the scalar
+// definition. The state (n_v · 64 KiB f32) is read and written once per token: GB/s counts those
+// bytes, the measure a decode step is bound by. Arguments: n_v, n_k, tokens per call, scalar (1).
+#include <benchmark/benchmark.h>
+
+#include <numeric>
+#include <vector>
+
+#include "bench_common.h"
+#include "kernels/backend.h"
+
+namespace pypto::bench {
+namespace {
+
+void BM_GatedDeltaRule(benchmark::State& state) {
+  const int32_t n_v = int32_t(state.range(0)), n_k = int32_t(state.range(1)), dk = 128, dv = 128;
+  const int64_t n = state.range(2);
+  const bool scalar = state.range(3) != 0;
+  std::vector<int> cores(bench_threads());
+  std::iota(cores.begin(), cores.end(), 0);
+  auto be = scalar ? make_reference_backend() : make_cpu_backend(bench_threads(), cores);
+  std::vector<float> qk(size_t(n) * 2 * n_k * dk, 0.01f), v(size_t(n) * n_v * dv, 0.5f);
+  std::vector<float> g(size_t(n) * n_v, -0.1f), beta(size_t(n) * n_v, 0.5f);
+  std::vector<float> S(size_t(n_v) * dk * dv, 0.0f), out(size_t(n) * n_v * dv);
+  GdnSequence s;
+  s.q = qk.data();
+  s.k = qk.data() + int64_t(n_k) * dk;
+  s.qk_stride = 2 * int64_t(n_k) * dk;
+  s.v = v.data();
+  s.v_stride = int64_t(n_v) * dv;
+  s.g = g.data();
+  s.beta = beta.data();
+  s.n = n;
+  s.n_k = n_k;
+  s.n_v = n_v;
+  s.d_k = dk;
+  s.d_v = dv;
+  s.state = S.data();
+  s.out = out.data();
+  for (auto _ : state) {
+    be->gated_delta_rule(s);
+    benchmark::ClobberMemory();
+  }
+  const double state_bytes = double(S.size()) * sizeof(float) * 2 * double(n);  // read + write per token
+  state.counters["GB/s"] = benchmark::Counter(state_bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["us/token"] =
+      benchmark::Counter(double(n) * 1e-6, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  state.SetLabel(be->name());
+}
+BENCHMARK(BM_GatedDeltaRule)
+    ->Args({48, 16, 1, 0})->Args({32, 16, 1, 0})->Args({48, 16, 64, 0})->Args({48, 16, 1, 1})
+    ->Repetitions(3)->ReportAggregatesOnly(true)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+}  // namespace
+}  // namespace pypto::bench

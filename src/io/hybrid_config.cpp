@@ -1,0 +1,265 @@
+#include "io/hybrid_config.h"
+
+#include <climits>
+#include <cmath>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "io/json_fields.h"
+
+namespace pypto {
+namespace {
+
+struct HybridArch {
+  const char* name;
+  bool moe, wrapper;
+  const char* model_type;  // the top-level model_type config.json must carry (when present)
+};
+constexpr HybridArch kArchs[] = {
+    {"Qwen3_5ForConditionalGeneration", false, true, "qwen3_5"},
+    {"Qwen3_5MoeForConditionalGeneration", true, true, "qwen3_5_moe"},
+    {"Qwen3_5ForCausalLM", false, false, "qwen3_5_text"},
+    {"Qwen3_5MoeForCausalLM", true, false, "qwen3_5_moe_text"},
+};
+
+int32_t positive(const JsonFields& f, const char* key, int64_t v) {
+  if (v <= 0 || v > INT32_MAX) fail(f.path(), ": field '", key, "' must be a positive integer, got ", v);
+  return static_cast<int32_t>(v);
+}
+int32_t req_positive(const JsonFields& f, const char* key) { return positive(f, key, f.req_int(key)); }
+
+std::vector<int32_t> id_list(const JsonFields& f, const char* key) {
+  std::vector<int32_t> ids;
+  if (!f.has(key)) return ids;
+  const nlohmann::json& v = f.at(key);
+  auto push = [&](const nlohmann::json& e) {
+    if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() > INT32_MAX)
+      f.bad(key, "a token id or a list of token ids");
+    ids.push_back(static_cast<int32_t>(e.get<int64_t>()));
+  };
+  if (v.is_array()) {
+    for (const auto& e : v) push(e);
+  } else {
+    push(v);
+  }
+  return ids;
+}
+
+// layer_types, or the pattern full_attention_interval implies (transformers' __post_init__).
+void parse_layer_types(const JsonFields& t, ModelConfig& c) {
+  const std::string& path = t.path();
+  c.full_attention.assign(size_t(c.num_hidden_layers), 0);
+  if (t.has("layer_types")) {
+    const nlohmann::json& lt = t.at("layer_types");
+    if (!lt.is_array()) t.bad("layer_types", "a list of \"linear_attention\" / \"full_attention\"");
+    if (int64_t(lt.size()) != c.num_hidden_layers)
+      fail(path, ": field 'layer_types' lists ", lt.size(), " layers but num_hidden_layers is ", c.num_hidden_layers);
+    for (size_t i = 0; i < lt.size(); ++i) {
+      const std::string s = lt[i].is_string() ? lt[i].get<std::string>() : lt[i].dump();
+      if (s == "full_attention") c.full_attention[i] = 1;
+      else if (s != "linear_attention")
+        fail(path, ": field 'layer_types' entry ", i, " is ", lt[i].dump(),
+             " (allowed: \"linear_attention\", \"full_attention\")");
+    }
+    return;
+  }
+  const int32_t interval =
+      t.has("full_attention_interval") ? positive(t, "full_attention_interval", t.req_int("full_attention_interval")) : 4;
+  for (int32_t i = 0; i < c.num_hidden_layers; ++i) c.full_attention[size_t(i)] = (i + 1) % interval == 0;
+}
+
+// rope_parameters (transformers v5) with top-level rope_theta / partial_rotary_factor as the
+// fallback older JSONs write. Only rope_type "default" exists for these models; MRoPE sections
+// are accepted because text positions are equal in all three streams (plain partial RoPE).
+void parse_rope(const JsonFields& t, ModelConfig& c) {
+  const std::string& path = t.path();
+  double theta = t.opt_number("rope_theta").value_or(10000.0);
+  double factor = t.opt_number("partial_rotary_factor").value_or(1.0);
+  if (t.has("rope_scaling") && !t.has("rope_parameters"))
+    fail(path, ": field 'rope_scaling' is not used by this architecture; it takes 'rope_parameters'");
+  if (t.has("rope_parameters")) {
+    const nlohmann::json& rp = t.at("rope_parameters");
+    if (!rp.is_object()) t.bad("rope_parameters", "an object");
+    JsonFields r(rp, path + ": rope_parameters");
+    if (auto type = r.opt_string("rope_type"); type && *type != "default")
+      fail(path, ": rope_parameters.rope_type is '", *type, "'; this architecture supports only \"default\"");
+    if (auto v = r.opt_number("rope_theta")) theta = *v;
+    if (auto v = r.opt_number("partial_rotary_factor")) factor = *v;
+    if (r.has("mrope_section")) {
+      const nlohmann::json& ms = r.at("mrope_section");
+      if (!ms.is_array()) r.bad("mrope_section", "a list of integers");
+      for (const auto& e : ms)
+        if (!e.is_number_integer() || e.get<int64_t>() < 0) r.bad("mrope_section", "a list of integers");
+    }
+  } else {
+    // Without rope_parameters the class default partial factor is 0.25 (Qwen3_5TextConfig).
+    factor = t.opt_number("partial_rotary_factor").value_or(0.25);
+  }
+  if (!(theta > 0)) fail(path, ": rope_theta must be > 0, got ", theta);
+  if (!(factor > 0 && factor <= 1)) fail(path, ": partial_rotary_factor must be in (0, 1], got ", factor);
+  c.rope_theta = theta;
+  const int32_t rot = static_cast<int32_t>(double(c.head_dim) * factor);  // int() as transformers
+  if (rot < 2 || rot % 2 != 0)
+    fail(path, ": partial_rotary_factor ", factor, " of head_dim ", c.head_dim, " gives ", rot,
+         " rotary dims; they must be even and at least 2");
+  c.rotary_dim = rot;
+}
+
+void parse_moe(const JsonFields& t, ModelConfig& c) {
+  const std::string& path = t.path();
+  c.num_experts = req_positive(t, "num_experts");
+  const int64_t k = t.req_int("num_experts_per_tok");
+  if (k < 1 || k > c.num_experts)
+    fail(path, ": field 'num_experts_per_tok' is ", k, "; it must be in [1, num_experts = ", c.num_experts, "]");
+  c.num_experts_per_tok = static_cast<int32_t>(k);
+  c.moe_intermediate_size = req_positive(t, "moe_intermediate_size");
+  c.shared_expert_intermediate_size = req_positive(t, "shared_expert_intermediate_size");
+  // Qwen3.5-MoE removed these: every layer is sparse and the top-k is always renormalised. A
+  // config asking otherwise describes another model.
+  if (auto v = t.opt_bool("norm_topk_prob"); v && !*v)
+    fail(path, ": field 'norm_topk_prob' is false; Qwen3.5-MoE always renormalises its top-k (only true is supported)");
+  if (auto v = t.opt_int("decoder_sparse_step"); v && *v != 1)
+    fail(path, ": field 'decoder_sparse_step' is ", *v, "; every Qwen3.5-MoE layer is sparse (only 1 is supported)");
+  if (t.has("mlp_only_layers") && !(t.at("mlp_only_layers").is_array() && t.at("mlp_only_layers").empty()))
+    fail(path, ": field 'mlp_only_layers' lists dense layers; every Qwen3.5-MoE layer is sparse (only [] is supported)");
+  c.decoder_sparse_step = 1;
+  c.norm_topk_prob = true;
+}
+
+}  // namespace
+
+bool is_hybrid_architecture(const std::string& name) {
+  if (name == "Qwen3NextForCausalLM") return true;
+  for (const HybridArch& a : kArchs)
+    if (name == a.name) return true;
+  return false;
+}
+
+const char* hybrid_architecture_list() {
+  return "Qwen3_5ForConditionalGeneration, Qwen3_5MoeForConditionalGeneration, Qwen3_5ForCausalLM, "
+         "Qwen3_5MoeForCausalLM";
+}
+
+ModelConfig parse_hybrid_config(const nlohmann::json& j, const std::string& path) {
+  JsonFields top(j, path);
+  const std::string name = j.at("architectures")[0].get<std::string>();
+  if (name == "Qwen3NextForCausalLM")
+    fail(path, ": architecture Qwen3NextForCausalLM is not supported yet: its Gated DeltaNet projections are fused per ",
+         "key head (in_proj_qkvz / in_proj_ba), a different layout from Qwen3.5's in_proj_qkv / z / b / a (supported: ",
+         hybrid_architecture_list(), ")");
+  const HybridArch* arch = nullptr;
+  for (const HybridArch& a : kArchs)
+    if (name == a.name) arch = &a;
+  PYPTO_ASSERT(arch != nullptr, name);
+  ModelConfig c;
+  c.architecture = name;
+  c.arch = arch->moe ? ModelArch::Qwen35Moe : ModelArch::Qwen35;
+  c.multimodal_wrapper = arch->wrapper;
+  c.tensor_prefix = arch->wrapper ? "model.language_model." : "model.";
+  // Text-only configs may call themselves qwen3_5 too (transformers' text config is written
+  // either way); the wrapper must be the wrapper's type.
+  if (auto mt = top.opt_string("model_type")) {
+    const std::string base = arch->moe ? "qwen3_5_moe" : "qwen3_5";
+    if (arch->wrapper ? *mt != base : (*mt != base && *mt != base + "_text"))
+      fail(path, ": field 'model_type' is '", *mt, "' but architectures names ", name, " (model_type ", base,
+           arch->wrapper ? "" : str_cat(" or ", base, "_text"), ")");
+  }
+
+  // The text model's settings: text_config in the wrapper, the top level otherwise.
+  const nlohmann::json* text = &j;
+  std::string tpath = path;
+  if (arch->wrapper) {
+    if (!top.has("text_config") || !j.at("text_config").is_object())
+      top.bad("text_config", "an object holding the text model's settings");
+    text = &j.at("text_config");
+    tpath = path + ": text_config";
+    if (top.has("vision_config")) log_info(path, ": vision-language wrapper ", name, ": serving its text model only (",
+                                          "model.visual.* is not loaded)");
+  }
+  JsonFields t(*text, tpath);
+  if (arch->wrapper) {
+    if (auto mt = t.opt_string("model_type"); mt && *mt != std::string(arch->moe ? "qwen3_5_moe_text" : "qwen3_5_text"))
+      fail(tpath, ": field 'model_type' is '", *mt, "', expected '", arch->moe ? "qwen3_5_moe_text" : "qwen3_5_text", "'");
+  }
+  if (auto act = t.opt_string("hidden_act"); act && *act != "silu")
+    fail(tpath, ": field 'hidden_act' is '", *act, "'; only silu is supported");
+
+  c.vocab_size = req_positive(t, "vocab_size");
+  c.hidden_size = req_positive(t, "hidden_size");
+  c.num_hidden_layers = req_positive(t, "num_hidden_layers");
+  c.num_attention_heads = req_positive(t, "num_attention_heads");
+  c.num_key_value_heads = t.has("num_key_value_heads") ? req_positive(t, "num_key_value_heads") : c.num_attention_heads;
+  if (c.num_attention_heads % c.num_key_value_heads != 0)
+    fail(tpath, ": num_attention_heads (", c.num_attention_heads, ") must be a multiple of num_key_value_heads (",
+         c.num_key_value_heads, ")");
+  c.head_dim = req_positive(t, "head_dim");  // explicit in every Qwen3.5 config (256 ≠ hidden / heads)
+  if (c.head_dim % 2 != 0) fail(tpath, ": head_dim must be even for rotary embeddings, got ", c.head_dim);
+  if (t.opt_bool("attention_bias").value_or(false))
+    fail(tpath, ": field 'attention_bias' is true; Qwen3.5 attention has no biases (only false is supported)");
+  if (auto g = t.opt_bool("attn_output_gate"); g && !*g)
+    fail(tpath, ": field 'attn_output_gate' is false; Qwen3.5 attention always gates its output (only true is supported)");
+  c.attention_bias = false;
+  c.qk_norm = true;
+
+  c.linear_num_key_heads = req_positive(t, "linear_num_key_heads");
+  c.linear_num_value_heads = req_positive(t, "linear_num_value_heads");
+  c.linear_key_head_dim = req_positive(t, "linear_key_head_dim");
+  c.linear_value_head_dim = req_positive(t, "linear_value_head_dim");
+  c.linear_conv_kernel_dim = req_positive(t, "linear_conv_kernel_dim");
+  if (c.linear_num_value_heads % c.linear_num_key_heads != 0)
+    fail(tpath, ": linear_num_value_heads (", c.linear_num_value_heads, ") must be a multiple of linear_num_key_heads (",
+         c.linear_num_key_heads, "): value head h reads key head h / (value heads / key heads)");
+  if (auto d = t.opt_string("mamba_ssm_dtype"); d && *d != "float32")
+    fail(tpath, ": field 'mamba_ssm_dtype' is '", *d, "'; the recurrent state is kept in float32 (only float32 is supported)");
+  parse_layer_types(t, c);
+
+  c.rms_norm_eps = t.req_number("rms_norm_eps");
+  if (!(c.rms_norm_eps > 0)) fail(tpath, ": field 'rms_norm_eps' must be > 0, got ", c.rms_norm_eps);
+  parse_rope(t, c);
+  c.max_position_embeddings = req_positive(t, "max_position_embeddings");
+
+  if (arch->moe) {
+    parse_moe(t, c);
+    if (t.has("intermediate_size")) c.intermediate_size = req_positive(t, "intermediate_size");
+  } else {
+    if (t.has("num_experts") && t.req_int("num_experts") != 0)
+      fail(tpath, ": field 'num_experts' is set but ", name, " is the dense model (use ",
+           arch->wrapper ? "Qwen3_5MoeForConditionalGeneration" : "Qwen3_5MoeForCausalLM", ")");
+    c.intermediate_size = req_positive(t, "intermediate_size");
+  }
+
+  // tie_word_embeddings: the wrapper writes it at the top level (and may repeat it in text_config).
+  std::optional<bool> tie_top = arch->wrapper ? top.opt_bool("tie_word_embeddings") : std::nullopt;
+  std::optional<bool> tie_text = t.opt_bool("tie_word_embeddings");
+  if (tie_top && tie_text && *tie_top != *tie_text)
+    fail(path, ": fields 'tie_word_embeddings' (", *tie_top, ") and 'text_config.tie_word_embeddings' (", *tie_text,
+         ") disagree");
+  c.tie_word_embeddings = tie_top.value_or(tie_text.value_or(false));
+
+  for (const JsonFields* f : {&t, &top}) {
+    for (const char* key : {"torch_dtype", "dtype"}) {
+      if (auto s = f->opt_string(key)) {
+        if (!dtype_parse(*s, &c.torch_dtype) ||
+            (c.torch_dtype != DType::BF16 && c.torch_dtype != DType::F16 && c.torch_dtype != DType::F32))
+          fail(f->path(), ": field '", key, "' is '", *s, "' (allowed: bfloat16, float16, float32)");
+      }
+    }
+    if (f == &top && !arch->wrapper) break;
+  }
+  if (top.has("quantization_config") || t.has("quantization_config"))
+    fail(path, ": quantized ", name, " checkpoints are not supported yet (quantization_config); use the bf16 release");
+  c.bos_token_ids = id_list(t, "bos_token_id");
+  c.eos_token_ids = id_list(t, "eos_token_id");
+  if (arch->wrapper) {
+    for (int32_t id : id_list(top, "eos_token_id")) {
+      bool seen = false;
+      for (int32_t e : c.eos_token_ids) seen |= e == id;
+      if (!seen) c.eos_token_ids.push_back(id);
+    }
+  }
+  for (int32_t id : c.eos_token_ids)
+    if (id >= c.vocab_size) fail(path, ": eos_token_id ", id, " is outside the vocabulary [0, ", c.vocab_size, ")");
+  return c;
+}
+
+}  // namespace pypto

@@ -1,0 +1,31 @@
+#pragma once
+// config.json of the Qwen3.5 / Qwen3.6 hybrid models (Gated DeltaNet + gated full attention):
+//   Qwen3_5ForConditionalGeneration / Qwen3_5MoeForConditionalGeneration (model_type qwen3_5 /
+//     qwen3_5_moe): the vision-language wrappers Qwen publishes; the text model's settings sit
+//     under `text_config` (model_type qwen3_5_text / qwen3_5_moe_text), its tensors under
+//     model.language_model.*; the vision tower (model.visual.*) is not loaded.
+//   Qwen3_5ForCausalLM / Qwen3_5MoeForCausalLM: the text-only layout (settings at the top level,
+//     tensors under model.*).
+// Field meanings follow transformers' Qwen3_5TextConfig / Qwen3_5MoeTextConfig: layer_types (or
+// full_attention_interval: layer i is full attention iff (i + 1) % interval == 0), the GDN shape
+// linear_{num_key_heads, num_value_heads, key_head_dim, value_head_dim, conv_kernel_dim},
+// rope_parameters {rope_theta, partial_rotary_factor, mrope_section} (text-only positions make
+// MRoPE plain partial RoPE), and for MoE the routed experts (always renormalised top-k) plus a
+// shared expert of shared_expert_intermediate_size scaled by sigmoid(shared_expert_gate(x)).
+// Qwen3NextForCausalLM (fused in_proj_qkvz / in_proj_ba) is recognised and refused for now.
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "io/model_config.h"
+
+namespace pypto {
+
+// True for the architecture names above (Qwen3-Next included, so its refusal can name why).
+bool is_hybrid_architecture(const std::string& name);
+// "Qwen3_5ForCausalLM, ..." for error messages.
+const char* hybrid_architecture_list();
+// Parses a hybrid config.json (`j` is the whole file, `path` names it in errors). Throws Error
+// naming the field for anything missing, ill-typed or inconsistent.
+ModelConfig parse_hybrid_config(const nlohmann::json& j, const std::string& path);
+
+}  // namespace pypto

@@ -1,0 +1,140 @@
+#include "model/gated_deltanet.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "core/profiler.h"
+
+namespace pypto {
+namespace {
+
+float silu(float x) { return x / (1.0f + std::exp(-x)); }
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+// softplus as torch computes it (threshold 20: x itself above it).
+float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+
+// x[0, d) ← x · rsqrt(Σx² + 1e-6) · scale (transformers' / FLA's l2norm, eps 1e-6).
+void l2norm(float* x, int32_t d, float scale) {
+  float ss = 0.0f;
+  for (int32_t i = 0; i < d; ++i) ss += x[i] * x[i];
+  const float inv = scale / std::sqrt(ss + 1e-6f);
+  for (int32_t i = 0; i < d; ++i) x[i] *= inv;
+}
+
+}  // namespace
+
+GatedDeltaNet::GatedDeltaNet(Backend& backend, const ModelConfig& c)
+    : backend_(backend),
+      n_k_(c.linear_num_key_heads),
+      n_v_(c.linear_num_value_heads),
+      d_k_(c.linear_key_head_dim),
+      d_v_(c.linear_value_head_dim),
+      K_(c.linear_conv_kernel_dim),
+      key_dim_(c.gdn_key_dim()),
+      value_dim_(c.gdn_value_dim()),
+      conv_dim_(c.gdn_conv_dim()),
+      proj_dim_(c.gdn_conv_dim() + c.gdn_value_dim() + 2 * int64_t(c.linear_num_value_heads)),
+      eps_(float(c.rms_norm_eps)) {
+  PYPTO_ASSERT(n_k_ > 0 && n_v_ % n_k_ == 0 && d_k_ > 0 && d_v_ > 0 && K_ >= 1, "GDN shape");
+}
+
+void GatedDeltaNet::take_scratch(Arena& arena, int64_t T) {
+  rows_ = T;
+  proj_ = arena.alloc_array<float>(size_t(T * proj_dim_));
+  conv_ = arena.alloc_array<float>(size_t(T * conv_dim_));
+  g_ = arena.alloc_array<float>(size_t(T * n_v_));
+  beta_ = arena.alloc_array<float>(size_t(T * n_v_));
+  o_ = arena.alloc_array<float>(size_t(T * value_dim_));
+}
+
+// Rows [r0, r0 + n) of one sequence: conv_[t, c] = SiLU(Σ_j W[c, j] · x_{t−K+1+j}[c]) over the
+// sequence's history (conv_state [K − 1, C], oldest first) then its new qkv rows; the state is left
+// holding the last K − 1 rows. Channels are independent: split over the backend's threads.
+void GatedDeltaNet::conv_silu(const GdnLayerWeights& W, int64_t r0, int64_t n, float* conv_state) {
+  const int64_t C = conv_dim_, P = proj_dim_;
+  const int32_t K = K_, hist = K_ - 1;
+  constexpr int64_t kChunk = 256;  // channels per task
+  backend_.parallel_rows((C + kChunk - 1) / kChunk, [&](int64_t chunk) {
+    const int64_t c0 = chunk * kChunk, c1 = std::min(C, c0 + kChunk);
+    float win[16];  // the window: hist older values then the current one (K <= 16 checked at load)
+    for (int64_t c = c0; c < c1; ++c) {
+      const float* w = W.conv + c * K;
+      for (int32_t j = 0; j < hist; ++j) win[j] = conv_state[int64_t(j) * C + c];
+      for (int64_t t = 0; t < n; ++t) {
+        win[hist] = proj_[(r0 + t) * P + c];
+        float acc = 0.0f;
+        for (int32_t j = 0; j < K; ++j) acc += w[j] * win[j];
+        conv_[(r0 + t) * C + c] = silu(acc);
+        for (int32_t j = 0; j < hist; ++j) win[j] = win[j + 1];
+      }
+      for (int32_t j = 0; j < hist; ++j) conv_state[int64_t(j) * C + c] = win[j];
+    }
+  });
+}
+
+void GatedDeltaNet::forward(const GdnLayerWeights& W, const float* h, const ForwardBatch& batch, GdnStatePool& states,
+                            int32_t layer, float* out) {
+  Backend& be = backend_;
+  const int64_t T = batch.num_tokens(), P = proj_dim_, C = conv_dim_;
+  PYPTO_ASSERT(T <= rows_, "GDN scratch holds ", rows_, " rows, the step has ", T);
+  PYPTO_ASSERT(int32_t(batch.state_slots.size()) == batch.num_seqs(), "a hybrid batch without state slots");
+  PYPTO_PROF_OP("gdn.in_proj");
+  be.linear(h, T, W.in_proj, nullptr, proj_);  // proj [T, qkv (C) | z (n_v d_v) | b (n_v) | a (n_v)]
+  be.synchronize();
+
+  PYPTO_PROF_OP("gdn.conv");
+  for (int32_t s = 0; s < batch.num_seqs(); ++s) {
+    const int64_t r0 = batch.query_start[size_t(s)], n = batch.query_start[size_t(s) + 1] - r0;
+    conv_silu(W, r0, n, states.conv(batch.state_slots[size_t(s)], layer));
+  }
+
+  PYPTO_PROF_OP("gdn.gates");
+  const float q_scale = 1.0f / std::sqrt(float(d_k_));
+  be.parallel_rows(T, [&](int64_t t) {
+    float* row = conv_ + t * C;
+    for (int32_t i = 0; i < n_k_; ++i) {
+      l2norm(row + int64_t(i) * d_k_, d_k_, q_scale);             // q
+      l2norm(row + key_dim_ + int64_t(i) * d_k_, d_k_, 1.0f);     // k
+    }
+    const float* b = proj_ + t * P + C + value_dim_;
+    const float* a = b + n_v_;
+    for (int32_t v = 0; v < n_v_; ++v) {
+      beta_[t * n_v_ + v] = sigmoid(b[v]);
+      g_[t * n_v_ + v] = W.neg_exp_a[v] * softplus(a[v] + W.dt_bias[v]);
+    }
+  });
+
+  PYPTO_PROF_OP("gdn.recurrence");
+  for (int32_t s = 0; s < batch.num_seqs(); ++s) {
+    const int64_t r0 = batch.query_start[size_t(s)], n = batch.query_start[size_t(s) + 1] - r0;
+    GdnSequence q;
+    q.q = conv_ + r0 * C;
+    q.k = conv_ + r0 * C + key_dim_;
+    q.qk_stride = C;
+    q.v = conv_ + r0 * C + 2 * key_dim_;
+    q.v_stride = C;
+    q.g = g_ + r0 * n_v_;
+    q.beta = beta_ + r0 * n_v_;
+    q.n = n;
+    q.n_k = n_k_;
+    q.n_v = n_v_;
+    q.d_k = d_k_;
+    q.d_v = d_v_;
+    q.state = states.recurrent(batch.state_slots[size_t(s)], layer);
+    q.out = o_ + r0 * value_dim_;  // [n, n_v, d_v]
+    be.gated_delta_rule(q);
+  }
+
+  PYPTO_PROF_OP("gdn.gated_norm");
+  be.rms_norm(o_, W.norm, T * n_v_, d_v_, eps_, o_);  // per value head over d_v
+  be.synchronize();
+  be.parallel_rows(T, [&](int64_t t) {
+    const float* z = proj_ + t * P + C;
+    float* o = o_ + t * value_dim_;
+    for (int64_t i = 0; i < value_dim_; ++i) o[i] *= silu(z[i]);
+  });
+  PYPTO_PROF_OP("gdn.out_proj");
+  be.linear(o_, T, W.out_proj, nullptr, out);  // out [T, hidden]
+}
+
+}  // namespace pypto

@@ -1,0 +1,49 @@
+#pragma once
+// The Gated DeltaNet mixer of a Qwen3.5 / Qwen3.6 linear-attention layer (transformers'
+// Qwen3_5GatedDeltaNet), over a step's packed sequences:
+//   [qkv | z | b | a] = in_proj(h)                                   (one fused linear)
+//   c = SiLU(causal depthwise conv_K(qkv)), continuing the sequence's conv state
+//   q, k, v = split(c); q, k L2-normed (x · rsqrt(Σx² + 1e-6)), q · 1/sqrt(d_k)
+//   g = −exp(A_log) · softplus(a + dt_bias), β = σ(b)                   [n_v]
+//   o = gated delta rule (Backend::gated_delta_rule), continuing the sequence's recurrent state
+//   out = out_proj( RMSNorm(o; norm) · SiLU(z) )                       per value head over d_v
+// Prefill runs the recurrence token by token like decode (the chunked WY form is a later step), so
+// any chunking of a prompt gives bit-identical results, and a row's result never depends on the
+// other sequences of the step.
+#include <cstdint>
+
+#include "core/arena.h"
+#include "io/model_config.h"
+#include "kernels/backend.h"
+#include "model/forward_batch.h"
+#include "model/gdn_state.h"
+#include "model/hybrid_weights.h"
+
+namespace pypto {
+
+class GatedDeltaNet {
+ public:
+  GatedDeltaNet(Backend& backend, const ModelConfig& c);
+
+  // This step's scratch for T rows (after the arena's reset; shared by every GDN layer).
+  void take_scratch(Arena& arena, int64_t T);
+
+  // out [T, hidden] = the mixer of h [T, hidden] (T = batch.num_tokens()); each sequence s reads
+  // and updates slot batch.state_slots[s] of `states` at GDN layer index `layer`.
+  void forward(const GdnLayerWeights& W, const float* h, const ForwardBatch& batch, GdnStatePool& states,
+               int32_t layer, float* out);
+
+ private:
+  void conv_silu(const GdnLayerWeights& W, int64_t r0, int64_t n, float* conv_state);
+
+  Backend& backend_;
+  int32_t n_k_, n_v_, d_k_, d_v_, K_;
+  int64_t key_dim_, value_dim_, conv_dim_, proj_dim_;  // proj_dim = conv_dim + value_dim + 2 n_v
+  float eps_;
+  int64_t rows_ = 0;
+  // Scratch: proj [T, proj_dim] (in_proj's output), conv [T, conv_dim] (after conv + SiLU, q and k
+  // then normalised in place), g, beta [T, n_v], o [T, n_v, d_v].
+  float *proj_ = nullptr, *conv_ = nullptr, *g_ = nullptr, *beta_ = nullptr, *o_ = nullptr;
+};
+
+}  // namespace pypto

@@ -1,0 +1,420 @@
+#include "model/hybrid_staging.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <set>
+#include <span>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "core/memory.h"
+#include "core/tensor.h"
+
+namespace pypto {
+namespace {
+
+struct Expected {
+  std::string name;
+  Shape shape;
+  bool matrix;  // a projection: the checkpoint's weight dtype; otherwise any float dtype
+};
+
+std::string lname(const ModelConfig& c, int i, const std::string& suffix) {
+  return str_cat(c.tensor_prefix, "layers.", i, ".", suffix);
+}
+
+// The experts of layer i are stored fused (3-D) when its gate_up_proj tensor exists.
+bool fused_experts(const Checkpoint& ck, int i) {
+  return ck.find(lname(ck.config(), i, "mlp.experts.gate_up_proj")) != nullptr;
+}
+
+std::vector<Expected> expected_tensors(const Checkpoint& ck) {
+  const ModelConfig& c = ck.config();
+  const int64_t H = c.hidden_size, hd = c.head_dim, V = c.vocab_size;
+  const int64_t C = c.gdn_conv_dim(), Vd = c.gdn_value_dim(), nv = c.linear_num_value_heads;
+  std::vector<Expected> v;
+  v.push_back({c.tensor_prefix + "embed_tokens.weight", {V, H}, true});
+  v.push_back({c.tensor_prefix + "norm.weight", {H}, false});
+  if (!c.tie_word_embeddings) v.push_back({"lm_head.weight", {V, H}, true});
+  for (int i = 0; i < c.num_hidden_layers; ++i) {
+    auto add = [&](const std::string& s, Shape shape, bool matrix) { v.push_back({lname(c, i, s), shape, matrix}); };
+    add("input_layernorm.weight", {H}, false);
+    add("post_attention_layernorm.weight", {H}, false);
+    if (c.full_attention_layer(i)) {
+      add("self_attn.q_proj.weight", {2 * c.q_size(), H}, true);
+      add("self_attn.k_proj.weight", {c.kv_size(), H}, true);
+      add("self_attn.v_proj.weight", {c.kv_size(), H}, true);
+      add("self_attn.o_proj.weight", {H, c.q_size()}, true);
+      add("self_attn.q_norm.weight", {hd}, false);
+      add("self_attn.k_norm.weight", {hd}, false);
+    } else {
+      add("linear_attn.in_proj_qkv.weight", {C, H}, true);
+      add("linear_attn.in_proj_z.weight", {Vd, H}, true);
+      add("linear_attn.in_proj_b.weight", {nv, H}, true);
+      add("linear_attn.in_proj_a.weight", {nv, H}, true);
+      add("linear_attn.conv1d.weight", {C, 1, c.linear_conv_kernel_dim}, false);
+      add("linear_attn.dt_bias", {nv}, false);
+      add("linear_attn.A_log", {nv}, false);
+      add("linear_attn.norm.weight", {c.linear_value_head_dim}, false);
+      add("linear_attn.out_proj.weight", {H, Vd}, true);
+    }
+    if (c.arch != ModelArch::Qwen35Moe) {
+      add("mlp.gate_proj.weight", {c.intermediate_size, H}, true);
+      add("mlp.up_proj.weight", {c.intermediate_size, H}, true);
+      add("mlp.down_proj.weight", {H, c.intermediate_size}, true);
+      continue;
+    }
+    const int64_t E = c.num_experts, mI = c.moe_intermediate_size, sI = c.shared_expert_intermediate_size;
+    add("mlp.gate.weight", {E, H}, true);
+    if (fused_experts(ck, i)) {
+      add("mlp.experts.gate_up_proj", {E, 2 * mI, H}, true);
+      add("mlp.experts.down_proj", {E, H, mI}, true);
+    } else {
+      for (int64_t e = 0; e < E; ++e) {
+        add(str_cat("mlp.experts.", e, ".gate_proj.weight"), {mI, H}, true);
+        add(str_cat("mlp.experts.", e, ".up_proj.weight"), {mI, H}, true);
+        add(str_cat("mlp.experts.", e, ".down_proj.weight"), {H, mI}, true);
+      }
+    }
+    add("mlp.shared_expert.gate_proj.weight", {sI, H}, true);
+    add("mlp.shared_expert.up_proj.weight", {sI, H}, true);
+    add("mlp.shared_expert.down_proj.weight", {H, sI}, true);
+    add("mlp.shared_expert_gate.weight", {1, H}, true);
+  }
+  return v;
+}
+
+bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
+
+// Drops the resident pages of [p, p + n) of a read-only file mapping (whole pages inside only), so
+// a large tensor read piece by piece (the embedding, one expert of a fused tensor) never has all
+// of its source pages resident at once: the staging peak stays near the staged size.
+void release_range(const uint8_t* p, size_t n) {
+  static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t b = reinterpret_cast<uintptr_t>(p), e = b + n;
+  const uintptr_t pb = (b + page - 1) & ~(page - 1), pe = e & ~(page - 1);
+  if (pe > pb) madvise(reinterpret_cast<void*>(pb), pe - pb, MADV_DONTNEED);
+}
+
+// Staged tensors, each in its own aligned buffer (kept alive by Qwen3Weights::storage).
+struct HybridSlabs {
+  std::vector<AlignedBuffer> buffers;
+  size_t bytes = 0;
+  uint8_t* take(size_t n) {
+    buffers.emplace_back(std::max<size_t>(n, 64));
+    bytes += buffers.back().size();
+    return buffers.back().data();
+  }
+};
+
+// Byte sizes of everything staged, in the order stage_hybrid_weights takes them.
+template <typename Take>
+void walk_sizes(const ModelConfig& c, const Backend& be, DType wdt, int layers, Take&& take) {
+  const int64_t H = c.hidden_size, hd = c.head_dim, V = c.vocab_size, nv = c.linear_num_value_heads;
+  const int64_t C = c.gdn_conv_dim(), Vd = c.gdn_value_dim();
+  auto lin = [&](int64_t n, int64_t k) { take(be.packed_weight_bytes(wdt, n, k)); };
+  auto vec = [&](int64_t n) { take(size_t(n) * sizeof(float)); };
+  if (c.tie_word_embeddings) {
+    lin(V, H);
+  } else {
+    take(size_t(V * H) * dtype_size(wdt));
+    lin(V, H);
+  }
+  vec(H);
+  for (int i = 0; i < layers; ++i) {
+    vec(H);
+    vec(H);
+    if (c.full_attention_layer(i)) {
+      lin(2 * c.q_size() + 2 * c.kv_size(), H);
+      lin(H, c.q_size());
+      vec(hd);
+      vec(hd);
+    } else {
+      lin(C + Vd + 2 * nv, H);
+      lin(H, Vd);
+      vec(C * c.linear_conv_kernel_dim);
+      vec(nv);
+      vec(nv);
+      vec(c.linear_value_head_dim);
+    }
+    if (c.arch != ModelArch::Qwen35Moe) {
+      lin(2 * c.intermediate_size, H);
+      lin(H, c.intermediate_size);
+      continue;
+    }
+    lin(c.num_experts, H);
+    for (int64_t e = 0; e < c.num_experts; ++e) {
+      lin(2 * c.moe_intermediate_size, H);
+      lin(H, c.moe_intermediate_size);
+    }
+    lin(2 * c.shared_expert_intermediate_size, H);
+    lin(H, c.shared_expert_intermediate_size);
+    lin(1, H);
+  }
+}
+
+}  // namespace
+
+void validate_hybrid_checkpoint(const Checkpoint& ck) {
+  const ModelConfig& c = ck.config();
+  PYPTO_ASSERT(c.hybrid(), c.architecture);
+  if (c.linear_conv_kernel_dim > 16)
+    fail(ck.dir(), ": linear_conv_kernel_dim ", c.linear_conv_kernel_dim, " is larger than the supported 16");
+  const TensorRef* embed = ck.find(c.tensor_prefix + "embed_tokens.weight");
+  const DType wdt = embed ? embed->info->dtype : c.torch_dtype;
+  std::vector<std::string> problems;
+  std::set<std::string> known;
+  for (const Expected& e : expected_tensors(ck)) {
+    known.insert(e.name);
+    const TensorRef* r = ck.find(e.name);
+    if (!r) {
+      problems.push_back(str_cat(e.name, ": missing (expected ", shape_str(e.shape), ")"));
+      continue;
+    }
+    if (r->info->shape != e.shape)
+      problems.push_back(str_cat(e.name, ": shape ", shape_str(r->info->shape), ", expected ", shape_str(e.shape)));
+    const DType dt = r->info->dtype;
+    if (e.matrix && dt != wdt)
+      problems.push_back(str_cat(e.name, ": dtype ", dtype_name(dt), ", expected ", dtype_name(wdt), " like ",
+                                 c.tensor_prefix, "embed_tokens.weight"));
+    if (!e.matrix && dt != DType::F32 && dt != DType::BF16 && dt != DType::F16)
+      problems.push_back(str_cat(e.name, ": dtype ", dtype_name(dt), " (allowed: F32, BF16, F16)"));
+  }
+  if (wdt != DType::BF16 && wdt != DType::F16 && wdt != DType::F32)
+    problems.push_back(str_cat(c.tensor_prefix, "embed_tokens.weight: dtype ", dtype_name(wdt), " (allowed: BF16, F16, F32)"));
+  // Every other tensor of the text model must be explained by the config: one left over means
+  // layer_types, num_hidden_layers or the MLP kind disagree with the checkpoint.
+  int64_t visual = 0, mtp = 0;
+  for (const std::string& name : ck.tensor_names()) {
+    if (starts_with(name, "model.visual.")) {
+      ++visual;
+      continue;
+    }
+    if (starts_with(name, "mtp.")) {
+      ++mtp;
+      continue;
+    }
+    if (known.count(name)) continue;
+    if (starts_with(name, c.tensor_prefix) || name == "lm_head.weight")
+      problems.push_back(str_cat(name, ": not part of the model config.json describes (check layer_types, ",
+                                 "num_hidden_layers and tie_word_embeddings)"));
+  }
+  if (!problems.empty()) {
+    std::string msg = str_cat(ck.dir(), ": checkpoint does not match config.json (", problems.size(), " tensor",
+                              problems.size() == 1 ? "" : "s", "):");
+    for (const auto& p : problems) msg += "\n  " + p;
+    throw Error(msg);
+  }
+  if (visual > 0) log_info(ck.dir(), ": skipping ", visual, " model.visual.* tensors (the vision tower; text only)");
+  if (mtp > 0) log_info(ck.dir(), ": skipping ", mtp, " mtp.* tensors (the MTP head is not served yet)");
+}
+
+size_t hybrid_staged_bytes(const Checkpoint& ck, const Backend& backend, int num_layers) {
+  const ModelConfig& c = ck.config();
+  const TensorRef* embed = ck.find(c.tensor_prefix + "embed_tokens.weight");
+  const DType wdt = embed ? embed->info->dtype : c.torch_dtype;
+  size_t total = 0;
+  walk_sizes(c, backend, wdt, num_layers >= 0 ? num_layers : c.num_hidden_layers,
+             [&](size_t n) { total += (std::max<size_t>(n, 64) + 63) / 64 * 64; });
+  return total;
+}
+
+Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, const StagingOptions& opt) {
+  const ModelConfig& c = ck.config();
+  if (opt.tp_size != 1)
+    fail("--tp ", opt.tp_size, ": ", c.architecture, " under tensor parallelism is not supported yet; run it with --tp 1");
+  if (opt.layer_begin != 0 || (opt.layer_end >= 0 && opt.layer_end != c.num_hidden_layers))
+    fail(c.architecture, " under pipeline parallelism (--pp) is not supported yet");
+  if (opt.quantization != WeightFormat::Float)
+    fail("--quantization ", weight_format_name(opt.quantization), ": quantizing ", c.architecture,
+         " (Gated DeltaNet layers) is not supported yet; run it unquantized");
+  if (!opt.compile_cache_dir.empty())
+    fail("--use-compile-cache: ", c.architecture, " weights are not cached yet; leave the option out");
+  validate_hybrid_checkpoint(ck);
+
+  const std::string& P = c.tensor_prefix;
+  const int64_t H = c.hidden_size, hd = c.head_dim, V = c.vocab_size, nv = c.linear_num_value_heads;
+  const int64_t C = c.gdn_conv_dim(), Vd = c.gdn_value_dim(), Kc = c.linear_conv_kernel_dim;
+  const int64_t q_rows = c.q_size(), kv_rows = c.kv_size();
+  const TensorRef& embed = ck.get(P + "embed_tokens.weight");
+  const DType wdt = embed.info->dtype;
+  const size_t esz = dtype_size(wdt);
+
+  Qwen3Weights w;
+  w.config = c;
+  w.n_heads = c.num_attention_heads;
+  w.n_kv_heads = c.num_key_value_heads;
+  w.inter = c.intermediate_size;
+  w.moe_inter = c.moe_intermediate_size;
+  w.vocab_begin = 0;
+  w.vocab_rows = V;
+  w.embed_dtype = wdt;
+  w.layer_begin = 0;
+  w.layer_end = c.num_hidden_layers;
+  auto slabs = std::make_shared<HybridSlabs>();
+
+  auto release = [&](const TensorRef& r) { r.file->release(*r.info); };
+  // A float vector (norm, bias, taps) as f32, plus `offset` (1 for the zero-centred norms).
+  auto vec_f32 = [&](const std::string& name, float offset) {
+    const TensorRef& r = ck.get(name);
+    const int64_t n = shape_numel(r.info->shape);
+    float* out = reinterpret_cast<float*>(slabs->take(size_t(n) * sizeof(float)));
+    for (int64_t i = 0; i < n; ++i) out[i] = load_as_f32(r.data(), r.info->dtype, size_t(i)) + offset;
+    release(r);
+    return static_cast<const float*>(out);
+  };
+  // A linear stacked by rows from parts (each a row range of a 2-D tensor, or a pointer to rows).
+  struct Rows {
+    const uint8_t* data;
+    int64_t rows;
+  };
+  std::vector<uint8_t> scratch;
+  auto pack = [&](std::span<const Rows> parts, int64_t k) {
+    int64_t n = 0;
+    for (const Rows& r : parts) n += r.rows;
+    if (parts.size() == 1) {  // one tensor (or slice): packed straight from the mapping
+      uint8_t* dst = slabs->take(backend.packed_weight_bytes(wdt, n, k));
+      backend.pack_weight(parts[0].data, wdt, n, k, dst);
+      return LinearWeight{dst, wdt, n, k, WeightFormat::Float, 0};
+    }
+    const size_t row_bytes = size_t(k) * esz;
+    scratch.resize(size_t(n) * row_bytes);
+    uint8_t* t = scratch.data();
+    for (const Rows& r : parts) {
+      std::memcpy(t, r.data, size_t(r.rows) * row_bytes);
+      t += size_t(r.rows) * row_bytes;
+    }
+    uint8_t* dst = slabs->take(backend.packed_weight_bytes(wdt, n, k));
+    backend.pack_weight(scratch.data(), wdt, n, k, dst);
+    return LinearWeight{dst, wdt, n, k, WeightFormat::Float, 0};
+  };
+  auto whole = [&](const std::string& name) -> Rows {
+    const TensorRef& r = ck.get(name);
+    return {r.data(), r.info->shape[0]};
+  };
+  auto done = [&](std::initializer_list<std::string> names) {
+    for (const std::string& n : names) release(ck.get(n));
+  };
+
+  // Embedding and lm_head: a tied table is staged once, as the lm_head (looked up through it).
+  if (c.tie_word_embeddings) {
+    const Rows e{embed.data(), V};
+    w.lm_head = pack(std::span<const Rows>(&e, 1), H);
+    w.embed = w.lm_head.data;
+    w.embed_in_lm_head = true;
+  } else {
+    uint8_t* table = slabs->take(size_t(V * H) * esz);
+    const size_t bytes = size_t(V * H) * esz, chunk = size_t(16) << 20;
+    for (size_t off = 0; off < bytes; off += chunk) {  // plain rows, copied 16 MiB at a time
+      const size_t n = std::min(chunk, bytes - off);
+      std::memcpy(table + off, embed.data() + off, n);
+      release_range(embed.data() + off, n);
+    }
+    w.embed = table;
+    const Rows lm = whole("lm_head.weight");
+    w.lm_head = pack(std::span<const Rows>(&lm, 1), H);
+    done({"lm_head.weight"});
+  }
+  release(embed);
+  w.final_norm = vec_f32(P + "norm.weight", 1.0f);
+
+  for (int i = 0; i < c.num_hidden_layers; ++i) {
+    auto N = [&](const char* s) { return lname(c, i, s); };
+    Qwen3LayerWeights& L = w.layers.emplace_back();
+    L.input_norm = vec_f32(N("input_layernorm.weight"), 1.0f);
+    L.post_norm = vec_f32(N("post_attention_layernorm.weight"), 1.0f);
+    if (c.full_attention_layer(i)) {
+      // q_proj rows per head h: [h·2hd, h·2hd + hd) query, [h·2hd + hd, (h+1)·2hd) gate.
+      L.mixer = LayerMixer::GatedAttention;
+      const TensorRef& q = ck.get(N("self_attn.q_proj.weight"));
+      const size_t row = size_t(H) * esz;
+      std::vector<Rows> parts;
+      for (int32_t h = 0; h < c.num_attention_heads; ++h) parts.push_back({q.data() + size_t(2 * h * hd) * row, hd});
+      parts.push_back(whole(N("self_attn.k_proj.weight")));
+      parts.push_back(whole(N("self_attn.v_proj.weight")));
+      for (int32_t h = 0; h < c.num_attention_heads; ++h)
+        parts.push_back({q.data() + size_t((2 * h + 1) * hd) * row, hd});
+      L.qkv = pack(parts, H);  // [q (nq hd) | k | v | gate (nq hd)]
+      PYPTO_ASSERT(L.qkv.n_out == 2 * q_rows + 2 * kv_rows);
+      const Rows o = whole(N("self_attn.o_proj.weight"));
+      L.o_proj = pack(std::span<const Rows>(&o, 1), q_rows);
+      done({N("self_attn.q_proj.weight"), N("self_attn.k_proj.weight"), N("self_attn.v_proj.weight"),
+            N("self_attn.o_proj.weight")});
+      L.q_norm = vec_f32(N("self_attn.q_norm.weight"), 1.0f);
+      L.k_norm = vec_f32(N("self_attn.k_norm.weight"), 1.0f);
+    } else {
+      L.mixer = LayerMixer::GatedDeltaNet;
+      GdnLayerWeights& G = L.gdn;
+      const Rows in[] = {whole(N("linear_attn.in_proj_qkv.weight")), whole(N("linear_attn.in_proj_z.weight")),
+                         whole(N("linear_attn.in_proj_b.weight")), whole(N("linear_attn.in_proj_a.weight"))};
+      G.in_proj = pack(in, H);  // [qkv (C) | z (Vd) | b (n_v) | a (n_v)]
+      PYPTO_ASSERT(G.in_proj.n_out == C + Vd + 2 * nv);
+      const Rows out = whole(N("linear_attn.out_proj.weight"));
+      G.out_proj = pack(std::span<const Rows>(&out, 1), Vd);
+      done({N("linear_attn.in_proj_qkv.weight"), N("linear_attn.in_proj_z.weight"), N("linear_attn.in_proj_b.weight"),
+            N("linear_attn.in_proj_a.weight"), N("linear_attn.out_proj.weight")});
+      G.conv = vec_f32(N("linear_attn.conv1d.weight"), 0.0f);  // [C, 1, K] → [C, K]
+      G.dt_bias = vec_f32(N("linear_attn.dt_bias"), 0.0f);
+      const float* a_log = vec_f32(N("linear_attn.A_log"), 0.0f);
+      float* neg = reinterpret_cast<float*>(slabs->take(size_t(nv) * sizeof(float)));
+      for (int64_t h = 0; h < nv; ++h) neg[h] = -std::exp(a_log[h]);  // as transformers: −A_log.float().exp()
+      G.neg_exp_a = neg;
+      G.norm = vec_f32(N("linear_attn.norm.weight"), 0.0f);  // the one plain (not 1 + w) norm
+      (void)Kc;
+    }
+    if (c.arch != ModelArch::Qwen35Moe) {
+      const Rows gu[] = {whole(N("mlp.gate_proj.weight")), whole(N("mlp.up_proj.weight"))};
+      L.gate_up = pack(gu, H);
+      const Rows d = whole(N("mlp.down_proj.weight"));
+      L.down = pack(std::span<const Rows>(&d, 1), c.intermediate_size);
+      done({N("mlp.gate_proj.weight"), N("mlp.up_proj.weight"), N("mlp.down_proj.weight")});
+      continue;
+    }
+    // Qwen3.5-MoE: every layer sparse; the router stays float like the other architectures'.
+    L.sparse = true;
+    const int64_t E = c.num_experts, mI = c.moe_intermediate_size, sI = c.shared_expert_intermediate_size;
+    const Rows router = whole(N("mlp.gate.weight"));
+    L.router = pack(std::span<const Rows>(&router, 1), H);
+    done({N("mlp.gate.weight")});
+    if (fused_experts(ck, i)) {  // gate_up_proj [E, 2I, H] (gate rows first), down_proj [E, H, I]
+      const TensorRef& gu = ck.get(N("mlp.experts.gate_up_proj"));
+      const TensorRef& dn = ck.get(N("mlp.experts.down_proj"));
+      for (int64_t e = 0; e < E; ++e) {
+        const Rows g{gu.data() + size_t(e * 2 * mI * H) * esz, 2 * mI};
+        const Rows d{dn.data() + size_t(e * H * mI) * esz, H};
+        L.experts.push_back({pack(std::span<const Rows>(&g, 1), H), pack(std::span<const Rows>(&d, 1), mI)});
+        release_range(g.data, size_t(2 * mI * H) * esz);  // this expert's source pages
+        release_range(d.data, size_t(H * mI) * esz);
+      }
+      release(gu);
+      release(dn);
+    } else {
+      for (int64_t e = 0; e < E; ++e) {
+        const std::string x = str_cat("mlp.experts.", e, ".");
+        const Rows g[] = {whole(lname(c, i, x + "gate_proj.weight")), whole(lname(c, i, x + "up_proj.weight"))};
+        const Rows d = whole(lname(c, i, x + "down_proj.weight"));
+        L.experts.push_back({pack(g, H), pack(std::span<const Rows>(&d, 1), mI)});
+        done({lname(c, i, x + "gate_proj.weight"), lname(c, i, x + "up_proj.weight"), lname(c, i, x + "down_proj.weight")});
+      }
+    }
+    const Rows sgu[] = {whole(N("mlp.shared_expert.gate_proj.weight")), whole(N("mlp.shared_expert.up_proj.weight"))};
+    L.shared_expert.gate_up = pack(sgu, H);
+    const Rows sd = whole(N("mlp.shared_expert.down_proj.weight"));
+    L.shared_expert.down = pack(std::span<const Rows>(&sd, 1), sI);
+    const Rows sg = whole(N("mlp.shared_expert_gate.weight"));
+    L.shared_expert.gate = pack(std::span<const Rows>(&sg, 1), H);
+    done({N("mlp.shared_expert.gate_proj.weight"), N("mlp.shared_expert.up_proj.weight"),
+          N("mlp.shared_expert.down_proj.weight"), N("mlp.shared_expert_gate.weight")});
+  }
+  w.weight_formats = "float";
+  w.layer_format = WeightFormat::Float;
+  w.resident_bytes = slabs->bytes;
+  w.storage = slabs;
+  return w;
+}
+
+}  // namespace pypto

@@ -1,0 +1,272 @@
+#include "model/test_model_hybrid.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/progress.h"
+#include "io/safetensors.h"
+
+namespace fs = std::filesystem;
+
+namespace pypto {
+namespace {
+
+using test_model_detail::fill_uniform;
+using test_model_detail::name_seed;
+
+struct HybridPreset {
+  const char* name;
+  int64_t hidden, inter;
+  int layers, heads, kv_heads, head_dim;
+  int interval;  // full_attention_interval
+  int lin_k_heads, lin_v_heads, lin_k_dim, lin_v_dim;
+  bool tie;
+  int experts = 0, top_k = 0;
+  int64_t moe_inter = 0, shared_inter = 0;
+};
+
+// The published shapes (docs/status.md, issue 36): Qwen3.5-0.8B, Qwen3.6-27B (= Qwen3.5-27B) and
+// Qwen3.6-35B-A3B (= Qwen3.5-35B-A3B); head_dim 256, partial rotary 0.25, d_k = d_v = 128, conv
+// kernel 4, one full-attention layer in four. The tiny ones are ours, for fast tests: every
+// other layer full attention (so KV layers and GDN layers interleave), 2 key heads serving 4
+// value heads (the h // r grouping matters), d_k 16 ≠ d_v 32 (a transposed state cannot pass),
+// rotary 8 of head_dim 32.
+constexpr HybridPreset kHybridPresets[] = {
+    {"tiny-hybrid", 64, 128, 4, 4, 2, 32, 2, 2, 4, 16, 32, true},
+    {"tiny-hybrid-moe", 64, 0, 4, 4, 2, 32, 2, 2, 4, 16, 32, false, 8, 2, 32, 48},
+    {"qwen3.5-0.8b", 1024, 3584, 24, 8, 2, 256, 4, 16, 16, 128, 128, true},
+    {"qwen3.6-27b", 5120, 17408, 64, 24, 4, 256, 4, 16, 48, 128, 128, false},
+    {"qwen3.6-35b-a3b", 2048, 0, 40, 16, 2, 256, 4, 16, 32, 128, 128, false, 256, 8, 512, 512},
+};
+constexpr int64_t kQwen35Vocab = 248320;
+constexpr int kConvKernel = 4;
+constexpr double kPartialRotary = 0.25;
+
+const HybridPreset* find(const std::string& name) {
+  for (const auto& p : kHybridPresets)
+    if (name == p.name) return &p;
+  return nullptr;
+}
+
+void write_text(const fs::path& p, const std::string& text) {
+  std::ofstream f(p, std::ios::binary);
+  f << text;
+  if (!f) fail(p.string(), ": cannot write");
+}
+
+}  // namespace
+
+std::vector<std::string> hybrid_test_model_presets() {
+  std::vector<std::string> v;
+  for (const auto& p : kHybridPresets) v.push_back(p.name);
+  return v;
+}
+
+bool is_hybrid_test_model_preset(const std::string& name) { return find(name) != nullptr; }
+
+ModelConfig hybrid_test_model_config(const std::string& preset) {
+  const HybridPreset* p = find(preset);
+  PYPTO_ASSERT(p != nullptr, preset);
+  ModelConfig c;
+  const bool moe = p->experts > 0;
+  c.arch = moe ? ModelArch::Qwen35Moe : ModelArch::Qwen35;
+  c.architecture = moe ? "Qwen3_5MoeForConditionalGeneration" : "Qwen3_5ForConditionalGeneration";
+  c.multimodal_wrapper = true;
+  c.tensor_prefix = "model.language_model.";
+  c.vocab_size = kQwen35Vocab;
+  c.hidden_size = p->hidden;
+  c.intermediate_size = p->inter;
+  c.num_hidden_layers = p->layers;
+  c.num_attention_heads = p->heads;
+  c.num_key_value_heads = p->kv_heads;
+  c.head_dim = p->head_dim;
+  c.rms_norm_eps = 1e-6;
+  c.rope_theta = 10000000.0;
+  c.rotary_dim = static_cast<int32_t>(p->head_dim * kPartialRotary);
+  c.max_position_embeddings = 262144;
+  c.tie_word_embeddings = p->tie;
+  c.linear_num_key_heads = p->lin_k_heads;
+  c.linear_num_value_heads = p->lin_v_heads;
+  c.linear_key_head_dim = p->lin_k_dim;
+  c.linear_value_head_dim = p->lin_v_dim;
+  c.linear_conv_kernel_dim = kConvKernel;
+  c.full_attention.assign(size_t(p->layers), 0);
+  for (int i = 0; i < p->layers; ++i) c.full_attention[size_t(i)] = (i + 1) % p->interval == 0;
+  if (moe) {
+    c.num_experts = p->experts;
+    c.num_experts_per_tok = p->top_k;
+    c.moe_intermediate_size = p->moe_inter;
+    c.shared_expert_intermediate_size = p->shared_inter;
+    c.norm_topk_prob = true;
+  }
+  // Qwen3's special-token ids: the tokenizer files written beside are Qwen3's.
+  c.bos_token_ids = {151643};
+  c.eos_token_ids = {151645};
+  return c;
+}
+
+void make_hybrid_test_model(const TestModelOptions& opt) {
+  const HybridPreset& p = *find(opt.preset);
+  ModelConfig c = hybrid_test_model_config(opt.preset);
+  if (opt.layers) {
+    if (*opt.layers < 1) fail("--layers must be at least 1, got ", *opt.layers);
+    c.num_hidden_layers = *opt.layers;
+    c.full_attention.assign(size_t(c.num_hidden_layers), 0);
+    for (int i = 0; i < c.num_hidden_layers; ++i) c.full_attention[size_t(i)] = (i + 1) % p.interval == 0;
+  }
+  if (opt.qwen2 || opt.quant != QuantMethod::None || !opt.qk_norm || opt.outlier_channels != 0)
+    fail("preset ", opt.preset, " is a Qwen3.5 hybrid: --qwen2, --quant-format, --no-qk-norm and --outlier-channels ",
+         "do not apply to it (yet)");
+  if (opt.shards != 1) fail("preset ", opt.preset, ": --shards is not supported for the hybrid presets yet (one file)");
+  if (opt.dtype != DType::BF16 && opt.dtype != DType::F16 && opt.dtype != DType::F32)
+    fail("--dtype must be bf16, f16 or f32");
+  if (opt.out_dir.empty()) fail("--out DIR is required");
+  const std::string tok_dir = qwen3_tokenizer_dir();
+  fs::create_directories(opt.out_dir);
+  const fs::path out(opt.out_dir);
+
+  const bool moe = c.arch == ModelArch::Qwen35Moe;
+  const int64_t H = c.hidden_size, V = c.vocab_size, hd = c.head_dim;
+  const int64_t key_dim = c.gdn_key_dim(), value_dim = c.gdn_value_dim(), conv_dim = c.gdn_conv_dim();
+  const int64_t nv = c.linear_num_value_heads;
+  const std::string P = opt.text_only ? "model." : "model.language_model.";
+
+  // Init: projections uniform with std 1/sqrt(fan_in); zero-centred norms (the (1 + w) ones)
+  // 0 ± 0.2 and the GDN output norm 1 ± 0.2, so a norm read the wrong way is visible; A_log in
+  // [-1, 1] (decays exp(-A·softplus(·)) neither ~1 nor ~0); dt_bias ± 0.5; conv taps of std 0.5.
+  const float sqrt3 = std::sqrt(3.0f);
+  std::vector<SafetensorWrite> tensors;
+  auto add_dt = [&](const std::string& name, DType dt, Shape shape, float center, float std) {
+    const int64_t n = shape_numel(shape);
+    const uint64_t s = name_seed(opt.seed, name);
+    tensors.push_back({name, dt, shape, [=](uint8_t* dst) { fill_uniform(dst, dt, n, s, center, std * sqrt3); }});
+  };
+  auto add = [&](const std::string& name, Shape shape, float center, float std) {
+    add_dt(name, opt.dtype, std::move(shape), center, std);
+  };
+  auto proj = [&](const std::string& name, Shape shape) {
+    add(name, shape, 0.0f, 1.0f / std::sqrt(static_cast<float>(shape.back())));
+  };
+  const float gamma_std = 0.2f / sqrt3;
+  add(P + "embed_tokens.weight", {V, H}, 0.0f, 2.0f / std::sqrt(static_cast<float>(H)));
+  for (int i = 0; i < c.num_hidden_layers; ++i) {
+    const std::string l = P + "layers." + std::to_string(i) + ".";
+    add(l + "input_layernorm.weight", {H}, 0.0f, gamma_std);
+    add(l + "post_attention_layernorm.weight", {H}, 0.0f, gamma_std);
+    if (c.full_attention_layer(i)) {
+      proj(l + "self_attn.q_proj.weight", {2 * c.q_size(), H});  // per head: query rows, then gate rows
+      proj(l + "self_attn.k_proj.weight", {c.kv_size(), H});
+      proj(l + "self_attn.v_proj.weight", {c.kv_size(), H});
+      proj(l + "self_attn.o_proj.weight", {H, c.q_size()});
+      add(l + "self_attn.q_norm.weight", {hd}, 0.0f, gamma_std);
+      add(l + "self_attn.k_norm.weight", {hd}, 0.0f, gamma_std);
+    } else {
+      const std::string g = l + "linear_attn.";
+      proj(g + "in_proj_qkv.weight", {conv_dim, H});
+      proj(g + "in_proj_z.weight", {value_dim, H});
+      proj(g + "in_proj_b.weight", {nv, H});
+      proj(g + "in_proj_a.weight", {nv, H});
+      add(g + "conv1d.weight", {conv_dim, 1, kConvKernel}, 0.0f, 0.5f);
+      add(g + "dt_bias", {nv}, 0.0f, 0.5f / sqrt3);
+      add_dt(g + "A_log", DType::F32, {nv}, 0.0f, 1.0f / sqrt3);  // f32 in the published checkpoints
+      add(g + "norm.weight", {c.linear_value_head_dim}, 1.0f, gamma_std);
+      proj(g + "out_proj.weight", {H, value_dim});
+    }
+    if (!moe) {
+      proj(l + "mlp.gate_proj.weight", {c.intermediate_size, H});
+      proj(l + "mlp.up_proj.weight", {c.intermediate_size, H});
+      proj(l + "mlp.down_proj.weight", {H, c.intermediate_size});
+      continue;
+    }
+    const int64_t E = c.num_experts, mI = c.moe_intermediate_size, sI = c.shared_expert_intermediate_size;
+    proj(l + "mlp.gate.weight", {E, H});
+    proj(l + "mlp.experts.gate_up_proj", {E, 2 * mI, H});  // gate rows [0, I), up rows [I, 2I)
+    proj(l + "mlp.experts.down_proj", {E, H, mI});
+    proj(l + "mlp.shared_expert.gate_proj.weight", {sI, H});
+    proj(l + "mlp.shared_expert.up_proj.weight", {sI, H});
+    proj(l + "mlp.shared_expert.down_proj.weight", {H, sI});
+    proj(l + "mlp.shared_expert_gate.weight", {1, H});
+  }
+  add(P + "norm.weight", {H}, 0.0f, gamma_std);
+  if (!c.tie_word_embeddings) add("lm_head.weight", {V, H}, 0.0f, 2.0f / std::sqrt(static_cast<float>(H)));
+  // A stand-in for the vision tower: the loader must skip model.visual.* (wrapper layout only).
+  if (!opt.text_only) add("model.visual.merger.linear_fc2.weight", {H, 16}, 0.0f, 0.25f);
+
+  size_t total = 0;
+  for (const auto& t : tensors) total += static_cast<size_t>(shape_numel(t.shape)) * dtype_size(t.dtype);
+  Progress progress(str_cat("make-test-model ", opt.preset), 1, opt.show_progress ? total : 0);
+  write_safetensors((out / "model.safetensors").string(), tensors);
+  progress.advance(1, total);
+  progress.finish();
+  fs::remove(out / "model.safetensors.index.json");
+
+  const char* dtype_name_hf = opt.dtype == DType::BF16 ? "bfloat16" : opt.dtype == DType::F16 ? "float16" : "float32";
+  nlohmann::ordered_json layer_types = nlohmann::ordered_json::array();
+  for (int i = 0; i < c.num_hidden_layers; ++i) layer_types.push_back(c.full_attention_layer(i) ? "full_attention" : "linear_attention");
+  nlohmann::ordered_json text = {
+      {"model_type", moe ? "qwen3_5_moe_text" : "qwen3_5_text"},
+      {"vocab_size", V},
+      {"hidden_size", H},
+      {"num_hidden_layers", c.num_hidden_layers},
+      {"layer_types", layer_types},
+      {"full_attention_interval", p.interval},
+      {"num_attention_heads", c.num_attention_heads},
+      {"num_key_value_heads", c.num_key_value_heads},
+      {"head_dim", hd},
+      {"attention_bias", false},
+      {"attn_output_gate", true},
+      {"linear_num_key_heads", c.linear_num_key_heads},
+      {"linear_num_value_heads", c.linear_num_value_heads},
+      {"linear_key_head_dim", c.linear_key_head_dim},
+      {"linear_value_head_dim", c.linear_value_head_dim},
+      {"linear_conv_kernel_dim", c.linear_conv_kernel_dim},
+      {"hidden_act", "silu"},
+      {"rms_norm_eps", c.rms_norm_eps},
+      {"rope_parameters",
+       {{"rope_type", "default"},
+        {"rope_theta", c.rope_theta},
+        {"partial_rotary_factor", kPartialRotary},
+        {"mrope_section", {11, 11, 10}},
+        {"mrope_interleaved", true}}},
+      {"max_position_embeddings", c.max_position_embeddings},
+      {"mamba_ssm_dtype", "float32"},
+      {"mtp_num_hidden_layers", 1},
+      {"mtp_use_dedicated_embeddings", false},
+      {"tie_word_embeddings", c.tie_word_embeddings},
+      {"dtype", dtype_name_hf},
+      {"bos_token_id", 151643},
+      {"eos_token_id", 151645},
+  };
+  if (moe) {
+    text["num_experts"] = c.num_experts;
+    text["num_experts_per_tok"] = c.num_experts_per_tok;
+    text["moe_intermediate_size"] = c.moe_intermediate_size;
+    text["shared_expert_intermediate_size"] = c.shared_expert_intermediate_size;
+  } else {
+    text["intermediate_size"] = c.intermediate_size;
+  }
+  const nlohmann::ordered_json marker = {{"preset", opt.preset}, {"seed", opt.seed}, {"random_weights", true},
+                                         {"tokenizer", "Qwen3's (the real vocabulary is 248,320 rows as here)"}};
+  nlohmann::ordered_json cfg;
+  if (opt.text_only) {
+    cfg = {{"architectures", {moe ? "Qwen3_5MoeForCausalLM" : "Qwen3_5ForCausalLM"}}};
+    for (auto it = text.begin(); it != text.end(); ++it) cfg[it.key()] = it.value();
+  } else {
+    cfg = {{"architectures", {moe ? "Qwen3_5MoeForConditionalGeneration" : "Qwen3_5ForConditionalGeneration"}},
+           {"model_type", moe ? "qwen3_5_moe" : "qwen3_5"},
+           {"text_config", text},
+           {"vision_config", {{"model_type", moe ? "qwen3_5_moe_vision" : "qwen3_5_vision"}}},
+           {"tie_word_embeddings", c.tie_word_embeddings}};
+  }
+  cfg["pypto_test_model"] = marker;
+  write_text(out / "config.json", cfg.dump(2) + "\n");
+  nlohmann::ordered_json gen = {{"bos_token_id", 151643}, {"eos_token_id", {151645, 151643}}, {"do_sample", false}};
+  write_text(out / "generation_config.json", gen.dump(2) + "\n");
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+    fs::copy_file(fs::path(tok_dir) / f, out / f, fs::copy_options::overwrite_existing);
+}
+
+}  // namespace pypto

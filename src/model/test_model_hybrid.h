@@ -1,0 +1,26 @@
+#pragma once
+// make-test-model presets of the Qwen3.5 / Qwen3.6 hybrids (Gated DeltaNet + gated attention):
+// random weights with the published tensor names, shapes and dtypes (bf16, A_log in f32), in
+// the vision-language wrapper layout Qwen publishes (config.json with text_config, tensors under
+// model.language_model.*, one small model.visual.* tensor standing in for the vision tower) or,
+// with TestModelOptions::text_only, the Qwen3_5(Moe)ForCausalLM layout. MoE experts are written
+// fused as Qwen3.5 stores them: mlp.experts.gate_up_proj [E, 2I, H], mlp.experts.down_proj
+// [E, H, I]. The mtp.* tensors are not written (the MTP head is not served yet).
+//
+// The tokenizer files are Qwen3's (the Qwen3.5 tokenizer is not obtainable here); the vocabulary
+// size and the embedding / lm_head shapes are the real models' 248,320 rows, of which the
+// tokenizer uses the first 151,669.
+#include <string>
+#include <vector>
+
+#include "io/model_config.h"
+#include "model/test_model.h"
+
+namespace pypto {
+
+std::vector<std::string> hybrid_test_model_presets();  // tiny-hybrid, tiny-hybrid-moe, qwen3.5-0.8b, ...
+bool is_hybrid_test_model_preset(const std::string& name);
+ModelConfig hybrid_test_model_config(const std::string& preset);
+void make_hybrid_test_model(const TestModelOptions& opt);
+
+}  // namespace pypto

@@ -1,0 +1,137 @@
+// Qwen3.5 / Qwen3.6 hybrid config.json: the published wrapper (text_config) and the text-only
+// layout are read, layer_types or full_attention_interval give the layer pattern, rope_parameters
+// give θ and the partial rotary dims, and inconsistent configs are refused naming the field.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "core/error.h"
+#include "io/model_config.h"
+
+using namespace pypto;
+
+namespace {
+
+// Qwen3.6-35B-A3B's text settings (fact sheet §2.1), as the wrapper nests them.
+nlohmann::json moe_text() {
+  return nlohmann::json::parse(R"({
+    "model_type": "qwen3_5_moe_text", "vocab_size": 248320, "hidden_size": 2048, "num_hidden_layers": 40,
+    "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256, "attention_bias": false,
+    "attn_output_gate": true, "linear_num_key_heads": 16, "linear_num_value_heads": 32,
+    "linear_key_head_dim": 128, "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4,
+    "full_attention_interval": 4, "hidden_act": "silu", "rms_norm_eps": 1e-6,
+    "rope_parameters": {"rope_type": "default", "rope_theta": 10000000, "partial_rotary_factor": 0.25,
+                        "mrope_section": [11, 11, 10], "mrope_interleaved": true},
+    "max_position_embeddings": 262144, "mamba_ssm_dtype": "float32", "num_experts": 256,
+    "num_experts_per_tok": 8, "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512,
+    "mtp_num_hidden_layers": 1, "dtype": "bfloat16", "eos_token_id": 248044})");
+}
+
+nlohmann::json wrapper(const nlohmann::json& text, bool moe = true) {
+  return {{"architectures", {moe ? "Qwen3_5MoeForConditionalGeneration" : "Qwen3_5ForConditionalGeneration"}},
+          {"model_type", moe ? "qwen3_5_moe" : "qwen3_5"},
+          {"text_config", text},
+          {"vision_config", {{"model_type", "qwen3_5_moe_vision"}}},
+          {"tie_word_embeddings", false},
+          {"eos_token_id", 248046}};
+}
+
+ModelConfig parse(const nlohmann::json& j) { return parse_model_config(j.dump(), "m/config.json"); }
+
+std::string parse_error(const nlohmann::json& j) {
+  try {
+    parse(j);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(HybridConfig, ReadsTheMoeWrapper) {
+  const ModelConfig c = parse(wrapper(moe_text()));
+  EXPECT_EQ(c.arch, ModelArch::Qwen35Moe);
+  EXPECT_TRUE(c.hybrid());
+  EXPECT_TRUE(c.multimodal_wrapper);
+  EXPECT_EQ(c.tensor_prefix, "model.language_model.");
+  EXPECT_EQ(c.vocab_size, 248320);
+  EXPECT_EQ(c.head_dim, 256);
+  EXPECT_EQ(c.rotary_dim, 64);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 1e7);
+  EXPECT_EQ(c.gdn_conv_dim(), 8192);  // in_proj_qkv rows: 2 · 16 · 128 + 32 · 128
+  EXPECT_EQ(c.num_full_attention_layers(), 10);
+  for (int i = 0; i < 40; ++i) EXPECT_EQ(c.full_attention_layer(i), (i + 1) % 4 == 0) << i;
+  EXPECT_TRUE(c.norm_topk_prob) << "Qwen3.5-MoE always renormalises";
+  EXPECT_EQ(c.shared_expert_intermediate_size, 512);
+  for (int i = 0; i < 40; ++i) EXPECT_TRUE(c.sparse_layer(i));
+  EXPECT_FALSE(c.tie_word_embeddings);
+  EXPECT_EQ(c.eos_token_ids, (std::vector<int32_t>{248044, 248046})) << "text_config's and the wrapper's";
+}
+
+TEST(HybridConfig, ReadsTheTextOnlyDenseLayoutWithLayerTypes) {
+  nlohmann::json t = moe_text();
+  for (const char* k : {"num_experts", "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size"})
+    t.erase(k);
+  t["intermediate_size"] = 3584;
+  t["num_hidden_layers"] = 3;
+  t["layer_types"] = {"linear_attention", "full_attention", "linear_attention"};
+  t["tie_word_embeddings"] = true;
+  t["architectures"] = {"Qwen3_5ForCausalLM"};
+  t["model_type"] = "qwen3_5_text";
+  const ModelConfig c = parse(t);
+  EXPECT_EQ(c.arch, ModelArch::Qwen35);
+  EXPECT_EQ(c.tensor_prefix, "model.");
+  EXPECT_FALSE(c.full_attention_layer(0));
+  EXPECT_TRUE(c.full_attention_layer(1));
+  EXPECT_EQ(c.num_full_attention_layers(), 1);
+  EXPECT_EQ(c.intermediate_size, 3584);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_FALSE(c.has_sparse_layers());
+}
+
+TEST(HybridConfig, RefusesInconsistentFieldsNamingThem) {
+  auto with = [](const char* key, nlohmann::json v) {
+    nlohmann::json t = moe_text();
+    t[key] = std::move(v);
+    return wrapper(t);
+  };
+  EXPECT_NE(parse_error(with("layer_types", {"linear_attention"})).find("'layer_types' lists 1 layers"), std::string::npos);
+  nlohmann::json bad_types = nlohmann::json::array();
+  for (int i = 0; i < 40; ++i) bad_types.push_back(i == 3 ? "sliding_attention" : "linear_attention");
+  EXPECT_NE(parse_error(with("layer_types", bad_types)).find("entry 3"), std::string::npos);
+  EXPECT_NE(parse_error(with("linear_num_value_heads", 24)).find("linear_num_value_heads (24)"), std::string::npos);
+  EXPECT_NE(parse_error(with("norm_topk_prob", false)).find("norm_topk_prob"), std::string::npos);
+  EXPECT_NE(parse_error(with("attn_output_gate", false)).find("attn_output_gate"), std::string::npos);
+  EXPECT_NE(parse_error(with("mlp_only_layers", {1})).find("mlp_only_layers"), std::string::npos);
+  EXPECT_NE(parse_error(with("mamba_ssm_dtype", "bfloat16")).find("mamba_ssm_dtype"), std::string::npos);
+  EXPECT_NE(parse_error(with("rope_parameters", {{"rope_type", "yarn"}})).find("rope_type"), std::string::npos);
+  EXPECT_NE(parse_error(with("rope_parameters", {{"partial_rotary_factor", 1.5}})).find("partial_rotary_factor"),
+            std::string::npos);
+  EXPECT_NE(parse_error(with("tie_word_embeddings", true)).find("disagree"), std::string::npos);
+  nlohmann::json no_gdn = moe_text();
+  no_gdn.erase("linear_key_head_dim");
+  EXPECT_NE(parse_error(wrapper(no_gdn)).find("linear_key_head_dim"), std::string::npos);
+  nlohmann::json no_text = wrapper(moe_text());
+  no_text.erase("text_config");
+  EXPECT_NE(parse_error(no_text).find("text_config"), std::string::npos);
+  nlohmann::json wrong_type = wrapper(moe_text());
+  wrong_type["model_type"] = "qwen3_moe";
+  EXPECT_NE(parse_error(wrong_type).find("model_type"), std::string::npos);
+}
+
+TEST(HybridConfig, DerivesLayerTypesFromTheInterval) {
+  nlohmann::json t = moe_text();
+  t["full_attention_interval"] = 2;
+  t["num_hidden_layers"] = 5;
+  const ModelConfig c = parse(wrapper(t));
+  EXPECT_EQ(c.full_attention, (std::vector<uint8_t>{0, 1, 0, 1, 0}));
+}
+
+TEST(HybridConfig, NamesQwen3NextAsNotYetSupported) {
+  nlohmann::json t = moe_text();
+  t["architectures"] = {"Qwen3NextForCausalLM"};
+  const std::string e = parse_error(t);
+  EXPECT_NE(e.find("in_proj_qkvz"), std::string::npos) << e;
+}

@@ -1,0 +1,259 @@
+#!/usr/bin/env python3
+"""A plain PyTorch implementation of transformers' Qwen3.5 / Qwen3.6 text models
+(Qwen3_5ForCausalLM, Qwen3_5MoeForCausalLM and the text model inside the published
+Qwen3_5(Moe)ForConditionalGeneration wrappers), in fp32 throughout, used as the independent
+reference for the engine's hybrid (Gated DeltaNet + gated attention) forward pass.
+
+Written from the semantics of transformers' modeling_qwen3_5.py / modeling_qwen3_5_moe.py:
+  - Layout: the wrapper keeps the text settings under config.json's text_config and the tensors
+    under model.language_model.* (model.visual.* is the vision tower, not used here); the
+    text-only classes use the top level and model.*. layer_types lists "linear_attention" /
+    "full_attention" per layer (else layer i is full iff (i + 1) % full_attention_interval == 0).
+  - Zero-centred RMSNorm for input_layernorm, post_attention_layernorm, the final norm and the
+    attention's q_norm / k_norm: x * rsqrt(mean(x^2) + eps) * (1 + w). The GDN output norm is the
+    plain gated one: w * norm(o) * silu(z), per value head over d_v.
+  - Gated DeltaNet layer (linear_attn): qkv = in_proj_qkv(x) [T, 2 key_dim + value_dim];
+    z = in_proj_z(x); b = in_proj_b(x); a = in_proj_a(x). A causal depthwise conv of width K
+    (conv1d.weight [C, 1, K], no bias) over the qkv rows with zero history at the start:
+    y_t[c] = sum_j W[c, j] * qkv_{t-K+1+j}[c], then SiLU. Split into q, k [n_k, d_k] and
+    v [n_v, d_v]; beta = sigmoid(b); g = -exp(A_log) * softplus(a + dt_bias); q and k L2-normed
+    (x * rsqrt(sum x^2 + 1e-6)), q scaled by 1/sqrt(d_k); value head h reads key head h // (n_v / n_k)
+    (repeat_interleave). The gated delta rule in its plain recurrent form, per value head with
+    state S [d_k, d_v] starting at 0:
+        S = exp(g_t) S;  delta = beta_t (v_t - S^T k_t);  S = S + k_t delta^T;  o_t = S^T q_t.
+    Then the gated norm and out_proj.
+  - Gated attention layer (self_attn): q_proj's output viewed [T, n_heads, 2 head_dim] splits per
+    head into the query (first head_dim) and the gate (next head_dim); q_norm / k_norm (1 + w) per
+    head; RoPE (rotate-half) on the first int(head_dim * partial_rotary_factor) dims only, inv_freq
+    = 1 / theta^(arange(0, rot, 2) / rot) (text positions: MRoPE reduces to this); GQA causal
+    softmax attention scaled by 1/sqrt(head_dim); out * sigmoid(gate) before o_proj.
+  - MLP: dense SwiGLU, or (MoE) softmax over all experts' router logits in fp32, top-k, always
+    renormalised, experts from the fused mlp.experts.gate_up_proj [E, 2I, H] (gate rows first) and
+    mlp.experts.down_proj [E, H, I] (or per-expert 2-D tensors), plus the shared expert's SwiGLU
+    scaled by sigmoid(shared_expert_gate(x)).
+  - lm_head is the embedding table when tie_word_embeddings is set.
+
+Usage: qwen35_reference.py --model DIR --token-ids 1,2,3 --out logits.npy [--greedy N]
+"""
+import argparse
+import math
+import os
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checkpoint_reader import read_checkpoint  # noqa: E402
+from qwen3_reference import linear, parse_ids, prepare_linear, rms_norm, rotate_half  # noqa: E402
+
+
+def norm1p(x, w, eps):
+    """Qwen3.5's zero-centred RMSNorm: the stored weight is an offset from 1."""
+    return rms_norm(x, 1.0 + w, eps)
+
+
+def l2norm(x, eps=1e-6):
+    return x * torch.rsqrt((x * x).sum(dim=-1, keepdim=True) + eps)
+
+
+def swiglu(gate_w, up_w, down_w, x):
+    return linear(torch.nn.functional.silu(linear(x, gate_w)) * linear(x, up_w), down_w)
+
+
+class Qwen35Reference:
+    def __init__(self, model_dir: str):
+        cfg, w = read_checkpoint(model_dir)
+        arch = cfg["architectures"][0]
+        wrapper = arch.endswith("ForConditionalGeneration")
+        t = cfg["text_config"] if wrapper else cfg
+        prefix = "model.language_model." if wrapper else "model."
+        self.moe = "Moe" in arch
+        self.hidden = t["hidden_size"]
+        self.n_layers = t["num_hidden_layers"]
+        self.n_heads = t["num_attention_heads"]
+        self.n_kv = t["num_key_value_heads"]
+        self.head_dim = t["head_dim"]
+        self.eps = float(t["rms_norm_eps"])
+        self.n_k = t["linear_num_key_heads"]
+        self.n_v = t["linear_num_value_heads"]
+        self.d_k = t["linear_key_head_dim"]
+        self.d_v = t["linear_value_head_dim"]
+        self.K = t["linear_conv_kernel_dim"]
+        types = t.get("layer_types")
+        if types is None:
+            interval = t.get("full_attention_interval", 4)
+            types = ["full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(self.n_layers)]
+        self.full = [ty == "full_attention" for ty in types]
+        rp = t.get("rope_parameters") or {}
+        theta = float(rp.get("rope_theta", t.get("rope_theta", 10000.0)))
+        factor = float(rp.get("partial_rotary_factor", t.get("partial_rotary_factor", 0.25)))
+        self.rot = int(self.head_dim * factor)
+        self.inv_freq = 1.0 / (theta ** (torch.arange(0, self.rot, 2, dtype=torch.float64) / self.rot)).float()
+        self.top_k = t.get("num_experts_per_tok", 0)
+        self.n_experts = t.get("num_experts", 0)
+        tie = cfg.get("tie_word_embeddings", t.get("tie_word_embeddings", False))
+
+        self.embed = w[prefix + "embed_tokens.weight"]
+        self.lm_head = prepare_linear(self.embed if tie else w.pop("lm_head.weight"))
+        self.final_norm = w[prefix + "norm.weight"]
+        self.layers = []
+        for i in range(self.n_layers):
+            p = f"{prefix}layers.{i}."
+            L = {"input_norm": w[p + "input_layernorm.weight"], "post_norm": w[p + "post_attention_layernorm.weight"]}
+            if self.full[i]:
+                for key in ("q", "k", "v", "o"):
+                    L[key] = prepare_linear(w.pop(p + f"self_attn.{key}_proj.weight"))
+                L["q_norm"] = w[p + "self_attn.q_norm.weight"]
+                L["k_norm"] = w[p + "self_attn.k_norm.weight"]
+            else:
+                g = p + "linear_attn."
+                for key in ("qkv", "z", "b", "a"):
+                    L[key] = prepare_linear(w.pop(g + f"in_proj_{key}.weight"))
+                L["conv"] = w[g + "conv1d.weight"][:, 0, :]  # [C, K]
+                L["dt_bias"] = w[g + "dt_bias"]
+                L["A_log"] = w[g + "A_log"]
+                L["gdn_norm"] = w[g + "norm.weight"]
+                L["out"] = prepare_linear(w.pop(g + "out_proj.weight"))
+            if not self.moe:
+                L["mlp"] = tuple(prepare_linear(w.pop(p + f"mlp.{n}_proj.weight")) for n in ("gate", "up", "down"))
+            else:
+                L["router"] = prepare_linear(w.pop(p + "mlp.gate.weight"))
+                experts = []
+                if p + "mlp.experts.gate_up_proj" in w:
+                    gu, dn = w.pop(p + "mlp.experts.gate_up_proj"), w.pop(p + "mlp.experts.down_proj")
+                    inter = gu.shape[1] // 2
+                    for e in range(self.n_experts):
+                        experts.append(tuple(prepare_linear(m.contiguous())
+                                             for m in (gu[e, :inter], gu[e, inter:], dn[e])))
+                else:
+                    for e in range(self.n_experts):
+                        experts.append(tuple(prepare_linear(w.pop(p + f"mlp.experts.{e}.{n}_proj.weight"))
+                                             for n in ("gate", "up", "down")))
+                L["experts"] = experts
+                L["shared"] = tuple(prepare_linear(w.pop(p + f"mlp.shared_expert.{n}_proj.weight"))
+                                    for n in ("gate", "up", "down"))
+                L["shared_gate"] = prepare_linear(w.pop(p + "mlp.shared_expert_gate.weight"))
+            self.layers.append(L)
+
+    # --- mixers ----------------------------------------------------------------------------------
+    def _rope(self, x, positions):
+        """x [heads, T, hd]: rotate-half RoPE on dims [0, rot), the rest unchanged."""
+        angles = positions.float()[:, None] * self.inv_freq[None, :]
+        emb = torch.cat((angles, angles), dim=-1)
+        xr, xp = x[..., : self.rot], x[..., self.rot:]
+        return torch.cat((xr * emb.cos() + rotate_half(xr) * emb.sin(), xp), dim=-1)
+
+    def _attention(self, L, x, positions, cache):
+        T, hd = x.shape[0], self.head_dim
+        qg = linear(x, L["q"]).view(T, self.n_heads, 2 * hd)
+        q, gate = qg[..., :hd], qg[..., hd:].reshape(T, self.n_heads * hd)
+        q = norm1p(q, L["q_norm"], self.eps)
+        k = norm1p(linear(x, L["k"]).view(T, self.n_kv, hd), L["k_norm"], self.eps)
+        v = linear(x, L["v"]).view(T, self.n_kv, hd).transpose(0, 1)
+        q = self._rope(q.transpose(0, 1), positions)
+        k = self._rope(k.transpose(0, 1), positions)
+        if "k" in cache:
+            k = torch.cat((cache["k"], k), dim=1)
+            v = torch.cat((cache["v"], v), dim=1)
+        cache["k"], cache["v"] = k, v
+        S = k.shape[1]
+        rep = self.n_heads // self.n_kv
+        k, v = k.repeat_interleave(rep, dim=0), v.repeat_interleave(rep, dim=0)
+        scores = (q @ k.transpose(1, 2)) / math.sqrt(hd)
+        qpos = torch.arange(S - T, S)[:, None]
+        scores = scores.masked_fill(torch.arange(S)[None, :] > qpos, float("-inf"))
+        out = (torch.softmax(scores, dim=-1) @ v).transpose(0, 1).reshape(T, self.n_heads * hd)
+        return linear(out * torch.sigmoid(gate), L["o"])
+
+    def _gdn(self, L, x, cache):
+        T = x.shape[0]
+        key_dim = self.n_k * self.d_k
+        qkv = linear(x, L["qkv"])  # [T, C]
+        z = linear(x, L["z"]).view(T, self.n_v, self.d_v)
+        b, a = linear(x, L["b"]), linear(x, L["a"])  # [T, n_v]
+        hist = cache.get("conv", torch.zeros(self.K - 1, qkv.shape[1]))
+        full = torch.cat((hist, qkv), dim=0)  # [K - 1 + T, C]
+        cache["conv"] = full[full.shape[0] - (self.K - 1):].clone()
+        conv = torch.zeros_like(qkv)
+        for j in range(self.K):  # y_t = sum_j W[:, j] * x_{t - K + 1 + j}
+            conv += L["conv"][:, j] * full[j:j + T]
+        conv = torch.nn.functional.silu(conv)
+        q = conv[:, :key_dim].view(T, self.n_k, self.d_k)
+        k = conv[:, key_dim:2 * key_dim].view(T, self.n_k, self.d_k)
+        v = conv[:, 2 * key_dim:].view(T, self.n_v, self.d_v)
+        beta = torch.sigmoid(b)
+        g = -torch.exp(L["A_log"].float()) * torch.nn.functional.softplus(a + L["dt_bias"])
+        r = self.n_v // self.n_k
+        q = (l2norm(q) / math.sqrt(self.d_k)).repeat_interleave(r, dim=1)  # [T, n_v, d_k]
+        k = l2norm(k).repeat_interleave(r, dim=1)
+        S = cache.get("state", torch.zeros(self.n_v, self.d_k, self.d_v))
+        o = torch.empty(T, self.n_v, self.d_v)
+        for t in range(T):
+            S = S * torch.exp(g[t])[:, None, None]
+            kv_mem = (S * k[t][:, :, None]).sum(dim=1)  # S^T k: [n_v, d_v]
+            delta = (v[t] - kv_mem) * beta[t][:, None]
+            S = S + k[t][:, :, None] * delta[:, None, :]
+            o[t] = (S * q[t][:, :, None]).sum(dim=1)
+        cache["state"] = S
+        y = rms_norm(o, L["gdn_norm"], self.eps) * torch.nn.functional.silu(z)
+        return linear(y.reshape(T, self.n_v * self.d_v), L["out"])
+
+    def _mlp(self, L, x):
+        if not self.moe:
+            return swiglu(*L["mlp"], x)
+        probs = torch.softmax(linear(x, L["router"]), dim=1, dtype=torch.float32)
+        weights, chosen = torch.topk(probs, self.top_k, dim=-1)
+        weights = weights / weights.sum(dim=-1, keepdim=True)  # always renormalised
+        out = torch.zeros_like(x)
+        mask = torch.nn.functional.one_hot(chosen, num_classes=self.n_experts).permute(2, 1, 0)
+        for e in torch.greater(mask.sum(dim=(-1, -2)), 0).nonzero().flatten().tolist():
+            slot, tok = torch.where(mask[e])
+            out.index_add_(0, tok, swiglu(*L["experts"][e], x[tok]) * weights[tok, slot, None])
+        return out + torch.sigmoid(linear(x, L["shared_gate"])) * swiglu(*L["shared"], x)
+
+    @torch.no_grad()
+    def forward(self, ids, caches, start):
+        """Logits [T, vocab] of tokens `ids` at positions start.. ; caches: per-layer dicts holding
+        the KV of attention layers and the conv / recurrent state of GDN layers."""
+        ids = torch.tensor(ids, dtype=torch.int64)
+        positions = torch.arange(start, start + ids.shape[0])
+        x = self.embed[ids]
+        for i, L in enumerate(self.layers):
+            h = norm1p(x, L["input_norm"], self.eps)
+            x = x + (self._attention(L, h, positions, caches[i]) if self.full[i] else self._gdn(L, h, caches[i]))
+            x = x + self._mlp(L, norm1p(x, L["post_norm"], self.eps))
+        return linear(norm1p(x, self.final_norm, self.eps), self.lm_head)
+
+    def logits(self, ids) -> np.ndarray:
+        return self.forward(list(ids), [dict() for _ in self.layers], 0).numpy().astype(np.float32)
+
+    def greedy(self, ids, n: int):
+        """n greedy next tokens after prompt `ids` (argmax, ties to the lowest id)."""
+        caches = [dict() for _ in self.layers]
+        logits = self.forward(list(ids), caches, 0)
+        out = []
+        for pos in range(len(ids), len(ids) + n):
+            tok = int(torch.argmax(logits[-1]).item())
+            out.append(tok)
+            logits = self.forward([tok], caches, pos)
+        return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--token-ids", required=True)
+    ap.add_argument("--out")
+    ap.add_argument("--greedy", type=int, default=0)
+    args = ap.parse_args()
+    model = Qwen35Reference(args.model)
+    ids = parse_ids(args.token_ids)
+    if args.out:
+        np.save(args.out, model.logits(ids))
+    if args.greedy:
+        print(",".join(map(str, model.greedy(ids, args.greedy))))
+
+
+if __name__ == "__main__":
+    main()
