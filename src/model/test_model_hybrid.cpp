@@ -130,7 +130,7 @@ void make_hybrid_test_model(const TestModelOptions& opt) {
 
   const bool moe = c.arch == ModelArch::Qwen35Moe;
   const int64_t H = c.hidden_size, V = c.vocab_size, hd = c.head_dim;
-  const int64_t key_dim = c.gdn_key_dim(), value_dim = c.gdn_value_dim(), conv_dim = c.gdn_conv_dim();
+  const int64_t value_dim = c.gdn_value_dim(), conv_dim = c.gdn_conv_dim();
   const int64_t nv = c.linear_num_value_heads;
   const std::string P = opt.text_only ? "model." : "model.language_model.";
 
