@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_args.h"
 #include "bench_common.h"
 #include "core/error.h"
 #include "core/progress.h"
@@ -42,20 +43,8 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-std::vector<int> parse_list(const char* s) {
-  std::vector<int> v;
-  for (const char* p = s; *p;) {
-    v.push_back(std::atoi(p));
-    while (*p && *p != ',') p++;
-    if (*p == ',') p++;
-  }
-  return v;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using bench::median;
+using bench::parse_int_list;
 
 // Bytes a decode step must read: every projection, the lm_head and one embedding row
 // (norm gammas are negligible).
@@ -138,10 +127,10 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--model") && i + 1 < argc) model = argv[++i];
     else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) threads = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--runs") && i + 1 < argc) runs = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--contexts") && i + 1 < argc) contexts = parse_list(argv[++i]);
-    else if (!std::strcmp(argv[i], "--prompts") && i + 1 < argc) prompts = parse_list(argv[++i]);
+    else if (!std::strcmp(argv[i], "--contexts") && i + 1 < argc) contexts = parse_int_list(argv[++i]);
+    else if (!std::strcmp(argv[i], "--prompts") && i + 1 < argc) prompts = parse_int_list(argv[++i]);
     else if (!std::strcmp(argv[i], "--matmul-precision") && i + 1 < argc) precision = argv[++i];
-    else if (!std::strcmp(argv[i], "--decode-batches") && i + 1 < argc) decode_batches = parse_list(argv[++i]);
+    else if (!std::strcmp(argv[i], "--decode-batches") && i + 1 < argc) decode_batches = parse_int_list(argv[++i]);
     else if (!std::strcmp(argv[i], "--cpu-linear-kernel") && i + 1 < argc) kernel = argv[++i];
     else if (!std::strcmp(argv[i], "--quantization") && i + 1 < argc) quantization = argv[++i];
     else if (!std::strcmp(argv[i], "--quantization-group") && i + 1 < argc) group = std::atoi(argv[++i]);

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_args.h"
 #include "bench_common.h"
 #include "core/error.h"
 #include "io/checkpoint.h"
@@ -37,20 +38,8 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-std::vector<int> parse_list(const char* s) {
-  std::vector<int> v;
-  for (const char* p = s; *p;) {
-    v.push_back(std::atoi(p));
-    while (*p && *p != ',') p++;
-    if (*p == ',') p++;
-  }
-  return v;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using bench::median;
+using bench::parse_int_list;
 
 // Weight bytes every decode step reads whatever the routing: attention projections, routers,
 // the MLPs of dense layers, the lm_head.
@@ -115,7 +104,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--model") && i + 1 < argc) model = argv[++i];
     else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) threads = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--runs") && i + 1 < argc) runs = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--batches") && i + 1 < argc) batches = parse_list(argv[++i]);
+    else if (!std::strcmp(argv[i], "--batches") && i + 1 < argc) batches = parse_int_list(argv[++i]);
     else if (!std::strcmp(argv[i], "--context") && i + 1 < argc) ctx = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--prompt") && i + 1 < argc) prompt = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--matmul-precision") && i + 1 < argc) precision = argv[++i];

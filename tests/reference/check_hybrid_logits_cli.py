@@ -12,7 +12,6 @@ binary's make-test-model, and for each:
 
 Usage: check_hybrid_logits_cli.py --binary PATH/pypto-serving --work-dir DIR
 """
-import argparse
 import json
 import os
 import sys
@@ -20,7 +19,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cli_checks import check_close, engine_logits, run  # noqa: E402
+from cli_checks import binary_and_work_dir, check_close, engine_logits, run  # noqa: E402
 from qwen35_reference import Qwen35Reference  # noqa: E402
 
 PROMPTS = [
@@ -72,11 +71,7 @@ def check_model(binary, work, preset, extra, arch):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--binary", required=True)
-    ap.add_argument("--work-dir", required=True)
-    a = ap.parse_args()
-    os.makedirs(a.work_dir, exist_ok=True)
+    a = binary_and_work_dir()
     check_model(a.binary, a.work_dir, "tiny-hybrid", [], "Qwen3_5ForConditionalGeneration")
     check_model(a.binary, a.work_dir, "tiny-hybrid-moe", ["--text-only"], "Qwen3_5MoeForCausalLM")
     print("ok")

@@ -6,23 +6,18 @@ max|dlogit| <= 1e-3 * max(1, max|logit|). Also checks that --prompt TEXT writes 
 
 Usage: check_logits_cli.py --binary PATH/pypto-serving --work-dir DIR
 """
-import argparse
 import os
 import sys
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cli_checks import check_close, engine_logits, run  # noqa: E402
+from cli_checks import binary_and_work_dir, check_close, engine_logits, run  # noqa: E402
 from qwen3_reference import Qwen3Reference  # noqa: E402
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--binary", required=True)
-    ap.add_argument("--work-dir", required=True)
-    a = ap.parse_args()
-    os.makedirs(a.work_dir, exist_ok=True)
+    a = binary_and_work_dir()
     model = os.path.join(a.work_dir, "tiny-cli")
     run([a.binary, "make-test-model", "--preset", "tiny", "--seed", "3", "--out", model])
 

@@ -9,14 +9,13 @@ continuation from offline mode equal to the reference's.
 
 Usage: check_moe_logits_cli.py --binary PATH/pypto-serving --work-dir DIR
 """
-import argparse
 import json
 import os
 import sys
 
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cli_checks import check_close, engine_logits, run  # noqa: E402
+from cli_checks import binary_and_work_dir, check_close, engine_logits, run  # noqa: E402
 from qwen3_reference import Qwen3Reference  # noqa: E402
 
 
@@ -25,11 +24,7 @@ def compare(binary, model, ids, out, label):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--binary", required=True)
-    ap.add_argument("--work-dir", required=True)
-    a = ap.parse_args()
-    os.makedirs(a.work_dir, exist_ok=True)
+    a = binary_and_work_dir()
     model = os.path.join(a.work_dir, "tiny-moe")
     run([a.binary, "make-test-model", "--preset", "tiny-moe", "--seed", "5", "--out", model])
     cfg_path = os.path.join(model, "config.json")

@@ -18,7 +18,6 @@ through `pypto-serving embed`:
 
 Usage: check_pooling_cli.py --binary PATH/pypto-serving --work-dir DIR
 """
-import argparse
 import json
 import os
 import subprocess
@@ -28,7 +27,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cli_checks import run  # noqa: E402
+from cli_checks import binary_and_work_dir, run  # noqa: E402
 from qwen3_reference import Qwen3Reference  # noqa: E402
 
 EOS = 151643
@@ -186,11 +185,7 @@ def expect_failure(cmd, must_mention):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--binary", required=True)
-    ap.add_argument("--work-dir", required=True)
-    a = ap.parse_args()
-    os.makedirs(a.work_dir, exist_ok=True)
+    a = binary_and_work_dir()
     model, lines = check_embedding_model(a, "tiny-embedding", 5)
     check_embedding_model(a, "tiny-embedding-untied", 6)
     check_batch_invariance(a, model, lines)

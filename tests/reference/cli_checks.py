@@ -1,10 +1,22 @@
 """Shared steps of the scripts that run the binary and hold its logits against the reference:
-running a command with its line echoed, `pypto-serving logits` on token ids, and the bound
+their command line (--binary, --work-dir), running a command with its line echoed, `pypto-serving logits` on token ids, and the bound
 max|dlogit| <= 1e-3 * max(1, max|logit|)."""
+import argparse
+import os
 import subprocess
 import sys
 
 import numpy as np
+
+
+def binary_and_work_dir():
+    """--binary (the pypto-serving executable) and --work-dir (created when missing)."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--binary", required=True)
+    ap.add_argument("--work-dir", required=True)
+    a = ap.parse_args()
+    os.makedirs(a.work_dir, exist_ok=True)
+    return a
 
 
 def run(cmd, **kw):
