@@ -15,6 +15,7 @@
 #include "io/safetensors.h"
 #include "kernels/backend.h"
 #include "model/test_model.h"
+#include "model/test_model_hybrid.h"
 #include "model/weight_staging.h"
 
 using namespace pypto;
@@ -71,7 +72,8 @@ TEST(ModelConfig, RejectsUnknownArchitectureAndRopeScaling) {
   edit_config(d, [](nlohmann::json& j) { j["architectures"] = {"LlamaForCausalLM"}; });
   EXPECT_EQ(open_error(d), (d / "config.json").string() +
                                ": architecture 'LlamaForCausalLM' is not supported (supported: Qwen3ForCausalLM, "
-                               "Qwen2ForCausalLM, Qwen3MoeForCausalLM)");
+                               "Qwen2ForCausalLM, Qwen3MoeForCausalLM, Qwen3_5ForConditionalGeneration, "
+                               "Qwen3_5MoeForConditionalGeneration, Qwen3_5ForCausalLM, Qwen3_5MoeForCausalLM)");
   edit_config(d, [](nlohmann::json& j) {
     j["architectures"] = {"Qwen3ForCausalLM"};
     j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 4.0}};
@@ -245,6 +247,7 @@ TEST(Presets, AllLoadWithFewLayers) {
     if (test_model_config(p).num_experts > 0) continue;  // MoE presets: moe_checkpoint_test.cpp
     // qwen3-0.6b's shapes again (a third of this test's time); the layouts: pooling_checkpoint_test.cpp
     if (p.starts_with("qwen3-embedding") || p.starts_with("qwen3-reranker")) continue;
+    if (is_hybrid_test_model_preset(p)) continue;  // Qwen3.5 / 3.6 shapes: hybrid_checkpoint_test.cpp
     const fs::path d = make_model("preset", {.preset = p, .layers = 1});
     auto ck = Checkpoint::open(d.string());
     ModelConfig want = test_model_config(p);
