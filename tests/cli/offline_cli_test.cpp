@@ -269,6 +269,20 @@ TEST_F(OfflineCli, MoeGreedyIdsDoNotDependOnBatchingChunkingOrPrefixCache) {
                            "\"temperature\": 0}'";
   EXPECT_EQ(ids(target + int4 + " --devices 0,1 --tp 2 --enable-expert-parallel", 0), ids(target + int4, 0))
       << "int4 experts, whole per rank";
+  // A GPTQ-Int4 checkpoint (group 32: the dense layer's 96 columns per rank stay whole groups) as
+  // stored, on two ranks both ways.
+  const std::string gptq = (dir_ / "tiny-moe-gptq").string();
+  made = run("make-test-model --preset tiny-moe --seed 4 --quant-format gptq --quant-group 32 --out " + gptq);
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  auto gptq_ids = [&](const std::string& args) {
+    RunResult g = run("--model " + gptq + " --kv-cache-memory 32MiB --output-json " + json + target +
+                      " --generate-config '{\"max_new_tokens\": 12, \"temperature\": 0}'" + args);
+    EXPECT_EQ(g.exit_code, 0) << g.output;
+    return nlohmann::json::parse(std::ifstream(json))["results"][0]["token_ids"];
+  };
+  const auto gptq_one = gptq_ids("");
+  EXPECT_EQ(gptq_ids(" --devices 0,1 --tp 2"), gptq_one) << "GPTQ, --tp 2";
+  EXPECT_EQ(gptq_ids(" --devices 0,1 --tp 2 --enable-expert-parallel"), gptq_one) << "GPTQ, expert parallel";
   RunResult dense = run("--model " + model() + " --prompt hi --devices 0,1 --tp 2 --enable-expert-parallel");
   EXPECT_NE(dense.exit_code, 0);
   EXPECT_NE(dense.output.find("has no mixture-of-experts layers; leave the flag out"), std::string::npos) << dense.output;
