@@ -21,6 +21,14 @@ struct CacheConfig {
   int32_t block_size = 16;  // tokens per KV block (16 on CPU)
   int32_t num_blocks = 0;   // from the KV capacity plan
   bool enable_prefix_caching = true;
+  // Models with a per-sequence recurrent state (the hybrids' Gated DeltaNet layers): a prefix-cache
+  // hit resumes only where a snapshot of that state exists (engine/state_snapshots.h). The model
+  // holds state_snapshots entries; besides each chunk's last block boundary, one is taken every
+  // state_snapshot_interval tokens (a multiple of block_size; 0: chunk ends only). With
+  // recurrent_state and no entries, prefix caching never hits.
+  bool recurrent_state = false;
+  int32_t state_snapshots = 0;
+  int64_t state_snapshot_interval = 1024;
 
   void validate() const;
 };
