@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/log.h"
 
 namespace pypto {
 
@@ -159,9 +160,20 @@ void KVCacheManager::commit_state_saves(const Request& req, std::span<const Stat
   snapshots_->commit(req.request_id, saves, it->second.blocks, req.num_prompt_tokens());
 }
 
-void KVCacheManager::pin_state(int32_t e) {
-  PYPTO_ASSERT(snapshots_ != nullptr, "restoring a state snapshot without state snapshots");
-  snapshots_->pin(e);
+void KVCacheManager::restore_state(const Request& req, const ComputedBlocks& hit) {
+  PYPTO_ASSERT(snapshots_ != nullptr && hit.state_entry >= 0, "request ", req.request_id,
+               ": restoring a state snapshot without one");
+  snapshots_->pin(hit.state_entry);
+  log_debug("request ", req.request_id, ": prefix-cache hit of ", hit.num_computed_tokens, " of ", req.num_tokens(),
+            " tokens resumes from state snapshot ", hit.state_entry);
+  const StateSnapshotStats& st = snapshots_->stats();
+  int64_t p = 1;
+  while (p * 10 <= st.restored) p *= 10;
+  if (st.restored == p)
+    log_info("prefix cache (recurrent state): ", st.restored, " hits resumed from state snapshots so far; ",
+             stats_.hit_tokens, " of ", stats_.queried_tokens, " queried tokens served from ",
+             "the cache; ", st.saved, " snapshots taken, ", st.evicted, " evicted, ", snapshots_->num_valid(), " of ",
+             snapshots_->entries(), " held");
 }
 
 void KVCacheManager::end_state_step() {

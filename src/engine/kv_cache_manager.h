@@ -63,8 +63,10 @@ class KVCacheManager {
   std::vector<StateSave> plan_state_saves(const Request& req, int64_t start, int64_t n);
   // After the step: the saves (their blocks now published by cache_blocks) become findable.
   void commit_state_saves(const Request& req, std::span<const StateSave> saves);
-  // A new request restores from entry e this step (it stays until end_state_step()).
-  void pin_state(int32_t e);
+  // A new request admitted with `hit` restores from its state entry this step (the entry stays
+  // until end_state_step()). Logs the hit (debug), and the running counts at the 1st, 10th,
+  // 100th, ... restore (info).
+  void restore_state(const Request& req, const ComputedBlocks& hit);
   // The step is over: uncommitted saves are dropped, pins released.
   void end_state_step();
 

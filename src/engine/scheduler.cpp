@@ -143,7 +143,7 @@ SchedulerOutput Scheduler::schedule() {
     req->status = RequestStatus::Running;
     running_.push_back(req);
     if (!req->group_id.empty()) ++group_running[req->group_id];
-    if (hit.state_entry >= 0) kv_.pin_state(hit.state_entry);  // before emit plans this step's saves
+    if (hit.state_entry >= 0) kv_.restore_state(*req, hit);  // before emit plans this step's saves
     emit(req, n, true, kv_.block_ids(req->request_id));
     out.scheduled.back().state_restore = hit.state_entry;
   }
