@@ -2,8 +2,11 @@
 // state must be snapshotted for a prefix-cache hit, engine/state_snapshots.h), with prefix caching
 // on and off.
 //
-//   bench_multiturn --model DIR [--turns 4] [--history 2048] [--message 64] [--answer 32]
-//                   [--block-size 16] [--kv-cache-memory 2GiB] [--seed 0]
+//   bench_multiturn --model DIR [--preset qwen3.5-0.8b --layers 4] [--turns 4] [--history 2048]
+//                   [--message 64] [--answer 32] [--block-size 16] [--kv-cache-memory 2GiB] [--seed 0]
+//
+// With --preset, a random-weight test checkpoint of that preset (make-test-model's) is written to
+// DIR first unless DIR already holds a config.json.
 //
 // Turn 1's prompt is a --history-token conversation so far; every later turn's prompt is the
 // previous prompt, its answer (--answer greedy tokens) and a new --message-token user message, as
@@ -17,6 +20,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
@@ -24,6 +28,7 @@
 #include "core/error.h"
 #include "core/memory.h"
 #include "engine/model_runner.h"
+#include "model/test_model.h"
 #include "parallel/replicas/load_replicas.h"
 
 using namespace pypto;
@@ -32,7 +37,8 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 struct Args {
-  std::string model;
+  std::string model, preset;
+  int layers = 0;
   int turns = 4, history = 2048, message = 64, answer = 32, block_size = 16;
   std::string kv_cache_memory = "2GiB";
   uint64_t seed = 0;
@@ -46,7 +52,7 @@ struct Turn {
 
 std::vector<int32_t> random_ids(std::mt19937_64& rng, int n) {
   std::uniform_int_distribution<int32_t> tok(1000, 100000);
-  std::vector<int32_t> ids(size_t(n));
+  std::vector<int32_t> ids(static_cast<size_t>(n));
   for (auto& t : ids) t = tok(rng);
   return ids;
 }
@@ -117,6 +123,8 @@ int main(int argc, char** argv) {
     };
     const std::string f = argv[i];
     if (f == "--model") a.model = next();
+    else if (f == "--preset") a.preset = next();
+    else if (f == "--layers") a.layers = std::atoi(next());
     else if (f == "--turns") a.turns = std::atoi(next());
     else if (f == "--history") a.history = std::atoi(next());
     else if (f == "--message") a.message = std::atoi(next());
@@ -135,6 +143,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    if (!a.preset.empty() && !std::filesystem::exists(std::filesystem::path(a.model) / "config.json")) {
+      TestModelOptions t;
+      t.preset = a.preset;
+      if (a.layers > 0) t.layers = a.layers;
+      t.out_dir = a.model;
+      make_test_model(t);
+    }
     const std::vector<Turn> on = chat(a, true), off = chat(a, false);
     for (size_t t = 0; t < on.size(); ++t)
       if (on[t].answer != off[t].answer) fail("turn ", t, ": the answers with and without prefix caching differ");
