@@ -2,7 +2,8 @@
 // (gdn_head_scalar), on the published head shapes (d_k = d_v = 128, value heads grouped 2 per key
 // head) and a small one, over 1, 2 and 3+ chunks with a short last chunk, from a carried-in state.
 // The chunked form sums in another order (products of decays, a triangular solve): stated
-// tolerance |Δ| ≤ 2e-4 · max|ref| + 1e-5 for every output and for the final state. Invariance:
+// tolerance |Δ| ≤ 1e-5 · max|ref| + 1e-6 for every output and for the final state (measured on
+// AMD EPYC Zen 5: ≤ 2.4e-6 · max|ref|). Invariance:
 // a head's result is bitwise the same whatever other heads run beside it, and splitting the rows
 // at a multiple of 64 into two calls (the state carried) gives one call's bits.
 #include <gtest/gtest.h>
@@ -73,7 +74,7 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want,
   double mx = 0, worst = 0;
   for (float w : want) mx = std::max(mx, double(std::fabs(w)));
   for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, double(std::fabs(got[i] - want[i])));
-  EXPECT_LE(worst, 2e-4 * mx + 1e-5) << what << ": max|Δ| " << worst << " at max|ref| " << mx;
+  EXPECT_LE(worst, 1e-5 * mx + 1e-6) << what << ": max|Δ| " << worst << " at max|ref| " << mx;
   std::printf("%s: max|Δ| %.3g at max|ref| %.3g\n", what.c_str(), worst, mx);  // the figure docs/status.md quotes
   EXPECT_TRUE(std::isfinite(worst)) << what;
 }

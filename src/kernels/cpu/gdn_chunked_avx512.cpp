@@ -1,6 +1,6 @@
 // AVX-512 chunked gated delta rule (kernels/gdn_chunked.h). The work of a chunk is five matrix
-// products, all through gemm_acc (C += A·B, row-major, 4 rows × 32 columns of accumulators held
-// in registers), plus the forward substitution (C²/2 row updates) and elementwise scalings. Each
+// products, all through gemm_acc (C += A·B, row-major, 4 rows × 16·NV columns of accumulators held
+// in registers, up to 4 × 64), plus the forward substitution (C²/2 row updates) and elementwise scalings. Each
 // output element accumulates its k terms in ascending order whatever the blocking, so results do
 // not depend on the row count or on other heads.
 #include <immintrin.h>
@@ -38,7 +38,11 @@ template <int R>
 inline void gemm_rows(int64_t n, int64_t k, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
                       int64_t ldc) {
   int64_t j = 0;
-  for (; j + 32 <= n; j += 32) gemm_block<R, 2>(k, A, lda, B + j, ldb, C + j, ldc);
+  for (; j + 64 <= n; j += 64) gemm_block<R, 4>(k, A, lda, B + j, ldb, C + j, ldc);
+  if (j + 32 <= n) {
+    gemm_block<R, 2>(k, A, lda, B + j, ldb, C + j, ldc);
+    j += 32;
+  }
   if (j < n) gemm_block<R, 1>(k, A, lda, B + j, ldb, C + j, ldc);
 }
 
@@ -68,7 +72,8 @@ struct Scratch {
   float gam[C];
   float kt[D * C];  // Kᵀ [d_k, C] (columns past the chunk are 0)
   float ks[D * C];  // (diag(e^{γ_C − γ}) K)ᵀ [d_k, C]
-  float kk[C * C];  // K Kᵀ, then A [C, C]
+  float decay[C * C];  // Γ_ij = e^{γ_i − γ_j} for j ≤ i [C, C]
+  float kk[C * C];     // K Kᵀ, then A [C, C]
   float qk[C * C];  // Q Kᵀ, then its masked decayed form [C, C]
   float u[C * D];   // U, then V' [C, d_v]
   float w[C * D];   // −W [C, d_k]
@@ -103,11 +108,13 @@ void gdn_head_chunked_avx512(const GdnSequence& s, int32_t h) {
         sc.ks[d * nc + i] = ki[d] * decay_to_end;
       }
     }
-    // A = strict_lower(β_i (K Kᵀ)_ij e^{γ_i − γ_j}).
+    for (int64_t i = 0; i < c; ++i)  // Γ, shared by A and the masked Q Kᵀ
+      for (int64_t j = 0; j <= i; ++j) sc.decay[i * C + j] = std::exp(sc.gam[i] - sc.gam[j]);
+    // A = strict_lower(β_i (K Kᵀ)_ij Γ_ij).
     std::memset(sc.kk, 0, sizeof(float) * size_t(c * nc));
     gemm_acc(c, nc, dk, K, s.qk_stride, sc.kt, nc, sc.kk, nc);
     for (int64_t i = 0; i < c; ++i)
-      for (int64_t j = 0; j < i; ++j) sc.kk[i * nc + j] = beta[i * s.n_v] * sc.kk[i * nc + j] * std::exp(sc.gam[i] - sc.gam[j]);
+      for (int64_t j = 0; j < i; ++j) sc.kk[i * nc + j] = beta[i * s.n_v] * sc.kk[i * nc + j] * sc.decay[i * C + j];
     // Forward substitution: U_i = β_i v_i − Σ_{j<i} A_ij U_j; −W_i = −β_i e^{γ_i} k_i − Σ_{j<i} A_ij (−W_j).
     for (int64_t i = 0; i < c; ++i) {
       const float* vi = s.v + (t0 + i) * s.v_stride + int64_t(h) * dv;
@@ -133,7 +140,7 @@ void gdn_head_chunked_avx512(const GdnSequence& s, int32_t h) {
     gemm_acc(c, nc, dk, Q, s.qk_stride, sc.kt, nc, sc.qk, nc);
     for (int64_t i = 0; i < c; ++i)
       for (int64_t j = 0; j < nc; ++j)
-        sc.qk[i * nc + j] = j <= i ? sc.qk[i * nc + j] * std::exp(sc.gam[i] - sc.gam[j]) : 0.0f;
+        sc.qk[i * nc + j] = j <= i ? sc.qk[i * nc + j] * sc.decay[i * C + j] : 0.0f;
     gemm_acc(c, dv, c, sc.qk, nc, sc.u, dv, sc.o, dv);
     for (int64_t i = 0; i < c; ++i)
       std::memcpy(s.out + ((t0 + i) * s.n_v + h) * dv, sc.o + i * dv, sizeof(float) * size_t(dv));
