@@ -11,7 +11,7 @@ Scheduler::Scheduler(const SchedulerConfig& config, const CacheConfig& cache, Bl
     : config_(config), kv_(cache.num_blocks, cache.block_size, cache.enable_prefix_caching, std::move(hasher)) {
   config_.validate();
   cache.validate();
-  if (cache.recurrent_state) kv_.enable_state_snapshots(cache.state_snapshots, cache.state_snapshot_interval);
+  if (cache.recurrent_state) kv_.enable_state_snapshots(cache.state_snapshots, cache.snapshot_interval_tokens());
 }
 
 void Scheduler::check_request(const std::string& id, int64_t prompt, int64_t max_tokens) const {

@@ -157,6 +157,7 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   // Hybrid models with prefix caching: snapshots of the Gated DeltaNet state where cached
   // prefixes end (engine/state_snapshots.h), as many as the cache config asks, else one per
   // running sequence (at least 4): each costs what a running sequence's state does.
+  eo.cache.validate_state_snapshots();
   const int32_t snapshots = !cfg.hybrid() || !eo.cache.enable_prefix_caching ? 0
                             : eo.cache.state_snapshots > 0                    ? eo.cache.state_snapshots
                                                                               : std::max(4, eo.scheduler.max_num_seqs);
@@ -220,8 +221,7 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
                format_bytes(size_t(per_seq) * size_t(snapshots), c, sizeof c),
                " per replica (prefix caching resumes a hybrid only where one was taken: at each prompt chunk's and "
                "turn's last block boundary, every ", eo.cache.block_size, " tokens while decoding (the latest kept), "
-               "and every ", std::max<int64_t>(eo.cache.block_size, eo.cache.state_snapshot_interval / eo.cache.block_size * eo.cache.block_size),
-               " tokens; least recently used first out)");
+               "and every ", eo.cache.snapshot_interval_tokens(), " tokens (0: none); least recently used first out)");
   }
   out.capacity = plan_kv_capacity(kv_capacity_request(
       eo, bytes_per_block, (static_cast<int64_t>(available_memory_bytes()) - state_bytes) / L.dp));
@@ -234,9 +234,6 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
     // resumes only where a state snapshot was taken (engine/state_snapshots.h).
     ec.cache.recurrent_state = true;
     ec.cache.state_snapshots = snapshots;
-    // The interval in whole blocks (the default 1024 tokens, rounded down; at least one block).
-    const int64_t bs = ec.cache.block_size;
-    ec.cache.state_snapshot_interval = std::max<int64_t>(bs, ec.cache.state_snapshot_interval / bs * bs);
   }
   ec.cache.num_blocks = static_cast<int32_t>(out.capacity.num_blocks);
   ec.vocab_size = cfg.vocab_size;
