@@ -73,14 +73,19 @@ void add_run_options(CLI::App& app, RunOptions& o) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--ep,--expert-parallel-size", o.ep,
-                 "expert parallelism: 1 (Qwen3 dense models have no experts; the seed uses it for DeepSeek only)")
+                 "expert parallelism size: 1 (the seed's DeepSeek option); for Qwen3-MoE pass "
+                 "--enable-expert-parallel with --tp N")
       ->check(CLI::Validator(
           [](std::string& v) -> std::string {
-            return v == "1" ? "" : v + ": expert parallelism is for mixture-of-experts models (the seed uses it for "
-                                       "DeepSeek); Qwen3 dense models have no experts: leave --ep out";
+            return v == "1" ? "" : v + ": --ep is the seed's DeepSeek option; for Qwen3-MoE pass --enable-expert-parallel "
+                                       "with --tp N (each of the N ranks then holds num_experts / N whole experts), and "
+                                       "leave --ep out";
           },
           "1"))
       ->capture_default_str();
+  app.add_flag("--enable-expert-parallel", o.enable_expert_parallel,
+               "Qwen3-MoE under --tp N: each rank holds num_experts / N whole experts (without it every rank holds "
+               "1/N of every expert's intermediate columns)");
   app.add_option("--speculative-config", o.speculative_config, "not supported: the seed's MTP speculation is DeepSeek-only")
       ->check(CLI::Validator(
           [](std::string&) -> std::string {
@@ -283,6 +288,7 @@ EngineLoadOptions engine_options(const RunOptions& o, const std::string& model_d
   if (o.quantization_group < 8 || o.quantization_group % 8 != 0)
     fail("--quantization-group must be a positive multiple of 8, got ", o.quantization_group);
   e.int4_group = o.quantization_group;
+  e.expert_parallel = o.enable_expert_parallel;
   if (o.use_compile_cache) e.compile_cache_dir = o.compile_cache_dir.empty() ? default_compile_cache_dir() : o.compile_cache_dir;
   return e;
 }

@@ -47,7 +47,8 @@ struct RunOptions {
   bool cpu_oversubscribe = false;  // more devices than cores: devices share cores round-robin
   ParallelLayout layout;   // filled by validate_run_options
   std::string dtype = "auto";
-  int ep = 1;                      // --ep: only 1 (dense models)
+  int ep = 1;                      // --ep: only 1 (the seed's DeepSeek option)
+  bool enable_expert_parallel = false;  // --enable-expert-parallel: Qwen3-MoE experts whole per TP rank
   std::string speculative_config;  // --speculative-config: refused (DeepSeek-only in the seed)
   bool show_startup_logs = false;  // the seed's flag; start-up logs are always shown
   std::string kv_cache_dtype = "bf16";

@@ -66,6 +66,7 @@ struct EngineLoadOptions {
   std::string compile_cache_dir;          // --use-compile-cache: where staged slabs are cached
   WeightFormat quantization = WeightFormat::Float;  // --quantization int8 | int4 (none: Float)
   int32_t int4_group = 64;                // --quantization-group: inputs per int4 scale
+  bool expert_parallel = false;           // --enable-expert-parallel: whole experts per TP rank
   bool prefault_kv_cache = false;         // map every KV page at load (KvCache::prefault)
 };
 

@@ -37,11 +37,12 @@ void MoeBlock::take_scratch(Arena& arena, int64_t T) {
 }
 
 void MoeBlock::forward(const Qwen3LayerWeights& L, const float* h, int64_t T, float* out) {
-  PYPTO_ASSERT(L.sparse && int32_t(L.experts.size()) == experts_, "a sparse layer with ", L.experts.size(),
-               " experts, expected ", experts_);
+  const int64_t first = L.expert_first, held = int64_t(L.experts.size());
+  PYPTO_ASSERT(L.sparse && held > 0 && first >= 0 && first + held <= experts_, "a sparse layer holding experts [",
+               first, ", +", held, ") of ", experts_);
   PYPTO_ASSERT(T <= rows_, "MoE scratch holds ", rows_, " rows, the step has ", T);
   Backend& be = backend_;
-  const int64_t H = hidden_, I = inter_, k = top_k_, P = T * k;
+  const int64_t H = hidden_, I = inter_, k = top_k_;
 
   PYPTO_PROF_OP("moe.router");
   be.linear(h, T, L.router, nullptr, logits_);  // logits [T, E]
@@ -54,7 +55,10 @@ void MoeBlock::forward(const Qwen3LayerWeights& L, const float* h, int64_t T, fl
   group_by_expert(topk_expert_, topk_weight_, T, experts_, top_k_, offsets_, group_token_, group_weight_);
 
   // slot [T, k]: token t's pairs in grouped order. Walking the experts in ascending id fills each
-  // token's k slots in ascending expert order, the order its sum adds them in.
+  // token's k slots in ascending expert order, the order its sum adds them in. A pair whose
+  // expert another rank holds (expert parallelism) gets slot -1 and adds nothing here; the held
+  // experts' pairs are the contiguous run [lo, hi) of the grouped order.
+  const int32_t lo = offsets_[first], hi = offsets_[first + held];
   std::vector<int32_t>& filled = fill_;
   filled.assign(size_t(T), 0);
   calls_.clear();
@@ -62,27 +66,30 @@ void MoeBlock::forward(const Qwen3LayerWeights& L, const float* h, int64_t T, fl
   for (int32_t e = 0; e < experts_; ++e) {
     const int32_t begin = offsets_[e], n = offsets_[e + 1] - begin;
     if (n == 0) continue;  // an expert no token chose is never read
+    const bool here = e >= first && e < first + held;
     for (int32_t r = begin; r < begin + n; ++r) {
       const int32_t t = group_token_[r];
-      slot_[int64_t(t) * k + filled[size_t(t)]++] = r;
+      slot_[int64_t(t) * k + filled[size_t(t)]++] = here ? r : -1;
     }
-    const Qwen3ExpertWeights& X = L.experts[size_t(e)];
+    if (!here) continue;
+    const Qwen3ExpertWeights& X = L.experts[size_t(e - first)];
     calls_.push_back({xg_ + int64_t(begin) * H, n, &X.gate_up, gate_up_ + int64_t(begin) * 2 * I});
     call_begin_.push_back({e, begin});
     expert_bytes_read_ += linear_weight_bytes(be, X.gate_up) + linear_weight_bytes(be, X.down);
   }
   PYPTO_PROF_OP("host.moe_gather");
-  be.parallel_rows(P, [&](int64_t p) {  // xg [P, hidden]: pair p's token row
+  be.parallel_rows(hi - lo, [&](int64_t i) {  // xg [P, hidden]: pair p's token row (held pairs)
+    const int64_t p = lo + i;
     std::memcpy(xg_ + p * H, h + int64_t(group_token_[p]) * H, sizeof(float) * size_t(H));
   });
   PYPTO_PROF_OP("moe.experts.gate_up");
   be.linear_grouped(calls_.data(), int64_t(calls_.size()));  // gate_up [P, gate (I) | up (I)]
   PYPTO_PROF_OP("moe.experts.silu_mul");
-  be.silu_mul(gate_up_, P, I, act_);  // act [P, I]
+  be.silu_mul(gate_up_ + int64_t(lo) * 2 * I, hi - lo, I, act_ + int64_t(lo) * I);  // act [P, I] (held pairs)
   PYPTO_PROF_OP("moe.experts.down");
   for (size_t i = 0; i < calls_.size(); ++i) {  // the same experts, now act → y
     const auto [e, begin] = call_begin_[i];
-    calls_[i] = {act_ + int64_t(begin) * I, calls_[i].m, &L.experts[size_t(e)].down, y_ + int64_t(begin) * H};
+    calls_[i] = {act_ + int64_t(begin) * I, calls_[i].m, &L.experts[size_t(e - first)].down, y_ + int64_t(begin) * H};
   }
   be.linear_grouped(calls_.data(), int64_t(calls_.size()));  // y [P, hidden]
   be.synchronize();
@@ -92,6 +99,7 @@ void MoeBlock::forward(const Qwen3LayerWeights& L, const float* h, int64_t T, fl
     std::memset(o, 0, sizeof(float) * size_t(H));
     for (int64_t j = 0; j < k; ++j) {
       const int32_t p = slot_[t * k + j];
+      if (p < 0) continue;  // held by another rank
       const float* y = y_ + int64_t(p) * H;
       const float wp = group_weight_[p];
       for (int64_t c = 0; c < H; ++c) o[c] += wp * y[c];

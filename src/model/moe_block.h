@@ -23,7 +23,9 @@ class MoeBlock {
   void take_scratch(Arena& arena, int64_t T);
 
   // out [T, hidden] = Σ over the experts e token t chose, in ascending e, of
-  //   weight[t, e] · down_e(silu(gate_e(h[t])) · up_e(h[t])).
+  //   weight[t, e] · down_e(silu(gate_e(h[t])) · up_e(h[t])),
+  // over the experts L holds (L.experts: ids L.expert_first + j) and with their columns L holds:
+  // under --tp a partial sum that the caller's all-reduce completes. Routing always sees every expert.
   // The chosen experts run together: one grouped linear (Backend::linear_grouped, one job of
   // (expert, column tile) pieces) for every gate_up, one for every down. Batch invariance: each
   // expert's products are the backend's row-invariant linears on its gathered rows, and every

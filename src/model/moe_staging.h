@@ -30,6 +30,22 @@ struct MoeProjection {
 // Every expert projection of a sparse layer of `c`, expert by expert (gate, up, down).
 std::vector<MoeProjection> moe_expert_projections(const ModelConfig& c);
 
+// The part of every sparse layer's experts that tensor-parallel rank `rank` of `tp` holds.
+//   split by TP (the default): every expert, intermediate columns [inter_begin, inter_begin + inter)
+//     of its gate and up rows and of its down inputs; the ranks' partial outputs are summed by the
+//     all-reduce that follows the MLP, as for the dense MLP.
+//   expert parallel (--enable-expert-parallel): whole experts [first, first + count); a token's
+//     experts held elsewhere contribute zero here, the all-reduce adds them.
+struct ExpertShard {
+  int64_t first = 0, count = 0;        // experts held
+  int64_t inter_begin = 0, inter = 0;  // columns of each held expert's moe_intermediate_size
+};
+// The shard, or an Error naming the field that does not divide (num_experts under expert
+// parallelism; moe_intermediate_size, or the int4 / fp8 groups of `group` inputs that a rank's
+// down_proj columns must cover whole, under the TP split) and the other split to use.
+ExpertShard expert_shard(const ModelConfig& c, int rank, int tp, bool expert_parallel, WeightFormat layers,
+                         int32_t group);
+
 // A sparse layer's slots in the slab.
 struct MoeLayerSlots {
   uint8_t* router = nullptr;
@@ -41,10 +57,11 @@ struct MoeLayerSlots {
 void plan_moe_layer(int64_t experts, size_t router_bytes, size_t gate_up_bytes, size_t down_bytes,
                     const std::function<uint8_t*(size_t)>& take, MoeLayerSlots& slots);
 
-// Points L's router (Float, [experts, H]) and experts (layer format: gate_up [2 mI, H], down
-// [H, mI]) at the slots, and marks L sparse.
-void bind_moe_layer(const MoeLayerSlots& s, DType wdt, int64_t experts, int64_t H, int64_t moe_inter,
-                    WeightFormat format, int32_t group, Qwen3LayerWeights& L);
+// Points L's router (Float, [router_rows, H]: every expert) and the held experts (slots.expert_*,
+// layer format: gate_up [2 mI, H], down [H, mI], mI this rank's columns) at the slots, and marks
+// L sparse; L.expert_first is the id of slots' first expert.
+void bind_moe_layer(const MoeLayerSlots& s, DType wdt, int64_t router_rows, int64_t expert_first, int64_t H,
+                    int64_t moe_inter, WeightFormat format, int32_t group, Qwen3LayerWeights& L);
 
 // One part of a staged projection: rows [r0, r1) × columns [c0, c1) (c1 < 0: all) of the tensor
 // `proj` below a layer's prefix; the parts of a projection are stacked by rows.
@@ -56,11 +73,12 @@ struct ProjectionPart {
 using StageProjection =
     std::function<void(int layer, std::span<const ProjectionPart> parts, int64_t n, int64_t k, uint8_t* dst)>;
 
-// Stages sparse layer `layer` (one rank: rank_shapes refuses --tp for Qwen3-MoE): the router as
-// stored (packed for the backend in the checkpoint's float dtype — quantized checkpoints and
-// vLLM leave it unquantized too: it is small and decides the routing), then every expert through
-// stage_projection. Returns the checkpoint bytes of the router (for the progress line).
-size_t stage_moe_layer(const Checkpoint& ck, const Backend& backend, int layer, int64_t moe_inter,
+// Stages sparse layer `layer` for the rank holding `shard`: the whole router as stored (every rank
+// routes every token; packed for the backend in the checkpoint's float dtype — quantized
+// checkpoints and vLLM leave it unquantized too: it is small and decides the routing), then each
+// held expert's share through stage_projection. Returns the checkpoint bytes of the router (for
+// the progress line).
+size_t stage_moe_layer(const Checkpoint& ck, const Backend& backend, int layer, const ExpertShard& shard,
                        const MoeLayerSlots& slots, const StageProjection& stage_projection);
 
 }  // namespace pypto

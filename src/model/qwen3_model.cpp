@@ -62,7 +62,8 @@ Qwen3Model::Qwen3Model(const Qwen3Weights& weights, Backend& backend, Communicat
     }
     PYPTO_ASSERT(l.router.n_out == c.num_experts && l.router.k_in == hidden_ && l.router.format == WeightFormat::Float,
                  "router shape");
-    PYPTO_ASSERT(int32_t(l.experts.size()) == c.num_experts, "experts ", l.experts.size());
+    PYPTO_ASSERT(!l.experts.empty() && l.expert_first >= 0 && l.expert_first + int64_t(l.experts.size()) <= c.num_experts,
+                 "experts [", l.expert_first, ", +", l.experts.size(), ") of ", c.num_experts);
     for (const Qwen3ExpertWeights& x : l.experts) {
       PYPTO_ASSERT(x.gate_up.n_out == 2 * w_.moe_inter && x.gate_up.k_in == hidden_, "expert gate_up shape");
       PYPTO_ASSERT(x.down.n_out == hidden_ && x.down.k_in == w_.moe_inter, "expert down shape");
@@ -84,8 +85,6 @@ Qwen3Model::Qwen3Model(const Qwen3Weights& weights, Backend& backend, Communicat
     gdn_ = std::make_unique<GatedDeltaNet>(backend_, c);
     states_ = GdnStatePool(c, w_.state_slots, n_gdn, w_.state_snapshots);
   }
-  // The experts are not sharded (weight staging refuses Qwen3-MoE under --tp).
-  PYPTO_ASSERT(!moe_ || w_.tp_size == 1, "Qwen3-MoE layers on tensor-parallel rank ", w_.tp_rank, "/", w_.tp_size);
   PYPTO_ASSERT(w_.vocab_rows > 0 && w_.vocab_begin >= 0 && w_.vocab_begin + w_.vocab_rows <= c.vocab_size,
                "vocabulary slice [", w_.vocab_begin, ", +", w_.vocab_rows, ") of ", c.vocab_size);
   PYPTO_ASSERT(!(w_.has_head || (w_.has_embed && w_.embed_in_lm_head)) ||
@@ -329,10 +328,11 @@ void Qwen3Model::forward_stage(const ForwardBatch& batch, KvCache& cache, const 
     // --- MLP block ---
     PYPTO_PROF_OP("norm.post");
     be.rms_norm(x_, L.post_norm, T, hidden_, eps, h_);
-    if (L.sparse) {  // Qwen3-MoE: routed experts in place of the dense MLP (one rank only)
-      moe_->forward(L, h_, T, tmp_);                 // tmp [T, hidden]
-      if (L.shared_expert.gate_up.n_out > 0) shared_->add(L.shared_expert, h_, T, tmp_);  // Qwen3.5-MoE
+    if (L.sparse) {  // Qwen3-MoE: routed experts in place of the dense MLP
+      moe_->forward(L, h_, T, tmp_);                 // tmp [T, hidden] (partial under TP / EP)
+      if (L.shared_expert.gate_up.n_out > 0) shared_->add(L.shared_expert, h_, T, tmp_);  // Qwen3.5-MoE (one rank)
       PYPTO_PROF_OP("residual.add");
+      all_reduce(tmp_, T * hidden_);
       be.add_inplace(x_, tmp_, T * hidden_);
       continue;
     }

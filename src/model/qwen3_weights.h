@@ -36,7 +36,10 @@ struct Qwen3LayerWeights {
   // MLP is the router and the experts instead.
   bool sparse = false;
   LinearWeight router;                      // [num_experts, hidden], always Float (never quantized)
-  std::vector<Qwen3ExpertWeights> experts;  // [num_experts], in the layer format
+  // The experts this rank holds, in the layer format: experts[j] is expert expert_first + j
+  // (every expert, first 0, unless --enable-expert-parallel gives each rank its own share).
+  std::vector<Qwen3ExpertWeights> experts;
+  int64_t expert_first = 0;
   // Qwen3.5 / Qwen3.6 hybrids (model/hybrid_weights.h): a GatedAttention layer uses qkv (rows
   // [q | k | v | gate]), q/k_norm and o_proj above; a GatedDeltaNet layer leaves them empty and
   // holds `gdn` instead. A Qwen3.5-MoE layer adds the shared expert to the routed experts.

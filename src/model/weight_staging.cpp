@@ -89,10 +89,12 @@ struct RankShapes {
   int64_t H = 0, hd = 0, V = 0, q_rows = 0, kv_rows = 0, qkv_rows = 0, inter = 0;
   int layers = 0;
   // Qwen3-MoE: layer first_layer + i of the plan is sparse iff config->sparse_layer says so; its
-  // MLP is then a router [experts, H] and `experts` pairs gate_up [2 moe_inter, H], down [H, moe_inter].
+  // MLP is then a router [experts, H] and this rank's shard.count experts, each gate_up
+  // [2 moe_inter, H] and down [H, moe_inter] (moe_inter = shard.inter, this rank's columns).
   const ModelConfig* config = nullptr;
   int first_layer = 0;
   int64_t experts = 0, moe_inter = 0;
+  ExpertShard shard;
   bool sparse(int i) const { return experts > 0 && config->sparse_layer(first_layer + i); }
   bool embed = true, head = true;  // this pipeline stage holds the embedding / final norm + lm_head
   bool attention_bias = false, tied = false;
@@ -122,13 +124,13 @@ RankShapes rank_shapes(const Checkpoint& ck, int rank, int tp, const StagedForma
   r.qkv_rows = r.q_rows + 2 * r.kv_rows;
   r.inter = c.intermediate_size / tp;
   r.layers = range.end - range.begin;
-  if (c.has_sparse_layers() && tp > 1)
-    fail("--tp ", tp, ": Qwen3-MoE (", c.architecture, ") under tensor parallelism is not supported yet: the experts ",
-         "are not sharded; run it with --tp 1 (--pp splits its layers)");
   r.config = &c;
   r.first_layer = range.begin;
   r.experts = c.num_experts;
-  r.moe_inter = c.moe_intermediate_size;
+  if (c.has_sparse_layers()) {
+    r.shard = expert_shard(c, rank, tp, fmt.expert_parallel, fmt.layers, fmt.group);
+    r.moe_inter = r.shard.inter;
+  }
   r.embed = range.begin == 0;
   r.head = range.end == c.num_hidden_layers;
   r.attention_bias = c.attention_bias;
@@ -184,7 +186,7 @@ void plan_slab(const RankShapes& r, const Backend& backend, SlabCursor& s, std::
     }
     l.gate_up = l.down = nullptr;
     // The router stays in the checkpoint's float dtype whatever the layer format.
-    plan_moe_layer(r.experts, backend.packed_weight_bytes(wdt, r.experts, H), bytes(lf, 2 * r.moe_inter, H),
+    plan_moe_layer(r.shard.count, backend.packed_weight_bytes(wdt, r.experts, H), bytes(lf, 2 * r.moe_inter, H),
                    bytes(lf, H, r.moe_inter), [&](size_t n) { return s.take(n); }, l.moe);
   }
 }
@@ -356,7 +358,8 @@ Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, c
   const int64_t v0 = vs.begin, V = vs.end - vs.begin;
   w.vocab_begin = v0;
   w.vocab_rows = V;
-  const StagedFormats fmt = staged_formats(ck, opt.quantization, opt.int4_group);
+  StagedFormats fmt = staged_formats(ck, opt.quantization, opt.int4_group);
+  fmt.expert_parallel = opt.expert_parallel;
   const LayerRange range = resolve_range(c, {opt.layer_begin, opt.layer_end});
   const bool whole = range.begin == 0 && range.end == c.num_hidden_layers;
   const RankShapes shapes = rank_shapes(ck, rank, tp, fmt, range);
@@ -401,7 +404,7 @@ Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, c
       L.down = LinearWeight{s.down, wdt, H, w.inter, lf, lgroup};
       continue;
     }
-    bind_moe_layer(s.moe, wdt, shapes.experts, H, shapes.moe_inter, lf, lgroup, L);
+    bind_moe_layer(s.moe, wdt, shapes.experts, shapes.shard.first, H, shapes.moe_inter, lf, lgroup, L);
   }
   w.embed = embed_p;
   w.embed_in_lm_head = tied;
@@ -417,7 +420,8 @@ Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, c
   if (!opt.compile_cache_dir.empty()) {
     // A pipeline stage's slab is keyed by its layer range too (the whole model keeps its old key).
     const std::string layers = whole ? "" : str_cat(" layers [", range.begin, ", ", range.end, ")");
-    cache_key = staging_fingerprint(ck, backend, rank, tp, fmt.describe() + layers);
+    const char* ep = fmt.expert_parallel && tp > 1 && c.has_sparse_layers() ? " expert-parallel" : "";
+    cache_key = staging_fingerprint(ck, backend, rank, tp, fmt.describe() + layers + ep);
     if (compile_cache_load(opt.compile_cache_dir, cache_key, slab->data(), slab->size())) {
       log_info("compile cache: hit ", compile_cache_path(opt.compile_cache_dir, cache_key));
       w.from_compile_cache = true;
@@ -569,7 +573,7 @@ Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, c
     const Part o[] = {{"self_attn.o_proj", 0, H, rank * q_rows, (rank + 1) * q_rows}};
     stage_projection(i, o, H, q_rows, s.o_proj);
     if (s.moe.router) {
-      projection_bytes += stage_moe_layer(ck, backend, i, w.moe_inter, s.moe, stage_projection);
+      projection_bytes += stage_moe_layer(ck, backend, i, shapes.shard, s.moe, stage_projection);
     } else {
       // gate_up: this rank's intermediate rows of gate then up → [2*inter_r, H]
       const Part gu[] = {{"mlp.gate_proj", rank * w.inter, (rank + 1) * w.inter, 0, -1},

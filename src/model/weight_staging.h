@@ -33,6 +33,9 @@ struct StagingOptions {
   // last layer the final norm and lm_head (a tied table is staged by both). The compile cache key
   // includes the range, so the slabs of different stages never meet.
   int layer_begin = 0, layer_end = -1;
+  // --enable-expert-parallel: under --tp, each rank holds whole experts (num_experts / tp of
+  // them) instead of every expert's share of intermediate columns (model/moe_staging.h).
+  bool expert_parallel = false;
 };
 
 // A stage's decoder layers [begin, end) (end -1: through the last layer).
@@ -45,6 +48,9 @@ struct LayerRange {
 struct StagedFormats {
   WeightFormat layers = WeightFormat::Float, head = WeightFormat::Float;
   int32_t group = 0;          // inputs per scale (int4 / fp8)
+  // How Qwen3-MoE experts are divided among TP ranks (StagingOptions::expert_parallel): not a
+  // format, but it shapes the slab the same way, so staged_slab_bytes sees it here.
+  bool expert_parallel = false;
   std::string describe() const;  // "float", "int8", "int4/g64", "fp8/b128 (checkpoint)", ...
 };
 StagedFormats staged_formats(const Checkpoint& ck, WeightFormat quantization, int32_t int4_group);

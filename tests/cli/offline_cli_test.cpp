@@ -219,9 +219,10 @@ TEST_F(OfflineCli, PrequantizedCheckpointsAreBatchInvariant) {
 
 // Qwen3-MoE (tiny-moe: sparse layers 0 and 2, dense layer 1; 8 experts, top-2): a prompt's
 // greedy ids are the same alone, in a batch of 16 (its tokens then share experts with other
-// rows), in 7-token chunks, from the prefix cache, over two pipeline stages and from the compile
-// cache, with float and int8 experts; --tp is refused saying that MoE under tensor parallelism is
-// not supported yet.
+// rows), in 7-token chunks, from the prefix cache, over two pipeline stages, from the compile
+// cache and on two tensor-parallel ranks (every expert's columns split, or whole experts per rank
+// with --enable-expert-parallel), with float and int8 experts. A TP split that would cut an int4
+// group, and the flag on a model without experts, are refused naming what to do.
 TEST_F(OfflineCli, MoeGreedyIdsDoNotDependOnBatchingChunkingOrPrefixCache) {
   const std::string dir = (dir_ / "tiny-moe").string();
   RunResult made = run("make-test-model --preset tiny-moe --seed 4 --out " + dir);
@@ -250,12 +251,27 @@ TEST_F(OfflineCli, MoeGreedyIdsDoNotDependOnBatchingChunkingOrPrefixCache) {
     const std::string cc = " --use-compile-cache --compile-cache-dir " + (dir_ / "moe-cc").string();
     EXPECT_EQ(ids(target + cfg + cc, 0), want) << "compile cache: stored";
     EXPECT_EQ(ids(target + cfg + cc, 0), want) << "compile cache: mapped back";
+    // Two ranks: each holds 64 of every expert's 128 columns, or experts 0-3 / 4-7 whole; the
+    // partial sums meet in the all-reduce after the MLP (the 16-prompt batch routes to all 8).
+    EXPECT_EQ(ids(target + cfg + " --devices 0,1 --tp 2", 0), want) << "--tp 2";
+    EXPECT_EQ(ids(prompts_args(16) + cfg + " --devices 0,1 --tp 2 --enable-expert-parallel", 5), want)
+        << "--tp 2 --enable-expert-parallel, batched with 15 others";
+    EXPECT_EQ(ids(target + cfg + " --devices 0,1 --tp 2 --enable-expert-parallel" + cc, 0), want)
+        << "--enable-expert-parallel through the compile cache (its own key)";
   }
-  RunResult tp = run("--model " + dir + " --prompt hi --devices 0,1 --tp 2");
-  EXPECT_NE(tp.exit_code, 0);
-  EXPECT_NE(tp.output.find("Qwen3-MoE (Qwen3MoeForCausalLM) under tensor parallelism is not supported yet"),
+  RunResult cut = run("--model " + dir + " --prompt hi --devices 0,1 --tp 2 --quantization int4 --quantization-group 128");
+  EXPECT_NE(cut.exit_code, 0);
+  EXPECT_NE(cut.output.find("would hold 64 input columns (moe_intermediate_size 128 / 2), not a multiple of the int4 "
+                            "group of 128 inputs; use --enable-expert-parallel"),
             std::string::npos)
-      << tp.output;
+      << cut.output;
+  const std::string int4 = " --quantization int4 --quantization-group 32 --generate-config '{\"max_new_tokens\": 12, "
+                           "\"temperature\": 0}'";
+  EXPECT_EQ(ids(target + int4 + " --devices 0,1 --tp 2 --enable-expert-parallel", 0), ids(target + int4, 0))
+      << "int4 experts, whole per rank";
+  RunResult dense = run("--model " + model() + " --prompt hi --devices 0,1 --tp 2 --enable-expert-parallel");
+  EXPECT_NE(dense.exit_code, 0);
+  EXPECT_NE(dense.output.find("has no mixture-of-experts layers; leave the flag out"), std::string::npos) << dense.output;
 }
 
 TEST_F(OfflineCli, TinyKvPoolCompletesEveryRequestThroughPreemption) {

@@ -31,6 +31,15 @@ KvCapacityRequest kv_capacity_request(const EngineLoadOptions& eo, int64_t bytes
   return kr;
 }
 
+StagedFormats staged_formats_for(const Checkpoint& ck, const EngineLoadOptions& eo) {
+  StagedFormats f = staged_formats(ck, eo.quantization, eo.int4_group);
+  if (eo.expert_parallel && !ck.config().has_sparse_layers())
+    fail("--enable-expert-parallel: ", ck.dir(), " (", ck.config().architecture,
+         ") has no mixture-of-experts layers; leave the flag out");
+  f.expert_parallel = eo.expert_parallel;
+  return f;
+}
+
 void check_weights_fit(const Checkpoint& ck, const Backend& stager, int tp, size_t available,
                        const StagedFormats* formats) {
   validate_qwen3_checkpoint(ck);
@@ -134,7 +143,7 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   out.threads = threads_for(L.rank_cores(0, 0));
   // The stager packs in the ranks' layout, which depends on the precision (pair panels or plain rows).
   auto stager = make_cpu_backend(cpu_count(), {}, eo.matmul_precision, eo.cpu_linear_kernel);
-  const StagedFormats formats = staged_formats(*ck, eo.quantization, eo.int4_group);
+  const StagedFormats formats = staged_formats_for(*ck, eo);
   if (formats.layers != WeightFormat::Float)
     log_info("weights: ", formats.describe(), "; ", quantized_activations(formats.layers, *backends[0][0]));
   check_weights_fit(*ck, *stager, L.tp, available_memory_bytes(), &formats);
@@ -172,6 +181,7 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
     so.show_progress = eo.show_progress;
     so.compile_cache_dir = eo.compile_cache_dir;  // --use-compile-cache: slabs keyed by TP rank too
     so.quantization = eo.quantization;
+    so.expert_parallel = eo.expert_parallel;
     so.int4_group = eo.int4_group;
     Qwen3Weights w = stage_qwen3_weights(*ck, *stager, so);
     attach_pooling_head(w, cfg.pooling, eo.model_dir, *stager);

@@ -80,6 +80,10 @@ KvCapacityRequest kv_capacity_request(const EngineLoadOptions& eo, int64_t bytes
 void check_weights_fit(const Checkpoint& ck, const Backend& stager, int tp, size_t available,
                        const StagedFormats* formats = nullptr);
 
+// The staged formats the engine options ask for (--quantization, --quantization-group) with the
+// experts' split among TP ranks (--enable-expert-parallel: an Error when the model has no experts).
+StagedFormats staged_formats_for(const Checkpoint& ck, const EngineLoadOptions& eo);
+
 // One rank, one replica (tp = dp = 1) on opt.cores (empty: every core, threads unpinned): the same
 // start-up as the server's, so the sampler runs on the kernel pool here too (bench_engine, tests).
 LoadedEngine load_engine(const EngineLoadOptions& opt);

@@ -57,7 +57,7 @@ std::shared_ptr<const Qwen3Weights> stage_own_slice(const EngineLoadOptions& eo,
     fail("--dtype asks for ", dtype_name(*eo.weight_dtype), " weights but the checkpoint's are ",
          dtype_name(ck->get("model.embed_tokens.weight").info->dtype), ": leave out --dtype or pass --dtype auto");
   auto stager = make_cpu_backend(cpu_count(), {}, eo.matmul_precision, eo.cpu_linear_kernel);
-  const StagedFormats formats = staged_formats(*ck, eo.quantization, eo.int4_group);  // --quantization
+  const StagedFormats formats = staged_formats_for(*ck, eo);  // --quantization, --enable-expert-parallel
   if (rank == 0 && formats.layers != WeightFormat::Float) log_info("weights: ", formats.describe());
   const LayerRange range = plan_pipeline_stages(*ck, *stager, tp, pos.pp, &formats)[size_t(pos.stage)];
   if (pos.pp > 1 && engine_rank) {
@@ -80,6 +80,7 @@ std::shared_ptr<const Qwen3Weights> stage_own_slice(const EngineLoadOptions& eo,
   so.show_progress = eo.show_progress && engine_rank;
   so.compile_cache_dir = eo.compile_cache_dir;
   so.quantization = eo.quantization;
+  so.expert_parallel = eo.expert_parallel;
   so.int4_group = eo.int4_group;
   return std::make_shared<const Qwen3Weights>(stage_qwen3_weights(*ck, *stager, so));
 }
