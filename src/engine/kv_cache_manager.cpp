@@ -68,7 +68,7 @@ ComputedBlocks KVCacheManager::get_computed_blocks(Request& req) {
     parents.assign(found.begin(), found.end());
   }
   if (snapshots_) {
-    stats_.tokens_without_state += int64_t(out.blocks.size() - resumable) * block_size_;
+    last_tokens_without_state_ = int64_t(out.blocks.size() - resumable) * block_size_;
     out.blocks.resize(resumable);
     if (resumable == 0) out.state_entry = -1;
   }
@@ -137,6 +137,8 @@ void KVCacheManager::record_prefix_cache_query(int64_t num_tokens, int64_t num_h
   ++stats_.requests;
   stats_.queried_tokens += num_tokens;
   stats_.hit_tokens += num_hit_tokens;
+  stats_.tokens_without_state += last_tokens_without_state_;
+  last_tokens_without_state_ = 0;
 }
 
 void KVCacheManager::enable_state_snapshots(int32_t entries, int64_t interval) {

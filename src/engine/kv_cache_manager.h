@@ -113,6 +113,9 @@ class KVCacheManager {
   std::unordered_map<std::string, RequestBlocks> req_blocks_;
   PrefixCacheStats stats_;
   bool recurrent_state_ = false;             // hits need a state snapshot
+  // Cached tokens the last get_computed_blocks could not use for want of a snapshot; counted by
+  // the record_prefix_cache_query of the admission it was for.
+  int64_t last_tokens_without_state_ = 0;
   std::unique_ptr<StateSnapshots> snapshots_;  // null: none (no hits when recurrent_state_)
 };
 

@@ -144,6 +144,7 @@ TEST(StateSnapshots, HitsAreCutBackToTheLastSnapshot) {
   hit = kv.get_computed_blocks(c);
   EXPECT_EQ(hit.num_computed_tokens, 8);
   EXPECT_EQ(hit.state_entry, saves[0].entry);
+  kv.record_prefix_cache_query(c.num_tokens(), hit.num_computed_tokens);  // c admitted
   EXPECT_EQ(kv.prefix_cache_stats().tokens_without_state, 4);
 
   KVCacheManager none(16, 4, true);
