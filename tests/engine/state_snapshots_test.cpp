@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "core/error.h"
+#include "engine/engine_config.h"
 #include "engine/kv_cache_manager.h"
 
 namespace pypto {
@@ -155,6 +157,34 @@ TEST(StateSnapshots, HitsAreCutBackToTheLastSnapshot) {
   none.cache_blocks(a2);
   Request b2("b", b_ids, SamplingParams{}, {}, 0);
   EXPECT_EQ(none.get_computed_blocks(b2).num_computed_tokens, 0);
+}
+
+// --state-snapshots / --state-snapshot-interval: -1 is 64 blocks, anything else a multiple of
+// the block size (0: none); a bad value is an Error naming the flag.
+TEST(StateSnapshots, FlagsAreCheckedByName) {
+  CacheConfig c;
+  c.num_blocks = 8;
+  c.block_size = 16;
+  c.validate();
+  EXPECT_EQ(c.snapshot_interval_tokens(), 64 * 16);
+  c.state_snapshot_interval = 0;
+  c.validate();
+  EXPECT_EQ(c.snapshot_interval_tokens(), 0);
+  auto message = [](const CacheConfig& bad) -> std::string {
+    try {
+      bad.validate();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  c.state_snapshot_interval = 24;
+  EXPECT_NE(message(c).find("--state-snapshot-interval"), std::string::npos) << message(c);
+  c.state_snapshot_interval = -2;
+  EXPECT_NE(message(c).find("--state-snapshot-interval"), std::string::npos) << message(c);
+  c.state_snapshot_interval = 32;
+  c.state_snapshots = -1;
+  EXPECT_NE(message(c).find("--state-snapshots"), std::string::npos) << message(c);
 }
 
 }  // namespace
