@@ -3,13 +3,19 @@
 // 35B-A3B: 32 over 16), on the CPU backend (AVX-512 along d_v where present) and the scalar
 // definition. The state (n_v · 64 KiB f32) is read and written once per token: GB/s counts those
 // bytes, the measure a decode step is bound by. Arguments: n_v, n_k, tokens per call, scalar (1).
+// BM_GatedDeltaRulePrefill: a 512-token prefill of one layer, heads over the backend's threads,
+// the recurrence (form 0, the backend's kernel) against the chunked WY form (form 1,
+// kernels/gdn_chunked.h, AVX-512 only). Arguments: n_v, n_k, tokens, form.
 #include <benchmark/benchmark.h>
 
+#include <cmath>
 #include <numeric>
 #include <vector>
 
 #include "bench_common.h"
+#include "core/cpu_features.h"
 #include "kernels/backend.h"
+#include "kernels/gdn_chunked.h"
 
 namespace pypto::bench {
 namespace {
@@ -52,6 +58,49 @@ void BM_GatedDeltaRule(benchmark::State& state) {
 BENCHMARK(BM_GatedDeltaRule)
     ->Args({48, 16, 1, 0})->Args({32, 16, 1, 0})->Args({48, 16, 64, 0})->Args({48, 16, 1, 1})
     ->Repetitions(3)->ReportAggregatesOnly(true)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_GatedDeltaRulePrefill(benchmark::State& state) {
+  const int32_t n_v = int32_t(state.range(0)), n_k = int32_t(state.range(1)), dk = 128, dv = 128;
+  const int64_t n = state.range(2);
+  const bool chunked = state.range(3) != 0;
+  if (chunked && cpu_isa() != Isa::Avx512) {
+    state.SkipWithError("the chunked kernel needs AVX-512");
+    return;
+  }
+  std::vector<int> cores(bench_threads());
+  std::iota(cores.begin(), cores.end(), 0);
+  auto be = make_cpu_backend(bench_threads(), cores);
+  // Unit-norm q, k rows (as the model feeds them), mild decay.
+  std::vector<float> qk(size_t(n) * 2 * n_k * dk, 1.0f / std::sqrt(float(dk))), v(size_t(n) * n_v * dv, 0.5f);
+  std::vector<float> g(size_t(n) * n_v, -0.1f), beta(size_t(n) * n_v, 0.5f);
+  std::vector<float> S(size_t(n_v) * dk * dv, 0.0f), out(size_t(n) * n_v * dv);
+  GdnSequence s;
+  s.q = qk.data();
+  s.k = qk.data() + int64_t(n_k) * dk;
+  s.qk_stride = 2 * int64_t(n_k) * dk;
+  s.v = v.data();
+  s.v_stride = int64_t(n_v) * dv;
+  s.g = g.data();
+  s.beta = beta.data();
+  s.n = n;
+  s.n_k = n_k;
+  s.n_v = n_v;
+  s.d_k = dk;
+  s.d_v = dv;
+  s.state = S.data();
+  s.out = out.data();
+  for (auto _ : state) {
+    if (chunked) be->parallel_rows(n_v, [&](int64_t h) { cpu::gdn_head_chunked_avx512(s, int32_t(h)); });
+    else be->gated_delta_rule(s);
+    benchmark::ClobberMemory();
+  }
+  state.counters["us/token"] =
+      benchmark::Counter(double(n) * 1e-6, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  state.SetLabel(chunked ? "chunked C=64" : "recurrence");
+}
+BENCHMARK(BM_GatedDeltaRulePrefill)
+    ->Args({16, 16, 512, 0})->Args({16, 16, 512, 1})->Args({32, 16, 512, 0})->Args({32, 16, 512, 1})
+    ->Repetitions(3)->ReportAggregatesOnly(true)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace pypto::bench

@@ -136,6 +136,15 @@ void add_run_options(CLI::App& app, RunOptions& o) {
       ->capture_default_str();
   app.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", o.enable_prefix_caching, "reuse KV of shared prompt prefixes")
       ->capture_default_str();
+  app.add_option("--state-snapshots", o.state_snapshots,
+                 "hybrid models (Qwen3.5 / Qwen3.6): Gated DeltaNet state snapshots the prefix cache keeps (a hit "
+                 "resumes only where one was taken; each costs one sequence's state). 0: max(4, --max-num-seqs)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--state-snapshot-interval", o.state_snapshot_interval,
+                 "hybrid models: also snapshot the state every this many tokens (a multiple of --block-size; 0: only "
+                 "at each prompt chunk's and turn's last block boundary). Default -1: 64 blocks")
+      ->capture_default_str();
   app.add_flag("--enable-chunked-prefill,!--no-enable-chunked-prefill", o.enable_chunked_prefill,
                "split long prompts over steps")
       ->capture_default_str();
@@ -263,6 +272,8 @@ EngineLoadOptions engine_options(const RunOptions& o, const std::string& model_d
   e.scheduler.long_prefill_token_threshold = o.long_prefill_token_threshold;
   e.cache.block_size = o.block_size;
   e.cache.enable_prefix_caching = o.enable_prefix_caching;
+  e.cache.state_snapshots = o.state_snapshots;
+  e.cache.state_snapshot_interval = o.state_snapshot_interval;
   if (!o.kv_cache_memory.empty())
     e.kv_cache_memory = static_cast<int64_t>(parse_byte_size("--kv-cache-memory", o.kv_cache_memory.c_str()));
   e.memory_utilization = o.memory_utilization;

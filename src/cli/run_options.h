@@ -66,6 +66,8 @@ struct RunOptions {
   int64_t max_num_batched_tokens = 4096;
   int64_t long_prefill_token_threshold = 2048;
   bool enable_prefix_caching = true;
+  int32_t state_snapshots = 0;            // hybrids: GDN state snapshot entries (0: max(4, --max-num-seqs))
+  int64_t state_snapshot_interval = -1;   // hybrids: tokens between snapshots (-1: 64 blocks, 0: chunk ends only)
   bool enable_chunked_prefill = true;
   int threads = 0;
   bool use_compile_cache = false;

@@ -82,7 +82,16 @@ void build_forward_batch(const SchedulerOutput& so, BlockTables& tables, int32_t
     batch.add_sequence(s.token_ids.data(), static_cast<int32_t>(s.num_scheduled_tokens),
                        static_cast<int32_t>(s.num_computed_tokens), table.data(), static_cast<int32_t>(table.size()),
                        block_size, s.samples ? ForwardBatch::Logits::Last : ForwardBatch::Logits::None);
-    if (const int32_t slot = tables.state_slot(s.req_id); slot >= 0) batch.state_slots.push_back(slot);
+    if (const int32_t slot = tables.state_slot(s.req_id); slot >= 0) {
+      batch.state_slots.push_back(slot);
+      batch.state_restore.push_back(s.state_restore);
+      const int32_t seq = batch.num_seqs() - 1;
+      for (const StateSave& v : s.state_saves)
+        batch.state_saves.push_back({seq, static_cast<int32_t>(v.position - s.num_computed_tokens), v.entry});
+    } else {
+      PYPTO_ASSERT(s.state_restore < 0 && s.state_saves.empty(), "request ", s.req_id,
+                   ": state snapshots for a model without a recurrent state");
+    }
   }
 }
 

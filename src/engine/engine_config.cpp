@@ -21,6 +21,14 @@ void SchedulerConfig::validate() const {
 void CacheConfig::validate() const {
   if (block_size < 1 || block_size > 1024) fail("--block-size must be in [1, 1024], got ", block_size);
   if (num_blocks < 1) fail("the KV cache must have at least 1 block, got ", num_blocks);
+  validate_state_snapshots();
+}
+
+void CacheConfig::validate_state_snapshots() const {
+  if (state_snapshots < 0) fail("--state-snapshots must be >= 0, got ", state_snapshots);
+  if (state_snapshot_interval != -1 && (state_snapshot_interval < 0 || state_snapshot_interval % block_size != 0))
+    fail("--state-snapshot-interval must be 0 or a multiple of --block-size (", block_size, "), got ",
+         state_snapshot_interval);
 }
 
 }  // namespace pypto

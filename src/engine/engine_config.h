@@ -21,8 +21,25 @@ struct CacheConfig {
   int32_t block_size = 16;  // tokens per KV block (16 on CPU)
   int32_t num_blocks = 0;   // from the KV capacity plan
   bool enable_prefix_caching = true;
+  // Models with a per-sequence recurrent state (the hybrids' Gated DeltaNet layers): a prefix-cache
+  // hit resumes only where a snapshot of that state exists (engine/state_snapshots.h). The model
+  // holds state_snapshots entries (--state-snapshots); besides each chunk's last block boundary,
+  // one is taken every state_snapshot_interval tokens (--state-snapshot-interval: a multiple of
+  // block_size; 0: chunk ends only; -1: kDefaultSnapshotBlocks blocks). With recurrent_state and
+  // no entries, prefix caching never hits.
+  static constexpr int64_t kDefaultSnapshotBlocks = 64;
+  bool recurrent_state = false;
+  int32_t state_snapshots = 0;
+  int64_t state_snapshot_interval = -1;
+  // The interval in tokens (-1 resolved).
+  int64_t snapshot_interval_tokens() const {
+    return state_snapshot_interval < 0 ? kDefaultSnapshotBlocks * block_size : state_snapshot_interval;
+  }
 
   void validate() const;
+  // The --state-snapshots / --state-snapshot-interval part of validate(), checkable before the
+  // KV pool is planned.
+  void validate_state_snapshots() const;
 };
 
 }  // namespace pypto

@@ -3,7 +3,9 @@
 // BlockPool. The scheduler asks it for computed (cached) blocks of a new request, for slots for
 // the tokens it schedules, to publish blocks once their KV is computed, and to free a request.
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -11,6 +13,7 @@
 #include "engine/block_hash.h"
 #include "engine/block_pool.h"
 #include "engine/request.h"
+#include "engine/state_snapshots.h"
 
 namespace pypto {
 
@@ -18,12 +21,20 @@ namespace pypto {
 struct ComputedBlocks {
   std::vector<KVCacheBlock*> blocks;
   int64_t num_computed_tokens = 0;  // blocks.size() * block_size
+  // Models with a recurrent state: the snapshot entry holding the state after the hit (-1: none;
+  // then the hit is empty).
+  int32_t state_entry = -1;
 };
 
 struct PrefixCacheStats {
   int64_t requests = 0;        // lookups made when a request was admitted
   int64_t queried_tokens = 0;  // tokens of those requests
   int64_t hit_tokens = 0;      // tokens served from the cache
+  // Models with a recurrent state (engine/state_snapshots.h): verified cached tokens a hit could
+  // not use because no state snapshot ends there (the hit was cut back to the last one), and the
+  // snapshots' own counts.
+  int64_t tokens_without_state = 0;
+  StateSnapshotStats state;
 };
 
 class KVCacheManager {
@@ -39,8 +50,25 @@ class KVCacheManager {
 
   // Longest verified chain of cached full blocks for `req` (which holds no blocks). It never
   // covers the last token: on a full-prompt hit the last prompt token is still computed, so
-  // the first sampled token comes from the same kernel path as a cold run.
+  // the first sampled token comes from the same kernel path as a cold run. With state snapshots
+  // the chain is cut back to its last block that ends where a snapshot exists (state_entry).
   ComputedBlocks get_computed_blocks(Request& req);
+
+  // Models with a recurrent state (engine/state_snapshots.h): from now on a hit needs a state
+  // snapshot at its end; `entries` of them (0: no hits at all), one every `interval` tokens
+  // besides each chunk's last block boundary.
+  void enable_state_snapshots(int32_t entries, int64_t interval);
+  bool state_snapshots() const { return snapshots_ != nullptr; }
+  // The saves of a step computing `req`'s positions [start, start + n) (entries reserved).
+  std::vector<StateSave> plan_state_saves(const Request& req, int64_t start, int64_t n);
+  // After the step: the saves (their blocks now published by cache_blocks) become findable.
+  void commit_state_saves(const Request& req, std::span<const StateSave> saves);
+  // A new request admitted with `hit` restores from its state entry this step (the entry stays
+  // until end_state_step()). Logs the hit (debug), and the running counts at the 1st, 10th,
+  // 100th, ... restore (info).
+  void restore_state(const Request& req, const ComputedBlocks& hit);
+  // The step is over: uncommitted saves are dropped, pins released.
+  void end_state_step();
 
   // Reserves KV slots for `num_new_tokens` more tokens of `req`, after its computed tokens and
   // any prefix-cache hit `new_computed` (from get_computed_blocks, admitted now):
@@ -63,7 +91,7 @@ class KVCacheManager {
   void free(Request& req);
 
   void record_prefix_cache_query(int64_t num_tokens, int64_t num_hit_tokens);
-  const PrefixCacheStats& prefix_cache_stats() const { return stats_; }
+  PrefixCacheStats prefix_cache_stats() const;
 
   // The request's block table (empty when it holds none).
   std::vector<int32_t> block_ids(const std::string& req_id) const;
@@ -84,6 +112,11 @@ class KVCacheManager {
   BlockPool pool_;
   std::unordered_map<std::string, RequestBlocks> req_blocks_;
   PrefixCacheStats stats_;
+  bool recurrent_state_ = false;             // hits need a state snapshot
+  // Cached tokens the last get_computed_blocks could not use for want of a snapshot; counted by
+  // the record_prefix_cache_query of the admission it was for.
+  int64_t last_tokens_without_state_ = 0;
+  std::unique_ptr<StateSnapshots> snapshots_;  // null: none (no hits when recurrent_state_)
 };
 
 }  // namespace pypto

@@ -11,6 +11,7 @@ Scheduler::Scheduler(const SchedulerConfig& config, const CacheConfig& cache, Bl
     : config_(config), kv_(cache.num_blocks, cache.block_size, cache.enable_prefix_caching, std::move(hasher)) {
   config_.validate();
   cache.validate();
+  if (cache.recurrent_state) kv_.enable_state_snapshots(cache.state_snapshots, cache.snapshot_interval_tokens());
 }
 
 void Scheduler::check_request(const std::string& id, int64_t prompt, int64_t max_tokens) const {
@@ -63,6 +64,7 @@ SchedulerOutput Scheduler::schedule() {
   SchedulerOutput out;
   out.finished_req_ids = std::move(finished_since_last_step_);
   finished_since_last_step_.clear();
+  kv_.end_state_step();  // after a failed step, which never reached update_from_output
   int64_t budget = config_.max_num_batched_tokens;
 
   auto emit = [&](Request* req, int64_t n, bool is_new, std::vector<int32_t> block_ids) {
@@ -75,6 +77,7 @@ SchedulerOutput Scheduler::schedule() {
     s.is_new = is_new;
     s.block_ids = std::move(block_ids);
     s.samples = req->num_computed_tokens + n == req->num_tokens();
+    s.state_saves = kv_.plan_state_saves(*req, req->num_computed_tokens, n);
     out.total_num_scheduled_tokens += n;
     budget -= n;
     out.scheduled.push_back(std::move(s));
@@ -140,7 +143,9 @@ SchedulerOutput Scheduler::schedule() {
     req->status = RequestStatus::Running;
     running_.push_back(req);
     if (!req->group_id.empty()) ++group_running[req->group_id];
+    if (hit.state_entry >= 0) kv_.restore_state(*req, hit);  // before emit plans this step's saves
     emit(req, n, true, kv_.block_ids(req->request_id));
+    out.scheduled.back().state_restore = hit.state_entry;
   }
   return out;
 }
@@ -174,6 +179,7 @@ std::vector<EngineCoreOutput> Scheduler::update_from_output(const SchedulerOutpu
                  req->num_computed_tokens, " tokens but was scheduled from ", s.num_computed_tokens);
     req->num_computed_tokens += s.num_scheduled_tokens;
     kv_.cache_blocks(*req);
+    kv_.commit_state_saves(*req, s.state_saves);
     if (!s.samples) continue;
     if (req->pooling) {  // prefill done: the step's row is its result; its blocks are freed now
       EngineCoreOutput o;
@@ -202,6 +208,7 @@ std::vector<EngineCoreOutput> Scheduler::update_from_output(const SchedulerOutpu
     }
     outs.push_back(std::move(o));
   }
+  kv_.end_state_step();
   return outs;
 }
 

@@ -7,6 +7,13 @@
 
 namespace pypto {
 
+// A snapshot of a hybrid model's recurrent state the step takes (engine/state_snapshots.h): the
+// state after the sequence's tokens [0, position), copied into snapshot entry `entry`.
+struct StateSave {
+  int64_t position = 0;
+  int32_t entry = 0;
+};
+
 struct ScheduledRequest {
   std::string req_id;
   // Position of the first scheduled token: tokens [num_computed_tokens, num_computed_tokens +
@@ -21,6 +28,12 @@ struct ScheduledRequest {
   // The scheduled range reaches the end of the sequence: the runner returns logits for this
   // row's last token and the engine samples. False for a prompt chunk that is not the last.
   bool samples = false;
+  // Models with a recurrent state: a new request resuming from a prefix-cache hit starts from
+  // snapshot entry state_restore (the state after its num_computed_tokens cached tokens; -1:
+  // none), and the step saves the snapshots in state_saves (positions in (num_computed_tokens,
+  // num_computed_tokens + num_scheduled_tokens], increasing).
+  int32_t state_restore = -1;
+  std::vector<StateSave> state_saves;
 };
 
 struct SchedulerOutput {

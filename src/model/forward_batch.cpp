@@ -51,6 +51,14 @@ void ForwardBatch::validate(int64_t num_cache_blocks, int32_t block_size) const 
     }
   }
   PYPTO_ASSERT(state_slots.empty() || int32_t(state_slots.size()) == S, "state_slots size");
+  PYPTO_ASSERT(state_restore.empty() || int32_t(state_restore.size()) == S, "state_restore size");
+  for (size_t i = 0; i < state_saves.size(); ++i) {
+    const StateSave& v = state_saves[i];
+    PYPTO_ASSERT(v.seq >= 0 && v.seq < S && v.rows >= 1 && v.rows <= query_start[v.seq + 1] - query_start[v.seq],
+                 "state save ", i, " (sequence ", v.seq, ", ", v.rows, " rows) outside the batch");
+    PYPTO_ASSERT(i == 0 || state_saves[i - 1].seq < v.seq || (state_saves[i - 1].seq == v.seq && state_saves[i - 1].rows < v.rows),
+                 "state saves out of order at ", i);
+  }
   for (int32_t r : logits_indices) PYPTO_ASSERT(r >= 0 && r < T, "logits index ", r, " outside [0, ", T, ")");
 }
 

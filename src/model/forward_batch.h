@@ -29,6 +29,17 @@ struct ForwardBatch {
   // new token is at position 0 starts from a zero state; any other must continue exactly where
   // its slot's state ends (model/gdn_state.h).
   std::vector<int32_t> state_slots;
+  // Hybrid models with prefix caching (model/gdn_state.h's snapshot entries): per sequence, the
+  // entry its slot's state is restored from before the step, its first new token sitting right
+  // after the snapshot's prefix (-1: none; the vector may be empty when no sequence restores);
+  // and the snapshots the step takes: after the first `rows` (1..n) new tokens of sequence `seq`,
+  // its state is copied into entry `entry`. Ordered by (seq, rows), rows strictly increasing
+  // within a sequence.
+  std::vector<int32_t> state_restore;
+  struct StateSave {
+    int32_t seq = 0, rows = 0, entry = 0;
+  };
+  std::vector<StateSave> state_saves;
 
   int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }
   int32_t num_seqs() const { return query_start.empty() ? 0 : static_cast<int32_t>(query_start.size()) - 1; }
@@ -43,6 +54,8 @@ struct ForwardBatch {
     block_tables.clear();
     logits_indices.clear();
     state_slots.clear();
+    state_restore.clear();
+    state_saves.clear();
     max_blocks_per_seq = 0;
   }
 

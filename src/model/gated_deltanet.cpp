@@ -1,6 +1,7 @@
 #include "model/gated_deltanet.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "core/error.h"
 #include "core/profiler.h"
@@ -49,8 +50,10 @@ void GatedDeltaNet::take_scratch(Arena& arena, int64_t T) {
 
 // Rows [r0, r0 + n) of one sequence: conv_[t, c] = SiLU(Σ_j W[c, j] · x_{t−K+1+j}[c]) over the
 // sequence's history (conv_state [K − 1, C], oldest first) then its new qkv rows; the state is left
-// holding the last K − 1 rows. Channels are independent: split over the backend's threads.
-void GatedDeltaNet::conv_silu(const GdnLayerWeights& W, int64_t r0, int64_t n, float* conv_state) {
+// holding the last K − 1 rows, and after `rows` of them each save point gets the state as it was
+// then. Channels are independent: split over the backend's threads.
+void GatedDeltaNet::conv_silu(const GdnLayerWeights& W, int64_t r0, int64_t n, float* conv_state,
+                              const std::vector<SavePoint>& saves) {
   const int64_t C = conv_dim_, P = proj_dim_;
   const int32_t K = K_, hist = K_ - 1;
   constexpr int64_t kChunk = 256;  // channels per task
@@ -60,12 +63,15 @@ void GatedDeltaNet::conv_silu(const GdnLayerWeights& W, int64_t r0, int64_t n, f
     for (int64_t c = c0; c < c1; ++c) {
       const float* w = W.conv + c * K;
       for (int32_t j = 0; j < hist; ++j) win[j] = conv_state[int64_t(j) * C + c];
+      size_t next = 0;  // the next save point
       for (int64_t t = 0; t < n; ++t) {
         win[hist] = proj_[(r0 + t) * P + c];
         float acc = 0.0f;
         for (int32_t j = 0; j < K; ++j) acc += w[j] * win[j];
         conv_[(r0 + t) * C + c] = silu(acc);
         for (int32_t j = 0; j < hist; ++j) win[j] = win[j + 1];
+        for (; next < saves.size() && saves[next].rows == t + 1; ++next)
+          for (int32_t j = 0; j < hist; ++j) saves[next].conv[int64_t(j) * C + c] = win[j];
       }
       for (int32_t j = 0; j < hist; ++j) conv_state[int64_t(j) * C + c] = win[j];
     }
@@ -82,10 +88,17 @@ void GatedDeltaNet::forward(const GdnLayerWeights& W, const float* h, const Forw
   be.linear(h, T, W.in_proj, nullptr, proj_);  // proj [T, qkv (C) | z (n_v d_v) | b (n_v) | a (n_v)]
   be.synchronize();
 
+  // Each sequence's save points at this layer (ForwardBatch::state_saves, ordered by rows).
+  saves_.resize(size_t(batch.num_seqs()));
+  for (std::vector<SavePoint>& v : saves_) v.clear();
+  for (const ForwardBatch::StateSave& v : batch.state_saves)
+    saves_[size_t(v.seq)].push_back(
+        {v.rows, states.snapshot_conv(v.entry, layer), states.snapshot_recurrent(v.entry, layer)});
+
   PYPTO_PROF_OP("gdn.conv");
   for (int32_t s = 0; s < batch.num_seqs(); ++s) {
     const int64_t r0 = batch.query_start[size_t(s)], n = batch.query_start[size_t(s) + 1] - r0;
-    conv_silu(W, r0, n, states.conv(batch.state_slots[size_t(s)], layer));
+    conv_silu(W, r0, n, states.conv(batch.state_slots[size_t(s)], layer), saves_[size_t(s)]);
   }
 
   PYPTO_PROF_OP("gdn.gates");
@@ -105,24 +118,40 @@ void GatedDeltaNet::forward(const GdnLayerWeights& W, const float* h, const Forw
   });
 
   PYPTO_PROF_OP("gdn.recurrence");
+  const size_t state_floats = size_t(n_v_) * size_t(d_k_) * size_t(d_v_);
   for (int32_t s = 0; s < batch.num_seqs(); ++s) {
     const int64_t r0 = batch.query_start[size_t(s)], n = batch.query_start[size_t(s) + 1] - r0;
-    GdnSequence q;
-    q.q = conv_ + r0 * C;
-    q.k = conv_ + r0 * C + key_dim_;
-    q.qk_stride = C;
-    q.v = conv_ + r0 * C + 2 * key_dim_;
-    q.v_stride = C;
-    q.g = g_ + r0 * n_v_;
-    q.beta = beta_ + r0 * n_v_;
-    q.n = n;
-    q.n_k = n_k_;
-    q.n_v = n_v_;
-    q.d_k = d_k_;
-    q.d_v = d_v_;
-    q.state = states.recurrent(batch.state_slots[size_t(s)], layer);
-    q.out = o_ + r0 * value_dim_;  // [n, n_v, d_v]
-    be.gated_delta_rule(q);
+    float* state = states.recurrent(batch.state_slots[size_t(s)], layer);
+    // Rows [done, to) per segment: the recurrence is token by token, so segments between save
+    // points compute exactly what one call over all n rows would.
+    int64_t done = 0;
+    auto run = [&](int64_t to) {
+      if (to == done) return;
+      GdnSequence q;
+      q.q = conv_ + (r0 + done) * C;
+      q.k = conv_ + (r0 + done) * C + key_dim_;
+      q.qk_stride = C;
+      q.v = conv_ + (r0 + done) * C + 2 * key_dim_;
+      q.v_stride = C;
+      q.g = g_ + (r0 + done) * n_v_;
+      q.beta = beta_ + (r0 + done) * n_v_;
+      q.n = to - done;
+      q.n_k = n_k_;
+      q.n_v = n_v_;
+      q.d_k = d_k_;
+      q.d_v = d_v_;
+      q.state = state;
+      q.out = o_ + (r0 + done) * value_dim_;  // [to - done, n_v, d_v]
+      be.gated_delta_rule(q);
+      be.synchronize();
+      done = to;
+    };
+    for (const SavePoint& p : saves_[size_t(s)]) {
+      PYPTO_ASSERT(p.rows >= done && p.rows <= n, "state save after ", p.rows, " of ", n, " rows");
+      run(p.rows);
+      std::memcpy(p.recurrent, state, state_floats * sizeof(float));
+    }
+    run(n);
   }
 
   PYPTO_PROF_OP("gdn.gated_norm");

@@ -11,6 +11,7 @@
 // any chunking of a prompt gives bit-identical results, and a row's result never depends on the
 // other sequences of the step.
 #include <cstdint>
+#include <vector>
 
 #include "core/arena.h"
 #include "io/model_config.h"
@@ -29,12 +30,21 @@ class GatedDeltaNet {
   void take_scratch(Arena& arena, int64_t T);
 
   // out [T, hidden] = the mixer of h [T, hidden] (T = batch.num_tokens()); each sequence s reads
-  // and updates slot batch.state_slots[s] of `states` at GDN layer index `layer`.
+  // and updates slot batch.state_slots[s] of `states` at GDN layer index `layer`, and copies this
+  // layer's state into the snapshot entries batch.state_saves names, at the rows they name (the
+  // sequence's rows run in segments between them: the same arithmetic, token by token).
   void forward(const GdnLayerWeights& W, const float* h, const ForwardBatch& batch, GdnStatePool& states,
                int32_t layer, float* out);
 
  private:
-  void conv_silu(const GdnLayerWeights& W, int64_t r0, int64_t n, float* conv_state);
+  // A point inside one sequence's rows where its state is copied out: after `rows` new tokens,
+  // into these conv [K - 1, conv_dim] and recurrent [n_v, d_k, d_v] buffers.
+  struct SavePoint {
+    int64_t rows;
+    float* conv;
+    float* recurrent;
+  };
+  void conv_silu(const GdnLayerWeights& W, int64_t r0, int64_t n, float* conv_state, const std::vector<SavePoint>& saves);
 
   Backend& backend_;
   int32_t n_k_, n_v_, d_k_, d_v_, K_;
@@ -44,6 +54,7 @@ class GatedDeltaNet {
   // Scratch: proj [T, proj_dim] (in_proj's output), conv [T, conv_dim] (after conv + SiLU, q and k
   // then normalised in place), g, beta [T, n_v], o [T, n_v, d_v].
   float *proj_ = nullptr, *conv_ = nullptr, *g_ = nullptr, *beta_ = nullptr, *o_ = nullptr;
+  std::vector<std::vector<SavePoint>> saves_;  // per sequence of the step, this layer's save points
 };
 
 }  // namespace pypto

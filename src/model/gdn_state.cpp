@@ -20,16 +20,25 @@ size_t GdnStatePool::bytes_per_slot(const ModelConfig& c, int32_t gdn_layers) {
   return layer_floats(c) * size_t(gdn_layers) * sizeof(float);
 }
 
-GdnStatePool::GdnStatePool(const ModelConfig& c, int32_t slots, int32_t gdn_layers)
-    : slots_(slots), layers_(gdn_layers), conv_floats_(conv_floats(c)), layer_floats_(layer_floats(c)),
-      storage_(std::max<size_t>(64, bytes_per_slot(c, gdn_layers) * size_t(slots))), tokens_(size_t(slots), 0) {
-  PYPTO_ASSERT(slots >= 1 && gdn_layers >= 0, "state pool of ", slots, " slots, ", gdn_layers, " layers");
+GdnStatePool::GdnStatePool(const ModelConfig& c, int32_t slots, int32_t gdn_layers, int32_t snapshots)
+    : slots_(slots), snapshots_(snapshots), layers_(gdn_layers), conv_floats_(conv_floats(c)),
+      layer_floats_(layer_floats(c)),
+      storage_(std::max<size_t>(64, bytes_per_slot(c, gdn_layers) * size_t(slots + snapshots))),
+      tokens_(size_t(slots + snapshots), 0) {
+  PYPTO_ASSERT(slots >= 1 && snapshots >= 0 && gdn_layers >= 0, "state pool of ", slots, " slots, ", snapshots,
+               " snapshots, ", gdn_layers, " layers");
   std::memset(storage_.data(), 0, storage_.size());
 }
 
-float* GdnStatePool::base(int32_t slot, int32_t layer) {
-  PYPTO_ASSERT(slot >= 0 && slot < slots_ && layer >= 0 && layer < layers_, "state slot ", slot, " layer ", layer);
-  return reinterpret_cast<float*>(storage_.data()) + (size_t(slot) * size_t(layers_) + size_t(layer)) * layer_floats_;
+float* GdnStatePool::base(int32_t index, int32_t layer) {
+  PYPTO_ASSERT(index >= 0 && index < slots_ + snapshots_ && layer >= 0 && layer < layers_, "state index ", index,
+               " layer ", layer);
+  return reinterpret_cast<float*>(storage_.data()) + (size_t(index) * size_t(layers_) + size_t(layer)) * layer_floats_;
+}
+
+int32_t GdnStatePool::snapshot_index(int32_t e) const {
+  PYPTO_ASSERT(e >= 0 && e < snapshots_, "state snapshot ", e, " outside the pool's ", snapshots_);
+  return slots_ + e;
 }
 
 void GdnStatePool::reset(int32_t slot) {
@@ -37,6 +46,14 @@ void GdnStatePool::reset(int32_t slot) {
   if (layers_ > 0)
     std::memset(base(slot, 0), 0, layer_floats_ * size_t(layers_) * sizeof(float));
   tokens_[size_t(slot)] = 0;
+}
+
+void GdnStatePool::restore(int32_t slot, int32_t e) {
+  PYPTO_ASSERT(slot >= 0 && slot < slots_, "state slot ", slot);
+  const int32_t from = snapshot_index(e);
+  if (layers_ > 0)  // a slot's layers are contiguous: one copy
+    std::memcpy(base(slot, 0), base(from, 0), layer_floats_ * size_t(layers_) * sizeof(float));
+  tokens_[size_t(slot)] = tokens_[size_t(from)];
 }
 
 }  // namespace pypto

@@ -83,7 +83,7 @@ Qwen3Model::Qwen3Model(const Qwen3Weights& weights, Backend& backend, Communicat
   if (n_gdn > 0) {
     PYPTO_ASSERT(w_.tp_size == 1 && w_.state_slots >= 1, "GDN layers on rank ", w_.tp_rank, "/", w_.tp_size);
     gdn_ = std::make_unique<GatedDeltaNet>(backend_, c);
-    states_ = GdnStatePool(c, w_.state_slots, n_gdn);
+    states_ = GdnStatePool(c, w_.state_slots, n_gdn, w_.state_snapshots);
   }
   PYPTO_ASSERT(w_.vocab_rows > 0 && w_.vocab_begin >= 0 && w_.vocab_begin + w_.vocab_rows <= c.vocab_size,
                "vocabulary slice [", w_.vocab_begin, ", +", w_.vocab_rows, ") of ", c.vocab_size);
@@ -132,25 +132,43 @@ void Qwen3Model::take_scratch(int64_t rows) {
 void Qwen3Model::begin_hybrid_step(const ForwardBatch& batch) {
   PYPTO_ASSERT(int32_t(batch.state_slots.size()) == batch.num_seqs(), "a hybrid model's batch needs state slots (",
                batch.state_slots.size(), " for ", batch.num_seqs(), " sequences)");
+  PYPTO_ASSERT(batch.state_restore.empty() || int32_t(batch.state_restore.size()) == batch.num_seqs(),
+               "state_restore size");
+  for (const ForwardBatch::StateSave& v : batch.state_saves)
+    if (v.entry < 0 || v.entry >= states_.snapshots())
+      fail("state snapshot ", v.entry, " is outside the model's ", states_.snapshots(), " snapshot entries");
   for (int32_t s = 0; s < batch.num_seqs(); ++s) {
     const int32_t slot = batch.state_slots[size_t(s)];
     if (slot < 0 || slot >= states_.slots())
       fail("state slot ", slot, " is outside the model's pool of ", states_.slots(), " (--max-num-seqs)");
     const int64_t start = batch.context_len[size_t(s)] - (batch.query_start[size_t(s) + 1] - batch.query_start[size_t(s)]);
+    if (const int32_t e = batch.state_restore.empty() ? -1 : batch.state_restore[size_t(s)]; e >= 0) {
+      // A prefix-cache hit: the sequence resumes from the state saved where its cached prefix ends.
+      if (e >= states_.snapshots())
+        fail("state snapshot ", e, " is outside the model's ", states_.snapshots(), " snapshot entries");
+      if (states_.snapshot_tokens(e) != start)
+        fail("hybrid model: a sequence resumes at position ", start, " from state snapshot ", e, ", which covers ",
+             states_.snapshot_tokens(e), " tokens");
+      states_.restore(slot, e);
+    }
     if (start == 0) {
       states_.reset(slot);
     } else if (states_.tokens(slot) != start) {
       // The Gated DeltaNet state is a function of the whole prefix: a sequence can only continue
-      // where its own state ends (never from a cached prefix it did not compute itself).
+      // where its own state ends, or from a snapshot of the state at the end of its cached prefix.
       fail("hybrid model: a sequence continues at position ", start, " but its Gated DeltaNet state (slot ", slot,
-           ") covers ", states_.tokens(slot), " tokens; prefix-cache reuse and resuming from cached blocks are not ",
-           "supported for this architecture yet");
+           ") covers ", states_.tokens(slot), " tokens; a prefix-cache hit must restore a state snapshot taken ",
+           "at that position");
     }
   }
 }
 
 void Qwen3Model::end_hybrid_step(const ForwardBatch& batch) {
   for (int32_t s = 0; s < batch.num_seqs(); ++s) states_.set_tokens(batch.state_slots[size_t(s)], batch.context_len[size_t(s)]);
+  for (const ForwardBatch::StateSave& v : batch.state_saves) {
+    const int64_t n = batch.query_start[size_t(v.seq) + 1] - batch.query_start[size_t(v.seq)];
+    states_.set_snapshot_tokens(v.entry, batch.context_len[size_t(v.seq)] - n + v.rows);
+  }
 }
 
 void Qwen3Model::all_reduce(float* x, int64_t n) {

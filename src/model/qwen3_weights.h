@@ -83,6 +83,9 @@ struct Qwen3Weights {
   // Hybrid models: how many sequences' Gated DeltaNet states the model keeps (its state pool,
   // model/gdn_state.h); the loader sets it to --max-num-seqs. Ignored by the other architectures.
   int32_t state_slots = 1;
+  // Hybrid models with prefix caching: snapshot entries of that state beside the slots (copies at
+  // cached block boundaries, model/gdn_state.h); the loader sizes them at start-up. 0: none.
+  int32_t state_snapshots = 0;
   size_t resident_bytes = 0;            // size of the slab holding all of the above
   bool from_compile_cache = false;      // the slab was read back from the compile cache
   std::shared_ptr<void> storage;        // keeps the slab (or mapping) alive

@@ -198,6 +198,16 @@ std::string ServerMetrics::render(const std::string& model_name, const std::vect
           [](const EngineGauges& g) { return g.prefix_cache_queries; });
   counter("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.",
           [](const EngineGauges& g) { return g.prefix_cache_hits; });
+  counter("pypto:state_snapshot_restores_total",
+          "Hybrid models: prefix-cache hits that resumed the recurrent state from a snapshot.",
+          [](const EngineGauges& g) { return g.state_snapshot_restores; });
+  counter("pypto:state_snapshots_saved_total", "Hybrid models: recurrent-state snapshots taken at block boundaries.",
+          [](const EngineGauges& g) { return g.state_snapshots_saved; });
+  counter("pypto:state_snapshots_evicted_total", "Hybrid models: state snapshots reused for newer ones (LRU).",
+          [](const EngineGauges& g) { return g.state_snapshots_evicted; });
+  counter("pypto:prefix_cache_tokens_without_state_total",
+          "Hybrid models: cached tokens a hit could not use because no state snapshot ends there.",
+          [](const EngineGauges& g) { return g.prefix_cache_tokens_without_state; });
   gauge("pypto:engine_active_requests", "Requests (sequences) the engine loop holds: queued, running or finishing.",
         [](const EngineGauges& g) { return g.num_active_requests; });
 

@@ -59,6 +59,12 @@ struct EngineGauges {
   int64_t num_preemptions = 0;      // cumulative (exposed as a counter)
   int64_t prefix_cache_queries = 0; // tokens looked up (counter)
   int64_t prefix_cache_hits = 0;    // of those, found (counter)
+  // Hybrid models (engine/state_snapshots.h): hits resumed from a state snapshot, snapshots taken,
+  // snapshots evicted for newer ones, and verified cached tokens no snapshot let a hit use.
+  int64_t state_snapshot_restores = 0;
+  int64_t state_snapshots_saved = 0;
+  int64_t state_snapshots_evicted = 0;
+  int64_t prefix_cache_tokens_without_state = 0;
 };
 
 class ServerMetrics {

@@ -39,6 +39,10 @@ std::vector<EngineGauges> ServerState::gauges() const {
     e.num_preemptions = st.num_preemptions;
     e.prefix_cache_queries = st.prefix_cache.queried_tokens;
     e.prefix_cache_hits = st.prefix_cache.hit_tokens;
+    e.state_snapshot_restores = st.prefix_cache.state.restored;
+    e.state_snapshots_saved = st.prefix_cache.state.saved;
+    e.state_snapshots_evicted = st.prefix_cache.state.evicted;
+    e.prefix_cache_tokens_without_state = st.prefix_cache.tokens_without_state;
     g.push_back(e);
   }
   return g;

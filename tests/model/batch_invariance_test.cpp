@@ -179,5 +179,98 @@ TEST(BatchInvariance, HybridRefusesContinuingWithoutItsState) {
   }
 }
 
+// Prefix caching on hybrids (model/gdn_state.h snapshots): sequence 1 computes A in 7-token
+// chunks and saves its state after positions 8 and 20 (block boundaries inside chunks); then
+// sequences in other slots restore those snapshots and compute A's rest over sequence 1's KV
+// blocks for the prefix. Every one of their logits rows, and sequence 1's own, is bitwise A's
+// alone: a hit resumes exactly as a cold run, and saving changes nothing.
+void check_snapshot_resume(Qwen3Model& model) {
+  const std::vector<int32_t> ids = random_prompt(23, 100);
+  const int32_t bs = kBlockSize, nA = int32_t(ids.size());
+  const int64_t V = model.vocab_size();
+  for (DType kv : {DType::F32, DType::BF16}) {
+    SCOPED_TRACE(kv == DType::F32 ? "fp32 KV" : "bf16 KV");
+    PromptLogitsOptions whole;
+    whole.kv_dtype = kv;
+    whole.block_size = bs;
+    const std::vector<float> alone = prompt_logits(model, ids, whole);
+    KvCache cache(model.kv_cache_spec(16, bs, kv));
+    std::vector<float> logits;
+    ForwardBatch batch;
+    // Runs ids[start, start + n) as one sequence; compares its logits with A's alone.
+    auto run = [&](const std::vector<int32_t>& table, int32_t slot, int32_t start, int32_t n, int32_t restore,
+                   std::vector<ForwardBatch::StateSave> saves) {
+      batch.clear();
+      batch.max_blocks_per_seq = int32_t(table.size());
+      batch.add_sequence(ids.data() + start, n, start, table.data(), (start + n + bs - 1) / bs, bs,
+                         ForwardBatch::Logits::All);
+      batch.state_slots.push_back(slot);
+      batch.state_restore.push_back(restore);
+      batch.state_saves = std::move(saves);
+      logits.resize(size_t(n) * V);
+      model.forward(batch, cache, logits.data());
+      EXPECT_EQ(0, std::memcmp(alone.data() + size_t(start) * V, logits.data(), logits.size() * sizeof(float)))
+          << "rows [" << start << ", " << start + n << ") differ from A alone";
+    };
+    const std::vector<int32_t> t1 = {0, 1, 2, 3, 4, 5};
+    run(t1, 1, 0, 7, -1, {});
+    run(t1, 1, 7, 7, -1, {{0, 1, 0}});  // after position 8
+    run(t1, 1, 14, 7, -1, {{0, 6, 1}});  // after position 20
+    run(t1, 1, 21, nA - 21, -1, {});
+    run({0, 1, 6, 7, 8, 9}, 2, 8, nA - 8, 0, {});    // resumes at 8 over blocks 0, 1 of sequence 1
+    run({0, 1, 2, 3, 4, 10}, 3, 20, nA - 20, 1, {});  // resumes at 20 over blocks 0..4
+  }
+}
+
+TEST(BatchInvariance, HybridSnapshotResumeScalarKernels) {
+  TestModelOptions o;
+  o.preset = "tiny-hybrid";
+  auto m = load_model(ensure_test_model("tiny-hybrid", o), /*scalar=*/true);
+  m->weights.state_snapshots = 2;
+  m->model = std::make_unique<Qwen3Model>(m->weights, *m->backend);
+  check_snapshot_resume(*m->model);
+}
+
+TEST(BatchInvariance, HybridSnapshotResumeCpuKernels) {
+  TestModelOptions o;
+  o.preset = "tiny-hybrid-moe";
+  o.text_only = true;
+  auto m = load_model(ensure_test_model("tiny-hybrid-moe", o), /*scalar=*/false);
+  m->weights.state_snapshots = 2;
+  m->model = std::make_unique<Qwen3Model>(m->weights, *m->backend);
+  check_snapshot_resume(*m->model);
+}
+
+// A restore must land exactly where its snapshot ends: resuming at 9 from a snapshot of 8 tokens
+// is an Error, not a silently wrong state.
+TEST(BatchInvariance, HybridRefusesASnapshotOfAnotherLength) {
+  TestModelOptions o;
+  o.preset = "tiny-hybrid";
+  auto m = load_model(ensure_test_model("tiny-hybrid", o), /*scalar=*/false);
+  m->weights.state_snapshots = 1;
+  m->model = std::make_unique<Qwen3Model>(m->weights, *m->backend);
+  const std::vector<int32_t> ids = random_prompt(12, 8);
+  KvCache cache(m->model->kv_cache_spec(8, kBlockSize, DType::F32));
+  const std::vector<int32_t> blocks = {0, 1, 2};
+  std::vector<float> logits(size_t(m->model->vocab_size()));
+  ForwardBatch batch;
+  batch.max_blocks_per_seq = 3;
+  batch.add_sequence(ids.data(), 8, 0, blocks.data(), 2, kBlockSize, ForwardBatch::Logits::Last);
+  batch.state_slots.push_back(0);
+  batch.state_saves.push_back({0, 8, 0});
+  m->model->forward(batch, cache, logits.data());
+  batch.clear();
+  batch.max_blocks_per_seq = 3;
+  batch.add_sequence(ids.data() + 9, 3, 9, blocks.data(), 3, kBlockSize, ForwardBatch::Logits::Last);
+  batch.state_slots.push_back(1);
+  batch.state_restore.push_back(0);
+  try {
+    m->model->forward(batch, cache, logits.data());
+    FAIL() << "resumed at position 9 from an 8-token snapshot";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("covers 8 tokens"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace pypto::test

@@ -192,7 +192,7 @@ TEST_F(ServeE2E, HealthModelsVersionMetrics) {
                            "vllm:time_to_first_token_seconds_bucket{", "vllm:inter_token_latency_seconds_bucket{",
                            "vllm:e2e_request_latency_seconds_count{", "vllm:kv_cache_usage_perc{",
                            "vllm:num_preemptions_total{", "vllm:prefix_cache_queries_total{",
-                           "vllm:prefix_cache_hits_total{",
+                           "vllm:prefix_cache_hits_total{", "pypto:state_snapshot_restores_total{",
                            "vllm:request_queue_time_seconds_count{model_name=\"qwen3-script\",engine=\"0\"} 0",
                            "vllm:request_prefill_time_seconds_bucket{", "vllm:request_decode_time_seconds_sum{",
                            "vllm:request_inference_time_seconds_count{",

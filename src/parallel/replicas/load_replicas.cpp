@@ -163,6 +163,13 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
     for (int k = 0; k < L.pp; ++k) s += str_cat(k ? ", " : "", "stage ", k, ": layers ", stages[size_t(k)].begin, "-", stages[size_t(k)].end - 1);
     log_info("pipeline: ", s);
   }
+  // Hybrid models with prefix caching: snapshots of the Gated DeltaNet state where cached
+  // prefixes end (engine/state_snapshots.h), as many as the cache config asks, else one per
+  // running sequence (at least 4): each costs what a running sequence's state does.
+  eo.cache.validate_state_snapshots();
+  const int32_t snapshots = !cfg.hybrid() || !eo.cache.enable_prefix_caching ? 0
+                            : eo.cache.state_snapshots > 0                    ? eo.cache.state_snapshots
+                                                                              : std::max(4, eo.scheduler.max_num_seqs);
   std::vector<std::shared_ptr<const Qwen3Weights>> slices;  // per rank of a replica
   for (int r = 0; r < nr; ++r) {
     const StagePosition pos = StagePosition::of_rank(r, L.pp, L.tp);
@@ -178,7 +185,10 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
     so.int4_group = eo.int4_group;
     Qwen3Weights w = stage_qwen3_weights(*ck, *stager, so);
     attach_pooling_head(w, cfg.pooling, eo.model_dir, *stager);
-    if (w.config.hybrid()) w.state_slots = eo.scheduler.max_num_seqs;  // one GDN state per running sequence
+    if (w.config.hybrid()) {
+      w.state_slots = eo.scheduler.max_num_seqs;  // one GDN state per running sequence
+      w.state_snapshots = snapshots;               // prefix caching: copies at cached block boundaries
+    }
     slices.push_back(std::make_shared<const Qwen3Weights>(std::move(w)));
     out.weight_bytes += slices.back()->resident_bytes;
   }
@@ -209,13 +219,19 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   if (cfg.hybrid()) {
     const int32_t gdn_layers = cfg.num_hidden_layers - cfg.num_full_attention_layers();
     const size_t per_seq = GdnStatePool::bytes_per_slot(cfg, gdn_layers);
-    state_bytes = int64_t(per_seq) * eo.scheduler.max_num_seqs * L.dp;
-    char a[32], b[32];
+    state_bytes = int64_t(per_seq) * (eo.scheduler.max_num_seqs + snapshots) * L.dp;
+    char a[32], b[32], c[32];
     log_info("Gated DeltaNet state pool: ", eo.scheduler.max_num_seqs, " sequences (--max-num-seqs) x ",
              format_bytes(per_seq, a, sizeof a), " (", gdn_layers, " GDN layers: conv [", cfg.linear_conv_kernel_dim - 1,
              ", ", cfg.gdn_conv_dim(), "] + recurrent [", cfg.linear_num_value_heads, ", ", cfg.linear_key_head_dim, ", ",
-             cfg.linear_value_head_dim, "] f32) = ", format_bytes(size_t(state_bytes / L.dp), b, sizeof b),
+             cfg.linear_value_head_dim, "] f32) = ", format_bytes(size_t(per_seq) * size_t(eo.scheduler.max_num_seqs), b, sizeof b),
              " per replica; the KV cache covers the ", cfg.num_full_attention_layers(), " full-attention layers only");
+    if (snapshots > 0)
+      log_info("GDN state snapshots: ", snapshots, " x ", format_bytes(per_seq, a, sizeof a), " = ",
+               format_bytes(size_t(per_seq) * size_t(snapshots), c, sizeof c),
+               " per replica (prefix caching resumes a hybrid only where one was taken: at each prompt chunk's and "
+               "turn's last block boundary, every ", eo.cache.block_size, " tokens while decoding (the latest kept), "
+               "and every ", eo.cache.snapshot_interval_tokens(), " tokens (0: none); least recently used first out)");
   }
   out.capacity = plan_kv_capacity(kv_capacity_request(
       eo, bytes_per_block, (static_cast<int64_t>(available_memory_bytes()) - state_bytes) / L.dp));
@@ -223,12 +239,11 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   EngineConfig ec;
   ec.scheduler = eo.scheduler;
   ec.cache = eo.cache;
-  if (cfg.hybrid() && ec.cache.enable_prefix_caching) {
-    // A cached prefix's KV blocks do not carry the Gated DeltaNet state at their end, so reusing
-    // them would compute wrong results: off until state snapshots exist (docs/status.md, issue 36).
-    log_warn("prefix caching is OFF for ", cfg.architecture, ": Gated DeltaNet state snapshots at cached prefixes are ",
-             "not implemented yet, so every prompt is prefilled in full");
-    ec.cache.enable_prefix_caching = false;
+  if (cfg.hybrid()) {
+    // A cached prefix's KV blocks do not carry the Gated DeltaNet state at their end: a hit
+    // resumes only where a state snapshot was taken (engine/state_snapshots.h).
+    ec.cache.recurrent_state = true;
+    ec.cache.state_snapshots = snapshots;
   }
   ec.cache.num_blocks = static_cast<int32_t>(out.capacity.num_blocks);
   ec.vocab_size = cfg.vocab_size;

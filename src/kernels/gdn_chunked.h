@@ -1,0 +1,27 @@
+#pragma once
+// The chunked (WY / UT-transform) form of the gated delta rule for prefill (fact sheet
+// qwen35-hybrid.md §4.3), C = 64 tokens per chunk, one value head at a time. Per chunk, with
+// γ_i = Σ_{j≤i} g_j (local cumulative log-decay) and Γ_ij = exp(γ_i − γ_j) for j ≤ i:
+//   A  = strict_lower(diag(β) K Kᵀ ⊙ Γ)                       [C, C]
+//   U  = (I + A)⁻¹ diag(β) V,  W = (I + A)⁻¹ diag(β e^γ) K     forward substitution
+//   V' = U − W S                                                the chunk's new values [C, d_v]
+//   O  = diag(e^γ) Q S + lower_incl_diag(Q Kᵀ ⊙ Γ) V'          [C, d_v]
+//   S  ← e^{γ_C} S + (diag(e^{γ_C − γ}) K)ᵀ V'                 [d_k, d_v]
+// It equals the recurrence (kernels/gdn_recurrence.h) up to rounding: the products above are
+// matrix products (C×d and d×d blocks, AVX-512 FMAs with register blocking) instead of rank-1
+// updates of the state per token. Every output depends only on its own head's rows and state,
+// and chunks start at the call's first row: a caller that splits a prefill at multiples of C
+// gets bitwise the result of one call (tests/kernels/gdn_chunked_test.cpp).
+#include <cstdint>
+
+#include "kernels/backend.h"
+
+namespace pypto::cpu {
+
+inline constexpr int32_t kGdnChunk = 64;
+
+// Value head h of s over its n tokens in chunks of kGdnChunk (the last one may be shorter),
+// reading and updating the head's state. AVX-512; d_k and d_v multiples of 16, at most 256.
+void gdn_head_chunked_avx512(const GdnSequence& s, int32_t h);
+
+}  // namespace pypto::cpu
