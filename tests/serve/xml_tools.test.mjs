@@ -128,3 +128,15 @@ test('thinking on by default: the answer starts inside the think block', async (
   assert.ok(msg.reasoning_content.length > 0, JSON.stringify(msg));
   assert.equal(msg.content, null, 'nothing after an unclosed think block is content');
 });
+
+// The hybrid checkpoints list both ends of a turn as eos (generation_config.json): whichever the
+// model writes first ends the answer with finish_reason "stop". (Qwen3's ids here: the test model
+// carries Qwen3's tokenizer; the real Qwen3.5 ids are 248046 and 248044.)
+test('stops on both <|im_end|> and <|endoftext|>', async () => {
+  for (const id of [151645, 151643]) {
+    const r = await client.chat.completions.create({ model: 'tiny', messages: user('Hi'), max_tokens: 8, ...NO_THINK,
+                                                     logit_bias: { [id]: 100 } });
+    assert.equal(r.choices[0].finish_reason, 'stop', `token ${id}`);
+    assert.equal(r.usage.completion_tokens, 1, `token ${id}`);
+  }
+});
