@@ -4,6 +4,9 @@
 // --tool-call-parser auto and which that parser reads back to the arguments it was given.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
+
 #include "core/error.h"
 #include "model/qwen35_chat_template.h"
 #include "serve/reasoning_parser.h"
@@ -111,6 +114,11 @@ TEST(ToolFormat, AutoFollowsTheTemplate) {
   ASSERT_TRUE(qwen3);
   EXPECT_EQ(resolve_tool_format("auto", qwen3.get()), ToolFormat::Json);
   EXPECT_EQ(resolve_tool_format("auto", nullptr), ToolFormat::Json);
+  // Qwen3-Coder's published template (a chat_template fixture) writes the same XML form.
+  std::ifstream f(std::string(PYPTO_SOURCE_DIR) + "/tests/chat_template/templates/Qwen3-Coder.jinja", std::ios::binary);
+  ASSERT_TRUE(f) << "missing the Qwen3-Coder template fixture";
+  const std::string coder((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(resolve_tool_format("auto", ChatTemplate::parse(coder).get()), ToolFormat::Xml);
   EXPECT_EQ(resolve_tool_format("qwen3_coder", qwen3.get()), ToolFormat::Xml);
   EXPECT_EQ(resolve_tool_format("hermes", qwen35().get()), ToolFormat::Json);
   try {
