@@ -1,5 +1,7 @@
 #include "serve/xml_tool_parser.h"
 
+#include <cstdint>
+
 #include "serve/xml_param_value.h"
 
 namespace pypto {
@@ -14,6 +16,22 @@ constexpr std::string_view kParameter = "<parameter=";
 constexpr std::string_view kParameterEnd = "</parameter>";
 
 bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+
+// JSON text of a value; invalid UTF-8 (a model can write any bytes) becomes U+FFFD rather than
+// an exception.
+std::string json_text(const nlohmann::ordered_json& v) {
+  return v.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
+// The longest prefix of s[0, end) that does not end inside a UTF-8 character.
+size_t complete_utf8(std::string_view s, size_t end) {
+  size_t i = end;
+  for (int back = 0; back < 3 && i > 0 && (uint8_t(s[i - 1]) & 0xC0) == 0x80; ++back) --i;
+  if (i == 0) return end;
+  const uint8_t lead = uint8_t(s[i - 1]);
+  const size_t len = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+  return i - 1 + len > end ? i - 1 : end;
+}
 
 // Length of the longest suffix of `s` that is a proper prefix of `tag` (held back: the next
 // delta may complete the tag).
@@ -94,21 +112,45 @@ void XmlToolCallParser::emit_content(std::string_view text, Delta& out) {
   emitted_ = true;
 }
 
+nlohmann::json XmlToolCallParser::param_schema() {
+  const nlohmann::json& schema = params_[calls_.back().name];
+  if (schema.is_object() && schema.contains("properties") && schema["properties"].is_object() &&
+      schema["properties"].contains(param_))
+    return schema["properties"][param_];
+  return nlohmann::json();
+}
+
+void XmlToolCallParser::add_piece(const std::string& piece, Delta& out) {
+  if (piece.empty()) return;
+  Call& call = calls_.back();
+  call.arguments += piece;
+  out.calls.push_back({call.index, false, "", "", piece});
+}
+
 void XmlToolCallParser::add_parameter(std::string_view raw, Delta& out) {
   // The format's own newlines around the value are not part of it.
   if (!raw.empty() && raw.front() == '\n') raw.remove_prefix(1);
   if (!raw.empty() && raw.back() == '\n') raw.remove_suffix(1);
-  Call& call = calls_.back();
-  const nlohmann::json& schema = params_[call.name];
-  nlohmann::json prop;
-  if (schema.is_object() && schema.contains("properties") && schema["properties"].is_object() &&
-      schema["properties"].contains(param_))
-    prop = schema["properties"][param_];
-  const std::string piece = std::string(first_param_ ? "{" : ",") + nlohmann::json(param_).dump() + ":" +
-                            xml_param_value(raw, prop).dump();
+  add_piece(std::string(first_param_ ? "{" : ",") + json_text(nlohmann::ordered_json(param_)) + ":" +
+                json_text(xml_param_value(raw, param_schema())),
+            out);
   first_param_ = false;
-  call.arguments += piece;
-  out.calls.push_back({call.index, false, "", "", piece});
+}
+
+void XmlToolCallParser::stream_text(std::string_view text, bool last, Delta& out) {
+  if (!value_started_) {
+    if (text.empty() && !last) return;  // the leading newline may still come
+    if (!text.empty() && text.front() == '\n') text.remove_prefix(1);
+    value_started_ = true;
+  }
+  if (last && !text.empty() && text.back() == '\n') text.remove_suffix(1);
+  std::string piece;
+  if (!text.empty()) {
+    const std::string quoted = json_text(nlohmann::ordered_json(std::string(text)));
+    piece = quoted.substr(1, quoted.size() - 2);  // escaping is per character: pieces concatenate
+  }
+  if (last) piece += '"';
+  add_piece(piece, out);
 }
 
 void XmlToolCallParser::close_call(Delta& out) {
@@ -170,6 +212,13 @@ bool XmlToolCallParser::step(Delta& out, bool at_end) {
         buf_.erase(0, tag.end);
         value_scan_ = 0;
         mode_ = Mode::Value;
+        const nlohmann::json schema = param_schema();
+        streaming_ = schema.is_null() || (schema.is_object() && schema.value("type", nlohmann::json()) == "string");
+        value_started_ = false;
+        if (streaming_) {
+          add_piece(std::string(first_param_ ? "{" : ",") + json_text(nlohmann::ordered_json(param_)) + ":\"", out);
+          first_param_ = false;
+        }
         return true;
       }
       if ((fn_end == 0 || tag.status == NamedTag::NeedMore) && !at_end) return false;
@@ -179,6 +228,28 @@ bool XmlToolCallParser::step(Delta& out, bool at_end) {
     }
     case Mode::Value: {
       const size_t close = buf_.find(kParameterEnd, value_scan_);
+      if (streaming_) {
+        if (close != std::string::npos || at_end) {
+          const size_t end = close != std::string::npos ? close : buf_.size();
+          stream_text(std::string_view(buf_).substr(0, end), true, out);
+          buf_.erase(0, close != std::string::npos ? close + kParameterEnd.size() : end);
+          if (close == std::string::npos) {  // cut short
+            close_call(out);
+            mode_ = Mode::Text;
+          } else {
+            mode_ = Mode::Body;
+          }
+          return true;
+        }
+        // Release what is certain to be text; hold back what may yet be the closing tag, the
+        // newline before it, and an unfinished character.
+        size_t end = buf_.size() - partial_tag_suffix(buf_, kParameterEnd);
+        if (end > 0 && buf_[end - 1] == '\n') --end;
+        end = complete_utf8(buf_, end);
+        stream_text(std::string_view(buf_).substr(0, end), false, out);
+        buf_.erase(0, end);
+        return false;
+      }
       if (close == std::string::npos) {
         if (at_end) {  // cut short: the value as it stands
           add_parameter(buf_, out);

@@ -16,10 +16,13 @@
 // `<function=NAME>` is read and NAME is one of the request's tools; an unknown name, or anything
 // else where the header should be, makes the `<tool_call>` and what follows plain content.
 //
-// The arguments are a JSON object built one parameter at a time, each reported when its
-// `</parameter>` arrives (a value cannot be typed before it is whole), compact, in the order
-// written. One newline after `<parameter=P>` and one before `</parameter>` belong to the format
-// and are dropped. Values are typed by the tool's JSON schema for P (xml_param_value.h).
+// The arguments are a JSON object built one parameter at a time, compact, in the order written.
+// One newline after `<parameter=P>` and one before `</parameter>` belong to the format and are
+// dropped. Values are typed by the tool's JSON schema for P (xml_param_value.h). A value that
+// stays text (type string alone, or P not declared) streams as it is written: `"P":"` when the
+// parameter opens, then its text JSON-escaped as it becomes certain (a possible `</parameter>`
+// prefix, the newline before it and an unfinished UTF-8 character are held back); any other
+// value is reported whole when its `</parameter>` arrives (it cannot be typed before).
 //
 // A call that breaks after it opened (text other than a parameter or `</function>` in its body)
 // closes with the parameters read so far, and the rest is read as text again, so the stray tags
@@ -65,6 +68,11 @@ class XmlToolCallParser : public ToolCallStream {
   bool step(Delta& out, bool at_end);
   void emit_content(std::string_view text, Delta& out);
   void add_parameter(std::string_view raw_value, Delta& out);
+  // The schema of param_ in the open call (null when the tool does not declare it).
+  nlohmann::json param_schema();
+  void add_piece(const std::string& piece, Delta& out);
+  // Streams text of a string parameter; `last`: the value ends after it (the closing quote).
+  void stream_text(std::string_view text, bool last, Delta& out);
   void close_call(Delta& out);
 
   std::function<std::string()> make_id_;
@@ -75,6 +83,8 @@ class XmlToolCallParser : public ToolCallStream {
   size_t value_scan_ = 0;    // Value: bytes of buf_ known to hold no complete </parameter>
   std::string param_;        // Value: the parameter being read
   bool first_param_ = true;  // the open call has reported no parameter yet
+  bool streaming_ = false;   // Value: param_ is text, streamed as it comes
+  bool value_started_ = false;  // Value, streaming: the format's leading newline is dealt with
   std::string pending_ws_;   // whitespace that becomes content only if more content follows
   bool emitted_ = false;     // some content was released (leading whitespace is dropped)
   std::vector<Call> calls_;

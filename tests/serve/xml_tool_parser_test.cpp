@@ -146,6 +146,29 @@ TEST(XmlToolCallParser, MultiLineStringValueKeepsInnerNewlines) {
   expect_args(p.calls[0], R"({"tz": "\nline one\nline two\n"})");
 }
 
+// String values stream as they are written: escaped, never an unfinished UTF-8 character, and
+// the format's closing newline is held back until it is known to be the format's.
+TEST(XmlToolCallParser, StringValuesStreamAsWritten) {
+  const Parsed p = check_splits(
+      "<tool_call>\n<function=get_weather>\n<parameter=city>\n東京 \"Tokyo\"\\\n\tx\n</parameter>\n"
+      "<parameter=days>\n2\n</parameter>\n</function>\n</tool_call>");
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.calls[0].arguments, R"({"city":"東京 \"Tokyo\"\\\n\tx","days":2})");
+
+  XmlToolCallParser tp(kTools, [] { return std::string("call_0"); });
+  auto args = [](const ToolCallStream::Delta& d) {
+    std::string s;
+    for (const auto& c : d.calls) s += c.arguments;
+    return s;
+  };
+  EXPECT_EQ(args(tp.append("<tool_call>\n<function=get_weather>\n<parameter=city>\nNew ")), R"({"city":"New )");
+  EXPECT_EQ(args(tp.append("York\n")), "York");  // the newline may be the format's: held
+  EXPECT_EQ(args(tp.append("\xE6\x9D")), R"(\n)");  // it was not (JSON-escaped); the unfinished character is held
+  EXPECT_EQ(args(tp.append("\xB1\n</param")), "東");
+  EXPECT_EQ(args(tp.append("eter>\n</function>")), R"("})");
+  EXPECT_EQ(tp.calls()[0].arguments, R"({"city":"New York\n東"})");
+}
+
 TEST(XmlToolCallParser, NoParameters) {
   const Parsed p = check_splits("<tool_call>\n<function=get_time>\n</function>\n</tool_call>");
   ASSERT_EQ(p.calls.size(), 1u);
