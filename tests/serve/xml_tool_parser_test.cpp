@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "serve/reasoning_parser.h"
 #include "serve/xml_param_value.h"
@@ -239,6 +240,30 @@ TEST(XmlToolCallParser, CallInsideThinkBlock) {
   ASSERT_EQ(p.calls.size(), 1u);
   EXPECT_EQ(p.calls[0].arguments, R"({"tz":"CET"})");
   EXPECT_EQ(p.content, "Checking.");
+}
+
+// Malformed output never throws and still splits the same whichever way it is streamed: random
+// edits of valid calls (tag fragments, deletions, stray bytes) through check_splits, which
+// compares every split with the whole and the streamed calls with the parser's own.
+TEST(XmlToolCallParser, RandomlyBrokenCallsAreHandledTheSameAnySplit) {
+  const std::vector<std::string> bits = {"<tool_call>", "</tool_call>", "<function=", "get_time>", "</function>",
+                                         "<parameter=", "tz>", "</parameter>", "\n", "<", ">", "/", "x", "\xE4\xBD"};
+  std::mt19937 rng(5);
+  int with_calls = 0, with_content = 0;
+  for (int i = 0; i < 150; ++i) {
+    std::string text = (i % 2 ? kWeather : kTime) + (i % 3 ? "\n" + kTime : "");
+    for (int e = 0; e < 3; ++e) {
+      const size_t at = rng() % (text.size() + 1);
+      if (rng() % 2) text.insert(at, bits[rng() % bits.size()]);
+      else text.erase(at, rng() % 12);
+    }
+    const Parsed p = check_splits(text);
+    with_calls += !p.calls.empty();
+    with_content += !p.content.empty();
+    for (const auto& c : p.calls) EXPECT_EQ(c.arguments.front(), '{') << text;
+  }
+  EXPECT_GT(with_calls, 10);    // the edits leave many calls readable...
+  EXPECT_GT(with_content, 10);  // ...and turn many into content
 }
 
 TEST(XmlParamValue, TypesFromSchema) {
