@@ -1,11 +1,13 @@
 #include "cli/serve_mode.h"
 
+#include "core/error.h"
 #include "core/log.h"
 #include "core/memory.h"
 #include "parallel/rank_health.h"
 #include "parallel/replicas/load_replicas.h"
 #include "serve/openai_protocol.h"
 #include "serve/replica_engine_client.h"
+#include "serve/tool_format.h"
 
 namespace pypto::cli {
 namespace {
@@ -49,6 +51,20 @@ void add_serve_options(CLI::App& app, ServerOptions& so) {
   app.add_flag_callback(
       "--no-ui", [&so] { so.webui = false; }, "do not serve the chat page at GET / (src/serve/webui)");
   app.add_option("--allowed-origins", so.allowed_origins, "CORS origins to allow (repeatable; default none)");
+  app.add_option("--tool-call-parser", so.tool_call_parser,
+                 std::string("the form tool calls are written in: ") + kToolCallParserNames +
+                     " (auto: the form the chat template writes)")
+      ->check([](const std::string& v) {
+        try {
+          check_tool_call_parser_name(v);
+          return std::string();
+        } catch (const Error& e) {
+          return std::string(e.what());
+        }
+      })
+      ->capture_default_str();
+  // vLLM needs it for tool_choice "auto"; here tool calls are always parsed when a request has tools.
+  app.add_flag("--enable-auto-tool-choice")->description("accepted for vLLM compatibility (auto tool choice is always on)");
   app.add_option("--shutdown-grace", so.shutdown_grace_s, "seconds in-flight requests get on SIGINT/SIGTERM")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();

@@ -7,7 +7,9 @@
 
 #include "core/error.h"
 #include "core/progress.h"
+#include "io/json_fields.h"
 #include "io/safetensors.h"
+#include "model/qwen35_chat_template.h"
 
 namespace fs = std::filesystem;
 
@@ -267,6 +269,11 @@ void make_hybrid_test_model(const TestModelOptions& opt) {
   write_text(out / "generation_config.json", gen.dump(2) + "\n");
   for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
     fs::copy_file(fs::path(tok_dir) / f, out / f, fs::copy_options::overwrite_existing);
+  // Qwen3.5's chat template replaces Qwen3's, so a served hybrid test model thinks by default and
+  // is asked for XML tool calls as the real checkpoints are.
+  nlohmann::ordered_json tc = nlohmann::ordered_json::parse(read_text_file((out / "tokenizer_config.json").string()));
+  tc["chat_template"] = qwen35_chat_template();
+  write_text(out / "tokenizer_config.json", tc.dump(2) + "\n");
 }
 
 }  // namespace pypto

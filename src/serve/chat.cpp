@@ -6,7 +6,7 @@
 #include "serve/routes.h"
 #include "serve/sse_stream.h"
 #include "serve/structured_request.h"
-#include "serve/tool_parser.h"
+#include "serve/tool_format.h"
 
 namespace pypto {
 
@@ -19,7 +19,11 @@ std::string render_chat_prompt(const ServerState& s, const ojson& messages, cons
                           "use /v1/completions",
                           "messages");
   ojson c = ojson::object();
-  c["messages"] = messages;
+  try {
+    c["messages"] = messages_for_template(s.tool_format, messages);  // XML calls: arguments as objects
+  } catch (const Error& e) {
+    throw invalid_request(e.what(), "messages");
+  }
   if (!tools.is_null()) c["tools"] = tools;
   c["add_generation_prompt"] = add_generation_prompt;
   const Tokenizer& tok = *s.ctx.tokenizer;
@@ -38,7 +42,7 @@ namespace {
 struct ChatChoice {
   explicit ChatChoice(ReasoningStart start) : parser(start) {}
   ReasoningParser parser;
-  std::unique_ptr<ToolCallParser> tools;  // set when tool calls are parsed (tools, choice not "none")
+  std::unique_ptr<ToolCallStream> tools;  // set when tool calls are parsed (tools, choice not "none")
   std::string content;
   std::string reasoning;
   std::vector<TokenInfo> tokens;
@@ -95,11 +99,11 @@ ReasoningParser::Delta split(ChatJob& j, ChatChoice& c, const ChoiceDelta& d) {
 // Runs a content delta through the choice's tool-call parser (when tools are on); the call
 // pieces it releases go to `calls`.
 std::string tool_split(ChatChoice& c, const std::string& content, bool finished,
-                       std::vector<ToolCallParser::CallDelta>& calls) {
+                       std::vector<ToolCallStream::CallDelta>& calls) {
   if (!c.tools) return content;
-  ToolCallParser::Delta d = c.tools->append(content);
+  ToolCallStream::Delta d = c.tools->append(content);
   if (finished) {
-    ToolCallParser::Delta rest = c.tools->flush();
+    ToolCallStream::Delta rest = c.tools->flush();
     d.content += rest.content;
     d.calls.insert(d.calls.end(), rest.calls.begin(), rest.calls.end());
   }
@@ -155,9 +159,10 @@ void handle_chat_completions(ServerState& s, const httplib::Request& req, httpli
   job->reasoning_active = s.reasoning_tokens && r.include_reasoning;
   for (size_t i = 0; i < specs.size(); ++i) {
     job->choices.emplace_back(start);
+    if (parse_tools) job->choices.back().parser.end_reasoning_at_tool_call();
     if (parse_tools)
-      job->choices.back().tools = std::make_unique<ToolCallParser>([&s] { return s.make_id("call_"); },
-                                                                    r.parallel_tool_calls ? -1 : 1);
+      job->choices.back().tools = make_tool_call_stream(s.tool_format, r.tools, [&s] { return s.make_id("call_"); },
+                                                        r.parallel_tool_calls ? -1 : 1);
   }
   job->arrival = arrival;
   job->gen = std::make_unique<Generation>(s, job->id, std::move(specs), r.skip_special_tokens, arrival);
@@ -169,7 +174,7 @@ void handle_chat_completions(ServerState& s, const httplib::Request& req, httpli
       for (ChoiceDelta& d : deltas) {
         ChatChoice& c = job->choices[size_t(d.index)];
         ReasoningParser::Delta part = split(*job, c, d);
-        std::vector<ToolCallParser::CallDelta> calls;  // kept by the parser (calls())
+        std::vector<ToolCallStream::CallDelta> calls;  // kept by the parser (calls())
         c.reasoning += part.reasoning;
         c.content += tool_split(c, part.content, d.finish_reason.has_value(), calls);
         c.tokens.insert(c.tokens.end(), d.tokens.begin(), d.tokens.end());
@@ -197,7 +202,7 @@ void handle_chat_completions(ServerState& s, const httplib::Request& req, httpli
         msg["reasoning_content"] = c.parser.saw_reasoning() ? ojson(c.reasoning) : ojson(nullptr);
       if (has_calls) {
         ojson calls = ojson::array();
-        for (const ToolCallParser::Call& call : c.tools->calls())
+        for (const ToolCallStream::Call& call : c.tools->calls())
           calls.push_back({{"id", call.id},
                            {"type", "function"},
                            {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
@@ -228,7 +233,7 @@ void handle_chat_completions(ServerState& s, const httplib::Request& req, httpli
     for (ChoiceDelta& d : deltas) {
       ChatChoice& c = job->choices[size_t(d.index)];
       ReasoningParser::Delta part = split(*job, c, d);
-      std::vector<ToolCallParser::CallDelta> calls;
+      std::vector<ToolCallStream::CallDelta> calls;
       part.content = tool_split(c, part.content, d.finish_reason.has_value(), calls);
       // Reasoning and content go in separate chunks (reasoning first); the tokens' logprobs ride
       // on the last one.
@@ -242,7 +247,7 @@ void handle_chat_completions(ServerState& s, const httplib::Request& req, httpli
         return false;
       // Calls as OpenAI streams them: a call opens with its index, id, type and name (arguments
       // ""); later pieces carry the index and argument text as it is written.
-      for (const ToolCallParser::CallDelta& call : calls) {
+      for (const ToolCallStream::CallDelta& call : calls) {
         ojson piece = call.opens ? ojson{{"index", call.index},
                                          {"id", call.id},
                                          {"type", "function"},

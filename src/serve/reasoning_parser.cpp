@@ -1,10 +1,13 @@
 #include "serve/reasoning_parser.h"
 
+#include <algorithm>
+
 namespace pypto {
 
 namespace {
 constexpr std::string_view kOpen = "<think>";
 constexpr std::string_view kClose = "</think>";
+constexpr std::string_view kToolCall = "<tool_call>";
 
 // Length of the longest suffix of `s` that is a proper prefix of `tag`.
 size_t partial_tag_suffix(std::string_view s, std::string_view tag) {
@@ -78,12 +81,34 @@ ReasoningParser::Delta ReasoningParser::append(std::string_view text) {
       continue;
     }
     if (state_ == State::Content) {
+      if (drop_close_) {
+        const size_t close = pending_.find(kClose);
+        if (close != std::string::npos) {
+          emit(d, std::string_view(pending_).substr(0, close));
+          pending_.erase(0, close + kClose.size());
+          drop_close_ = false;
+          continue;
+        }
+        const size_t keep = partial_tag_suffix(pending_, kClose);
+        emit(d, std::string_view(pending_).substr(0, pending_.size() - keep));
+        pending_.erase(0, pending_.size() - keep);
+        return d;
+      }
       emit(d, pending_);
       pending_.clear();
       return d;
     }
-    // Reasoning: look for the closing tag.
+    // Reasoning: look for the closing tag (or a tool call, which also ends it when asked to).
     const size_t close = pending_.find(kClose);
+    const size_t call = tool_call_ends_ ? pending_.find(kToolCall) : std::string::npos;
+    if (call != std::string::npos && (close == std::string::npos || call < close)) {
+      emit(d, std::string_view(pending_).substr(0, call));
+      pending_.erase(0, call);  // the tag stays: it is the content's
+      state_ = State::Content;
+      strip_newlines_ = false;
+      drop_close_ = true;
+      continue;
+    }
     if (close != std::string::npos) {
       emit(d, std::string_view(pending_).substr(0, close));
       pending_.erase(0, close + kClose.size());
@@ -91,7 +116,8 @@ ReasoningParser::Delta ReasoningParser::append(std::string_view text) {
       strip_newlines_ = true;
       continue;
     }
-    const size_t keep = partial_tag_suffix(pending_, kClose);
+    const size_t keep = std::max(partial_tag_suffix(pending_, kClose),
+                                 tool_call_ends_ ? partial_tag_suffix(pending_, kToolCall) : 0);
     emit(d, std::string_view(pending_).substr(0, pending_.size() - keep));
     pending_.erase(0, pending_.size() - keep);
     return d;

@@ -33,6 +33,12 @@ class ReasoningParser {
   // The output ended: releases what was held back (a partial tag is plain text then).
   Delta flush();
 
+  // With tool calls on: a `<tool_call>` inside an unclosed think block ends the reasoning there
+  // (the call and what follows are content, for the tool-call parser), and the `</think>` the
+  // model may still write after it is dropped. Qwen3.5/3.6 call tools from inside their
+  // thinking; without this the call would be lost in reasoning_content.
+  void end_reasoning_at_tool_call() { tool_call_ends_ = true; }
+
   // Whether any reasoning was ever seen (non-streaming responses report null otherwise).
   bool saw_reasoning() const { return saw_reasoning_; }
 
@@ -43,6 +49,8 @@ class ReasoningParser {
   bool detect_open_ = false;   // at Start: still deciding whether the output opens with <think>
   bool strip_newlines_ = false;  // drop newlines right after a tag
   bool saw_reasoning_ = false;
+  bool tool_call_ends_ = false;  // end_reasoning_at_tool_call()
+  bool drop_close_ = false;      // reasoning ended at <tool_call>: a later </think> is dropped
   std::string pending_;
   size_t start_ws_ = 0;  // at Start: leading whitespace bytes of pending_ already scanned
 };

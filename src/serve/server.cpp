@@ -88,6 +88,8 @@ void Server::set_context(ServeContext context) {
   for (size_t i = 0; i < s.ctx.engines->num_engines(); ++i)
     s.in_flight.push_back(std::make_unique<std::atomic<int64_t>>(0));
   s.reasoning_tokens = s.ctx.tokenizer->token_to_id("<think>") && s.ctx.tokenizer->token_to_id("</think>");
+  s.tool_format = resolve_tool_format(s.options.tool_call_parser, s.ctx.chat_template.get());
+  log_info("tool calls: ", tool_format_name(s.tool_format), " (--tool-call-parser ", s.options.tool_call_parser, ")");
   // Masks are as wide as the model's logits (151,936 for Qwen3, more than the tokenizer's ids).
   s.grammars = std::make_unique<structured::GrammarCache>(structured::TokenVocab::build(
       *s.ctx.tokenizer, s.ctx.model_config.vocab_size, s.ctx.model_config.eos_token_ids));

@@ -48,6 +48,8 @@ struct ServerOptions {
   // The chat page at GET / (src/serve/webui); --no-ui turns it off. It needs no API key itself;
   // its API calls do.
   bool webui = true;
+  // --tool-call-parser: the form tool calls are parsed and constrained in (serve/tool_format.h).
+  std::string tool_call_parser = "auto";
 };
 
 // What the server serves. Built by the caller (serve_mode: load_replicas + tokenizer + template).

@@ -12,6 +12,7 @@
 #include "serve/http_server.h"
 #include "serve/metrics.h"
 #include "serve/server.h"
+#include "serve/tool_format.h"
 #include "structured/grammar_cache.h"
 
 namespace pypto {
@@ -37,6 +38,8 @@ struct ServerState {
   std::atomic<uint64_t> next_id{0};
   // Reasoning split available: the vocabulary has <think> and </think>.
   bool reasoning_tokens = false;
+  // The form tool calls are written in (options.tool_call_parser resolved against the template).
+  ToolFormat tool_format = ToolFormat::Json;
   // Compiled grammars for structured outputs and tool calls, by constraint (set with ctx).
   std::unique_ptr<structured::GrammarCache> grammars;
 

@@ -7,6 +7,7 @@
 #include "structured/grammar_cache.h"
 #include "structured/json_schema.h"
 #include "structured/regex.h"
+#include "structured/xml_tool_grammar.h"
 
 namespace pypto {
 
@@ -133,7 +134,11 @@ StructuredSetup build_setup(ServerState& s, const GenerationFields& g, const Cha
     for (size_t i = 0; i < chat->tools.size(); ++i) {
       const ojson& t = chat->tools[i];
       if (choice.is_object() && t["function"]["name"] != choice["function"]["name"]) continue;
-      bodies.push_back(call_body(gr, t, i));
+      // The body in the form this server parses (serve/tool_format.h); the <tool_call> wrapping
+      // around it is the same for both.
+      bodies.push_back(s.tool_format == ToolFormat::Xml
+                           ? st::add_xml_call_body(gr, t["function"], str_cat("tools[", i, "].function"))
+                           : call_body(gr, t, i));
     }
     st::ExprPtr body = st::alt(std::move(bodies));
     if (lazy) {

@@ -26,30 +26,12 @@
 #include <vector>
 
 #include "serve/json_prefix.h"
+#include "serve/tool_call_stream.h"
 
 namespace pypto {
 
-class ToolCallParser {
+class ToolCallParser : public ToolCallStream {
  public:
-  struct Call {
-    int32_t index = 0;  // dense from 0, in output order
-    std::string id;     // "call_..." from make_id
-    std::string name;
-    std::string arguments;  // JSON text of an object (see the header comment when broken)
-  };
-  // One piece of a call, OpenAI's streaming shape: the first piece of each call opens it (id and
-  // name set, no arguments); later pieces carry argument text to append.
-  struct CallDelta {
-    int32_t index = 0;
-    bool opens = false;
-    std::string id, name;  // set when `opens`
-    std::string arguments;
-  };
-  struct Delta {
-    std::string content;
-    std::vector<CallDelta> calls;  // in order
-  };
-
   // A call header longer than this is not a call: it is content (bounds the work of re-reading
   // a header that is still being written, e.g. a runaway name).
   static constexpr size_t kMaxHeaderBytes = 4096;
@@ -57,12 +39,12 @@ class ToolCallParser {
   // max_calls: calls beyond it are returned as content (-1: no limit).
   explicit ToolCallParser(std::function<std::string()> make_id, int32_t max_calls = -1);
 
-  Delta append(std::string_view text);
+  Delta append(std::string_view text) override;
   // The output ended: an open call keeps what it has (its arguments may be cut short); a call
   // whose header is incomplete, and any held-back text, is content.
-  Delta flush();
+  Delta flush() override;
 
-  const std::vector<Call>& calls() const { return calls_; }
+  const std::vector<Call>& calls() const override { return calls_; }
 
  private:
   enum class Mode {

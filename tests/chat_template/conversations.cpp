@@ -276,6 +276,14 @@ std::vector<nlohmann::ordered_json> chat_template_contexts() {
         contexts.push_back(c);
       }
     }
+    // Qwen3.6's preserve_thinking keeps every turn's reasoning (off and absent are covered above).
+    for (int think = 0; think < 2; ++think) {
+      J c = conv;
+      c["add_generation_prompt"] = true;
+      c["enable_thinking"] = think == 1;
+      c["preserve_thinking"] = true;
+      contexts.push_back(c);
+    }
   }
   return contexts;
 }

