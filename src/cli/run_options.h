@@ -48,7 +48,7 @@ struct RunOptions {
   ParallelLayout layout;   // filled by validate_run_options
   std::string dtype = "auto";
   int ep = 1;                      // --ep: only 1 (dense models)
-  std::string speculative_config;  // --speculative-config: refused (DeepSeek-only in the seed)
+  std::string speculative_config;  // --speculative-config JSON (engine/speculative_config.h); "" = off
   bool show_startup_logs = false;  // the seed's flag; start-up logs are always shown
   std::string kv_cache_dtype = "bf16";
   std::string matmul_precision = "high";  // highest | high | medium (kernels/backend.h)
