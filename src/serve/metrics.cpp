@@ -1,5 +1,7 @@
 #include "serve/metrics.h"
 
+#include "serve/spec_decode_metrics.h"
+
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -198,6 +200,7 @@ std::string ServerMetrics::render(const std::string& model_name, const std::vect
           [](const EngineGauges& g) { return g.prefix_cache_queries; });
   counter("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.",
           [](const EngineGauges& g) { return g.prefix_cache_hits; });
+  render_spec_decode_metrics(out, gauges, labels);
   gauge("pypto:engine_active_requests", "Requests (sequences) the engine loop holds: queued, running or finishing.",
         [](const EngineGauges& g) { return g.num_active_requests; });
 

@@ -59,6 +59,10 @@ struct EngineGauges {
   int64_t num_preemptions = 0;      // cumulative (exposed as a counter)
   int64_t prefix_cache_queries = 0; // tokens looked up (counter)
   int64_t prefix_cache_hits = 0;    // of those, found (counter)
+  // Speculative decoding (engine/spec_decode_stats.h); exported only when it is on.
+  bool speculative = false;
+  int32_t num_speculative_tokens = 0;  // k
+  SpecDecodeStats spec_decode;
 };
 
 class ServerMetrics {

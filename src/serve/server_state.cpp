@@ -39,6 +39,9 @@ std::vector<EngineGauges> ServerState::gauges() const {
     e.num_preemptions = st.num_preemptions;
     e.prefix_cache_queries = st.prefix_cache.queried_tokens;
     e.prefix_cache_hits = st.prefix_cache.hit_tokens;
+    e.speculative = st.speculative;
+    e.num_speculative_tokens = st.num_speculative_tokens;
+    e.spec_decode = st.spec_decode;
     g.push_back(e);
   }
   return g;
