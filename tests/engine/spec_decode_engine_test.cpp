@@ -11,6 +11,7 @@
 
 #include "engine/engine.h"
 #include "engine/ngram_proposer.h"
+#include "structured/regex.h"
 #include "fake_model.h"
 
 namespace pypto {
@@ -250,6 +251,36 @@ TEST(SpecDecodeEngine, SeededSamplingIsIdenticalWithAndWithoutDrafts) {
         EXPECT_EQ(lp[i].top_logprobs[j].logprob, other[i].top_logprobs[j].logprob);
     }
   }
+}
+
+TEST(SpecDecodeEngine, NGreaterThanOneSequencesAreEachUnchanged) {
+  // n = 3 seeded sequences (seeds 5, 6, 7) share the prompt; each speculates on its own.
+  EngineRequest r = request("n", prompt_of(6, 9), 30);
+  r.params.n = 3;
+  r.params.temperature = 0.7f;
+  r.params.seed = 5;
+  const Pair p = run_both({.predict = copy_back, .mode = Logits::Soft, .k = 4}, {r});
+  expect_same(p);
+  EXPECT_EQ(p.spec.tokens.size(), 3u);
+  EXPECT_GT(p.stats.num_accepted_tokens, 0);
+}
+
+TEST(SpecDecodeEngine, GrammarRequestsDecodeOneTokenPerStep) {
+  // Token t spells one letter; the grammar allows a run of a|b|c. copy_back repeats the prompt's
+  // [a b c] cycle, which the proposer would draft: a grammar request must not take drafts (its
+  // matcher would have to follow them), and its output is unchanged.
+  std::vector<std::string> letters;
+  for (int i = 0; i < kVocab - 1; ++i) letters.push_back(std::string(1, char('a' + i % 26)));
+  auto vocab = structured::TokenVocab::from_strings(letters, kVocab, {kVocab - 1});
+  structured::Grammar g;
+  g.root = structured::compile_regex("[abc]{12}", structured::RegexMode::FullMatch, false);
+  EngineRequest r = request("g", {0, 1, 2, 0, 1, 2, 0, 1, 2}, 20);
+  r.params.ignore_eos = false;
+  r.grammar = std::make_shared<const structured::CompiledGrammar>(g, vocab);
+  const Pair p = run_both({.k = 4}, {r});
+  expect_same(p);
+  EXPECT_EQ(p.spec.tokens.at("g/0").size(), 13u);  // twelve letters and eos
+  EXPECT_EQ(p.stats.num_drafts, 0);
 }
 
 TEST(SpecDecodeEngine, MaxTokensInsideAnAcceptedRunCutsThere) {
