@@ -63,6 +63,44 @@ TEST_F(SpeculativeCli, OfflineOutputIsUnchangedAndAcceptanceIsReported) {
   EXPECT_FALSE(has(plain.output, "[speculative]")) << plain.output;
 }
 
+std::string line_of(const std::string& output, const std::string& key) {
+  const size_t at = output.find("\n" + key);
+  if (at == std::string::npos) return "";
+  return output.substr(at + 1, output.find('\n', at + 1) - at - 1);
+}
+
+// A stop string taken from the middle of the plain output (inside what speculation accepts as
+// one run) cuts both runs at the same token and the same text.
+TEST_F(SpeculativeCli, StopStringInsideAnAcceptedRunCutsThere) {
+  const std::string base = "--model " + model() + " --kv-cache-memory 16MiB --max-model-len 256 --prompt "
+                           "'one two three one two three one two three' ";
+  const std::string spec = " --speculative-config '{\"method\": \"ngram\", \"num_speculative_tokens\": 6, "
+                           "\"prompt_lookup_min\": 1, \"prompt_lookup_max\": 3}'";
+  const RunResult free_run = run(base + "--generate-config '{\"max_tokens\": 24, \"temperature\": 0}'");
+  ASSERT_EQ(free_run.exit_code, 0) << free_run.output;
+  const std::string text = line_of(free_run.output, "text: ").substr(6);
+  ASSERT_GE(text.size(), 32u) << free_run.output;
+  // Whole UTF-8 characters (the random model writes any script): start and end on lead bytes.
+  auto lead = [&](size_t i) { return i >= text.size() || (static_cast<unsigned char>(text[i]) & 0xC0) != 0x80; };
+  size_t from = text.size() / 2, to = from + 5;
+  while (!lead(from)) ++from;
+  while (!lead(to)) ++to;
+  std::string stop = text.substr(from, to - from);
+  for (char& c : stop)
+    if (c == '\'' || c == '"' || c == '\\') c = ' ';  // keep the shell and JSON quoting simple
+  ASSERT_NE(stop.find_first_not_of(' '), std::string::npos) << text;
+  const std::string cfg = "--generate-config '{\"max_tokens\": 24, \"temperature\": 0, \"stop\": [\"" + stop + "\"]}'";
+  const RunResult plain = run(base + cfg);
+  const RunResult sped = run(base + cfg + spec);
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  ASSERT_EQ(sped.exit_code, 0) << sped.output;
+  EXPECT_EQ(line_of(plain.output, "finish_reason: "), "finish_reason: stop") << plain.output;
+  for (const char* key : {"text: ", "token_ids: ", "finish_reason: "})
+    EXPECT_EQ(line_of(sped.output, key), line_of(plain.output, key)) << key << "\n" << sped.output;
+  EXPECT_LT(line_of(plain.output, "text: ").size(), text.size() + 6);  // the stop string did cut it
+  EXPECT_TRUE(has(sped.output, "[speculative]")) << sped.output;
+}
+
 TEST_F(SpeculativeCli, BadConfigsAndHybridTargetsAreRefused) {
   const std::string base = "--kv-cache-memory 16MiB --max-model-len 256 --prompt hi --speculative-config ";
   RunResult r = run("--model " + model() + " " + base + "'{\"method\": \"ngram\", \"num_speculative_tokens\": 40}'");
