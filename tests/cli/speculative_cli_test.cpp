@@ -101,6 +101,32 @@ TEST_F(SpeculativeCli, StopStringInsideAnAcceptedRunCutsThere) {
   EXPECT_TRUE(has(sped.output, "[speculative]")) << sped.output;
 }
 
+// Tensor, pipeline and data parallel ranks build the verify rows with the same batch builder:
+// each layout prints the same token ids with speculation as the single rank without it.
+TEST_F(SpeculativeCli, ParallelLayoutsGiveTheSameTokens) {
+  const std::string base = "--model " + model() + " --kv-cache-memory 16MiB --max-model-len 256 --prompt "
+                           "'one two three one two three one two three' --prompt 'alpha beta gamma delta' "
+                           "--generate-config '{\"max_tokens\": 20, \"temperature\": 0}'";
+  const std::string spec = " --speculative-config '{\"method\": \"ngram\", \"num_speculative_tokens\": 4, "
+                           "\"prompt_lookup_min\": 2, \"prompt_lookup_max\": 4}'";
+  auto ids = [](const std::string& out) {
+    static const std::regex re(R"(token_ids: \[[^\]]*\])");
+    std::string all;
+    for (std::sregex_iterator it(out.begin(), out.end(), re), end; it != end; ++it)
+      all += it->str() + "\n";
+    return all;
+  };
+  const RunResult one = run(base);
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  ASSERT_FALSE(ids(one.output).empty()) << one.output;
+  for (const char* layout : {"--tp 2 --devices 0,1", "--pp 2 --devices 0,1", "--dp 2 --devices 0,1"}) {
+    const RunResult r = run(base + " " + layout + spec);
+    ASSERT_EQ(r.exit_code, 0) << layout << "\n" << r.output;
+    EXPECT_EQ(ids(r.output), ids(one.output)) << layout << "\n" << r.output;
+    EXPECT_TRUE(has(r.output, "[speculative]")) << layout;
+  }
+}
+
 TEST_F(SpeculativeCli, BadConfigsAndHybridTargetsAreRefused) {
   const std::string base = "--kv-cache-memory 16MiB --max-model-len 256 --prompt hi --speculative-config ";
   RunResult r = run("--model " + model() + " " + base + "'{\"method\": \"ngram\", \"num_speculative_tokens\": 40}'");
