@@ -1,5 +1,6 @@
 #include "cli/bench_output.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -63,6 +64,14 @@ void print_serve_summary(const ServeRun& run) {
   print_summary_block("Time per Output Token (excl. 1st token)", "TPOT (ms)", m.tpot_ms);
   print_summary_block("Inter-token Latency", "ITL (ms)", m.itl_ms);
   print_summary_block("End-to-end Latency", "E2EL (ms)", m.e2el_ms);
+  if (const auto& sd = run.spec_decode; sd && sd->drafts > 0) {
+    std::printf("%s\n", "---------------Speculative Decoding---------------");
+    line("Drafts:", sd->drafts, 0);
+    line("Draft tokens:", sd->draft_tokens, 0);
+    line("Accepted tokens:", sd->accepted_tokens, 0);
+    line("Acceptance rate (%):", 100.0 * sd->accepted_tokens / std::max(1.0, sd->draft_tokens));
+    line("Mean acceptance length:", 1.0 + sd->accepted_tokens / sd->drafts);
+  }
   std::printf("==================================================\n");
   for (const RequestTiming& r : run.requests)
     if (!r.success) {

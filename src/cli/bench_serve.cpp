@@ -65,6 +65,7 @@ ServeRun run_serve_benchmark(const std::vector<DatasetRequest>& data, const Serv
   std::vector<std::thread> threads;
   threads.reserve(data.size());
 
+  const std::optional<SpecDecodeCounters> spec_before = scrape_spec_decode(o.endpoint);
   const Clock::time_point start = Clock::now();
   for (size_t i = 0; i < data.size(); ++i) {
     std::this_thread::sleep_until(start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(arrivals[i])));
@@ -82,6 +83,7 @@ ServeRun run_serve_benchmark(const std::vector<DatasetRequest>& data, const Serv
   const double duration = std::chrono::duration<double>(Clock::now() - start).count();
   progress.finish();
   run.metrics = compute_serve_metrics(run.requests, duration);
+  run.spec_decode = spec_decode_delta(spec_before, scrape_spec_decode(o.endpoint));
   return run;
 }
 

@@ -3,11 +3,13 @@
 // Poisson (gamma, with burstiness) arrival times, at most `max_concurrency` in flight, and
 // collects each request's client-side timeline.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cli/bench_client.h"
 #include "cli/bench_dataset.h"
+#include "cli/bench_spec_decode.h"
 #include "cli/bench_stats.h"
 
 namespace pypto::bench {
@@ -30,6 +32,8 @@ struct ServeRun {
   int max_concurrency = 0;
   std::vector<RequestTiming> requests;  // in dataset order
   ServeMetrics metrics;
+  // The server's speculative-decoding counters over the run (/metrics), when it speculates.
+  std::optional<SpecDecodeCounters> spec_decode;
 };
 
 ServeRun run_serve_benchmark(const std::vector<DatasetRequest>& data, const ServeRunOptions& o);

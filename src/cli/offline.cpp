@@ -199,6 +199,20 @@ int run_offline(const RunOptions& o, const std::string& model_dir) {
   std::printf("[generate] %zu tokens in %.3fs (%.2f tok/s)\n", total_tokens, secs, secs > 0 ? total_tokens / secs : 0.0);
   std::printf("[prefix-cache] %lld of %lld prompt tokens served from the cache\n", static_cast<long long>(cached_tokens),
               static_cast<long long>(prompt_tokens));
+  if (le.loop && le.loop->stats().speculative) {  // --speculative-config: acceptance over every replica
+    SpecDecodeStats sd;
+    auto add = [&sd](const SpecDecodeStats& s) {
+      sd.num_drafts += s.num_drafts;
+      sd.num_draft_tokens += s.num_draft_tokens;
+      sd.num_accepted_tokens += s.num_accepted_tokens;
+    };
+    add(le.loop->stats().spec_decode);
+    for (const auto& l : le.more_loops) add(l->stats().spec_decode);
+    std::printf("[speculative] %lld drafts, %lld draft tokens, %lld accepted (%.1f %%), mean acceptance length %.2f\n",
+                static_cast<long long>(sd.num_drafts), static_cast<long long>(sd.num_draft_tokens),
+                static_cast<long long>(sd.num_accepted_tokens), 100.0 * sd.acceptance_rate(),
+                sd.mean_acceptance_length());
+  }
   profile.finish(secs, int64_t(total_tokens));  // --profile: the timing report and trace
   if (!o.output_json.empty()) {
     std::ofstream f(o.output_json);

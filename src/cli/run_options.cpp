@@ -86,11 +86,17 @@ void add_run_options(CLI::App& app, RunOptions& o) {
   app.add_flag("--enable-expert-parallel", o.enable_expert_parallel,
                "Qwen3-MoE under --tp N: each rank holds num_experts / N whole experts (without it every rank holds "
                "1/N of every expert's intermediate columns)");
-  app.add_option("--speculative-config", o.speculative_config, "not supported: the seed's MTP speculation is DeepSeek-only")
+  app.add_option("--speculative-config", o.speculative_config,
+                 "speculative decoding, vLLM's JSON: {\"method\": \"ngram\", \"num_speculative_tokens\": k, "
+                 "\"prompt_lookup_max\": M, \"prompt_lookup_min\": m} (docs/api.md)")
       ->check(CLI::Validator(
-          [](std::string&) -> std::string {
-            return "speculative decoding (MTP) is DeepSeek-only in the seed's implementation; Qwen3 decodes one "
-                   "token per step here: leave --speculative-config out";
+          [](std::string& v) -> std::string {
+            try {
+              parse_speculative_config(v);
+            } catch (const Error& e) {
+              return e.what();
+            }
+            return "";
           },
           "JSON"));
   app.add_flag("--show-startup-logs", o.show_startup_logs,
@@ -270,6 +276,7 @@ EngineLoadOptions engine_options(const RunOptions& o, const std::string& model_d
   e.scheduler.max_model_len = o.max_model_len;
   e.scheduler.enable_chunked_prefill = o.enable_chunked_prefill;
   e.scheduler.long_prefill_token_threshold = o.long_prefill_token_threshold;
+  e.scheduler.speculative = parse_speculative_config(o.speculative_config);
   e.cache.block_size = o.block_size;
   e.cache.enable_prefix_caching = o.enable_prefix_caching;
   e.cache.state_snapshots = o.state_snapshots;

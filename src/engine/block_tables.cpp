@@ -77,11 +77,16 @@ void build_forward_batch(const SchedulerOutput& so, BlockTables& tables, int32_t
     }
     const std::vector<int32_t>& table = *t;
     PYPTO_ASSERT(static_cast<int64_t>(s.token_ids.size()) == s.num_scheduled_tokens);
+    PYPTO_ASSERT(s.num_draft_tokens == 0 || (s.samples && s.num_scheduled_tokens == 1 + s.num_draft_tokens),
+                 "request ", s.req_id, ": ", s.num_draft_tokens, " drafts in ", s.num_scheduled_tokens, " tokens");
     PYPTO_ASSERT(static_cast<int64_t>(table.size()) * block_size >= s.num_computed_tokens + s.num_scheduled_tokens,
                  "request ", s.req_id, " has too few blocks");
     batch.add_sequence(s.token_ids.data(), static_cast<int32_t>(s.num_scheduled_tokens),
                        static_cast<int32_t>(s.num_computed_tokens), table.data(), static_cast<int32_t>(table.size()),
-                       block_size, s.samples ? ForwardBatch::Logits::Last : ForwardBatch::Logits::None);
+                       block_size,
+                       !s.samples                ? ForwardBatch::Logits::None
+                       : s.num_draft_tokens > 0 ? ForwardBatch::Logits::All  // verify: 1 + k rows
+                                                : ForwardBatch::Logits::Last);
     if (const int32_t slot = tables.state_slot(s.req_id); slot >= 0) {
       batch.state_slots.push_back(slot);
       batch.state_restore.push_back(s.state_restore);

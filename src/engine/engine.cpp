@@ -2,6 +2,7 @@
 
 #include "core/profiler.h"
 #include "engine/engine_trace.h"
+#include "engine/spec_verify.h"
 
 #include <chrono>
 #include <exception>
@@ -77,6 +78,9 @@ void Engine::add_request(const EngineRequest& req) {
       seq->sampling_params.max_tokens = 0;  // prefill only (Scheduler::check_request)
     }
     if (n > 1) seq->group_id = req.request_id;
+    // Drafts would have to follow the grammar at every position and roll back with the KV: not
+    // built, so a request with a grammar decodes one token per step.
+    if (req.grammar) seq->speculate = false;
     if (k > 0 && config_.cache.enable_prefix_caching)
       parent.deferred.push_back(std::move(seq));
     else
@@ -255,31 +259,50 @@ std::vector<RequestOutput> Engine::step() {
 
   t = Clock::now();
   PYPTO_PROF_PHASE(prof::Level::E2E, "sample");
+  // One sampler row per logits row: a request verifying k drafts has k + 1 (engine/spec_verify.h),
+  // row j seeing the drafts before it as output tokens.
   std::vector<SamplerRow> rows;
-  std::vector<size_t> row_of;  // scheduled index of each sampler row
-  for (size_t i = 0; i < so.scheduled.size(); ++i) {
-    if (!so.scheduled[i].samples) continue;
-    const Request* r = scheduler_.get_request(so.scheduled[i].req_id);
-    PYPTO_ASSERT(r != nullptr, "scheduled request ", so.scheduled[i].req_id, " is gone");
-    rows.push_back({&r->sampling_params, r->prompt_token_ids, r->output_token_ids, r->eos_token_ids, r->seed, {}});
-    const auto& matcher = sequences_.at(so.scheduled[i].req_id).matcher;
-    if (matcher)
-      if (const structured::TokenMask* mask = matcher->next_mask()) rows.back().allowed_tokens = *mask;
-    row_of.push_back(i);
+  std::vector<std::vector<int32_t>> histories;  // output + drafts of each verifying request
+  histories.reserve(so.scheduled.size());       // spans into it must stay valid
+  for (const ScheduledRequest& s : so.scheduled) {
+    if (!s.samples) continue;
+    const Request* r = scheduler_.get_request(s.req_id);
+    PYPTO_ASSERT(r != nullptr, "scheduled request ", s.req_id, " is gone");
+    if (s.num_draft_tokens == 0) {
+      rows.push_back({&r->sampling_params, r->prompt_token_ids, r->output_token_ids, r->eos_token_ids, r->seed, {}});
+      const auto& matcher = sequences_.at(s.req_id).matcher;
+      if (matcher)
+        if (const structured::TokenMask* mask = matcher->next_mask()) rows.back().allowed_tokens = *mask;
+      continue;
+    }
+    PYPTO_ASSERT(!sequences_.at(s.req_id).matcher, "request ", s.req_id, " has a grammar and drafts");
+    std::vector<int32_t>& h = histories.emplace_back(r->output_token_ids);
+    h.insert(h.end(), s.token_ids.end() - s.num_draft_tokens, s.token_ids.end());
+    for (int64_t j = 0; j <= s.num_draft_tokens; ++j)
+      rows.push_back({&r->sampling_params, r->prompt_token_ids,
+                      std::span<const int32_t>(h).first(r->output_token_ids.size() + size_t(j)), r->eos_token_ids,
+                      r->seed, {}});
   }
   const std::vector<SampledToken> sampled = sample_batch(
       eo.logits, eo.vocab_size, rows,
       [this](int64_t n, const std::function<void(int64_t)>& fn) { executor_->parallel_rows(n, fn); });
-  std::vector<SampledToken> aligned(so.scheduled.size());
-  for (size_t k = 0; k < row_of.size(); ++k) {
-    aligned[row_of[k]] = sampled[k];
-    const std::string& seq_id = so.scheduled[row_of[k]].req_id;
-    const auto& matcher = sequences_.at(seq_id).matcher;
+  // Each sampling request's run: its one token, or its accepted drafts and the target's token.
+  std::vector<std::vector<SampledToken>> runs(so.scheduled.size());
+  size_t row = 0;
+  for (size_t i = 0; i < so.scheduled.size(); ++i) {
+    const ScheduledRequest& s = so.scheduled[i];
+    if (!s.samples) continue;
+    const std::span<const SampledToken> verify(sampled.data() + row, size_t(1 + s.num_draft_tokens));
+    row += verify.size();
+    const size_t accepted =
+        accepted_prefix(verify, std::span<const int32_t>(s.token_ids).last(size_t(s.num_draft_tokens)));
+    runs[i].assign(verify.begin(), verify.begin() + std::ptrdiff_t(accepted + 1));
+    const auto& matcher = sequences_.at(s.req_id).matcher;
     // A token outside the mask can only come from a bug: the matcher then allows only EOS, so
     // the sequence ends rather than continue with output that breaks its grammar.
-    if (matcher && !matcher->accept(sampled[k].token_id)) {
-      if (!matcher->error().empty()) log_error("request ", seq_id, ": its grammar failed: ", matcher->error());
-      else log_error("request ", seq_id, ": sampled token ", sampled[k].token_id, " that its grammar does not allow");
+    if (matcher && !matcher->accept(runs[i][0].token_id)) {
+      if (!matcher->error().empty()) log_error("request ", s.req_id, ": its grammar failed: ", matcher->error());
+      else log_error("request ", s.req_id, ": sampled token ", runs[i][0].token_id, " that its grammar does not allow");
     }
   }
   stats_.sample_seconds += seconds_since(t);
@@ -287,7 +310,7 @@ std::vector<RequestOutput> Engine::step() {
   t = Clock::now();
 
   PYPTO_PROF_PHASE(prof::Level::E2E, "update");
-  const std::vector<EngineCoreOutput> core_outs = scheduler_.update_from_output(so, aligned);
+  const std::vector<EngineCoreOutput> core_outs = scheduler_.update_from_output(so, runs);
   // The tokens' timestamp (vLLM's engine-core output timestamp): the step's outputs exist now.
   const Clock::time_point produced = Clock::now();
   for (const EngineCoreOutput& o : core_outs) {

@@ -16,6 +16,7 @@ void SchedulerConfig::validate() const {
   if (!enable_chunked_prefill && max_num_batched_tokens < max_model_len)
     fail("without chunked prefill --max-num-batched-tokens (", max_num_batched_tokens,
          ") must be >= --max-model-len (", max_model_len, "): a whole prompt must fit one step");
+  speculative.validate();
 }
 
 void CacheConfig::validate() const {

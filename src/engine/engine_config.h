@@ -4,6 +4,8 @@
 // --enable-prefix-caching) with start-up validation.
 #include <cstdint>
 
+#include "engine/speculative_config.h"
+
 namespace pypto {
 
 struct SchedulerConfig {
@@ -12,6 +14,8 @@ struct SchedulerConfig {
   int64_t max_model_len = 4096;            // prompt + output tokens of one request
   bool enable_chunked_prefill = true;
   int64_t long_prefill_token_threshold = 2048;  // largest chunk one request gets per step
+  // --speculative-config: drafts verified as k + 1 rows of a decoding request (off by default).
+  SpeculativeConfig speculative;
 
   // Throws Error naming the flag and its allowed values.
   void validate() const;

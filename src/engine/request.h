@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/block_hash.h"
+#include "engine/spec_throttle.h"
 #include "sampling/sampler.h"
 #include "sampling/sampling_params.h"
 
@@ -62,6 +63,10 @@ struct Request {
   // it finishes (Stop) without a token, and the step's output row for it is its result
   // (engine/engine_pooling.cpp). sampling_params.max_tokens is 0.
   bool pooling = false;
+  // Speculative decoding: whether drafts may be proposed for it (the engine clears it for
+  // requests whose grammar would have to follow drafts), and its adaptive draft length.
+  bool speculate = true;
+  SpecThrottle spec_throttle;
 
   int64_t num_prompt_tokens() const { return int64_t(prompt_token_ids.size()); }
   int64_t num_output_tokens() const { return int64_t(output_token_ids.size()); }

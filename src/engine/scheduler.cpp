@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "engine/ngram_proposer.h"
 
 namespace pypto {
 
@@ -12,6 +13,11 @@ Scheduler::Scheduler(const SchedulerConfig& config, const CacheConfig& cache, Bl
   config_.validate();
   cache.validate();
   if (cache.recurrent_state) kv_.enable_state_snapshots(cache.state_snapshots, cache.snapshot_interval_tokens());
+  const SpeculativeConfig& spec = config_.speculative;
+  if (spec.method == SpeculativeMethod::Ngram)
+    proposer_ = std::make_unique<NgramProposer>(spec.prompt_lookup_min, spec.prompt_lookup_max);
+  else if (spec.enabled())
+    fail("--speculative-config: method ", speculative_method_name(spec.method), " has no drafter in the scheduler");
 }
 
 void Scheduler::check_request(const std::string& id, int64_t prompt, int64_t max_tokens) const {
@@ -37,6 +43,7 @@ void Scheduler::add_request(std::unique_ptr<Request> req) {
   check_request(id, req->num_prompt_tokens(), req->sampling_params.max_tokens);
   if (requests_.contains(id)) fail("request ", id, ": a request with this id is already running");
   req->status = RequestStatus::Waiting;
+  req->spec_throttle = SpecThrottle(proposer_ && req->speculate ? config_.speculative.num_speculative_tokens : 0);
   Request* raw = req.get();
   requests_.emplace(id, std::move(req));
   waiting_.push_back(raw);
@@ -46,6 +53,18 @@ int64_t Scheduler::cap_new_tokens(int64_t gap, int64_t budget) const {
   int64_t n = gap;
   if (config_.enable_chunked_prefill) n = std::min(n, config_.long_prefill_token_threshold);
   return std::min(n, budget);
+}
+
+void Scheduler::propose_drafts(Request& req, int64_t max_drafts, std::vector<int32_t>& drafts) {
+  drafts.clear();
+  if (!proposer_ || !req.speculate || req.num_tokens() - req.num_computed_tokens != 1) return;
+  // Accepting a drafts appends a + 1 tokens, so a <= max_tokens - output - 1 keeps the request
+  // within max_tokens, and (prompt + max_tokens <= max_model_len, see check_request) within
+  // max_model_len and the KV blocks add_request checked it could have.
+  const int64_t room = req.sampling_params.max_tokens - req.num_output_tokens() - 1;
+  const int64_t k = std::min({int64_t(req.spec_throttle.next_k()), room, max_drafts});
+  if (k <= 0) return;
+  proposer_->propose(req.all_token_ids, int32_t(k), drafts);
 }
 
 void Scheduler::preempt(Request* req, SchedulerOutput& out) {
@@ -67,26 +86,36 @@ SchedulerOutput Scheduler::schedule() {
   kv_.end_state_step();  // after a failed step, which never reached update_from_output
   int64_t budget = config_.max_num_batched_tokens;
 
-  auto emit = [&](Request* req, int64_t n, bool is_new, std::vector<int32_t> block_ids) {
+  // n counts the drafts (the last drafts.size() tokens scheduled).
+  auto emit = [&](Request* req, int64_t n, bool is_new, std::vector<int32_t> block_ids,
+                  std::span<const int32_t> drafts = {}) {
     ScheduledRequest s;
     s.req_id = req->request_id;
     s.num_computed_tokens = req->num_computed_tokens;
     s.num_scheduled_tokens = n;
+    const int64_t verified = n - int64_t(drafts.size());
     s.token_ids.assign(req->all_token_ids.begin() + req->num_computed_tokens,
-                       req->all_token_ids.begin() + req->num_computed_tokens + n);
+                       req->all_token_ids.begin() + req->num_computed_tokens + verified);
+    s.token_ids.insert(s.token_ids.end(), drafts.begin(), drafts.end());
+    s.num_draft_tokens = int64_t(drafts.size());
     s.is_new = is_new;
     s.block_ids = std::move(block_ids);
-    s.samples = req->num_computed_tokens + n == req->num_tokens();
-    s.state_saves = kv_.plan_state_saves(*req, req->num_computed_tokens, n);
+    s.samples = req->num_computed_tokens + verified == req->num_tokens();
+    s.state_saves = kv_.plan_state_saves(*req, req->num_computed_tokens, verified);  // never at a draft
     out.total_num_scheduled_tokens += n;
     budget -= n;
     out.scheduled.push_back(std::move(s));
   };
 
   // 1. Running requests, oldest first.
+  std::vector<int32_t> drafts;
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Request* req = running_[i];
-    const int64_t n = cap_new_tokens(req->num_tokens() - req->num_computed_tokens, budget);
+    const int64_t gap = req->num_tokens() - req->num_computed_tokens;
+    // Drafts use only budget left after one token for this and each later running request.
+    propose_drafts(*req, budget - int64_t(running_.size() - i), drafts);
+    const int64_t n = cap_new_tokens(gap + int64_t(drafts.size()), budget);
+    if (n - gap < int64_t(drafts.size())) drafts.resize(size_t(std::max<int64_t>(0, n - gap)));
     if (n <= 0) {
       ++i;
       continue;
@@ -105,7 +134,7 @@ SchedulerOutput Scheduler::schedule() {
       }
     }
     if (preempted_self) break;
-    emit(req, n, false, std::move(*new_blocks));
+    emit(req, n, false, std::move(*new_blocks), drafts);
     ++i;
   }
 
@@ -168,6 +197,16 @@ std::vector<EngineCoreOutput> Scheduler::update_from_output(const SchedulerOutpu
                                                             std::span<const SampledToken> sampled) {
   PYPTO_ASSERT(sampled.size() == output.scheduled.size(), "sampled ", sampled.size(), " rows for ",
                output.scheduled.size(), " scheduled requests");
+  std::vector<std::vector<SampledToken>> runs(sampled.size());
+  for (size_t i = 0; i < sampled.size(); ++i)
+    if (output.scheduled[i].samples) runs[i].push_back(sampled[i]);
+  return update_from_output(output, runs);
+}
+
+std::vector<EngineCoreOutput> Scheduler::update_from_output(const SchedulerOutput& output,
+                                                            std::span<const std::vector<SampledToken>> runs) {
+  PYPTO_ASSERT(runs.size() == output.scheduled.size(), "verified runs for ", runs.size(), " rows, ",
+               output.scheduled.size(), " scheduled requests");
   std::vector<EngineCoreOutput> outs;
   for (size_t i = 0; i < output.scheduled.size(); ++i) {
     const ScheduledRequest& s = output.scheduled[i];
@@ -177,11 +216,24 @@ std::vector<EngineCoreOutput> Scheduler::update_from_output(const SchedulerOutpu
     if (req->status != RequestStatus::Running) continue;  // preempted later in the same step
     PYPTO_ASSERT(req->num_computed_tokens == s.num_computed_tokens, "request ", s.req_id, " computed ",
                  req->num_computed_tokens, " tokens but was scheduled from ", s.num_computed_tokens);
-    req->num_computed_tokens += s.num_scheduled_tokens;
-    kv_.cache_blocks(*req);
-    kv_.commit_state_saves(*req, s.state_saves);
-    if (!s.samples) continue;
+    const std::vector<SampledToken>& run = runs[i];
+    PYPTO_ASSERT(!s.samples || req->pooling || (!run.empty() && int64_t(run.size()) <= 1 + s.num_draft_tokens),
+                 "request ", s.req_id, ": a run of ", run.size(), " tokens for ", s.num_draft_tokens, " drafts");
+    // The KV of the last verified token and of the accepted drafts is now valid; that of the
+    // rejected drafts lies beyond num_computed_tokens and will be overwritten.
+    const int64_t accepted = s.num_draft_tokens > 0 ? int64_t(run.size()) - 1 : 0;
+    req->num_computed_tokens += s.num_scheduled_tokens - s.num_draft_tokens + accepted;
+    if (s.num_draft_tokens > 0) {
+      spec_stats_.observe(s.num_draft_tokens, accepted);
+      req->spec_throttle.observe(int32_t(s.num_draft_tokens), int32_t(accepted));
+    }
+    if (!s.samples) {
+      kv_.cache_blocks(*req);
+      kv_.commit_state_saves(*req, s.state_saves);  // the snapshots ride on the blocks just published
+      continue;
+    }
     if (req->pooling) {  // prefill done: the step's row is its result; its blocks are freed now
+      kv_.cache_blocks(*req);
       EngineCoreOutput o;
       o.req_id = req->request_id;
       o.finish_reason = FinishReason::Stop;
@@ -192,17 +244,29 @@ std::vector<EngineCoreOutput> Scheduler::update_from_output(const SchedulerOutpu
       continue;
     }
 
-    const SampledToken& tok = sampled[i];
-    req->append_output_token(tok.token_id);
-    if (req->sampling_params.logprobs) req->output_logprobs.push_back(tok);
     EngineCoreOutput o;
     o.req_id = req->request_id;
-    o.new_token_ids.push_back(tok.token_id);
-    if (req->sampling_params.logprobs) o.new_logprobs.push_back(tok);
     o.num_prompt_tokens = req->num_prompt_tokens();
     o.num_cached_tokens = req->num_cached_tokens.value_or(0);
-    if (std::optional<RequestStatus> st = check_stop(*req)) {
-      if (*st == RequestStatus::FinishedStopped) o.stop_token_id = tok.token_id;
+    std::optional<RequestStatus> st;
+    for (const SampledToken& tok : run) {
+      req->append_output_token(tok.token_id);
+      if (req->sampling_params.logprobs) req->output_logprobs.push_back(tok);
+      o.new_token_ids.push_back(tok.token_id);
+      if (req->sampling_params.logprobs) o.new_logprobs.push_back(tok);
+      if ((st = check_stop(*req))) {
+        if (*st == RequestStatus::FinishedStopped) o.stop_token_id = tok.token_id;
+        break;
+      }
+    }
+    // A stop inside an accepted run leaves KV of drafts after it: the computed tokens end with
+    // the sequence.
+    req->num_computed_tokens = std::min(req->num_computed_tokens, req->num_tokens());
+    // Blocks are published once the tokens they hold are in all_token_ids (block hashes cover
+    // only appended tokens), and only up to num_computed_tokens: verified tokens alone.
+    kv_.cache_blocks(*req);
+    kv_.commit_state_saves(*req, s.state_saves);
+    if (st) {
       o.finish_reason = finish_reason(*st);
       retire(req, *st);
     }

@@ -10,6 +10,14 @@
 // back to the front of the waiting queue), repeating until the allocation fits or the request
 // itself was the newest. The oldest running request can therefore always advance, so the engine
 // never deadlocks; requests that could never fit are rejected by add_request.
+//
+// Speculative decoding (--speculative-config): a running request in decode (one token to compute)
+// may also get up to k drafts from the proposer, scheduled as 1 + k tokens; each later running
+// request keeps one token of the budget, so drafts never push a plain decode out of the step.
+// update_from_output then takes the verified run (1 .. k + 1 tokens) and advances
+// num_computed_tokens over the accepted tokens only: the KV written at rejected positions lies
+// beyond num_computed_tokens, is never published to the prefix cache (cache_blocks stops there)
+// and is overwritten by the next step.
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -22,7 +30,9 @@
 #include "engine/engine_config.h"
 #include "engine/kv_cache_manager.h"
 #include "engine/request.h"
+#include "engine/draft_proposer.h"
 #include "engine/scheduler_output.h"
+#include "engine/spec_decode_stats.h"
 #include "sampling/sampler.h"
 
 namespace pypto {
@@ -56,6 +66,13 @@ class Scheduler {
   // and finishes requests on eos, stop tokens, max_tokens or max_model_len (freeing their blocks).
   std::vector<EngineCoreOutput> update_from_output(const SchedulerOutput& output,
                                                    std::span<const SampledToken> sampled);
+  // The same with each request's verified run (parallel to output.scheduled, empty for rows with
+  // samples == false): for a request that verified k drafts, the accepted drafts then the
+  // target's own next token (1 .. k + 1 tokens); otherwise its one sampled token. Tokens are
+  // appended one at a time and a stop (eos, stop token, max_tokens, max_model_len) cuts the run
+  // right after the token that stops it.
+  std::vector<EngineCoreOutput> update_from_output(const SchedulerOutput& output,
+                                                   std::span<const std::vector<SampledToken>> runs);
 
   // Finishes requests for a reason outside the model (abort, stop string, error): their blocks
   // are freed now. Unknown or already finished ids are ignored.
@@ -74,6 +91,7 @@ class Scheduler {
   KVCacheManager& kv_cache_manager() { return kv_; }
   const KVCacheManager& kv_cache_manager() const { return kv_; }
   int64_t num_preemptions() const { return num_preemptions_; }
+  const SpecDecodeStats& spec_decode_stats() const { return spec_stats_; }
 
  private:
   int64_t cap_new_tokens(int64_t gap, int64_t budget) const;
@@ -81,6 +99,9 @@ class Scheduler {
   // Removes a finished request: frees its blocks and forgets it.
   void retire(Request* req, RequestStatus status);
   std::optional<RequestStatus> check_stop(const Request& req) const;
+  // Drafts for a running request this step (none unless it is decoding and may speculate), at
+  // most `max_drafts`.
+  void propose_drafts(Request& req, int64_t max_drafts, std::vector<int32_t>& drafts);
 
   SchedulerConfig config_;
   KVCacheManager kv_;
@@ -89,6 +110,8 @@ class Scheduler {
   std::vector<Request*> running_;  // admission order: the back is the newest
   std::vector<std::string> finished_since_last_step_;
   int64_t num_preemptions_ = 0;
+  std::unique_ptr<DraftProposer> proposer_;  // null: speculation off
+  SpecDecodeStats spec_stats_;
 };
 
 }  // namespace pypto

@@ -34,6 +34,11 @@ struct ScheduledRequest {
   // num_computed_tokens + num_scheduled_tokens], increasing).
   int32_t state_restore = -1;
   std::vector<StateSave> state_saves;
+  // Speculative decoding: the last num_draft_tokens of token_ids are drafts (engine/draft_proposer.h)
+  // after the request's last accepted token, so num_scheduled_tokens == 1 + num_draft_tokens and
+  // samples is true. The runner then returns logits for every one of those 1 + num_draft_tokens
+  // rows (row j predicts the token after token_ids[j]), and the engine verifies the drafts.
+  int64_t num_draft_tokens = 0;
 };
 
 struct SchedulerOutput {
@@ -45,9 +50,10 @@ struct SchedulerOutput {
   std::vector<std::string> finished_req_ids;
 
   bool empty() const { return scheduled.empty(); }
+  // Logits rows of the step: one per sampling request, 1 + k for a request verifying k drafts.
   int64_t num_sampling_rows() const {
     int64_t n = 0;
-    for (const ScheduledRequest& s : scheduled) n += s.samples;
+    for (const ScheduledRequest& s : scheduled) n += s.samples ? 1 + s.num_draft_tokens : 0;
     return n;
   }
 };

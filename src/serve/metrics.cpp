@@ -1,5 +1,7 @@
 #include "serve/metrics.h"
 
+#include "serve/spec_decode_metrics.h"
+
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -208,6 +210,7 @@ std::string ServerMetrics::render(const std::string& model_name, const std::vect
   counter("pypto:prefix_cache_tokens_without_state_total",
           "Hybrid models: cached tokens a hit could not use because no state snapshot ends there.",
           [](const EngineGauges& g) { return g.prefix_cache_tokens_without_state; });
+  render_spec_decode_metrics(out, gauges, labels);
   gauge("pypto:engine_active_requests", "Requests (sequences) the engine loop holds: queued, running or finishing.",
         [](const EngineGauges& g) { return g.num_active_requests; });
 

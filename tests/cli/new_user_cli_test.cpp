@@ -129,7 +129,10 @@ TEST_F(NewUserCli, SeedsNpuFlagsSayWhatToDo) {
   EXPECT_TRUE(has(r.output, "Qwen3 dense models have no experts: leave --ep out")) << r.output;
   r = run(line + " --speculative-config '{\"method\": \"mtp\", \"num_speculative_tokens\": 1}'");
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_TRUE(has(r.output, "leave --speculative-config out")) << r.output;
+  EXPECT_TRUE(has(r.output, "method \"mtp\" is not supported; allowed methods: ngram, draft_model")) << r.output;
+  r = run(line + " --speculative-config '{\"method\": \"ngram\", \"num_speculative_tokens\": 3, \"n\": 1}'");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(has(r.output, "unknown key 'n'")) << r.output;
   r = run(line + " --dtype float16");  // the tiny model is bf16
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(has(r.output, "--dtype asks for F16 weights but the checkpoint's are BF16")) << r.output;

@@ -4,7 +4,10 @@
 // (so a wrong block id, a stale block or a bad prefix hit changes the answer or is reported) and
 // "predicts" next_token(context), a deterministic hash. Its output for a request therefore
 // equals the reference computed from the tokens alone, whatever the batching, chunking,
-// preemption or prefix caching.
+// preemption or prefix caching. A request verifying k drafts gets k + 1 predictions, row j from
+// its context up to the j-th scheduled token (so a draft whose KV was not rolled back, read as
+// context, changes the answer). A test may swap next_token for another predictor (`predict`),
+// e.g. one whose output repeats so that n-gram drafts are accepted.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -21,8 +24,10 @@ namespace pypto::testing {
 
 class FakeModel {
  public:
-  FakeModel(int32_t num_blocks, int32_t block_size, int32_t vocab)
-      : block_size_(block_size), vocab_(vocab), kv_(size_t(num_blocks) * size_t(block_size)) {}
+  using Predictor = int32_t (*)(std::span<const int32_t> context, int32_t vocab);
+
+  FakeModel(int32_t num_blocks, int32_t block_size, int32_t vocab, Predictor predict = next_token)
+      : block_size_(block_size), vocab_(vocab), predict_(predict), kv_(size_t(num_blocks) * size_t(block_size)) {}
 
   static int32_t next_token(std::span<const int32_t> context, int32_t vocab) {
     uint64_t h = 1469598103934665603ull;  // FNV-1a over the context
@@ -34,10 +39,11 @@ class FakeModel {
   }
 
   // Greedy tokens that `prompt` produces alone.
-  static std::vector<int32_t> reference(std::vector<int32_t> tokens, int32_t n, int32_t vocab) {
+  static std::vector<int32_t> reference(std::vector<int32_t> tokens, int32_t n, int32_t vocab,
+                                        Predictor predict = next_token) {
     std::vector<int32_t> out;
     for (int32_t i = 0; i < n; ++i) {
-      out.push_back(next_token(tokens, vocab));
+      out.push_back(predict(tokens, vocab));
       tokens.push_back(out.back());
     }
     return out;
@@ -69,15 +75,17 @@ class FakeModel {
         ++computed_tokens;
       }
       if (!s.samples) continue;
-      const int64_t len = s.num_computed_tokens + s.num_scheduled_tokens;
-      std::vector<int32_t> context;
-      for (int64_t pos = 0; pos < len; ++pos) {
-        Slot* slot = slot_of(table, pos, s.req_id);
-        if (!slot) return out;
-        EXPECT_EQ(slot->position, pos) << s.req_id << ": stale KV at position " << pos;
-        context.push_back(slot->token);
+      const int64_t end = s.num_computed_tokens + s.num_scheduled_tokens;
+      for (int64_t len = end - s.num_draft_tokens; len <= end; ++len) {
+        std::vector<int32_t> context;
+        for (int64_t pos = 0; pos < len; ++pos) {
+          Slot* slot = slot_of(table, pos, s.req_id);
+          if (!slot) return out;
+          EXPECT_EQ(slot->position, pos) << s.req_id << ": stale KV at position " << pos;
+          context.push_back(slot->token);
+        }
+        out.push_back(predict_(context, vocab_));
       }
-      out.push_back(next_token(context, vocab_));
     }
     return out;
   }
@@ -100,6 +108,7 @@ class FakeModel {
 
   int32_t block_size_;
   int32_t vocab_;
+  Predictor predict_;
   std::vector<Slot> kv_;
   BlockTables tables_;
 };

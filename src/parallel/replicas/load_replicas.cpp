@@ -111,6 +111,7 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   cfg.pooling = resolve_runner(*ck, eo, L.tp, L.pp);  // generate, or embed / score (pooling_load.h)
   if (cfg.pooling.pooling() && opt.pp_virtual_engines) fail("--pp-virtual-engines does not apply to --runner pooling");
   check_max_model_len(cfg, eo.scheduler.max_model_len);
+  check_speculative_target(eo.scheduler.speculative, cfg, eo.model_dir);  // hybrid / pooling / draft checks
   if (eo.weight_dtype && ck->find("model.embed_tokens.weight") &&
       ck->get("model.embed_tokens.weight").info->dtype != *eo.weight_dtype)
     fail("--dtype asks for ", dtype_name(*eo.weight_dtype), " weights but the checkpoint's are ",

@@ -12,7 +12,9 @@ LoadReportingExecutor::LoadReportingExecutor(std::unique_ptr<ModelExecutor> inne
 void LoadReportingExecutor::execute(const SchedulerOutput& so, ExecutorOutput& out) {
   for (const std::string& id : so.finished_req_ids) book_->on_finished(id);
   inner_->execute(so, out);
-  for (const ScheduledRequest& s : so.scheduled) book_->on_computed(s.req_id, s.num_computed_tokens + s.num_scheduled_tokens);
+  // Drafts are not the request's tokens (yet): the load counts verified positions only.
+  for (const ScheduledRequest& s : so.scheduled)
+    book_->on_computed(s.req_id, s.num_computed_tokens + s.num_scheduled_tokens - s.num_draft_tokens);
 }
 
 ReplicaSet::ReplicaSet(std::vector<Replica> replicas, const RouterOptions& opt)

@@ -1,0 +1,48 @@
+#pragma once
+// --speculative-config: which drafter proposes tokens and how many per step (k). The JSON keys
+// are vLLM's, so a vLLM command line works unchanged:
+//   {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": M, "prompt_lookup_min": m}
+//   {"model": DIR, "num_speculative_tokens": k, "quantization": "int8"}   (method draft_model)
+// Unknown keys, unknown methods and keys of the other method are refused by name, never ignored.
+#include <cstdint>
+#include <string>
+
+namespace pypto {
+
+struct ModelConfig;
+
+enum class SpeculativeMethod { None, Ngram, DraftModel };
+
+const char* speculative_method_name(SpeculativeMethod m);
+
+struct SpeculativeConfig {
+  SpeculativeMethod method = SpeculativeMethod::None;
+  // k: draft tokens verified per step. A step then computes k + 1 rows for the request (its last
+  // accepted token and the k drafts) and appends 1 .. k + 1 tokens.
+  int32_t num_speculative_tokens = 0;
+  // ngram: the suffix n-gram lengths tried, longest first (vLLM's defaults: both 5 when neither is
+  // given; one given, the other copies it).
+  int32_t prompt_lookup_min = 0;
+  int32_t prompt_lookup_max = 0;
+  // draft_model: the draft's checkpoint directory and its own weight quantization (none|int8|int4).
+  std::string draft_model;
+  std::string draft_quantization = "none";
+
+  bool enabled() const { return method != SpeculativeMethod::None; }
+  // Throws Error naming the field and its allowed values.
+  void validate() const;
+};
+
+// The largest k accepted: a verify step holds k + 1 rows per request, and acceptance of long
+// runs falls off geometrically (E = (1 - a^(k+1)) / (1 - a)), so more only costs.
+constexpr int32_t kMaxSpeculativeTokens = 16;
+
+// Parses --speculative-config. Empty text: speculation off. Throws Error naming the key.
+SpeculativeConfig parse_speculative_config(const std::string& json_text);
+
+// Checks the config against the target model (at start-up, once config.json is read): a hybrid
+// (Gated DeltaNet) target cannot roll its recurrent state back, and a draft model must share the
+// target's vocabulary and tokenizer. `target_dir` holds the target's tokenizer.json.
+void check_speculative_target(const SpeculativeConfig& spec, const ModelConfig& target, const std::string& target_dir);
+
+}  // namespace pypto

@@ -1,0 +1,18 @@
+#pragma once
+// /metrics lines for speculative decoding, vLLM's names and meaning (engine/spec_decode_stats.h):
+//   vllm:spec_decode_num_drafts_total, vllm:spec_decode_num_draft_tokens_total,
+//   vllm:spec_decode_num_accepted_tokens_total and
+//   vllm:spec_decode_num_accepted_tokens_per_pos_total{position="0".."k-1"}.
+// Written only when some engine speculates (as vLLM registers them only then).
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "serve/metrics.h"
+
+namespace pypto {
+
+void render_spec_decode_metrics(std::string& out, const std::vector<EngineGauges>& gauges,
+                                const std::function<std::string(size_t)>& labels);
+
+}  // namespace pypto

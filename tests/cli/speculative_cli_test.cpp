@@ -1,0 +1,140 @@
+// --speculative-config through the real binary on the tiny random-weight model: an offline run
+// with n-gram speculation prints the same tokens as without and reports its acceptance; bad
+// configs are refused naming the key, a hybrid target by name.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <regex>
+#include <string>
+
+#include "model/test_model.h"
+#include "run_binary.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using pypto::test::RunResult;
+using pypto::test::run;
+
+bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+
+class SpeculativeCli : public ::testing::Test {
+ protected:
+  static fs::path dir_;
+  static void SetUpTestSuite() {
+    dir_ = fs::temp_directory_path() / ("pypto_spec_cli_" + std::to_string(getpid()));
+    for (const char* preset : {"tiny", "tiny-hybrid"}) {
+      pypto::TestModelOptions o;
+      o.preset = preset;
+      o.out_dir = (dir_ / preset).string();
+      o.show_progress = false;
+      pypto::make_test_model(o);
+    }
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+  static std::string model(const char* preset = "tiny") { return (dir_ / preset).string(); }
+};
+fs::path SpeculativeCli::dir_;
+
+std::string token_ids(const std::string& output) {
+  std::smatch m;
+  return std::regex_search(output, m, std::regex(R"(token_ids: \[([^\]]*)\])")) ? m[1].str() : "";
+}
+
+// A prompt of repeated text; the tiny model's greedy output repeats a token, so drafts are
+// proposed and accepted.
+TEST_F(SpeculativeCli, OfflineOutputIsUnchangedAndAcceptanceIsReported) {
+  const std::string base = "--model " + model() + " --kv-cache-memory 16MiB --max-model-len 256 --prompt "
+                           "'one two three one two three one two three' --generate-config "
+                           "'{\"max_tokens\": 24, \"temperature\": 0}'";
+  const RunResult plain = run(base);
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  const RunResult spec = run(base + " --speculative-config '{\"method\": \"ngram\", \"num_speculative_tokens\": 4, "
+                                    "\"prompt_lookup_min\": 2, \"prompt_lookup_max\": 4}'");
+  ASSERT_EQ(spec.exit_code, 0) << spec.output;
+  ASSERT_FALSE(token_ids(plain.output).empty()) << plain.output;
+  EXPECT_EQ(token_ids(spec.output), token_ids(plain.output)) << spec.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(spec.output, m, std::regex(R"(\[speculative\] (\d+) drafts, (\d+) draft tokens, (\d+) accepted)")))
+      << spec.output;
+  EXPECT_GT(std::stoll(m[3].str()), 0) << spec.output;
+  EXPECT_FALSE(has(plain.output, "[speculative]")) << plain.output;
+}
+
+std::string line_of(const std::string& output, const std::string& key) {
+  const size_t at = output.find("\n" + key);
+  if (at == std::string::npos) return "";
+  return output.substr(at + 1, output.find('\n', at + 1) - at - 1);
+}
+
+// A stop string taken from the middle of the plain output (inside what speculation accepts as
+// one run) cuts both runs at the same token and the same text.
+TEST_F(SpeculativeCli, StopStringInsideAnAcceptedRunCutsThere) {
+  const std::string base = "--model " + model() + " --kv-cache-memory 16MiB --max-model-len 256 --prompt "
+                           "'one two three one two three one two three' ";
+  const std::string spec = " --speculative-config '{\"method\": \"ngram\", \"num_speculative_tokens\": 6, "
+                           "\"prompt_lookup_min\": 1, \"prompt_lookup_max\": 3}'";
+  const RunResult free_run = run(base + "--generate-config '{\"max_tokens\": 24, \"temperature\": 0}'");
+  ASSERT_EQ(free_run.exit_code, 0) << free_run.output;
+  const std::string text = line_of(free_run.output, "text: ").substr(6);
+  ASSERT_GE(text.size(), 32u) << free_run.output;
+  // Whole UTF-8 characters (the random model writes any script): start and end on lead bytes.
+  auto lead = [&](size_t i) { return i >= text.size() || (static_cast<unsigned char>(text[i]) & 0xC0) != 0x80; };
+  size_t from = text.size() / 2, to = from + 5;
+  while (!lead(from)) ++from;
+  while (!lead(to)) ++to;
+  std::string stop = text.substr(from, to - from);
+  for (char& c : stop)
+    if (c == '\'' || c == '"' || c == '\\') c = ' ';  // keep the shell and JSON quoting simple
+  ASSERT_NE(stop.find_first_not_of(' '), std::string::npos) << text;
+  const std::string cfg = "--generate-config '{\"max_tokens\": 24, \"temperature\": 0, \"stop\": [\"" + stop + "\"]}'";
+  const RunResult plain = run(base + cfg);
+  const RunResult sped = run(base + cfg + spec);
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  ASSERT_EQ(sped.exit_code, 0) << sped.output;
+  EXPECT_EQ(line_of(plain.output, "finish_reason: "), "finish_reason: stop") << plain.output;
+  for (const char* key : {"text: ", "token_ids: ", "finish_reason: "})
+    EXPECT_EQ(line_of(sped.output, key), line_of(plain.output, key)) << key << "\n" << sped.output;
+  EXPECT_LT(line_of(plain.output, "text: ").size(), text.size() + 6);  // the stop string did cut it
+  EXPECT_TRUE(has(sped.output, "[speculative]")) << sped.output;
+}
+
+// Tensor, pipeline and data parallel ranks build the verify rows with the same batch builder:
+// each layout prints the same token ids with speculation as the single rank without it.
+TEST_F(SpeculativeCli, ParallelLayoutsGiveTheSameTokens) {
+  const std::string base = "--model " + model() + " --kv-cache-memory 16MiB --max-model-len 256 --prompt "
+                           "'one two three one two three one two three' --prompt 'alpha beta gamma delta' "
+                           "--generate-config '{\"max_tokens\": 20, \"temperature\": 0}'";
+  const std::string spec = " --speculative-config '{\"method\": \"ngram\", \"num_speculative_tokens\": 4, "
+                           "\"prompt_lookup_min\": 2, \"prompt_lookup_max\": 4}'";
+  auto ids = [](const std::string& out) {
+    static const std::regex re(R"(token_ids: \[[^\]]*\])");
+    std::string all;
+    for (std::sregex_iterator it(out.begin(), out.end(), re), end; it != end; ++it)
+      all += it->str() + "\n";
+    return all;
+  };
+  const RunResult one = run(base);
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  ASSERT_FALSE(ids(one.output).empty()) << one.output;
+  for (const char* layout : {"--tp 2 --devices 0,1", "--pp 2 --devices 0,1", "--dp 2 --devices 0,1"}) {
+    const RunResult r = run(base + " " + layout + spec);
+    ASSERT_EQ(r.exit_code, 0) << layout << "\n" << r.output;
+    EXPECT_EQ(ids(r.output), ids(one.output)) << layout << "\n" << r.output;
+    EXPECT_TRUE(has(r.output, "[speculative]")) << layout;
+  }
+}
+
+TEST_F(SpeculativeCli, BadConfigsAndHybridTargetsAreRefused) {
+  const std::string base = "--kv-cache-memory 16MiB --max-model-len 256 --prompt hi --speculative-config ";
+  RunResult r = run("--model " + model() + " " + base + "'{\"method\": \"ngram\", \"num_speculative_tokens\": 40}'");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(has(r.output, "'num_speculative_tokens' must be an integer in [1, 16], got 40")) << r.output;
+  r = run("--model " + model("tiny-hybrid") + " " + base + "'{\"method\": \"ngram\", \"num_speculative_tokens\": 2}'");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(has(r.output, "hybrid (Gated DeltaNet)")) << r.output;
+}
+
+}  // namespace
