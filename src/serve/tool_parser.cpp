@@ -67,18 +67,7 @@ ToolCallParser::ToolCallParser(std::function<std::string()> make_id, int32_t max
     : make_id_(std::move(make_id)), max_calls_(max_calls) {}
 
 void ToolCallParser::emit_content(std::string_view text, Delta& out) {
-  if (!emitted_)  // content never starts with whitespace
-    while (!text.empty() && is_ws(text.front())) text.remove_prefix(1);
-  size_t end = text.size();
-  while (end > 0 && is_ws(text[end - 1])) --end;
-  if (end == 0) {
-    pending_ws_ += text;
-    return;
-  }
-  if (emitted_) out.content += pending_ws_;
-  out.content += text.substr(0, end);
-  emitted_ = true;
-  pending_ws_ = std::string(text.substr(end));
+  held_ws_.emit(text, out.content);
 }
 
 void ToolCallParser::add_arguments(std::string_view text, Delta& out) {
@@ -127,7 +116,7 @@ ToolCallParser::Delta ToolCallParser::append(std::string_view text) {
           mode_ = Mode::Text;
           break;
         }
-        pending_ws_.clear();  // whitespace around calls is not content
+        held_ws_.drop();  // whitespace around calls is not content
         Call call;
         call.index = int32_t(calls_.size());
         call.id = make_id_();
@@ -214,7 +203,7 @@ ToolCallParser::Delta ToolCallParser::flush() {
   }
   buf_.clear();
   close_call();
-  pending_ws_.clear();
+  held_ws_.drop();
   return out;
 }
 

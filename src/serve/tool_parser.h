@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "serve/json_prefix.h"
+#include "serve/held_whitespace.h"
 #include "serve/tool_call_stream.h"
 
 namespace pypto {
@@ -65,8 +66,7 @@ class ToolCallParser : public ToolCallStream {
   std::string tail_;        // Tail: the bytes read after the arguments (arguments text if it breaks)
   bool tail_brace_ = false; // Tail: the call object's '}' was read
   JsonPrefix json_;
-  std::string pending_ws_;  // whitespace that becomes content only if more content follows
-  bool emitted_ = false;    // some content was released (leading whitespace is dropped)
+  HeldWhitespace held_ws_;  // content never starts or ends with whitespace before a call
   std::vector<Call> calls_;
 };
 

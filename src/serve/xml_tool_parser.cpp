@@ -98,18 +98,7 @@ XmlToolCallParser::XmlToolCallParser(const nlohmann::ordered_json& tools, std::f
 }
 
 void XmlToolCallParser::emit_content(std::string_view text, Delta& out) {
-  if (!emitted_)  // content never starts with whitespace
-    while (!text.empty() && is_ws(text.front())) text.remove_prefix(1);
-  size_t end = text.size();
-  while (end > 0 && is_ws(text[end - 1])) --end;
-  if (end == 0) {
-    pending_ws_ += text;
-    return;
-  }
-  if (emitted_) out.content += pending_ws_;
-  out.content += text.substr(0, end);
-  pending_ws_ = std::string(text.substr(end));
-  emitted_ = true;
+  held_ws_.emit(text, out.content);
 }
 
 nlohmann::json XmlToolCallParser::param_schema() {

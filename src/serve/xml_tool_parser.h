@@ -37,6 +37,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "serve/held_whitespace.h"
 #include "serve/tool_call_stream.h"
 
 namespace pypto {
@@ -85,8 +86,7 @@ class XmlToolCallParser : public ToolCallStream {
   bool first_param_ = true;  // the open call has reported no parameter yet
   bool streaming_ = false;   // Value: param_ is text, streamed as it comes
   bool value_started_ = false;  // Value, streaming: the format's leading newline is dealt with
-  std::string pending_ws_;   // whitespace that becomes content only if more content follows
-  bool emitted_ = false;     // some content was released (leading whitespace is dropped)
+  HeldWhitespace held_ws_;  // content never starts or ends with whitespace before a call
   std::vector<Call> calls_;
 };
 

@@ -126,7 +126,7 @@ TEST_F(NewUserCli, SeedsNpuFlagsSayWhatToDo) {
   EXPECT_TRUE(has(r.output, "use --backend cpu (the default) or leave --backend out")) << r.output;
   r = run(line + " --ep 2");
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_TRUE(has(r.output, "Qwen3 dense models have no experts: leave --ep out")) << r.output;
+  EXPECT_TRUE(has(r.output, "for Qwen3-MoE pass --enable-expert-parallel with --tp N")) << r.output;
   r = run(line + " --speculative-config '{\"method\": \"mtp\", \"num_speculative_tokens\": 1}'");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(has(r.output, "method \"mtp\" is not supported; allowed methods: ngram, draft_model")) << r.output;

@@ -149,21 +149,39 @@ TEST(MoeStaging, QuantizationCoversExpertsNotTheRouter) {
   fs::remove_all(d);
 }
 
-// Tensor parallelism does not shard the experts yet: refused with a message that says so (before
-// anything is allocated: the slab size is asked first at start-up).
-TEST(MoeStaging, TensorParallelIsRefusedClearly) {
+// Tensor parallelism shards the experts (tiny-moe: 8 experts of width 128): split by columns,
+// each of 2 ranks holds all 8 experts at width 64; expert parallel, experts 0-3 and 4-7 whole.
+// The two ranks' slabs hold the experts' bytes once between them either way (the router is on
+// both). An int4 group of 128 would cut a rank's 64 columns: refused before anything is
+// allocated (the slab size is asked first at start-up), naming --enable-expert-parallel.
+TEST(MoeStaging, TensorParallelShardsTheExperts) {
   const fs::path d = make_moe("tp");
   auto ck = Checkpoint::open(d.string());
   auto backend = make_reference_backend();
+  for (bool ep : {false, true}) {
+    SCOPED_TRACE(ep ? "expert parallel" : "columns split");
+    for (int rank = 0; rank < 2; ++rank) {
+      Qwen3Weights w = stage_qwen3_weights(
+          *ck, *backend, {.tp_rank = rank, .tp_size = 2, .show_progress = false, .expert_parallel = ep});
+      const Qwen3LayerWeights& L = w.layers[0];
+      EXPECT_EQ(L.router.n_out, 8) << "every rank routes over every expert";
+      EXPECT_EQ(L.experts.size(), ep ? 4u : 8u);
+      EXPECT_EQ(L.expert_first, ep ? 4 * rank : 0);
+      EXPECT_EQ(w.moe_inter, ep ? 128 : 64);
+      EXPECT_EQ(L.experts[0].down.k_in, ep ? 128 : 64);
+    }
+  }
+  StagedFormats f = staged_formats(*ck, WeightFormat::Int4, 128);
   try {
-    staged_slab_bytes(*ck, *backend, 0, 2);
+    staged_slab_bytes(*ck, *backend, 0, 2, -1, &f);
     FAIL() << "expected an Error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("--tp 2: Qwen3-MoE (Qwen3MoeForCausalLM) under tensor parallelism is not "
-                                         "supported yet"),
+    EXPECT_NE(std::string(e.what()).find("would hold 64 input columns (moe_intermediate_size 128 / 2), not a multiple "
+                                         "of the int4 group of 128 inputs; use --enable-expert-parallel"),
               std::string::npos)
         << e.what();
   }
-  EXPECT_THROW(stage_qwen3_weights(*ck, *backend, {.tp_rank = 1, .tp_size = 2, .show_progress = false}), Error);
+  f.expert_parallel = true;
+  EXPECT_GT(staged_slab_bytes(*ck, *backend, 0, 2, -1, &f), 0u);
   fs::remove_all(d);
 }
