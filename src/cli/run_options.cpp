@@ -1,6 +1,8 @@
 #include "cli/run_options.h"
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 #include <set>
 
 #include "cli/generate_config.h"
@@ -8,6 +10,7 @@
 #include "core/log.h"
 #include "core/memory.h"
 #include "core/profiler.h"
+#include "io/model_config.h"
 #include "model/compile_cache.h"
 
 namespace pypto::cli {
@@ -212,6 +215,24 @@ std::vector<int> layout_cores(const RunOptions& o) {
 
 }  // namespace
 
+namespace {
+// True when DIR/config.json describes a Qwen3.5 / Qwen3.6 hybrid (its ranks run as threads:
+// rank processes have no Gated DeltaNet state pools). Unreadable configs say false here; the
+// loader reports them.
+bool model_is_hybrid(const std::string& dir) {
+  if (dir.empty()) return false;
+  try {
+    std::ifstream f(dir + "/config.json");
+    if (!f) return false;
+    std::stringstream text;
+    text << f.rdbuf();
+    return parse_model_config(text.str(), dir + "/config.json").hybrid();
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+}  // namespace
+
 void validate_run_options(RunOptions& o) {
   if (o.backend == "cuda") fail("--backend cuda: this build has no CUDA backend yet (use --backend cpu)");
   if (o.pp < 1)
@@ -221,7 +242,7 @@ void validate_run_options(RunOptions& o) {
   if (o.pp_micro_batch_tokens < 1)
     fail("--pp-micro-batch-tokens ", o.pp_micro_batch_tokens, ": expected a positive number of tokens");
   if (o.distributed_executor_backend == "auto")
-    o.distributed_executor_backend = o.dp == 1 && o.tp * o.pp > 1 ? "mp" : "threads";
+    o.distributed_executor_backend = o.dp == 1 && o.tp * o.pp > 1 && !model_is_hybrid(o.model) ? "mp" : "threads";
   const std::string& deb = o.distributed_executor_backend;
   if (o.pp_virtual_engines && o.pp < 2)
     fail("--pp-virtual-engines runs --pp engines over the pipeline stages of a replica: it needs --pp >= 2 (got --pp ",

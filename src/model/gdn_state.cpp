@@ -16,6 +16,15 @@ size_t layer_floats(const ModelConfig& c) {
 
 }  // namespace
 
+ModelConfig gdn_rank_config(const ModelConfig& c, int tp_size) {
+  PYPTO_ASSERT(tp_size >= 1 && c.linear_num_key_heads % tp_size == 0 && c.linear_num_value_heads % tp_size == 0,
+               "GDN heads ", c.linear_num_key_heads, "/", c.linear_num_value_heads, " over ", tp_size, " ranks");
+  ModelConfig r = c;
+  r.linear_num_key_heads /= tp_size;
+  r.linear_num_value_heads /= tp_size;
+  return r;
+}
+
 size_t GdnStatePool::bytes_per_slot(const ModelConfig& c, int32_t gdn_layers) {
   return layer_floats(c) * size_t(gdn_layers) * sizeof(float);
 }

@@ -21,6 +21,11 @@
 
 namespace pypto {
 
+// The config of one tensor-parallel rank's Gated DeltaNet share: its 1/tp of the key heads and of
+// the value heads they serve (value head h reads key head h / (n_v / n_k), so a rank's key heads
+// come with a contiguous run of value heads). Divisibility is checked when staging.
+ModelConfig gdn_rank_config(const ModelConfig& c, int tp_size);
+
 class GdnStatePool {
  public:
   GdnStatePool() = default;

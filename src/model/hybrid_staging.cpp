@@ -116,9 +116,11 @@ struct HybridSlabs {
 // `lin` is a projection in the layer format, `flin` one that stays float (router, the GDN's b | a,
 // the shared expert's gate), `head` the lm_head (and embedding table) in the head format.
 template <typename Take>
-void walk_sizes(const ModelConfig& c, const Backend& be, DType wdt, const StagedFormats& f, int layers, Take&& take) {
-  const int64_t H = c.hidden_size, hd = c.head_dim, V = c.vocab_size, nv = c.linear_num_value_heads;
-  const int64_t C = c.gdn_conv_dim(), Vd = c.gdn_value_dim();
+void walk_sizes(const ModelConfig& c, const Backend& be, DType wdt, const StagedFormats& f, int layers, int tp_rank,
+                int tp, Take&& take) {
+  const VocabSlice vs = vocab_slice(c.vocab_size, tp, tp_rank);
+  const int64_t H = c.hidden_size, hd = c.head_dim, V = vs.end - vs.begin, nv = c.linear_num_value_heads / tp;
+  const int64_t C = c.gdn_conv_dim() / tp, Vd = c.gdn_value_dim() / tp;
   auto packed = [&](WeightFormat fm, int64_t n, int64_t k) {
     return fm == WeightFormat::Float ? be.packed_weight_bytes(wdt, n, k)
                                      : be.packed_quantized_bytes(fm, n, k, fm == WeightFormat::Int8 ? 0 : f.group);
@@ -137,8 +139,8 @@ void walk_sizes(const ModelConfig& c, const Backend& be, DType wdt, const Staged
     vec(H);
     vec(H);
     if (c.full_attention_layer(i)) {
-      lin(2 * c.q_size() + 2 * c.kv_size(), H);
-      lin(H, c.q_size());
+      lin((2 * c.q_size() + 2 * c.kv_size()) / tp, H);
+      lin(H, c.q_size() / tp);
       vec(hd);
       vec(hd);
     } else {
@@ -156,18 +158,51 @@ void walk_sizes(const ModelConfig& c, const Backend& be, DType wdt, const Staged
       vec(c.linear_value_head_dim);
     }
     if (c.arch != ModelArch::Qwen35Moe) {
-      lin(2 * c.intermediate_size, H);
-      lin(H, c.intermediate_size);
+      lin(2 * c.intermediate_size / tp, H);
+      lin(H, c.intermediate_size / tp);
       continue;
     }
     flin(c.num_experts, H);
     for (int64_t e = 0; e < c.num_experts; ++e) {
-      lin(2 * c.moe_intermediate_size, H);
-      lin(H, c.moe_intermediate_size);
+      lin(2 * c.moe_intermediate_size / tp, H);
+      lin(H, c.moe_intermediate_size / tp);
     }
-    lin(2 * c.shared_expert_intermediate_size, H);
-    lin(H, c.shared_expert_intermediate_size);
+    lin(2 * c.shared_expert_intermediate_size / tp, H);
+    lin(H, c.shared_expert_intermediate_size / tp);
     flin(1, H);
+  }
+}
+
+// --tp N on a hybrid: every split must be whole (heads, GDN key heads with their value heads,
+// intermediate columns, experts' columns) and, for int4, a row-parallel rank's columns whole
+// quantization groups. Each refusal names the field and the split.
+void check_hybrid_tp(const ModelConfig& c, int tp, const StagedFormats& f) {
+  if (tp == 1) return;
+  auto divides = [&](int64_t n, const char* field) {
+    if (n % tp != 0) fail("--tp ", tp, ": ", c.architecture, " has ", field, " = ", n, ", not a multiple of ", tp);
+  };
+  divides(c.num_attention_heads, "num_attention_heads");
+  divides(c.num_key_value_heads, "num_key_value_heads");
+  divides(c.linear_num_key_heads, "linear_num_key_heads");
+  divides(c.linear_num_value_heads, "linear_num_value_heads");
+  if (c.intermediate_size > 0 && c.arch != ModelArch::Qwen35Moe) divides(c.intermediate_size, "intermediate_size");
+  if (c.arch == ModelArch::Qwen35Moe) {
+    divides(c.moe_intermediate_size, "moe_intermediate_size");
+    divides(c.shared_expert_intermediate_size, "shared_expert_intermediate_size");
+  }
+  if (f.layers != WeightFormat::Int4) return;
+  auto whole_groups = [&](int64_t cols, const char* what) {
+    if (cols % f.group != 0)
+      fail("--tp ", tp, ": a rank's ", what, " columns (", cols, ") are not whole int4 groups of ", f.group,
+           "; use a --quantization-group that divides them, or fewer ranks");
+  };
+  whole_groups(c.q_size() / tp, "o_proj");
+  whole_groups(c.gdn_value_dim() / tp, "linear_attn.out_proj");
+  if (c.arch == ModelArch::Qwen35Moe) {
+    whole_groups(c.moe_intermediate_size / tp, "experts' down_proj");
+    whole_groups(c.shared_expert_intermediate_size / tp, "shared_expert.down_proj");
+  } else {
+    whole_groups(c.intermediate_size / tp, "mlp.down_proj");
   }
 }
 
@@ -231,21 +266,23 @@ void validate_hybrid_checkpoint(const Checkpoint& ck) {
   if (mtp > 0) log_info(ck.dir(), ": skipping ", mtp, " mtp.* tensors (the MTP head is not served yet)");
 }
 
-size_t hybrid_staged_bytes(const Checkpoint& ck, const Backend& backend, int num_layers, const StagedFormats* formats) {
+size_t hybrid_staged_bytes(const Checkpoint& ck, const Backend& backend, int num_layers, const StagedFormats* formats,
+                           int tp_rank, int tp_size) {
   const ModelConfig& c = ck.config();
   const TensorRef* embed = ck.find(c.tensor_prefix + "embed_tokens.weight");
   const DType wdt = embed ? embed->info->dtype : c.torch_dtype;
   const StagedFormats f = formats ? *formats : StagedFormats{};
   size_t total = 0;
-  walk_sizes(c, backend, wdt, f, num_layers >= 0 ? num_layers : c.num_hidden_layers,
+  walk_sizes(c, backend, wdt, f, num_layers >= 0 ? num_layers : c.num_hidden_layers, tp_rank, tp_size,
              [&](size_t n) { total += (std::max<size_t>(n, 64) + 63) / 64 * 64; });
   return total;
 }
 
 Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, const StagingOptions& opt) {
   const ModelConfig& c = ck.config();
-  if (opt.tp_size != 1)
-    fail("--tp ", opt.tp_size, ": ", c.architecture, " under tensor parallelism is not supported yet; run it with --tp 1");
+  if (opt.expert_parallel)
+    fail("--enable-expert-parallel: ", c.architecture, " splits its experts by columns under --tp (whole experts per "
+         "rank are not supported for hybrids yet); leave the flag out");
   if (opt.layer_begin != 0 || (opt.layer_end >= 0 && opt.layer_end != c.num_hidden_layers))
     fail(c.architecture, " under pipeline parallelism (--pp) is not supported yet");
   if (!opt.compile_cache_dir.empty())
@@ -257,6 +294,8 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
   // float (they feed sigmoids and softmaxes, and are a few rows each).
   const StagedFormats fmt = staged_formats(ck, opt.quantization, opt.int4_group);
   const bool quantized = fmt.layers != WeightFormat::Float;
+  const int tp = opt.tp_size, rank = opt.tp_rank;
+  check_hybrid_tp(c, tp, fmt);
 
   const std::string& P = c.tensor_prefix;
   const int64_t H = c.hidden_size, hd = c.head_dim, V = c.vocab_size, nv = c.linear_num_value_heads;
@@ -266,14 +305,28 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
   const DType wdt = embed.info->dtype;
   const size_t esz = dtype_size(wdt);
 
+  // This rank's share (everything when tp == 1): attention heads [h0, h0 + nh) with KV heads
+  // [g0, g0 + nkv); GDN key heads [k0, k0 + nk) with value heads [v0, v0 + nvr); intermediate
+  // columns [i0, i0 + I) of the MLP, mI of each expert, sI of the shared expert; vocabulary rows
+  // [vs.begin, vs.end) of the embedding and lm_head. Column-parallel weights take their rows,
+  // row-parallel ones (o_proj, out_proj, down) their columns, and the model all-reduces.
+  const int64_t nh = c.num_attention_heads / tp, h0 = rank * nh, nkv = c.num_key_value_heads / tp, g0 = rank * nkv;
+  const int64_t nk = c.linear_num_key_heads / tp, k0 = rank * nk, nvr = nv / tp, v0 = rank * nvr;
+  const int64_t dk = c.linear_key_head_dim, dv = c.linear_value_head_dim, KD = c.gdn_key_dim();
+  const int64_t I = c.intermediate_size / tp, i0 = rank * I;
+  const VocabSlice vs = vocab_slice(V, tp, rank);
+  const int64_t Vr = vs.end - vs.begin;
+
   Qwen3Weights w;
   w.config = c;
-  w.n_heads = c.num_attention_heads;
-  w.n_kv_heads = c.num_key_value_heads;
-  w.inter = c.intermediate_size;
-  w.moe_inter = c.moe_intermediate_size;
-  w.vocab_begin = 0;
-  w.vocab_rows = V;
+  w.tp_rank = rank;
+  w.tp_size = tp;
+  w.n_heads = int32_t(nh);
+  w.n_kv_heads = int32_t(nkv);
+  w.inter = I;
+  w.moe_inter = c.moe_intermediate_size / tp;
+  w.vocab_begin = vs.begin;
+  w.vocab_rows = Vr;
   w.embed_dtype = wdt;
   w.layer_begin = 0;
   w.layer_end = c.num_hidden_layers;
@@ -286,6 +339,19 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
     const int64_t n = shape_numel(r.info->shape);
     float* out = reinterpret_cast<float*>(slabs->take(size_t(n) * sizeof(float)));
     for (int64_t i = 0; i < n; ++i) out[i] = load_as_f32(r.data(), r.info->dtype, size_t(i)) + offset;
+    release(r);
+    return static_cast<const float*>(out);
+  };
+  // Elements [b, e) of each range of a float tensor, concatenated, as f32 (a rank's conv channels
+  // and per-head vectors).
+  auto vec_f32_ranges = [&](const std::string& name, std::initializer_list<std::pair<int64_t, int64_t>> ranges) {
+    const TensorRef& r = ck.get(name);
+    int64_t n = 0;
+    for (const auto& [b, e] : ranges) n += e - b;
+    float* out = reinterpret_cast<float*>(slabs->take(size_t(n) * sizeof(float)));
+    float* o = out;
+    for (const auto& [b, e] : ranges)
+      for (int64_t i = b; i < e; ++i) *o++ = load_as_f32(r.data(), r.info->dtype, size_t(i));
     release(r);
     return static_cast<const float*>(out);
   };
@@ -329,6 +395,32 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
   auto pack = [&](std::span<const Rows> parts, int64_t k) {
     return quantized ? pack_as(fmt.layers, parts, k) : pack_float(parts, k);
   };
+  // Columns [c0, c1) of a row-major [rows, k] tensor in the layer format (a row-parallel rank's
+  // slice). Quantized: whole rows are quantized first, then sliced by whole groups, so the rank
+  // holds exactly the values one rank would.
+  auto pack_cols = [&](const Rows& r, int64_t k, int64_t c0, int64_t c1) {
+    if (c0 == 0 && c1 == k) return pack(std::span<const Rows>(&r, 1), k);
+    if (quantized) {
+      const int32_t group = fmt.layers == WeightFormat::Int8 ? 0 : fmt.group;
+      QuantRows q(fmt.layers, k, group);
+      q.append_quantized(r.data, wdt, 0, r.rows);
+      const QuantRows s = q.slice_cols(c0, c1);
+      uint8_t* dst = slabs->take(backend.packed_quantized_bytes(fmt.layers, r.rows, c1 - c0, group));
+      backend.pack_quantized(s.view(), dst);
+      return LinearWeight{dst, wdt, r.rows, c1 - c0, fmt.layers, group};
+    }
+    const size_t row = size_t(c1 - c0) * esz;
+    scratch.resize(size_t(r.rows) * row);
+    for (int64_t i = 0; i < r.rows; ++i) std::memcpy(scratch.data() + size_t(i) * row, r.data + (size_t(i * k + c0)) * esz, row);
+    uint8_t* dst = slabs->take(backend.packed_weight_bytes(wdt, r.rows, c1 - c0));
+    backend.pack_weight(scratch.data(), wdt, r.rows, c1 - c0, dst);
+    return LinearWeight{dst, wdt, r.rows, c1 - c0, WeightFormat::Float, 0};
+  };
+  // Rows [b, b + n) of a 2-D tensor.
+  auto rows_of = [&](const std::string& name, int64_t b, int64_t n) -> Rows {
+    const TensorRef& r = ck.get(name);
+    return {r.data() + size_t(b * r.info->shape[1]) * esz, n};
+  };
   auto whole = [&](const std::string& name) -> Rows {
     const TensorRef& r = ck.get(name);
     return {r.data(), r.info->shape[0]};
@@ -340,22 +432,24 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
   // Embedding and lm_head: a tied table is staged once, as the lm_head (looked up through it).
   // A quantized table is quantized 4096 rows at a time, each chunk's source pages released as it
   // goes, so the quantization buffers stay small (the vocabulary is 248,320 rows).
-  auto pack_head = [&](const uint8_t* rows) {
+  // `table` is the whole [V, H] tensor; this rank's rows [vs.begin, vs.end) are staged.
+  auto pack_head = [&](const uint8_t* table) {
+    const uint8_t* rows = table + size_t(vs.begin * H) * esz;
     if (fmt.head == WeightFormat::Float) {
-      const Rows r{rows, V};
+      const Rows r{rows, Vr};
       return pack_float(std::span<const Rows>(&r, 1), H);
     }
     const int32_t group = fmt.head == WeightFormat::Int8 ? 0 : fmt.group;
-    uint8_t* dst = slabs->take(backend.packed_quantized_bytes(fmt.head, V, H, group));
+    uint8_t* dst = slabs->take(backend.packed_quantized_bytes(fmt.head, Vr, H, group));
     constexpr int64_t kChunkRows = 4096;  // a multiple of 16
-    for (int64_t r0 = 0; r0 < V; r0 += kChunkRows) {
-      const int64_t r1 = std::min(V, r0 + kChunkRows);
+    for (int64_t r0 = 0; r0 < Vr; r0 += kChunkRows) {
+      const int64_t r1 = std::min(Vr, r0 + kChunkRows);
       QuantRows q(fmt.head, H, group);
       q.append_quantized(rows, wdt, r0, r1);
-      backend.pack_quantized(q.view(), dst, r0, V);
+      backend.pack_quantized(q.view(), dst, r0, Vr);
       release_range(rows + size_t(r0 * H) * esz, size_t((r1 - r0) * H) * esz);
     }
-    return LinearWeight{dst, wdt, V, H, fmt.head, group};
+    return LinearWeight{dst, wdt, Vr, H, fmt.head, group};
   };
   if (c.tie_word_embeddings) {
     w.lm_head = pack_head(embed.data());
@@ -367,16 +461,16 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
     w.lm_head = pack_head(ck.get("lm_head.weight").data());
     done({"lm_head.weight"});
   } else {
-    uint8_t* table = slabs->take(size_t(V * H) * esz);
-    const size_t bytes = size_t(V * H) * esz, chunk = size_t(16) << 20;
+    uint8_t* table = slabs->take(size_t(Vr * H) * esz);
+    const uint8_t* src = embed.data() + size_t(vs.begin * H) * esz;
+    const size_t bytes = size_t(Vr * H) * esz, chunk = size_t(16) << 20;
     for (size_t off = 0; off < bytes; off += chunk) {  // plain rows, copied 16 MiB at a time
       const size_t n = std::min(chunk, bytes - off);
-      std::memcpy(table + off, embed.data() + off, n);
-      release_range(embed.data() + off, n);
+      std::memcpy(table + off, src + off, n);
+      release_range(src + off, n);
     }
     w.embed = table;
-    const Rows lm = whole("lm_head.weight");
-    w.lm_head = pack(std::span<const Rows>(&lm, 1), H);
+    w.lm_head = pack_head(ck.get("lm_head.weight").data());
     done({"lm_head.weight"});
   }
   release(embed);
@@ -393,15 +487,13 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
       const TensorRef& q = ck.get(N("self_attn.q_proj.weight"));
       const size_t row = size_t(H) * esz;
       std::vector<Rows> parts;
-      for (int32_t h = 0; h < c.num_attention_heads; ++h) parts.push_back({q.data() + size_t(2 * h * hd) * row, hd});
-      parts.push_back(whole(N("self_attn.k_proj.weight")));
-      parts.push_back(whole(N("self_attn.v_proj.weight")));
-      for (int32_t h = 0; h < c.num_attention_heads; ++h)
-        parts.push_back({q.data() + size_t((2 * h + 1) * hd) * row, hd});
-      L.qkv = pack(parts, H);  // [q (nq hd) | k | v | gate (nq hd)]
-      PYPTO_ASSERT(L.qkv.n_out == 2 * q_rows + 2 * kv_rows);
-      const Rows o = whole(N("self_attn.o_proj.weight"));
-      L.o_proj = pack(std::span<const Rows>(&o, 1), q_rows);
+      for (int64_t h = h0; h < h0 + nh; ++h) parts.push_back({q.data() + size_t(2 * h * hd) * row, hd});
+      parts.push_back(rows_of(N("self_attn.k_proj.weight"), g0 * hd, nkv * hd));
+      parts.push_back(rows_of(N("self_attn.v_proj.weight"), g0 * hd, nkv * hd));
+      for (int64_t h = h0; h < h0 + nh; ++h) parts.push_back({q.data() + size_t((2 * h + 1) * hd) * row, hd});
+      L.qkv = pack(parts, H);  // [q (nq hd) | k | v | gate (nq hd)] of this rank's heads
+      PYPTO_ASSERT(L.qkv.n_out == (2 * q_rows + 2 * kv_rows) / tp);
+      L.o_proj = pack_cols(whole(N("self_attn.o_proj.weight")), q_rows, h0 * hd, (h0 + nh) * hd);
       done({N("self_attn.q_proj.weight"), N("self_attn.k_proj.weight"), N("self_attn.v_proj.weight"),
             N("self_attn.o_proj.weight")});
       L.q_norm = vec_f32(N("self_attn.q_norm.weight"), 1.0f);
@@ -409,39 +501,43 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
     } else {
       L.mixer = LayerMixer::GatedDeltaNet;
       GdnLayerWeights& G = L.gdn;
-      const Rows in[] = {whole(N("linear_attn.in_proj_qkv.weight")), whole(N("linear_attn.in_proj_z.weight")),
-                         whole(N("linear_attn.in_proj_b.weight")), whole(N("linear_attn.in_proj_a.weight"))};
+      // This rank's q, k (its key heads) and v (their value heads) rows of in_proj_qkv, its z, b, a.
+      const std::string qkv = N("linear_attn.in_proj_qkv.weight");
+      const Rows in[] = {rows_of(qkv, k0 * dk, nk * dk), rows_of(qkv, KD + k0 * dk, nk * dk),
+                         rows_of(qkv, 2 * KD + v0 * dv, nvr * dv), rows_of(N("linear_attn.in_proj_z.weight"), v0 * dv, nvr * dv),
+                         rows_of(N("linear_attn.in_proj_b.weight"), v0, nvr), rows_of(N("linear_attn.in_proj_a.weight"), v0, nvr)};
       if (!quantized) {
         G.in_proj = pack_float(in, H);  // [qkv (C) | z (Vd) | b (n_v) | a (n_v)]
       } else {
-        G.in_proj = pack(std::span<const Rows>(in, 2), H);                 // [qkv (C) | z (Vd)]
-        G.in_proj_ba = pack_float(std::span<const Rows>(in + 2, 2), H);  // [b (n_v) | a (n_v)]
+        G.in_proj = pack(std::span<const Rows>(in, 4), H);                 // [qkv (C) | z (Vd)]
+        G.in_proj_ba = pack_float(std::span<const Rows>(in + 4, 2), H);  // [b (n_v) | a (n_v)]
       }
-      PYPTO_ASSERT(G.in_proj.n_out + G.in_proj_ba.n_out == C + Vd + 2 * nv);
-      const Rows out = whole(N("linear_attn.out_proj.weight"));
-      G.out_proj = pack(std::span<const Rows>(&out, 1), Vd);
+      PYPTO_ASSERT(G.in_proj.n_out + G.in_proj_ba.n_out == (C + Vd + 2 * nv) / tp);
+      G.out_proj = pack_cols(whole(N("linear_attn.out_proj.weight")), Vd, v0 * dv, (v0 + nvr) * dv);
       done({N("linear_attn.in_proj_qkv.weight"), N("linear_attn.in_proj_z.weight"), N("linear_attn.in_proj_b.weight"),
             N("linear_attn.in_proj_a.weight"), N("linear_attn.out_proj.weight")});
-      G.conv = vec_f32(N("linear_attn.conv1d.weight"), 0.0f);  // [C, 1, K] → [C, K]
-      G.dt_bias = vec_f32(N("linear_attn.dt_bias"), 0.0f);
-      const float* a_log = vec_f32(N("linear_attn.A_log"), 0.0f);
-      float* neg = reinterpret_cast<float*>(slabs->take(size_t(nv) * sizeof(float)));
-      for (int64_t h = 0; h < nv; ++h) neg[h] = -std::exp(a_log[h]);  // as transformers: −A_log.float().exp()
+      // [C, 1, K] → [C_rank, K]: the taps of this rank's q, k and v channels, in in_proj's order.
+      G.conv = vec_f32_ranges(N("linear_attn.conv1d.weight"), {{k0 * dk * Kc, (k0 + nk) * dk * Kc},
+                                                              {(KD + k0 * dk) * Kc, (KD + (k0 + nk) * dk) * Kc},
+                                                              {(2 * KD + v0 * dv) * Kc, (2 * KD + (v0 + nvr) * dv) * Kc}});
+      G.dt_bias = vec_f32_ranges(N("linear_attn.dt_bias"), {{v0, v0 + nvr}});
+      const float* a_log = vec_f32_ranges(N("linear_attn.A_log"), {{v0, v0 + nvr}});
+      float* neg = reinterpret_cast<float*>(slabs->take(size_t(nvr) * sizeof(float)));
+      for (int64_t h = 0; h < nvr; ++h) neg[h] = -std::exp(a_log[h]);  // as transformers: −A_log.float().exp()
       G.neg_exp_a = neg;
       G.norm = vec_f32(N("linear_attn.norm.weight"), 0.0f);  // the one plain (not 1 + w) norm
-      (void)Kc;
     }
     if (c.arch != ModelArch::Qwen35Moe) {
-      const Rows gu[] = {whole(N("mlp.gate_proj.weight")), whole(N("mlp.up_proj.weight"))};
+      const Rows gu[] = {rows_of(N("mlp.gate_proj.weight"), i0, I), rows_of(N("mlp.up_proj.weight"), i0, I)};
       L.gate_up = pack(gu, H);
-      const Rows d = whole(N("mlp.down_proj.weight"));
-      L.down = pack(std::span<const Rows>(&d, 1), c.intermediate_size);
+      L.down = pack_cols(whole(N("mlp.down_proj.weight")), c.intermediate_size, i0, i0 + I);
       done({N("mlp.gate_proj.weight"), N("mlp.up_proj.weight"), N("mlp.down_proj.weight")});
       continue;
     }
     // Qwen3.5-MoE: every layer sparse; the router stays float like the other architectures'.
     L.sparse = true;
     const int64_t E = c.num_experts, mI = c.moe_intermediate_size, sI = c.shared_expert_intermediate_size;
+    const int64_t mIr = mI / tp, m0 = rank * mIr, sIr = sI / tp, s0 = rank * sIr;  // this rank's columns
     const Rows router = whole(N("mlp.gate.weight"));
     L.router = pack_float(std::span<const Rows>(&router, 1), H);
     done({N("mlp.gate.weight")});
@@ -449,10 +545,11 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
       const TensorRef& gu = ck.get(N("mlp.experts.gate_up_proj"));
       const TensorRef& dn = ck.get(N("mlp.experts.down_proj"));
       for (int64_t e = 0; e < E; ++e) {
-        const Rows g{gu.data() + size_t(e * 2 * mI * H) * esz, 2 * mI};
+        const uint8_t* ge = gu.data() + size_t(e * 2 * mI * H) * esz;
+        const Rows g[] = {{ge + size_t(m0 * H) * esz, mIr}, {ge + size_t((mI + m0) * H) * esz, mIr}};
         const Rows d{dn.data() + size_t(e * H * mI) * esz, H};
-        L.experts.push_back({pack(std::span<const Rows>(&g, 1), H), pack(std::span<const Rows>(&d, 1), mI)});
-        release_range(g.data, size_t(2 * mI * H) * esz);  // this expert's source pages
+        L.experts.push_back({pack(g, H), pack_cols(d, mI, m0, m0 + mIr)});
+        release_range(ge, size_t(2 * mI * H) * esz);  // this expert's source pages
         release_range(d.data, size_t(H * mI) * esz);
       }
       release(gu);
@@ -460,16 +557,15 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
     } else {
       for (int64_t e = 0; e < E; ++e) {
         const std::string x = str_cat("mlp.experts.", e, ".");
-        const Rows g[] = {whole(lname(c, i, x + "gate_proj.weight")), whole(lname(c, i, x + "up_proj.weight"))};
-        const Rows d = whole(lname(c, i, x + "down_proj.weight"));
-        L.experts.push_back({pack(g, H), pack(std::span<const Rows>(&d, 1), mI)});
+        const Rows g[] = {rows_of(lname(c, i, x + "gate_proj.weight"), m0, mIr), rows_of(lname(c, i, x + "up_proj.weight"), m0, mIr)};
+        L.experts.push_back({pack(g, H), pack_cols(whole(lname(c, i, x + "down_proj.weight")), mI, m0, m0 + mIr)});
         done({lname(c, i, x + "gate_proj.weight"), lname(c, i, x + "up_proj.weight"), lname(c, i, x + "down_proj.weight")});
       }
     }
-    const Rows sgu[] = {whole(N("mlp.shared_expert.gate_proj.weight")), whole(N("mlp.shared_expert.up_proj.weight"))};
+    const Rows sgu[] = {rows_of(N("mlp.shared_expert.gate_proj.weight"), s0, sIr),
+                        rows_of(N("mlp.shared_expert.up_proj.weight"), s0, sIr)};
     L.shared_expert.gate_up = pack(sgu, H);
-    const Rows sd = whole(N("mlp.shared_expert.down_proj.weight"));
-    L.shared_expert.down = pack(std::span<const Rows>(&sd, 1), sI);
+    L.shared_expert.down = pack_cols(whole(N("mlp.shared_expert.down_proj.weight")), sI, s0, s0 + sIr);
     const Rows sg = whole(N("mlp.shared_expert_gate.weight"));
     L.shared_expert.gate = pack_float(std::span<const Rows>(&sg, 1), H);
     done({N("mlp.shared_expert.gate_proj.weight"), N("mlp.shared_expert.up_proj.weight"),

@@ -9,7 +9,10 @@
 // [E, 2I, H], down_proj [E, H, I]) or per-expert tensors; the shared expert and its gate.
 // --quantization int8 | int4 quantizes the projections, lm_head and embedding as for Qwen3 (the
 // GDN's b | a rows, the router and the shared expert's gate stay float).
-// Not yet: tensor / pipeline parallelism, pre-quantized (FP8, AWQ, GPTQ) checkpoints, the compile
+// --tp N: each rank stages its share of the attention heads, the GDN key heads with their value
+// heads (in_proj rows, conv channels, dt_bias, A_log; out_proj columns), the MLP / expert /
+// shared-expert intermediate columns and the vocabulary (model/gdn_state.h gdn_rank_config).
+// Not yet: pipeline parallelism, expert parallelism, pre-quantized (FP8, AWQ, GPTQ) checkpoints, the compile
 // cache (each refused by name).
 #include <cstddef>
 
@@ -28,6 +31,6 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
 // Bytes stage_hybrid_weights allocates (num_layers >= 0: only that many layers) in `formats`
 // (null: float).
 size_t hybrid_staged_bytes(const Checkpoint& ck, const Backend& backend, int num_layers = -1,
-                           const StagedFormats* formats = nullptr);
+                           const StagedFormats* formats = nullptr, int tp_rank = 0, int tp_size = 1);
 
 }  // namespace pypto

@@ -39,12 +39,13 @@ Qwen3Model::Qwen3Model(const Qwen3Weights& weights, Backend& backend, Communicat
                  " staged as the other kind than layer_types says");
     if (l.mixer == LayerMixer::GatedDeltaNet) {
       const GdnLayerWeights& g = l.gdn;
+      const ModelConfig gc = gdn_rank_config(w_.config, w_.tp_size);  // this rank's GDN heads
       PYPTO_ASSERT(g.in_proj.k_in == hidden_ &&
                        g.in_proj.n_out + g.in_proj_ba.n_out ==
-                           c.gdn_conv_dim() + c.gdn_value_dim() + 2 * c.linear_num_value_heads &&
+                           gc.gdn_conv_dim() + gc.gdn_value_dim() + 2 * gc.linear_num_value_heads &&
                        (g.in_proj_ba.n_out == 0 || g.in_proj_ba.k_in == hidden_),
                    "GDN in_proj shape");
-      PYPTO_ASSERT(g.out_proj.n_out == hidden_ && g.out_proj.k_in == c.gdn_value_dim(), "GDN out_proj shape");
+      PYPTO_ASSERT(g.out_proj.n_out == hidden_ && g.out_proj.k_in == gc.gdn_value_dim(), "GDN out_proj shape");
       PYPTO_ASSERT(g.conv && g.dt_bias && g.neg_exp_a && g.norm, "GDN vectors");
       kv_layer_.push_back(-1);
       gdn_layer_.push_back(n_gdn++);
@@ -75,7 +76,7 @@ Qwen3Model::Qwen3Model(const Qwen3Weights& weights, Backend& backend, Communicat
                                         c.norm_topk_prob);
     if (c.shared_expert_intermediate_size > 0) {
       const SharedExpertWeights& se = l.shared_expert;
-      const int64_t sI = c.shared_expert_intermediate_size;
+      const int64_t sI = c.shared_expert_intermediate_size / w_.tp_size;  // this rank's columns
       PYPTO_ASSERT(se.gate_up.n_out == 2 * sI && se.gate_up.k_in == hidden_ && se.down.n_out == hidden_ &&
                        se.down.k_in == sI && se.gate.n_out == 1 && se.gate.k_in == hidden_,
                    "shared expert shape");
@@ -83,9 +84,11 @@ Qwen3Model::Qwen3Model(const Qwen3Weights& weights, Backend& backend, Communicat
     }
   }
   if (n_gdn > 0) {
-    PYPTO_ASSERT(w_.tp_size == 1 && w_.state_slots >= 1, "GDN layers on rank ", w_.tp_rank, "/", w_.tp_size);
-    gdn_ = std::make_unique<GatedDeltaNet>(backend_, c);
-    states_ = GdnStatePool(c, w_.state_slots, n_gdn, w_.state_snapshots);
+    PYPTO_ASSERT(w_.state_slots >= 1, "GDN layers on rank ", w_.tp_rank, "/", w_.tp_size, " without state slots");
+    // Under --tp each rank runs its share of the GDN heads, with their state.
+    const ModelConfig rc = gdn_rank_config(c, w_.tp_size);
+    gdn_ = std::make_unique<GatedDeltaNet>(backend_, rc);
+    states_ = GdnStatePool(rc, w_.state_slots, n_gdn, w_.state_snapshots);
   }
   PYPTO_ASSERT(w_.vocab_rows > 0 && w_.vocab_begin >= 0 && w_.vocab_begin + w_.vocab_rows <= c.vocab_size,
                "vocabulary slice [", w_.vocab_begin, ", +", w_.vocab_rows, ") of ", c.vocab_size);
@@ -321,8 +324,9 @@ void Qwen3Model::forward_stage(const ForwardBatch& batch, KvCache& cache, const 
     // --- attention block ---
     be.rms_norm(x_, L.input_norm, T, hidden_, eps, h_);        // h [T, hidden]
     if (L.mixer == LayerMixer::GatedDeltaNet) {  // Qwen3.5 linear attention (no KV cache)
-      gdn_->forward(L.gdn, h_, batch, states_, gdn_layer_[size_t(i)], tmp_);  // tmp [T, hidden]
+      gdn_->forward(L.gdn, h_, batch, states_, gdn_layer_[size_t(i)], tmp_);  // tmp [T, hidden] (partial under TP)
       PYPTO_PROF_OP("residual.add");
+      all_reduce(tmp_, T * hidden_);
       be.add_inplace(x_, tmp_, T * hidden_);
     } else {
       attention(L, i, batch, cache, T);
@@ -332,7 +336,7 @@ void Qwen3Model::forward_stage(const ForwardBatch& batch, KvCache& cache, const 
     be.rms_norm(x_, L.post_norm, T, hidden_, eps, h_);
     if (L.sparse) {  // Qwen3-MoE: routed experts in place of the dense MLP
       moe_->forward(L, h_, T, tmp_);                 // tmp [T, hidden] (partial under TP / EP)
-      if (L.shared_expert.gate_up.n_out > 0) shared_->add(L.shared_expert, h_, T, tmp_);  // Qwen3.5-MoE (one rank)
+      if (L.shared_expert.gate_up.n_out > 0) shared_->add(L.shared_expert, h_, T, tmp_);  // Qwen3.5-MoE (partial under TP)
       PYPTO_PROF_OP("residual.add");
       all_reduce(tmp_, T * hidden_);
       be.add_inplace(x_, tmp_, T * hidden_);

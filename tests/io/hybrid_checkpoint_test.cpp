@@ -70,10 +70,36 @@ TEST(HybridCheckpoint, TextOnlyMoeStagesFusedExpertsAndSharedExpert) {
   const uint16_t* src = reinterpret_cast<const uint16_t*>(gu.data()) + 3 * 2 * 32 * 64;
   const uint16_t* dst = static_cast<const uint16_t*>(w.layers[0].experts[3].gate_up.data);
   EXPECT_EQ(0, std::memcmp(src, dst, 2 * 32 * 64 * sizeof(uint16_t)));
-  // Refused by name: tensor parallelism is not supported for hybrids yet.
+  // --tp 2, rank 1: half the heads, GDN heads, expert and shared-expert columns and vocabulary;
+  // the staged bytes are what staged_slab_bytes predicts for that rank.
   so.tp_size = 2;
-  so.tp_rank = 0;
-  EXPECT_THROW(stage_qwen3_weights(*ck, *be, so), Error);
+  so.tp_rank = 1;
+  const Qwen3Weights r1 = stage_qwen3_weights(*ck, *be, so);
+  const ModelConfig& c = ck->config();
+  EXPECT_EQ(r1.n_heads, c.num_attention_heads / 2);
+  EXPECT_EQ(r1.vocab_begin + r1.vocab_rows, c.vocab_size);
+  for (const Qwen3LayerWeights& l : r1.layers) {
+    EXPECT_EQ(l.experts[3].gate_up.n_out, 32);  // 2 x 32 / 2
+    EXPECT_EQ(l.experts[3].down.k_in, 16);
+    EXPECT_EQ(l.shared_expert.down.k_in, 24);
+    EXPECT_EQ(l.router.n_out, 8);  // every rank routes with the whole router
+    if (l.mixer == LayerMixer::GatedDeltaNet) {
+      EXPECT_EQ(l.gdn.in_proj.n_out, (c.gdn_conv_dim() + c.gdn_value_dim() + 2 * c.linear_num_value_heads) / 2);
+      EXPECT_EQ(l.gdn.out_proj.k_in, c.gdn_value_dim() / 2);
+    }
+  }
+  // Rank 1's expert 3 gate rows start at the fused tensor's [3, 16, :] (its second half of the
+  // intermediate columns).
+  const uint16_t* src1 = reinterpret_cast<const uint16_t*>(gu.data()) + (3 * 2 * 32 + 16) * 64;
+  EXPECT_EQ(0, std::memcmp(src1, r1.layers[0].experts[3].gate_up.data, 16 * 64 * sizeof(uint16_t)));
+  EXPECT_EQ(r1.resident_bytes, staged_slab_bytes(*ck, *be, 1, 2, -1, nullptr));
+  so.expert_parallel = true;  // whole experts per rank: not for hybrids yet, refused by name
+  try {
+    stage_qwen3_weights(*ck, *be, so);
+    FAIL() << "--enable-expert-parallel on a hybrid";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--enable-expert-parallel"), std::string::npos) << e.what();
+  }
 }
 
 // --quantization int4 on a hybrid: the projections (attention, the GDN's qkv | z and out_proj,

@@ -8,7 +8,8 @@ binary's make-test-model, and for each:
   - the same prompt unchunked gives the same logits bit for bit (the recurrent state carried from
     chunk to chunk is the state one pass computes);
   - greedy continuations from offline mode: three prompts run together (one batch, several GDN
-    state slots) equal each prompt run alone, and equal the reference's greedy tokens.
+    state slots) equal each prompt run alone, and equal the reference's greedy tokens;
+  - the batch with --tp 2 (rank threads) equals one rank's, with float and with int4 weights.
 
 Usage: check_hybrid_logits_cli.py --binary PATH/pypto-serving --work-dir DIR
 """
@@ -30,12 +31,12 @@ PROMPTS = [
 GREEDY = 12
 
 
-def greedy(binary, model, prompts, out):
+def greedy(binary, model, prompts, out, extra=()):
     # fp32 KV as the reference keeps it: random-weight logits have near-ties (a 0.01 margin) that
     # bf16 K/V rounding alone can flip.
     cmd = [binary, "--model", model, "--kv-cache-dtype", "fp32", "--kv-cache-memory", "64MiB", "--max-model-len", "256", "--max-num-seqs", "4",
            "--threads", "2", "--output-json", out, "--generate-config",
-           json.dumps({"max_new_tokens": GREEDY, "temperature": 0, "ignore_eos": True})]
+           json.dumps({"max_new_tokens": GREEDY, "temperature": 0, "ignore_eos": True}), *extra]
     for p in prompts:
         cmd += ["--prompt-token-ids", ",".join(map(str, p))]
     run(cmd)
@@ -68,6 +69,19 @@ def check_model(binary, work, preset, extra, arch):
             sys.exit(f"{preset} prompt {i}: greedy tokens batched differ from alone")
         if alone != want:
             sys.exit(f"{preset} prompt {i}: greedy tokens differ from the reference")
+    # Tensor parallelism (threads): each rank holds half the attention heads, GDN key heads with
+    # their value heads, MLP / expert columns and vocabulary, and the batch equals one rank's.
+    tp2 = greedy(binary, model, PROMPTS, os.path.join(work, f"{preset}_tp2.json"), ("--tp", "2", "--devices", "0,1"))
+    print(f"{preset} --tp 2: {tp2}")
+    if tp2 != together:
+        sys.exit(f"{preset}: greedy tokens with --tp 2 differ from one rank's")
+    # The same with int4 weights (groups of 8: a rank's down_proj columns are whole groups).
+    q = ("--quantization", "int4", "--quantization-group", "8")
+    one = greedy(binary, model, PROMPTS, os.path.join(work, f"{preset}_int4.json"), q)
+    two = greedy(binary, model, PROMPTS, os.path.join(work, f"{preset}_int4_tp2.json"), q + ("--tp", "2", "--devices", "0,1"))
+    print(f"{preset} int4: one rank {one}, --tp 2 {two}")
+    if two != one:
+        sys.exit(f"{preset}: int4 greedy tokens with --tp 2 differ from one rank's")
 
 
 def main():

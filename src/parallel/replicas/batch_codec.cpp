@@ -10,6 +10,8 @@ namespace {
 struct Header {
   int64_t n_tokens, n_query_start, n_block_entries, n_logits;
   int32_t max_blocks_per_seq, pad;
+  // Hybrid models: the sequences' GDN state slots, snapshot restores and saves.
+  int64_t n_state_slots, n_state_restore, n_state_saves;
 };
 
 template <typename T>
@@ -32,8 +34,15 @@ void take(const uint8_t*& p, const uint8_t* end, int64_t n, std::vector<T>& v) {
 
 void encode_batch(const ForwardBatch& b, std::vector<uint8_t>& out) {
   out.clear();
-  Header h{b.num_tokens(), int64_t(b.query_start.size()), int64_t(b.block_tables.size()), b.num_logits(),
-           b.max_blocks_per_seq, 0};
+  Header h{b.num_tokens(),
+           int64_t(b.query_start.size()),
+           int64_t(b.block_tables.size()),
+           b.num_logits(),
+           b.max_blocks_per_seq,
+           0,
+           int64_t(b.state_slots.size()),
+           int64_t(b.state_restore.size()),
+           int64_t(b.state_saves.size())};
   PYPTO_ASSERT(b.context_len.size() == size_t(b.num_seqs()), "context_len size");
   out.resize(sizeof h);
   std::memcpy(out.data(), &h, sizeof h);
@@ -44,6 +53,9 @@ void encode_batch(const ForwardBatch& b, std::vector<uint8_t>& out) {
   put(out, b.context_len);
   put(out, b.block_tables);
   put(out, b.logits_indices);
+  put(out, b.state_slots);
+  put(out, b.state_restore);
+  put(out, b.state_saves);
 }
 
 void decode_batch(const uint8_t* bytes, size_t size, ForwardBatch& b) {
@@ -59,6 +71,9 @@ void decode_batch(const uint8_t* bytes, size_t size, ForwardBatch& b) {
   take(p, end, h.n_query_start > 0 ? h.n_query_start - 1 : 0, b.context_len);
   take(p, end, h.n_block_entries, b.block_tables);
   take(p, end, h.n_logits, b.logits_indices);
+  take(p, end, h.n_state_slots, b.state_slots);
+  take(p, end, h.n_state_restore, b.state_restore);
+  take(p, end, h.n_state_saves, b.state_saves);
   b.max_blocks_per_seq = h.max_blocks_per_seq;
   if (p != end) fail("batch message has ", end - p, " trailing bytes");
 }

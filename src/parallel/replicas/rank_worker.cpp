@@ -49,6 +49,10 @@ std::shared_ptr<const Qwen3Weights> stage_own_slice(const EngineLoadOptions& eo,
   if (ck->headless() || ck->config().pooling.pooling())  // pooling models: parallel/replicas/pooling_load.h
     fail(ck->dir(), ": an embedding / reranker model runs on one rank per replica: leave out --tp and --pp");
   const ModelConfig& cfg = ck->config();
+  // Rank processes carry no Gated DeltaNet state pools yet; the threads backend does.
+  if (cfg.hybrid())
+    fail(ck->dir(), ": ", cfg.architecture, " (a Gated DeltaNet hybrid) runs its ranks as threads of one process: ",
+         "pass --distributed-executor-backend threads (the default for hybrids)");
   check_max_model_len(cfg, eo.scheduler.max_model_len);
   if (cfg.num_key_value_heads % tp != 0)
     fail("--tp ", tp, " does not divide num_key_value_heads (", cfg.num_key_value_heads,
