@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "serve/api_error.h"
+#include "serve/pooling_options.h"
 
 namespace pypto {
 
@@ -24,8 +25,11 @@ const char* type_name(const ojson& v) {
   return "object";
 }
 
-void check_fields(const ojson& body, std::initializer_list<const char*> allowed) {
+// Refuses any field that is neither in `allowed` nor one of `ep`'s vLLM extras (pooling_options.h).
+void check_fields(const ojson& body, std::initializer_list<const char*> own, PoolingEndpoint ep) {
   if (!body.is_object()) throw invalid_request("the request body must be a JSON object");
+  std::vector<const char*> allowed(own);
+  for (const char* f : pooling_option_fields(ep)) allowed.push_back(f);
   const std::set<std::string> ok(allowed.begin(), allowed.end());
   for (const auto& [key, value] : body.items())
     if (!ok.contains(key)) {
@@ -78,11 +82,14 @@ std::vector<std::string> text_list(const ojson& v, const char* key) {
 
 }  // namespace
 
-EmbeddingRequest parse_embedding_request(const ojson& body) {
-  check_fields(body, {"model", "input", "encoding_format", "dimensions", "user"});
+EmbeddingRequest parse_embedding_request(const ojson& body, bool pooling_endpoint) {
+  const PoolingEndpoint ep = pooling_endpoint ? PoolingEndpoint::Pooling : PoolingEndpoint::Embeddings;
+  if (pooling_endpoint) check_fields(body, {"model", "input", "encoding_format", "dimensions", "task"}, ep);
+  else check_fields(body, {"model", "input", "encoding_format", "dimensions"}, ep);
   EmbeddingRequest r;
   r.model = opt_string(body, "model");
-  opt_string(body, "user");  // accepted for OpenAI compatibility; not used
+  r.task = opt_string(body, "task");
+  r.opts = parse_pooling_options(body, ep);
   auto in = body.find("input");
   if (in == body.end() || in->is_null()) throw invalid_request("'input' is required", "input");
   const ojson& v = *in;
@@ -131,10 +138,10 @@ EmbeddingRequest parse_embedding_request(const ojson& body) {
 }
 
 RerankRequest parse_rerank_request(const ojson& body) {
-  check_fields(body, {"model", "query", "documents", "top_n", "return_documents", "instruction", "user"});
+  check_fields(body, {"model", "query", "documents", "top_n", "return_documents", "instruction"}, PoolingEndpoint::Rerank);
   RerankRequest r;
   r.model = opt_string(body, "model");
-  opt_string(body, "user");
+  r.opts = parse_pooling_options(body, PoolingEndpoint::Rerank);
   auto q = opt_string(body, "query");
   if (!q) throw invalid_request("'query' is required", "query");
   if (q->empty()) throw invalid_request("'query' is an empty string", "query");
@@ -166,10 +173,10 @@ RerankRequest parse_rerank_request(const ojson& body) {
 }
 
 ScoreRequest parse_score_request(const ojson& body) {
-  check_fields(body, {"model", "text_1", "text_2", "instruction", "user"});
+  check_fields(body, {"model", "text_1", "text_2", "instruction"}, PoolingEndpoint::Score);
   ScoreRequest r;
   r.model = opt_string(body, "model");
-  opt_string(body, "user");
+  r.opts = parse_pooling_options(body, PoolingEndpoint::Score);
   for (const char* k : {"text_1", "text_2"})
     if (!body.contains(k) || body[k].is_null()) throw invalid_request(str_cat("'", k, "' is required"), k);
   std::vector<std::string> a = text_list(body["text_1"], "text_1"), b = text_list(body["text_2"], "text_2");
@@ -197,11 +204,8 @@ std::vector<float> matryoshka_normalize(const std::vector<float>& v, std::option
   return out;
 }
 
-std::string base64_f32le(const std::vector<float>& v) {
-  static_assert(std::endian::native == std::endian::little, "base64 embeddings assume a little-endian host");
+std::string base64_encode(const unsigned char* p, size_t n) {
   static const char* kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  const auto* p = reinterpret_cast<const unsigned char*>(v.data());
-  const size_t n = v.size() * sizeof(float);
   std::string out;
   out.reserve((n + 2) / 3 * 4);
   for (size_t i = 0; i < n; i += 3) {
@@ -212,6 +216,11 @@ std::string base64_f32le(const std::vector<float>& v) {
     out += i + 2 < n ? kAlphabet[b & 63] : '=';
   }
   return out;
+}
+
+std::string base64_f32le(const std::vector<float>& v) {
+  static_assert(std::endian::native == std::endian::little, "base64 embeddings assume a little-endian host");
+  return base64_encode(reinterpret_cast<const unsigned char*>(v.data()), v.size() * sizeof(float));
 }
 
 }  // namespace pypto

@@ -32,10 +32,11 @@ std::vector<int32_t> qwen3_rerank_prompt(const Tokenizer& tok, const std::string
   return ids;
 }
 
-double qwen3_rerank_score(const std::vector<float>& row) {
+double qwen3_rerank_logit(const std::vector<float>& row) {
   PYPTO_ASSERT(row.size() == 2, "a score row has 2 logits, got ", row.size());
-  const double d = double(row[1]) - double(row[0]);
-  return 1.0 / (1.0 + std::exp(-d));
+  return double(row[1]) - double(row[0]);
 }
+
+double qwen3_rerank_score(const std::vector<float>& row) { return 1.0 / (1.0 + std::exp(-qwen3_rerank_logit(row))); }
 
 }  // namespace pypto

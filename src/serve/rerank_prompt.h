@@ -29,5 +29,7 @@ std::vector<int32_t> qwen3_rerank_prompt(const Tokenizer& tok, const std::string
 // sigmoid(logit_true - logit_false) from the score head's row [logit_false, logit_true] (the
 // order of classifier_from_token, ["no", "yes"]), computed in double.
 double qwen3_rerank_score(const std::vector<float>& row);
+// The raw log-odds logit_true - logit_false (use_activation false), in double.
+double qwen3_rerank_logit(const std::vector<float>& row);
 
 }  // namespace pypto
