@@ -50,9 +50,10 @@ std::vector<double> score_pairs(ServerState& s, const std::vector<std::string>& 
   for (size_t i = 0; i < documents.size(); ++i) {
     try {
       prompts.push_back(
-          qwen3_rerank_prompt(*s.ctx.tokenizer, instr, queries[i], documents[i], keep.value_or(s.ctx.max_model_len)));
+          qwen3_rerank_prompt(*s.ctx.tokenizer, instr, queries[i], documents[i], keep.value_or(s.ctx.max_model_len),
+                              keep ? "truncate_prompt_tokens" : "--max-model-len"));
     } catch (const Error& e) {
-      if (keep) throw invalid_request(str_cat("'truncate_prompt_tokens' ", *keep, ": ", e.what()), "truncate_prompt_tokens");
+      if (keep) throw invalid_request(e.what(), "truncate_prompt_tokens");
       throw invalid_request(str_cat("'", documents_field, "[", i, "]' cannot be scored: ", e.what()), documents_field);
     }
   }

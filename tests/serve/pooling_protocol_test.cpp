@@ -45,7 +45,7 @@ TEST(PoolingProtocol, BadEmbeddingRequestsNameTheField) {
     EXPECT_EQ(param_of(embed, b), "input") << b;
   EXPECT_EQ(param_of(embed, R"({"input": "a", "encoding_format": "hex"})"), "encoding_format");
   EXPECT_EQ(param_of(embed, R"({"input": "a", "dimensions": "8"})"), "dimensions");
-  EXPECT_EQ(param_of(embed, R"({"input": "a", "normalize": false})"), "normalize");
+  EXPECT_EQ(param_of(embed, R"({"input": "a", "mm_processor_kwargs": {}})"), "mm_processor_kwargs");
   EXPECT_EQ(param_of(embed, R"({"input": "a", "model": 3})"), "model");
 }
 
