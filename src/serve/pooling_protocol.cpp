@@ -173,18 +173,39 @@ RerankRequest parse_rerank_request(const ojson& body) {
 }
 
 ScoreRequest parse_score_request(const ojson& body) {
-  check_fields(body, {"model", "text_1", "text_2", "instruction"}, PoolingEndpoint::Score);
+  check_fields(body, {"model", "text_1", "text_2", "queries", "documents", "items", "data_1", "data_2", "instruction"},
+               PoolingEndpoint::Score);
   ScoreRequest r;
   r.model = opt_string(body, "model");
   r.opts = parse_pooling_options(body, PoolingEndpoint::Score);
-  for (const char* k : {"text_1", "text_2"})
-    if (!body.contains(k) || body[k].is_null()) throw invalid_request(str_cat("'", k, "' is required"), k);
-  std::vector<std::string> a = text_list(body["text_1"], "text_1"), b = text_list(body["text_2"], "text_2");
+  // vLLM's four spellings of the two sides; exactly one pair.
+  static const std::pair<const char*, const char*> kPairs[] = {
+      {"text_1", "text_2"}, {"queries", "documents"}, {"queries", "items"}, {"data_1", "data_2"}};
+  auto has = [&](const char* k) { return body.contains(k) && !body[k].is_null(); };
+  std::vector<std::pair<const char*, const char*>> given;
+  for (const auto& p : kPairs)
+    if (has(p.first) || has(p.second)) given.push_back(p);
+  if (given.size() == 2 && given[0].first == given[1].first && !(has(given[0].second) && has(given[1].second)))
+    given.erase(has(given[0].second) ? given.begin() + 1 : given.begin());  // queries with documents or items
+  if (given.empty()) throw invalid_request("'text_1' is required (with 'text_2'; or queries/documents, queries/items, "
+                                           "data_1/data_2)", "text_1");
+  if (given.size() > 1) {
+    const char* extra = has(given[1].first) && given[1].first != given[0].first ? given[1].first : given[1].second;
+    throw invalid_request(str_cat("'", extra, "' mixes two spellings of the score request's sides: give one pair of "
+                                  "text_1/text_2, queries/documents, queries/items or data_1/data_2"),
+                          extra);
+  }
+  r.first_field = given[0].first;
+  r.second_field = given[0].second;
+  for (const char* k : {r.first_field, r.second_field})
+    if (!has(k)) throw invalid_request(str_cat("'", k, "' is required"), k);
+  std::vector<std::string> a = text_list(body[r.first_field], r.first_field),
+                           b = text_list(body[r.second_field], r.second_field);
   if (a.size() == 1 && b.size() > 1) a.assign(b.size(), a[0]);
   if (a.size() != b.size())
-    throw invalid_request(str_cat("'text_1' has ", a.size(), " texts and 'text_2' ", b.size(),
-                                  ": give one text_1 for all, or as many as text_2"),
-                          "text_2");
+    throw invalid_request(str_cat("'", r.first_field, "' has ", a.size(), " texts and '", r.second_field, "' ", b.size(),
+                                  ": give one ", r.first_field, " for all, or as many as ", r.second_field),
+                          r.second_field);
   r.queries = std::move(a);
   r.documents = std::move(b);
   r.instruction = opt_string(body, "instruction");

@@ -5,7 +5,8 @@
 //    official clients ask for by default); dimensions (Matryoshka: the first d values, then L2).
 //  - POST /v1/rerank (/rerank, /v2/rerank), the Jina / Cohere shape: query, documents (strings or
 //    {"text": ...}), top_n, return_documents; plus `instruction` for Qwen3-Reranker's prompt.
-//  - POST /v1/score, vLLM's shape: text_1 (string or list) against text_2 (string or list).
+//  - POST /v1/score, vLLM's shape: text_1 (string or list) against text_2 (string or list), or
+//    the same as queries/documents, queries/items, data_1/data_2.
 //  - POST /pooling, vLLM's: the /v1/embeddings request plus `task`.
 // Each also takes vLLM's extra fields (serve/pooling_options.h). Every parse error is a 400
 // naming the field; unknown fields are refused by name.
@@ -50,9 +51,12 @@ struct RerankRequest {
 };
 RerankRequest parse_rerank_request(const nlohmann::ordered_json& body);
 
-// /v1/score: pairs (text_1[i], text_2[i]), a single text_1 paired with every text_2.
+// /v1/score: pairs (text_1[i], text_2[i]), a single text_1 paired with every text_2. The sides may
+// also be spelled queries/documents, queries/items or data_1/data_2 (newer vLLM).
 struct ScoreRequest {
   std::optional<std::string> model;
+  const char* first_field = "text_1";   // the spelling the request used, for errors
+  const char* second_field = "text_2";
   std::vector<std::string> queries, documents;  // equal lengths after expansion
   std::optional<std::string> instruction;
   PoolingOptions opts;

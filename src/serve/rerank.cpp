@@ -105,7 +105,7 @@ void handle_score(ServerState& s, const httplib::Request& req, httplib::Response
   const ScoreRequest r = parse_score_request(parse_json_body(req.body));
   check_model(s, r.model);
   int64_t tokens = 0;
-  const std::vector<double> scores = score_pairs(s, r.queries, r.documents, r.instruction, r.opts, "text_1", "text_2", arrival, tokens);
+  const std::vector<double> scores = score_pairs(s, r.queries, r.documents, r.instruction, r.opts, r.first_field, r.second_field, arrival, tokens);
   s.metrics->pooling_request("score", int64_t(scores.size()));
   ojson data = ojson::array();
   for (size_t i = 0; i < scores.size(); ++i) data.push_back({{"index", i}, {"object", "score"}, {"score", scores[i]}});

@@ -67,6 +67,22 @@ TEST(PoolingProtocol, RerankAndScoreRequests) {
   EXPECT_EQ(param_of(score, R"({"text_2": "a"})"), "text_1");
 }
 
+// Newer vLLM spells the two sides queries/documents, queries/items or data_1/data_2.
+TEST(PoolingProtocol, ScoreSidesInEverySpelling) {
+  for (const char* b : {R"({"queries": "q", "documents": ["a", "b"]})", R"({"queries": "q", "items": ["a", "b"]})",
+                        R"({"data_1": "q", "data_2": ["a", "b"]})", R"({"text_1": "q", "text_2": ["a", "b"]})"}) {
+    const ScoreRequest s = parse_score_request(ojson::parse(b));
+    EXPECT_EQ(s.queries, (std::vector<std::string>{"q", "q"})) << b;
+    EXPECT_EQ(s.documents, (std::vector<std::string>{"a", "b"})) << b;
+  }
+  EXPECT_STREQ(parse_score_request(ojson::parse(R"({"queries": "q", "items": "a"})")).second_field, "items");
+  EXPECT_EQ(param_of(score, R"({"text_1": "q", "documents": ["a"]})"), "documents");
+  EXPECT_EQ(param_of(score, R"({"queries": "q", "documents": ["a"], "items": ["b"]})"), "items");
+  EXPECT_EQ(param_of(score, R"({"data_1": ["q", "r"], "data_2": ["a", "b", "c"]})"), "data_2");
+  EXPECT_EQ(param_of(score, R"({"data_1": "q"})"), "data_2");
+  EXPECT_EQ(param_of(score, R"({})"), "text_1");
+}
+
 TEST(PoolingProtocol, MatryoshkaSlicesThenNormalises) {
   const std::vector<float> v = {3, 4, 12};
   EXPECT_EQ(matryoshka_normalize(v, 2, true), (std::vector<float>{0.6f, 0.8f}));  // not (v / 13)[:2]

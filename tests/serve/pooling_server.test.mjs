@@ -302,6 +302,8 @@ test('/v1/score and /v1/rerank on an embedding model: cosine of the embeddings (
     assert.equal(d.object, 'score');
     assert.ok(Math.abs(d.score - cosine(q, docs[i])) < 1e-6, `score ${i}: ${d.score} vs ${cosine(q, docs[i])}`);
   });
+  const spelled = await post(servers.emb, '/v1/score', { queries: QUERY, documents: DOCS });
+  assert.deepEqual(spelled.body.data, s.body.data, 'queries/documents is text_1/text_2');
   const spread = s.body.data.map((d) => d.score);
   assert.ok(Math.max(...spread) - Math.min(...spread) > 0.01, 'the scores differ between documents');
   const pairs = await post(servers.emb, '/score', { text_1: [DOCS[0], DOCS[1]], text_2: [DOCS[2], DOCS[3]] });
