@@ -15,10 +15,16 @@ using ojson = nlohmann::ordered_json;
 
 namespace {
 
-// The inputs' token ids after add_special_tokens and truncate_prompt_tokens.
+// The inputs' token ids after add_special_tokens and truncate_prompt_tokens; the chat form is
+// one input, the messages rendered by the chat template.
 std::vector<std::vector<int32_t>> tokenize_inputs(const ServerState& s, const EmbeddingRequest& r) {
-  check_input_count(s, r.inputs.size(), "input");
   const std::optional<int64_t> keep = resolve_truncation(r.opts, s.ctx.max_model_len);
+  if (r.messages) {
+    const std::string text = render_chat_prompt(s, *r.messages, nlohmann::ordered_json(), r.add_generation_prompt,
+                                                r.chat_template_kwargs);
+    return {pooling_token_ids(s, EmbeddingInput{true, text, {}}, r.opts, keep, "messages", "messages")};
+  }
+  check_input_count(s, r.inputs.size(), "input");
   std::vector<std::vector<int32_t>> out;
   for (size_t i = 0; i < r.inputs.size(); ++i)
     out.push_back(pooling_token_ids(s, r.inputs[i], r.opts, keep,

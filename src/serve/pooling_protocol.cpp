@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "serve/api_error.h"
+#include "serve/openai_protocol.h"
 #include "serve/pooling_options.h"
 
 namespace pypto {
@@ -80,16 +81,66 @@ std::vector<std::string> text_list(const ojson& v, const char* key) {
   return out;
 }
 
+void parse_encoding(const ojson& body, EmbeddingRequest& r) {
+  if (auto f = opt_string(body, "encoding_format")) {
+    if (*f != "float" && *f != "base64")
+      throw invalid_request(str_cat("'encoding_format' is '", *f, "' (allowed: float, base64)"), "encoding_format");
+    r.base64 = *f == "base64";
+  }
+  if (auto it = body.find("dimensions"); it != body.end() && !it->is_null()) {
+    if (!it->is_number_integer()) throw invalid_request(str_cat("'dimensions' must be an integer, got ", type_name(*it)), "dimensions");
+    r.dimensions = it->get<int64_t>();
+  }
+}
+
+// vLLM's chat form: `messages` in place of `input`, rendered with the model's chat template into
+// one input. add_generation_prompt defaults to false and add_special_tokens too (the template
+// writes the special tokens), as vLLM's EmbeddingChatRequest. False when the body has no messages.
+bool parse_chat_form(const ojson& body, EmbeddingRequest& r) {
+  const bool has_messages = body.contains("messages") && !body["messages"].is_null();
+  const bool has_input = body.contains("input") && !body["input"].is_null();
+  if (!has_messages) {
+    for (const char* k : {"add_generation_prompt", "continue_final_message", "chat_template_kwargs"})
+      if (body.contains(k) && !body[k].is_null())
+        throw invalid_request(str_cat("'", k, "' applies to the chat form (messages), not to input"), k);
+    return false;
+  }
+  if (has_input) throw invalid_request("give 'input' or 'messages', not both", "messages");
+  r.messages = normalize_messages(body["messages"]);
+  r.add_generation_prompt = opt_bool(body, "add_generation_prompt", false);
+  if (opt_bool(body, "continue_final_message", false))
+    throw invalid_request("'continue_final_message' true is not supported", "continue_final_message");
+  if (auto it = body.find("chat_template_kwargs"); it != body.end() && !it->is_null()) {
+    if (!it->is_object())
+      throw invalid_request(str_cat("'chat_template_kwargs' must be an object, got ", type_name(*it)), "chat_template_kwargs");
+    for (const auto& [k, v] : it->items())
+      if (k == "messages" || k == "tools" || k == "add_generation_prompt")
+        throw invalid_request(str_cat("'chat_template_kwargs.", k, "' is not allowed: use the request field"),
+                              "chat_template_kwargs");
+    r.chat_template_kwargs = *it;
+  }
+  if (!body.contains("add_special_tokens") || body["add_special_tokens"].is_null()) r.opts.add_special_tokens = false;
+  return true;
+}
+
 }  // namespace
 
 EmbeddingRequest parse_embedding_request(const ojson& body, bool pooling_endpoint) {
   const PoolingEndpoint ep = pooling_endpoint ? PoolingEndpoint::Pooling : PoolingEndpoint::Embeddings;
-  if (pooling_endpoint) check_fields(body, {"model", "input", "encoding_format", "dimensions", "task"}, ep);
-  else check_fields(body, {"model", "input", "encoding_format", "dimensions"}, ep);
+  if (pooling_endpoint)
+    check_fields(body, {"model", "input", "encoding_format", "dimensions", "task", "messages", "add_generation_prompt",
+                        "continue_final_message", "chat_template_kwargs"},
+                 ep);
+  else
+    check_fields(body, {"model", "input", "encoding_format", "dimensions", "messages", "add_generation_prompt",
+                        "continue_final_message", "chat_template_kwargs"},
+                 ep);
   EmbeddingRequest r;
   r.model = opt_string(body, "model");
   r.task = opt_string(body, "task");
   r.opts = parse_pooling_options(body, ep);
+  parse_encoding(body, r);
+  if (parse_chat_form(body, r)) return r;
   auto in = body.find("input");
   if (in == body.end() || in->is_null()) throw invalid_request("'input' is required", "input");
   const ojson& v = *in;
@@ -124,15 +175,6 @@ EmbeddingRequest parse_embedding_request(const ojson& body, bool pooling_endpoin
                                   "lists of token ids, got ",
                                   type_name(v)),
                           "input");
-  }
-  if (auto f = opt_string(body, "encoding_format")) {
-    if (*f != "float" && *f != "base64")
-      throw invalid_request(str_cat("'encoding_format' is '", *f, "' (allowed: float, base64)"), "encoding_format");
-    r.base64 = *f == "base64";
-  }
-  if (auto it = body.find("dimensions"); it != body.end() && !it->is_null()) {
-    if (!it->is_number_integer()) throw invalid_request(str_cat("'dimensions' must be an integer, got ", type_name(*it)), "dimensions");
-    r.dimensions = it->get<int64_t>();
   }
   return r;
 }

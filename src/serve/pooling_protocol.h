@@ -8,6 +8,8 @@
 //  - POST /v1/score, vLLM's shape: text_1 (string or list) against text_2 (string or list), or
 //    the same as queries/documents, queries/items, data_1/data_2.
 //  - POST /pooling, vLLM's: the /v1/embeddings request plus `task`.
+//  Both also take vLLM's chat form: `messages` (+ add_generation_prompt, chat_template_kwargs)
+//  in place of `input`.
 // Each also takes vLLM's extra fields (serve/pooling_options.h). Every parse error is a 400
 // naming the field; unknown fields are refused by name.
 #include <cstdint>
@@ -36,6 +38,11 @@ struct EmbeddingRequest {
   std::optional<int64_t> dimensions;  // checked against the model by the handler
   std::optional<std::string> task;    // /pooling only; checked against the model by the handler
   PoolingOptions opts;
+  // vLLM's chat form: messages (normalised as /v1/chat/completions does) in place of `input`,
+  // rendered by the model's chat template into one text input (inputs stays empty).
+  std::optional<nlohmann::ordered_json> messages;
+  bool add_generation_prompt = false;
+  nlohmann::ordered_json chat_template_kwargs;  // null or an object
 };
 // pooling_endpoint: the body of POST /pooling (takes `task` as well).
 EmbeddingRequest parse_embedding_request(const nlohmann::ordered_json& body, bool pooling_endpoint = false);

@@ -364,6 +364,22 @@ test('reranker: use_activation false gives the log-odds; truncate_prompt_tokens 
   assert.equal(uncapped.body.id, 'score-r-9');
 });
 
+test('chat form: messages rendered by the chat template, no special tokens added', async () => {
+  // Qwen3's template for one user turn, without and with the generation prompt.
+  const turn = '<|im_start|>user\nWhat is a panda?<|im_end|>\n';
+  const messages = [{ role: 'user', content: 'What is a panda?' }];
+  const chat = await embedOf({ messages });
+  const text = await embedOf({ input: turn, add_special_tokens: false });
+  assert.deepEqual(chat.data[0].embedding, text.data[0].embedding);
+  assert.equal(chat.usage.prompt_tokens, text.usage.prompt_tokens);
+  const gen = await post(servers.emb, '/pooling', { messages, add_generation_prompt: true });
+  const genText = await embedOf({ input: turn + '<|im_start|>assistant\n', add_special_tokens: false });
+  assert.deepEqual(gen.body.data[0].data, genText.data[0].embedding);
+  assert.notDeepEqual(gen.body.data[0].data, chat.data[0].embedding);
+  const eos = await embedOf({ messages, add_special_tokens: true });
+  assert.equal(eos.usage.prompt_tokens, chat.usage.prompt_tokens + 1, 'the post-processor appends <|endoftext|>');
+});
+
 test('extra fields out of range: a 400 naming the field, and the server keeps serving', async () => {
   const cases = [
     [servers.emb, '/v1/embeddings', { input: 'a', truncate_prompt_tokens: 257 }, 'truncate_prompt_tokens'],
@@ -381,6 +397,10 @@ test('extra fields out of range: a 400 naming the field, and the server keeps se
     [servers.rr, '/pooling', { input: 'a', dimensions: 32 }, 'dimensions'],
     [servers.rr, '/v1/score', { text_1: 'a', text_2: 'b', truncate_prompt_tokens: 10 }, 'truncate_prompt_tokens'],
     [servers.rr, '/v1/rerank', { query: 'a', documents: ['b'], softmax: true, use_activation: false }, 'softmax'],
+    [servers.emb, '/v1/embeddings', { messages: [] }, 'messages'],
+    [servers.emb, '/v1/embeddings', { input: 'a', messages: [{ role: 'user', content: 'b' }] }, 'messages'],
+    [servers.emb, '/v1/embeddings', { input: 'a', add_generation_prompt: true }, 'add_generation_prompt'],
+    [servers.emb, '/pooling', { messages: [{ role: 'user', content: 'b' }], chat_template_kwargs: 1 }, 'chat_template_kwargs'],
   ];
   for (const [srv, route, body, field] of cases) {
     const r = await post(srv, route, body);
