@@ -1,4 +1,5 @@
-// Qwen3-MoE decode and prefill against the bound of the bytes a step actually reads (issue 29).
+// Qwen3-MoE and Qwen3.5 / Qwen3.6 hybrid decode and prefill against the bound of the bytes a step
+// actually reads (issues 29 and 36).
 //
 //   bench_moe --model DIR [--threads N] [--runs 5] [--batches 1,4,16] [--context 128]
 //             [--prompt 512] [--matmul-precision high] [--quantization none|int8|int4]
@@ -11,7 +12,9 @@
 // dense weights once (attention projections, routers, dense MLP layers, lm_head), the K/V of
 // every sequence, and each expert its tokens chose once: the distinct experts of the step, as the
 // model counts them while it runs (Qwen3Model::moe_expert_bytes_read). The active-weight bound is
-// those bytes over the read bandwidth measured just before each run; "of bound" = bound time /
+// those bytes over the read bandwidth measured just before each run (a hybrid adds its Gated
+// DeltaNet layers' projections, the shared experts, and the f32 recurrent and conv state each
+// sequence reads and writes per token; its K/V is counted for the full-attention layers only); "of bound" = bound time /
 // measured time (median of the runs' ratios), "x bound" its inverse. Prefill: tokens/s of one
 // prompt in one forward call, with the matrix peak of the backend measured in the same run.
 #include <algorithm>
@@ -41,16 +44,31 @@ namespace {
 using bench::median;
 using bench::parse_int_list;
 
-// Weight bytes every decode step reads whatever the routing: attention projections, routers,
-// the MLPs of dense layers, the lm_head.
+// Weight bytes every decode step reads whatever the routing: attention projections (a hybrid's
+// Gated DeltaNet layers: in_proj, its float b | a rows when quantized, out_proj), routers, shared
+// experts with their gates, the MLPs of dense layers, the lm_head.
 double dense_bytes_per_step(const Qwen3Weights& w, const Backend& be) {
-  double b = double(linear_weight_bytes(be, w.lm_head));
+  auto bytes = [&](const LinearWeight& l) { return l.n_out > 0 ? double(linear_weight_bytes(be, l)) : 0.0; };
+  double b = bytes(w.lm_head);
   for (const auto& L : w.layers) {
-    b += double(linear_weight_bytes(be, L.qkv) + linear_weight_bytes(be, L.o_proj));
-    if (L.sparse) b += double(linear_weight_bytes(be, L.router));
-    else b += double(linear_weight_bytes(be, L.gate_up) + linear_weight_bytes(be, L.down));
+    if (L.mixer == LayerMixer::GatedDeltaNet) b += bytes(L.gdn.in_proj) + bytes(L.gdn.in_proj_ba) + bytes(L.gdn.out_proj);
+    else b += bytes(L.qkv) + bytes(L.o_proj);
+    if (L.sparse)
+      b += bytes(L.router) + bytes(L.shared_expert.gate_up) + bytes(L.shared_expert.down) + bytes(L.shared_expert.gate);
+    else b += bytes(L.gate_up) + bytes(L.down);
   }
   return b;
+}
+
+// A hybrid's recurrent state bytes one sequence's decode token reads and writes: per Gated
+// DeltaNet layer the conv state [K - 1, conv_dim] and the recurrent state [n_v, d_k, d_v], f32,
+// each read once and written once.
+double state_bytes_per_token(const ModelConfig& c) {
+  if (!c.hybrid()) return 0;
+  const int gdn = c.num_hidden_layers - c.num_full_attention_layers();
+  const double per_layer = double(c.linear_conv_kernel_dim - 1) * double(c.gdn_conv_dim()) +
+                           double(c.linear_num_value_heads) * c.linear_key_head_dim * c.linear_value_head_dim;
+  return 2.0 * 4.0 * per_layer * gdn;
 }
 
 // Bytes of one expert (gate_up and down as staged), the same for every expert of the model.
@@ -134,7 +152,11 @@ int main(int argc, char** argv) {
     Qwen3Weights w = stage_qwen3_weights(*ck, *backend, so);
     ck.reset();
     const ModelConfig& c = w.config;
-    if (c.num_experts <= 0) fail("bench_moe: ", model, " is not a MoE model (num_experts is 0)");
+    if (c.num_experts <= 0 && !c.hybrid())
+      fail("bench_moe: ", model, " is neither a MoE nor a hybrid model (num_experts is 0); bench_model measures it");
+    int max_batch = 1;
+    for (int B : batches) max_batch = std::max(max_batch, B);
+    w.state_slots = max_batch;  // hybrids: one Gated DeltaNet state per sequence of the largest batch
     Qwen3Model m(w, *backend);
     const char* acts = quantized_activations(w.layer_format, *backend);
     int sparse = 0;
@@ -144,31 +166,39 @@ int main(int argc, char** argv) {
                 static_cast<long long>(c.moe_intermediate_size), w.weight_formats.c_str(), *acts ? " (" : "", acts,
                 *acts ? ")" : "", backend->name(), ungrouped ? " (experts one op each)" : "", threads);
     const double dense = dense_bytes_per_step(w, *backend), expert = expert_bytes(w, *backend);
+    const double state = state_bytes_per_token(c);
     const double bw0 = bench::bandwidth_bound();
-    const double active = dense + double(sparse) * c.num_experts_per_tok * expert;
-    std::printf("read bandwidth %.2f GB/s; per token: dense %.1f MB + %d x %d experts x %.2f MB = %.1f MB active "
-                "-> at most %.1f tokens/s\n",
-                bw0 / 1e9, dense / 1e6, sparse, c.num_experts_per_tok, expert / 1e6, active / 1e6, bw0 / active);
+    const double active = dense + double(sparse) * c.num_experts_per_tok * expert + state;
+    std::printf("read bandwidth %.2f GB/s; per token: dense %.1f MB + %d x %d experts x %.2f MB + GDN state %.1f MB "
+                "(read + written) = %.1f MB active -> at most %.1f tokens/s\n",
+                bw0 / 1e9, dense / 1e6, sparse, c.num_experts_per_tok, expert / 1e6, state / 1e6, active / 1e6,
+                bw0 / active);
+    // K/V is kept by the full-attention layers only on a hybrid.
+    const int kv_layers = c.hybrid() ? c.num_full_attention_layers() : c.num_hidden_layers;
     std::printf("%-22s %10s %10s %10s %9s %10s  %s\n", "case", "tokens/s", "ms/step", "of bound", "x bound",
                 "MB/step", "experts read per sparse layer");
 
-    const int32_t bs = 16, steps = 8;
+    // Decode steps go on from where the previous run stopped (a hybrid's state can only continue
+    // its own sequence): run r's step i is at position ctx + r * steps + i.
+    const int32_t bs = 16, steps = 8, len = ctx + runs * steps + 1;
     for (int B : batches) {
-      const int32_t per_seq = (std::max(ctx, prompt) + steps + 1 + bs - 1) / bs;
+      const int32_t per_seq = (std::max(len, prompt) + bs - 1) / bs;
       KvCache cache(m.kv_cache_spec(int64_t(B) * per_seq, bs, DType::BF16));
       std::vector<int32_t> tables(size_t(B) * per_seq);
       std::iota(tables.begin(), tables.end(), 0);
       // Each sequence its own tokens, so the batch's rows choose different experts.
-      std::vector<int32_t> ids(size_t(B) * (ctx + steps + 1));
+      std::vector<int32_t> ids(size_t(B) * len);
       for (size_t i = 0; i < ids.size(); i++) ids[i] = 1000 + int32_t(i * 7919) % 50000;
       std::vector<float> logits(size_t(B) * m.vocab_size());
       ForwardBatch fb;
       auto step = [&](int start, int n) {
         fb.clear();
         fb.max_blocks_per_seq = per_seq;
-        for (int b = 0; b < B; b++)
-          fb.add_sequence(ids.data() + size_t(b) * (ctx + steps + 1) + start, n, start, tables.data() + size_t(b) * per_seq,
-                          per_seq, bs, ForwardBatch::Logits::Last);
+        for (int b = 0; b < B; b++) {
+          fb.add_sequence(ids.data() + size_t(b) * len + start, n, start, tables.data() + size_t(b) * per_seq, per_seq,
+                          bs, ForwardBatch::Logits::Last);
+          if (c.hybrid()) fb.state_slots.push_back(b);
+        }
         auto t0 = Clock::now();
         m.forward(fb, cache, logits.data());
         return std::chrono::duration<double>(Clock::now() - t0).count();
@@ -179,13 +209,14 @@ int main(int argc, char** argv) {
         const double bw = bench::read_bandwidth(size_t(1) << 30, 3).best;
         double sum = 0, bytes = 0;
         for (int i = 0; i < steps; i++) {
+          const int pos = ctx + r * steps + i;
           const uint64_t e0 = m.moe_expert_bytes_read();
-          sum += step(ctx + i, 1);
+          sum += step(pos, 1);
           const double eb = double(m.moe_expert_bytes_read() - e0);
-          // K/V read: every sequence, every layer, positions [0, ctx + i], bf16.
-          const double kv = double(B) * (ctx + i + 1) * c.num_hidden_layers * 2.0 * c.num_key_value_heads * c.head_dim * 2;
-          bytes += dense + eb + kv;
-          nexp.push_back(eb / expert / sparse);
+          // K/V read: every sequence, every KV layer, positions [0, pos], bf16.
+          const double kv = double(B) * (pos + 1) * kv_layers * 2.0 * c.num_key_value_heads * c.head_dim * 2;
+          bytes += dense + eb + kv + double(B) * state;
+          if (sparse > 0) nexp.push_back(eb / expert / sparse);
         }
         t.push_back(sum / steps);
         mb.push_back(bytes / steps / 1e6);
@@ -195,7 +226,7 @@ int main(int argc, char** argv) {
       char name[64];
       std::snprintf(name, sizeof name, "decode batch %d", B);
       std::printf("%-22s %10.2f %10.2f %9.1f%% %9.2f %10.1f  %.1f of %d\n", name, B / s, s * 1e3, 100 * f, 1 / f,
-                  median(mb), median(nexp), c.num_experts);
+                  median(mb), nexp.empty() ? 0.0 : median(nexp), c.num_experts);
       std::fflush(stdout);
     }
     if (prompt > 0) {
@@ -211,6 +242,7 @@ int main(int argc, char** argv) {
         fb.clear();
         fb.max_blocks_per_seq = nb;
         fb.add_sequence(ids.data(), prompt, 0, table.data(), nb, bs, ForwardBatch::Logits::Last);
+        if (c.hybrid()) fb.state_slots.push_back(0);  // position 0: a fresh state
         auto t0 = Clock::now();
         m.forward(fb, cache, logits.data());
         t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());

@@ -2,7 +2,7 @@
 # Prefill-512 and decode of pypto-serving (bench_model) and llama.cpp (llama-bench) on the same
 # weights, alternating runs on this machine, and the ratio of the medians.
 #
-#   bench/peers/side_by_side.sh MODEL_DIR MODEL.gguf LLAMA_BENCH [ROUNDS=3] [THREADS=2] [QUANT=none]
+#   bench/peers/side_by_side.sh MODEL_DIR MODEL.gguf LLAMA_BENCH [ROUNDS=3] [THREADS=2] [QUANT=none] [PRECISION=high]
 #
 # A Qwen3-MoE MODEL_DIR is measured with bench_moe (decode of one sequence at context 128, prefill
 # 512) instead of bench_model, against llama.cpp's qwen3moe on the same weights.
@@ -11,9 +11,11 @@
 # that file quantized with llama-quantize (q8_0, q4_0) when QUANT (our --quantization: int8, int4)
 # is given: each side then runs its own format of the same weights;
 # LLAMA_BENCH is a llama-bench built beside the project (never inside it). bench_model runs at
-# the server's default precision; llama.cpp with its defaults, weights loaded without mmap.
+# --matmul-precision PRECISION (the server's default, high: 16-bit activations; medium: int8
+# activations, as llama.cpp's Q4_0/Q8_0 dot products quantize them); llama.cpp with its defaults,
+# weights loaded without mmap.
 set -euo pipefail
-model="$1" gguf="$2" llama="$3" rounds="${4:-3}" threads="${5:-2}" quant="${6:-none}"
+model="$1" gguf="$2" llama="$3" rounds="${4:-3}" threads="${5:-2}" quant="${6:-none}" precision="${7:-high}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 bm="$here/build/bench/model/bench_model"
 moe=0
@@ -26,17 +28,17 @@ for r in $(seq "$rounds"); do
   peer_tg+=("$(echo "$out" | awk -F, 'NR>1 && $0 ~ /"0","32"/ {gsub(/"/,"",$0); print}' | awk -F, '{print $(NF-1)}' | head -1)")
   echo "[side-by-side] round $r/$rounds: bench_model" >&2
   if [ "$moe" = 1 ]; then
-    out=$("$bm" --model "$model" --threads "$threads" --runs 3 --batches 1 --context 128 --prompt 512 --quantization "$quant" 2>/dev/null)
+    out=$("$bm" --model "$model" --threads "$threads" --runs 3 --batches 1 --context 128 --prompt 512 --quantization "$quant" --matmul-precision "$precision" 2>/dev/null)
     ours_pp+=("$(echo "$out" | awk '/^prefill 512/ {print $3}')")
     ours_tg+=("$(echo "$out" | awk '/^decode batch 1 / {print $4}')")
   else
-    out=$("$bm" --model "$model" --threads "$threads" --runs 3 --contexts 128 --prompts 512 --quantization "$quant" 2>/dev/null)
+    out=$("$bm" --model "$model" --threads "$threads" --runs 3 --contexts 128 --prompts 512 --quantization "$quant" --matmul-precision "$precision" 2>/dev/null)
     ours_pp+=("$(echo "$out" | awk '/^prefill 512/ {print $3}')")
     ours_tg+=("$(echo "$out" | awk '/^decode @ context 128/ {print $5}')")
   fi
 done
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 p1=$(median "${ours_pp[@]}") p2=$(median "${peer_pp[@]}") t1=$(median "${ours_tg[@]}") t2=$(median "${peer_tg[@]}")
-echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $threads threads, $rounds rounds; ours --quantization $quant, peer $(basename "$gguf")"
+echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $threads threads, $rounds rounds; ours --quantization $quant --matmul-precision $precision, peer $(basename "$gguf")"
 echo "prefill 512 tok/s: pypto-serving $p1 (runs: ${ours_pp[*]}), llama.cpp pp512 $p2 (runs: ${peer_pp[*]}), ratio $(awk -v a="$p1" -v b="$p2" 'BEGIN {printf "%.2f", a / b}')"
 echo "decode tok/s:      pypto-serving $t1 (@128, runs: ${ours_tg[*]}), llama.cpp tg32 $t2 (runs: ${peer_tg[*]}), ratio $(awk -v a="$t1" -v b="$t2" 'BEGIN {printf "%.2f", a / b}')"

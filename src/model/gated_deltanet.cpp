@@ -42,6 +42,7 @@ GatedDeltaNet::GatedDeltaNet(Backend& backend, const ModelConfig& c)
 void GatedDeltaNet::take_scratch(Arena& arena, int64_t T) {
   rows_ = T;
   proj_ = arena.alloc_array<float>(size_t(T * proj_dim_));
+  ba_ = arena.alloc_array<float>(size_t(T * 2 * n_v_));
   conv_ = arena.alloc_array<float>(size_t(T * conv_dim_));
   g_ = arena.alloc_array<float>(size_t(T * n_v_));
   beta_ = arena.alloc_array<float>(size_t(T * n_v_));
@@ -85,7 +86,22 @@ void GatedDeltaNet::forward(const GdnLayerWeights& W, const float* h, const Forw
   PYPTO_ASSERT(T <= rows_, "GDN scratch holds ", rows_, " rows, the step has ", T);
   PYPTO_ASSERT(int32_t(batch.state_slots.size()) == batch.num_seqs(), "a hybrid batch without state slots");
   PYPTO_PROF_OP("gdn.in_proj");
-  be.linear(h, T, W.in_proj, nullptr, proj_);  // proj [T, qkv (C) | z (n_v d_v) | b (n_v) | a (n_v)]
+  if (W.in_proj_ba.n_out == 0) {
+    be.linear(h, T, W.in_proj, nullptr, proj_);  // proj [T, qkv (C) | z (n_v d_v) | b (n_v) | a (n_v)]
+  } else {
+    // Quantized in_proj [qkv | z] and float [b | a]: the rows [T, C + n_v d_v] land packed at the
+    // front of proj_, then move to their stride P from the last row down (a row never overwrites
+    // one not yet moved, P > C + n_v d_v), and b | a fill each row's tail.
+    const int64_t QZ = W.in_proj.n_out, BA = W.in_proj_ba.n_out;
+    PYPTO_ASSERT(QZ + BA == P, "in_proj ", QZ, " + in_proj_ba ", BA, " rows, expected ", P);
+    be.linear(h, T, W.in_proj, nullptr, proj_);
+    be.linear(h, T, W.in_proj_ba, nullptr, ba_);
+    be.synchronize();
+    for (int64_t t = T - 1; t >= 0; --t) {
+      std::memmove(proj_ + t * P, proj_ + t * QZ, size_t(QZ) * sizeof(float));
+      std::memcpy(proj_ + t * P + QZ, ba_ + t * BA, size_t(BA) * sizeof(float));
+    }
+  }
   be.synchronize();
 
   // Each sequence's save points at this layer (ForwardBatch::state_saves, ordered by rows).

@@ -54,6 +54,7 @@ class GatedDeltaNet {
   // Scratch: proj [T, proj_dim] (in_proj's output), conv [T, conv_dim] (after conv + SiLU, q and k
   // then normalised in place), g, beta [T, n_v], o [T, n_v, d_v].
   float *proj_ = nullptr, *conv_ = nullptr, *g_ = nullptr, *beta_ = nullptr, *o_ = nullptr;
+  float* ba_ = nullptr;  // [T, 2 n_v]: in_proj_ba's output when in_proj is quantized
   std::vector<std::vector<SavePoint>> saves_;  // per sequence of the step, this layer's save points
 };
 

@@ -13,6 +13,7 @@
 #include "core/log.h"
 #include "core/memory.h"
 #include "core/tensor.h"
+#include "model/quant_rows.h"
 
 namespace pypto {
 namespace {
@@ -112,17 +113,24 @@ struct HybridSlabs {
 };
 
 // Byte sizes of everything staged, in the order stage_hybrid_weights takes them.
+// `lin` is a projection in the layer format, `flin` one that stays float (router, the GDN's b | a,
+// the shared expert's gate), `head` the lm_head (and embedding table) in the head format.
 template <typename Take>
-void walk_sizes(const ModelConfig& c, const Backend& be, DType wdt, int layers, Take&& take) {
+void walk_sizes(const ModelConfig& c, const Backend& be, DType wdt, const StagedFormats& f, int layers, Take&& take) {
   const int64_t H = c.hidden_size, hd = c.head_dim, V = c.vocab_size, nv = c.linear_num_value_heads;
   const int64_t C = c.gdn_conv_dim(), Vd = c.gdn_value_dim();
-  auto lin = [&](int64_t n, int64_t k) { take(be.packed_weight_bytes(wdt, n, k)); };
+  auto packed = [&](WeightFormat fm, int64_t n, int64_t k) {
+    return fm == WeightFormat::Float ? be.packed_weight_bytes(wdt, n, k)
+                                     : be.packed_quantized_bytes(fm, n, k, fm == WeightFormat::Int8 ? 0 : f.group);
+  };
+  auto lin = [&](int64_t n, int64_t k) { take(packed(f.layers, n, k)); };
+  auto flin = [&](int64_t n, int64_t k) { take(be.packed_weight_bytes(wdt, n, k)); };
   auto vec = [&](int64_t n) { take(size_t(n) * sizeof(float)); };
   if (c.tie_word_embeddings) {
-    lin(V, H);
+    take(packed(f.head, V, H));
   } else {
-    take(size_t(V * H) * dtype_size(wdt));
-    lin(V, H);
+    take(f.head == WeightFormat::Float ? size_t(V * H) * dtype_size(wdt) : packed(f.head, V, H));
+    take(packed(f.head, V, H));
   }
   vec(H);
   for (int i = 0; i < layers; ++i) {
@@ -134,11 +142,17 @@ void walk_sizes(const ModelConfig& c, const Backend& be, DType wdt, int layers, 
       vec(hd);
       vec(hd);
     } else {
-      lin(C + Vd + 2 * nv, H);
+      if (f.layers == WeightFormat::Float) {
+        lin(C + Vd + 2 * nv, H);
+      } else {
+        lin(C + Vd, H);
+        flin(2 * nv, H);
+      }
       lin(H, Vd);
       vec(C * c.linear_conv_kernel_dim);
-      vec(nv);
-      vec(nv);
+      vec(nv);  // dt_bias
+      vec(nv);  // A_log as read
+      vec(nv);  // -exp(A_log)
       vec(c.linear_value_head_dim);
     }
     if (c.arch != ModelArch::Qwen35Moe) {
@@ -146,14 +160,14 @@ void walk_sizes(const ModelConfig& c, const Backend& be, DType wdt, int layers, 
       lin(H, c.intermediate_size);
       continue;
     }
-    lin(c.num_experts, H);
+    flin(c.num_experts, H);
     for (int64_t e = 0; e < c.num_experts; ++e) {
       lin(2 * c.moe_intermediate_size, H);
       lin(H, c.moe_intermediate_size);
     }
     lin(2 * c.shared_expert_intermediate_size, H);
     lin(H, c.shared_expert_intermediate_size);
-    lin(1, H);
+    flin(1, H);
   }
 }
 
@@ -162,6 +176,10 @@ void walk_sizes(const ModelConfig& c, const Backend& be, DType wdt, int layers, 
 void validate_hybrid_checkpoint(const Checkpoint& ck) {
   const ModelConfig& c = ck.config();
   PYPTO_ASSERT(c.hybrid(), c.architecture);
+  if (c.quant.method != QuantMethod::None)
+    fail(ck.dir(), ": ", quant_method_name(c.quant.method), " checkpoints of ", c.architecture,
+         " (config.json quantization_config) are not supported yet; use the bf16 checkpoint, with --quantization "
+         "int8 or int4 to quantize it while loading");
   if (c.linear_conv_kernel_dim > 16)
     fail(ck.dir(), ": linear_conv_kernel_dim ", c.linear_conv_kernel_dim, " is larger than the supported 16");
   const TensorRef* embed = ck.find(c.tensor_prefix + "embed_tokens.weight");
@@ -213,12 +231,13 @@ void validate_hybrid_checkpoint(const Checkpoint& ck) {
   if (mtp > 0) log_info(ck.dir(), ": skipping ", mtp, " mtp.* tensors (the MTP head is not served yet)");
 }
 
-size_t hybrid_staged_bytes(const Checkpoint& ck, const Backend& backend, int num_layers) {
+size_t hybrid_staged_bytes(const Checkpoint& ck, const Backend& backend, int num_layers, const StagedFormats* formats) {
   const ModelConfig& c = ck.config();
   const TensorRef* embed = ck.find(c.tensor_prefix + "embed_tokens.weight");
   const DType wdt = embed ? embed->info->dtype : c.torch_dtype;
+  const StagedFormats f = formats ? *formats : StagedFormats{};
   size_t total = 0;
-  walk_sizes(c, backend, wdt, num_layers >= 0 ? num_layers : c.num_hidden_layers,
+  walk_sizes(c, backend, wdt, f, num_layers >= 0 ? num_layers : c.num_hidden_layers,
              [&](size_t n) { total += (std::max<size_t>(n, 64) + 63) / 64 * 64; });
   return total;
 }
@@ -229,12 +248,15 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
     fail("--tp ", opt.tp_size, ": ", c.architecture, " under tensor parallelism is not supported yet; run it with --tp 1");
   if (opt.layer_begin != 0 || (opt.layer_end >= 0 && opt.layer_end != c.num_hidden_layers))
     fail(c.architecture, " under pipeline parallelism (--pp) is not supported yet");
-  if (opt.quantization != WeightFormat::Float)
-    fail("--quantization ", weight_format_name(opt.quantization), ": quantizing ", c.architecture,
-         " (Gated DeltaNet layers) is not supported yet; run it unquantized");
   if (!opt.compile_cache_dir.empty())
     fail("--use-compile-cache: ", c.architecture, " weights are not cached yet; leave the option out");
   validate_hybrid_checkpoint(ck);
+  // --quantization int8 | int4: the projections of attention, the GDN (in_proj's qkv | z rows and
+  // out_proj), the MLP, the experts and the shared expert, plus lm_head and the embedding table,
+  // as for Qwen3; the GDN's small b | a projections, the router and the shared expert's gate stay
+  // float (they feed sigmoids and softmaxes, and are a few rows each).
+  const StagedFormats fmt = staged_formats(ck, opt.quantization, opt.int4_group);
+  const bool quantized = fmt.layers != WeightFormat::Float;
 
   const std::string& P = c.tensor_prefix;
   const int64_t H = c.hidden_size, hd = c.head_dim, V = c.vocab_size, nv = c.linear_num_value_heads;
@@ -273,7 +295,18 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
     int64_t rows;
   };
   std::vector<uint8_t> scratch;
-  auto pack = [&](std::span<const Rows> parts, int64_t k) {
+  // Quantized: each part quantized by rows (scales per row, or per row and group, so stacking
+  // parts never changes a value), then packed as one weight.
+  auto pack_as = [&](WeightFormat f, std::span<const Rows> parts, int64_t k) {
+    const int32_t group = f == WeightFormat::Int8 ? 0 : fmt.group;
+    QuantRows q(f, k, group);
+    for (const Rows& r : parts) q.append_quantized(r.data, wdt, 0, r.rows);
+    uint8_t* dst = slabs->take(backend.packed_quantized_bytes(f, q.rows(), k, group));
+    backend.pack_quantized(q.view(), dst);
+    return LinearWeight{dst, wdt, q.rows(), k, f, group};
+  };
+  // A projection in float, whatever --quantization says.
+  auto pack_float = [&](std::span<const Rows> parts, int64_t k) {
     int64_t n = 0;
     for (const Rows& r : parts) n += r.rows;
     if (parts.size() == 1) {  // one tensor (or slice): packed straight from the mapping
@@ -292,6 +325,10 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
     backend.pack_weight(scratch.data(), wdt, n, k, dst);
     return LinearWeight{dst, wdt, n, k, WeightFormat::Float, 0};
   };
+  // A projection in the layer format.
+  auto pack = [&](std::span<const Rows> parts, int64_t k) {
+    return quantized ? pack_as(fmt.layers, parts, k) : pack_float(parts, k);
+  };
   auto whole = [&](const std::string& name) -> Rows {
     const TensorRef& r = ck.get(name);
     return {r.data(), r.info->shape[0]};
@@ -301,11 +338,34 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
   };
 
   // Embedding and lm_head: a tied table is staged once, as the lm_head (looked up through it).
+  // A quantized table is quantized 4096 rows at a time, each chunk's source pages released as it
+  // goes, so the quantization buffers stay small (the vocabulary is 248,320 rows).
+  auto pack_head = [&](const uint8_t* rows) {
+    if (fmt.head == WeightFormat::Float) {
+      const Rows r{rows, V};
+      return pack_float(std::span<const Rows>(&r, 1), H);
+    }
+    const int32_t group = fmt.head == WeightFormat::Int8 ? 0 : fmt.group;
+    uint8_t* dst = slabs->take(backend.packed_quantized_bytes(fmt.head, V, H, group));
+    constexpr int64_t kChunkRows = 4096;  // a multiple of 16
+    for (int64_t r0 = 0; r0 < V; r0 += kChunkRows) {
+      const int64_t r1 = std::min(V, r0 + kChunkRows);
+      QuantRows q(fmt.head, H, group);
+      q.append_quantized(rows, wdt, r0, r1);
+      backend.pack_quantized(q.view(), dst, r0, V);
+      release_range(rows + size_t(r0 * H) * esz, size_t((r1 - r0) * H) * esz);
+    }
+    return LinearWeight{dst, wdt, V, H, fmt.head, group};
+  };
   if (c.tie_word_embeddings) {
-    const Rows e{embed.data(), V};
-    w.lm_head = pack(std::span<const Rows>(&e, 1), H);
+    w.lm_head = pack_head(embed.data());
     w.embed = w.lm_head.data;
     w.embed_in_lm_head = true;
+  } else if (fmt.head != WeightFormat::Float) {  // a quantized table, looked up by rows
+    w.embed_rows = pack_head(embed.data());
+    w.embed = w.embed_rows.data;
+    w.lm_head = pack_head(ck.get("lm_head.weight").data());
+    done({"lm_head.weight"});
   } else {
     uint8_t* table = slabs->take(size_t(V * H) * esz);
     const size_t bytes = size_t(V * H) * esz, chunk = size_t(16) << 20;
@@ -351,8 +411,13 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
       GdnLayerWeights& G = L.gdn;
       const Rows in[] = {whole(N("linear_attn.in_proj_qkv.weight")), whole(N("linear_attn.in_proj_z.weight")),
                          whole(N("linear_attn.in_proj_b.weight")), whole(N("linear_attn.in_proj_a.weight"))};
-      G.in_proj = pack(in, H);  // [qkv (C) | z (Vd) | b (n_v) | a (n_v)]
-      PYPTO_ASSERT(G.in_proj.n_out == C + Vd + 2 * nv);
+      if (!quantized) {
+        G.in_proj = pack_float(in, H);  // [qkv (C) | z (Vd) | b (n_v) | a (n_v)]
+      } else {
+        G.in_proj = pack(std::span<const Rows>(in, 2), H);                 // [qkv (C) | z (Vd)]
+        G.in_proj_ba = pack_float(std::span<const Rows>(in + 2, 2), H);  // [b (n_v) | a (n_v)]
+      }
+      PYPTO_ASSERT(G.in_proj.n_out + G.in_proj_ba.n_out == C + Vd + 2 * nv);
       const Rows out = whole(N("linear_attn.out_proj.weight"));
       G.out_proj = pack(std::span<const Rows>(&out, 1), Vd);
       done({N("linear_attn.in_proj_qkv.weight"), N("linear_attn.in_proj_z.weight"), N("linear_attn.in_proj_b.weight"),
@@ -378,7 +443,7 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
     L.sparse = true;
     const int64_t E = c.num_experts, mI = c.moe_intermediate_size, sI = c.shared_expert_intermediate_size;
     const Rows router = whole(N("mlp.gate.weight"));
-    L.router = pack(std::span<const Rows>(&router, 1), H);
+    L.router = pack_float(std::span<const Rows>(&router, 1), H);
     done({N("mlp.gate.weight")});
     if (fused_experts(ck, i)) {  // gate_up_proj [E, 2I, H] (gate rows first), down_proj [E, H, I]
       const TensorRef& gu = ck.get(N("mlp.experts.gate_up_proj"));
@@ -406,12 +471,12 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
     const Rows sd = whole(N("mlp.shared_expert.down_proj.weight"));
     L.shared_expert.down = pack(std::span<const Rows>(&sd, 1), sI);
     const Rows sg = whole(N("mlp.shared_expert_gate.weight"));
-    L.shared_expert.gate = pack(std::span<const Rows>(&sg, 1), H);
+    L.shared_expert.gate = pack_float(std::span<const Rows>(&sg, 1), H);
     done({N("mlp.shared_expert.gate_proj.weight"), N("mlp.shared_expert.up_proj.weight"),
           N("mlp.shared_expert.down_proj.weight"), N("mlp.shared_expert_gate.weight")});
   }
-  w.weight_formats = "float";
-  w.layer_format = WeightFormat::Float;
+  w.weight_formats = fmt.describe();
+  w.layer_format = fmt.layers;
   w.resident_bytes = slabs->bytes;
   w.storage = slabs;
   return w;

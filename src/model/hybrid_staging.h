@@ -7,7 +7,10 @@
 // per-head [query | gate] rows regrouped into the fused qkv as [q | k | v | gate]; the GDN's
 // in_proj_qkv, z, b, a fused by rows; −exp(A_log) in f32; fused 3-D experts (gate_up_proj
 // [E, 2I, H], down_proj [E, H, I]) or per-expert tensors; the shared expert and its gate.
-// Not yet: tensor / pipeline parallelism, quantization, the compile cache (each refused by name).
+// --quantization int8 | int4 quantizes the projections, lm_head and embedding as for Qwen3 (the
+// GDN's b | a rows, the router and the shared expert's gate stay float).
+// Not yet: tensor / pipeline parallelism, pre-quantized (FP8, AWQ, GPTQ) checkpoints, the compile
+// cache (each refused by name).
 #include <cstddef>
 
 #include "io/checkpoint.h"
@@ -22,7 +25,9 @@ namespace pypto {
 // listing every problem.
 void validate_hybrid_checkpoint(const Checkpoint& ck);
 Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, const StagingOptions& opt);
-// Bytes stage_hybrid_weights allocates (num_layers >= 0: only that many layers).
-size_t hybrid_staged_bytes(const Checkpoint& ck, const Backend& backend, int num_layers = -1);
+// Bytes stage_hybrid_weights allocates (num_layers >= 0: only that many layers) in `formats`
+// (null: float).
+size_t hybrid_staged_bytes(const Checkpoint& ck, const Backend& backend, int num_layers = -1,
+                           const StagedFormats* formats = nullptr);
 
 }  // namespace pypto

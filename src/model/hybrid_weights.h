@@ -18,8 +18,11 @@ enum class LayerMixer : uint8_t {
 
 // One Gated DeltaNet layer. C = conv_dim = 2 n_k d_k + n_v d_v (q | k | v channels).
 struct GdnLayerWeights {
-  // The four input projections fused by rows: [qkv (C) | z (n_v d_v) | b (n_v) | a (n_v)], [rows, hidden].
+  // The input projections fused by rows, [rows, hidden]: float weights hold all four,
+  // [qkv (C) | z (n_v d_v) | b (n_v) | a (n_v)]; quantized ones (--quantization) only
+  // [qkv (C) | z (n_v d_v)], with the small b and a projections kept float in in_proj_ba.
   LinearWeight in_proj;
+  LinearWeight in_proj_ba;  // [2 n_v, hidden]: [b (n_v) | a (n_v)]; n_out 0 when in_proj holds them
   const float* conv = nullptr;     // [C, K] f32: the depthwise causal conv taps, oldest first
   const float* dt_bias = nullptr;  // [n_v] f32
   const float* neg_exp_a = nullptr;  // [n_v] f32: -exp(A_log), the decay rate per value head

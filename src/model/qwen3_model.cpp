@@ -40,7 +40,9 @@ Qwen3Model::Qwen3Model(const Qwen3Weights& weights, Backend& backend, Communicat
     if (l.mixer == LayerMixer::GatedDeltaNet) {
       const GdnLayerWeights& g = l.gdn;
       PYPTO_ASSERT(g.in_proj.k_in == hidden_ &&
-                       g.in_proj.n_out == c.gdn_conv_dim() + c.gdn_value_dim() + 2 * c.linear_num_value_heads,
+                       g.in_proj.n_out + g.in_proj_ba.n_out ==
+                           c.gdn_conv_dim() + c.gdn_value_dim() + 2 * c.linear_num_value_heads &&
+                       (g.in_proj_ba.n_out == 0 || g.in_proj_ba.k_in == hidden_),
                    "GDN in_proj shape");
       PYPTO_ASSERT(g.out_proj.n_out == hidden_ && g.out_proj.k_in == c.gdn_value_dim(), "GDN out_proj shape");
       PYPTO_ASSERT(g.conv && g.dt_bias && g.neg_exp_a && g.norm, "GDN vectors");

@@ -286,7 +286,7 @@ const char* quantized_activations(WeightFormat layers, const Backend& backend) {
 
 size_t staged_slab_bytes(const Checkpoint& ck, const Backend& backend, int tp_rank, int tp_size, int num_layers,
                          const StagedFormats* formats, LayerRange range) {
-  if (ck.config().hybrid()) return hybrid_staged_bytes(ck, backend, num_layers);  // one rank, one stage
+  if (ck.config().hybrid()) return hybrid_staged_bytes(ck, backend, num_layers, formats);  // one rank, one stage
   RankShapes shapes =
       rank_shapes(ck, tp_rank, tp_size, formats ? *formats : staged_formats(ck, WeightFormat::Float, 64), range);
   if (num_layers >= 0) shapes.layers = num_layers;

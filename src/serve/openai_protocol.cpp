@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
 
 #include "core/error.h"
 #include "serve/json_limits.h"
@@ -368,6 +369,15 @@ std::string message_content(const ojson& msg, size_t i) {
     const std::string pf = str_cat(field, "[", j, "]");
     if (!part.is_object()) wrong_type(pf, "an object", part);
     const std::string type = part.value("type", "");
+    // Image and video parts (OpenAI's image_url, vLLM's video_url, image, video) would need the
+    // vision tower of Qwen3.5 / Qwen3.6, which is not served: say so rather than "unknown part".
+    static const std::set<std::string> media = {"image_url", "video_url", "image", "video", "input_image",
+                                                "input_video"};
+    if (media.count(type))
+      throw invalid_request(str_cat("'", pf, ".type' = '", type,
+                                    "' is not supported: image and video inputs need a vision model, and only text "
+                                    "is served (the vision tower of Qwen3.5 / Qwen3.6 checkpoints is not loaded)"),
+                            pf);
     if (type != "text")
       throw invalid_request(str_cat("'", pf, ".type' = '", type, "' is not supported: only text parts"), pf);
     auto t = part.find("text");

@@ -70,18 +70,54 @@ TEST(HybridCheckpoint, TextOnlyMoeStagesFusedExpertsAndSharedExpert) {
   const uint16_t* src = reinterpret_cast<const uint16_t*>(gu.data()) + 3 * 2 * 32 * 64;
   const uint16_t* dst = static_cast<const uint16_t*>(w.layers[0].experts[3].gate_up.data);
   EXPECT_EQ(0, std::memcmp(src, dst, 2 * 32 * 64 * sizeof(uint16_t)));
-  // Refused by name: parallelism and quantization are not supported for hybrids yet.
+  // Refused by name: tensor parallelism is not supported for hybrids yet.
   so.tp_size = 2;
   so.tp_rank = 0;
   EXPECT_THROW(stage_qwen3_weights(*ck, *be, so), Error);
-  so.tp_size = 1;
-  so.quantization = WeightFormat::Int8;
-  try {
-    stage_qwen3_weights(*ck, *be, so);
-    FAIL() << "int8 staging of a hybrid";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("--quantization"), std::string::npos) << e.what();
+}
+
+// --quantization int4 on a hybrid: the projections (attention, the GDN's qkv | z and out_proj,
+// experts, shared expert), lm_head and the embedding are int4; the GDN's b | a rows, the router
+// and the shared expert's gate stay float; the staged bytes are what hybrid_staged_bytes predicts.
+TEST(HybridCheckpoint, QuantizedStagingKeepsTheGatesFloat) {
+  TestModelOptions o;
+  o.preset = "tiny-hybrid-moe";
+  o.text_only = true;
+  const auto dir = make_model_in_temp("hybrid_moe_quant", o);
+  auto ck = Checkpoint::open(dir.string());
+  const ModelConfig& c = ck->config();
+  auto be = make_reference_backend();
+  StagingOptions so;
+  so.show_progress = false;
+  so.quantization = WeightFormat::Int4;
+  so.int4_group = 16;
+  const Qwen3Weights w = stage_qwen3_weights(*ck, *be, so);
+  EXPECT_EQ(w.weight_formats, "int4/g16");
+  EXPECT_EQ(w.lm_head.format, WeightFormat::Int4);
+  const int64_t nv = c.linear_num_value_heads;
+  int gdn = 0;
+  for (const Qwen3LayerWeights& l : w.layers) {
+    EXPECT_EQ(l.router.format, WeightFormat::Float);
+    EXPECT_EQ(l.shared_expert.gate.format, WeightFormat::Float);
+    EXPECT_EQ(l.shared_expert.gate_up.format, WeightFormat::Int4);
+    EXPECT_EQ(l.experts[0].gate_up.format, WeightFormat::Int4);
+    EXPECT_EQ(l.experts[0].gate_up.group, 16);
+    if (l.mixer != LayerMixer::GatedDeltaNet) {
+      EXPECT_EQ(l.qkv.format, WeightFormat::Int4);
+      continue;
+    }
+    ++gdn;
+    EXPECT_EQ(l.gdn.in_proj.format, WeightFormat::Int4);
+    EXPECT_EQ(l.gdn.in_proj.n_out, c.gdn_conv_dim() + c.gdn_value_dim());
+    EXPECT_EQ(l.gdn.in_proj_ba.format, WeightFormat::Float);
+    EXPECT_EQ(l.gdn.in_proj_ba.n_out, 2 * nv);
+    EXPECT_EQ(l.gdn.out_proj.format, WeightFormat::Int4);
   }
+  EXPECT_GT(gdn, 0);
+  const StagedFormats f = staged_formats(*ck, so.quantization, so.int4_group);
+  EXPECT_EQ(w.resident_bytes, staged_slab_bytes(*ck, *be, 0, 1, -1, &f));
+  // Float staging is larger than int4's.
+  EXPECT_GT(staged_slab_bytes(*ck, *be, 0, 1, -1, nullptr), w.resident_bytes);
 }
 
 TEST(HybridCheckpoint, RefusesLayerTypesThatDisagreeWithTheTensors) {

@@ -157,6 +157,23 @@ TEST(BatchInvariance, TinyHybridMoeCpuKernels) {
   check_invariance(*m->model);
 }
 
+// --quantization on a hybrid: int4 (groups of 16) and int8 projections, with the GDN's b | a rows
+// run as a separate float linear, keep a row's logits independent of its companions.
+TEST(BatchInvariance, TinyHybridMoeQuantizedCpuKernels) {
+  TestModelOptions o;
+  o.preset = "tiny-hybrid-moe";
+  o.text_only = true;
+  const std::string dir = ensure_test_model("tiny-hybrid-moe", o);
+  for (WeightFormat f : {WeightFormat::Int4, WeightFormat::Int8}) {
+    StagingOptions so;
+    so.quantization = f;
+    so.int4_group = 16;
+    auto m = load_model(dir, /*scalar=*/false, 2, so);
+    ASSERT_EQ(m->weights.layer_format, f);
+    check_invariance(*m->model);
+  }
+}
+
 // A sequence may only continue where its own state ends: continuing at position 5 on a fresh
 // slot (what a prefix-cache hit would ask) is an Error naming why, not a silently wrong result.
 TEST(BatchInvariance, HybridRefusesContinuingWithoutItsState) {

@@ -95,10 +95,13 @@ ReferenceRun run_reference(const std::string& model_dir, const std::vector<std::
 }
 
 std::unique_ptr<LoadedModel> load_model(const std::string& dir, bool scalar, int threads) {
+  return load_model(dir, scalar, threads, StagingOptions{});
+}
+
+std::unique_ptr<LoadedModel> load_model(const std::string& dir, bool scalar, int threads, StagingOptions opt) {
   auto m = std::make_unique<LoadedModel>();
   m->checkpoint = Checkpoint::open(dir);
   m->backend = scalar ? make_reference_backend() : make_cpu_backend(threads);
-  StagingOptions opt;
   opt.show_progress = false;
   m->weights = stage_qwen3_weights(*m->checkpoint, *m->backend, opt);
   m->weights.state_slots = 4;  // hybrid models: room for the batch tests' sequences (ignored otherwise)

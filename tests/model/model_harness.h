@@ -11,6 +11,7 @@
 #include "io/checkpoint.h"
 #include "kernels/backend.h"
 #include "model/qwen3_model.h"
+#include "model/weight_staging.h"
 #include "model/test_model.h"
 #include "npy.h"
 
@@ -44,6 +45,8 @@ struct LoadedModel {
 };
 // Stages `dir` onto the scalar reference backend (scalar = true) or the CPU backend.
 std::unique_ptr<LoadedModel> load_model(const std::string& dir, bool scalar, int threads = 2);
+// The same with staging options (--quantization and its group; show_progress is forced off).
+std::unique_ptr<LoadedModel> load_model(const std::string& dir, bool scalar, int threads, StagingOptions opt);
 
 // n greedy tokens after `prompt`: one prefill call, then one decode call per token over the
 // paged cache (argmax, ties to the lowest id, as torch.argmax).

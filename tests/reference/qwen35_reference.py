@@ -62,8 +62,12 @@ def swiglu(gate_w, up_w, down_w, x):
 
 
 class Qwen35Reference:
-    def __init__(self, model_dir: str):
+    def __init__(self, model_dir: str, transform=None):
+        """transform(name, tensor) -> tensor, applied to every tensor as loaded (the quantized
+        checks use it to quantize and dequantize the projections)."""
         cfg, w = read_checkpoint(model_dir)
+        if transform is not None:
+            w = {name: transform(name, t) for name, t in w.items()}
         arch = cfg["architectures"][0]
         wrapper = arch.endswith("ForConditionalGeneration")
         t = cfg["text_config"] if wrapper else cfg

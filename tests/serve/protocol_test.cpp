@@ -164,7 +164,16 @@ TEST(Protocol, ChatErrors) {
   expect_error(chat_error(R"({"messages": [{"role": "robot", "content": "x"}]})"),
                "'messages[0].role' = 'robot' is not one of system, developer, user, assistant, tool", "messages[0].role");
   expect_error(chat_error(R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})"),
-               "'messages[0].content[0].type' = 'image_url' is not supported: only text parts", "messages[0].content[0]");
+               "'messages[0].content[0].type' = 'image_url' is not supported: image and video inputs need a vision "
+               "model, and only text is served (the vision tower of Qwen3.5 / Qwen3.6 checkpoints is not loaded)",
+               "messages[0].content[0]");
+  expect_error(chat_error(R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "x"},
+                                           {"type": "video_url", "video_url": {"url": "v.mp4"}}]}]})"),
+               "'messages[0].content[1].type' = 'video_url' is not supported: image and video inputs need a vision "
+               "model, and only text is served (the vision tower of Qwen3.5 / Qwen3.6 checkpoints is not loaded)",
+               "messages[0].content[1]");
+  expect_error(chat_error(R"({"messages": [{"role": "user", "content": [{"type": "input_audio"}]}]})"),
+               "'messages[0].content[0].type' = 'input_audio' is not supported: only text parts", "messages[0].content[0]");
   expect_error(chat_error(R"({"messages": [{"role": "user", "content": 5}]})"),
                "'messages[0].content' must be a string or an array of content parts, got integer", "messages[0].content");
   expect_error(chat_error(R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})"),
