@@ -7,7 +7,8 @@
 // field with the server still serving. Run by CTest with PYPTO_BINARY and PYPTO_NPM_DIR set.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
+import { promisify } from 'node:util';
 import { createRequire } from 'node:module';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -17,6 +18,7 @@ import { startServer, stopServer } from './real_server_support.mjs';
 const npmDir = process.env.PYPTO_NPM_DIR;
 const binary = process.env.PYPTO_BINARY;
 if (!npmDir || !binary) throw new Error('set PYPTO_NPM_DIR and PYPTO_BINARY');
+const execFileAsync = promisify(execFile);
 const OpenAI = createRequire(path.join(npmDir, 'noop.js'))('openai');
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pypto-pooling-'));
@@ -52,12 +54,14 @@ async function post(srv, route, body) {
 }
 
 // Offline `pypto-serving embed` on the same model and engine flags: JSONL lines in, lines out.
-function offline(model, lines, extra = [], engineArgs = ENGINE_ARGS) {
+// Asynchronous, so the event loop keeps running meanwhile: a blocked loop cannot see the server
+// close an idle keep-alive connection, and fetch would then reuse the dead socket ("fetch failed"
+// on a loaded machine, where an offline run outlasts the server's keep-alive timeout).
+async function offline(model, lines, extra = [], engineArgs = ENGINE_ARGS) {
   const input = path.join(dir, `in-${Math.random().toString(36).slice(2)}.jsonl`);
   const out = input.replace('in-', 'out-');
   fs.writeFileSync(input, lines.map((l) => JSON.stringify(l)).join('\n') + '\n');
-  execFileSync(binary, ['embed', '--model', model, '--input', input, '--out', out, ...engineArgs, ...extra],
-               { stdio: ['ignore', 'ignore', 'pipe'] });
+  await execFileAsync(binary, ['embed', '--model', model, '--input', input, '--out', out, ...engineArgs, ...extra]);
   return fs.readFileSync(out, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
 }
 
@@ -65,7 +69,7 @@ const TEXTS = ['Hello, world!', 'What is the capital of China?', 'The quick brow
 const f32 = (v) => Array.from(Float32Array.from(v));  // the floats as float32 values
 
 test('openai embeddings.create (base64 default and float) equals offline embed, bit for bit', async () => {
-  const want = offline(models.emb, TEXTS.map((text) => ({ text })));
+  const want = await offline(models.emb, TEXTS.map((text) => ({ text })));
   const b64 = await client.embeddings.create({ model: 'emb', input: TEXTS });
   const flt = await client.embeddings.create({ model: 'emb', input: TEXTS, encoding_format: 'float' });
   assert.equal(b64.object, 'list');
@@ -93,7 +97,7 @@ test('input as a string, token ids and lists of token ids; base64 is little-endi
   const ids = [9707, 11, 1879, 0];
   const one = await post(servers.emb, '/v1/embeddings', { input: ids, encoding_format: 'float' });
   const many = await post(servers.emb, '/v1/embeddings', { input: [ids, [42, 7]], encoding_format: 'float' });
-  const want = offline(models.emb, [{ token_ids: ids }, { token_ids: [42, 7] }]);
+  const want = await offline(models.emb, [{ token_ids: ids }, { token_ids: [42, 7] }]);
   assert.equal(one.status, 200);
   assert.deepEqual(f32(one.body.data[0].embedding), f32(want[0].embedding));
   assert.deepEqual(f32(many.body.data[1].embedding), f32(want[1].embedding));
@@ -164,7 +168,7 @@ const DOCS = ['The giant panda is a bear species endemic to China.', 'Paris is t
               'Pandas eat bamboo.'];
 
 test('rerank: sorted by relevance_score with the original index; equals offline scores', async () => {
-  const want = offline(models.rr, DOCS.map((document) => ({ query: QUERY, document })), ['--runner', 'rerank']);
+  const want = await offline(models.rr, DOCS.map((document) => ({ query: QUERY, document })), ['--runner', 'rerank']);
   const r = await post(servers.rr, '/v1/rerank', { model: 'rr', query: QUERY,
                                                    documents: [DOCS[0], { text: DOCS[1] }, DOCS[2], DOCS[3]] });
   assert.equal(r.status, 200, JSON.stringify(r.body));
@@ -189,11 +193,11 @@ test('rerank: sorted by relevance_score with the original index; equals offline 
 
 test('rerank instruction and /v1/score', async () => {
   const instr = 'Judge whether the document is about animals';
-  const want = offline(models.rr, DOCS.map((document) => ({ query: QUERY, document, instruction: instr })),
+  const want = await offline(models.rr, DOCS.map((document) => ({ query: QUERY, document, instruction: instr })),
                        ['--runner', 'rerank']);
   const r = await post(servers.rr, '/v1/rerank', { query: QUERY, documents: DOCS, instruction: instr });
   for (const x of r.body.results) assert.equal(x.relevance_score, want[x.index].score);
-  const plain = offline(models.rr, [{ query: QUERY, document: DOCS[0] }], ['--runner', 'rerank']);
+  const plain = await offline(models.rr, [{ query: QUERY, document: DOCS[0] }], ['--runner', 'rerank']);
   assert.notEqual(want[0].score, plain[0].score, 'the instruction is part of the prompt');
   const s = await post(servers.rr, '/v1/score', { model: 'rr', text_1: QUERY, text_2: DOCS, instruction: instr });
   assert.equal(s.status, 200);
@@ -241,16 +245,16 @@ const embedOf = async (body) => {
 
 test('truncate_prompt_tokens keeps the last N tokens (truncation_side right: the first N)', async () => {
   const ids = [9707, 11, 1879, 0, 42, 7];
-  const want = offline(models.emb, [{ token_ids: ids.slice(-3) }, { token_ids: ids.slice(0, 3) }]);
+  const want = await offline(models.emb, [{ token_ids: ids.slice(-3) }, { token_ids: ids.slice(0, 3) }]);
   const last = await embedOf({ input: ids, truncate_prompt_tokens: 3 });
   assert.deepEqual(f32(last.data[0].embedding), f32(want[0].embedding));
   assert.equal(last.usage.prompt_tokens, 3);
   const first = await embedOf({ input: ids, truncate_prompt_tokens: 3, truncation_side: 'right' });
   assert.deepEqual(f32(first.data[0].embedding), f32(want[1].embedding));
   // Text: the EOS the post-processor appends stays last.
-  const full = offline(models.emb, [{ text: TEXTS[2] }], ['--with-token-ids'])[0].token_ids;
+  const full = (await offline(models.emb, [{ text: TEXTS[2] }], ['--with-token-ids']))[0].token_ids;
   assert.equal(full.at(-1), EOS);
-  const cut = offline(models.emb, [{ token_ids: full.slice(-4) }])[0];
+  const cut = (await offline(models.emb, [{ token_ids: full.slice(-4) }]))[0];
   const text = await embedOf({ input: TEXTS[2], truncate_prompt_tokens: 4 });
   assert.deepEqual(f32(text.data[0].embedding), f32(cut.embedding));
   // -1: up to --max-model-len (256), so an over-long input is cut instead of refused.
@@ -261,8 +265,8 @@ test('truncate_prompt_tokens keeps the last N tokens (truncation_side right: the
 });
 
 test('add_special_tokens false, use_activation / normalize false, request_id, embed_dtype', async () => {
-  const full = offline(models.emb, [{ text: TEXTS[1] }], ['--with-token-ids'])[0];
-  const bare = offline(models.emb, [{ token_ids: full.token_ids.slice(0, -1) }])[0];
+  const full = (await offline(models.emb, [{ text: TEXTS[1] }], ['--with-token-ids']))[0];
+  const bare = (await offline(models.emb, [{ token_ids: full.token_ids.slice(0, -1) }]))[0];
   const r = await embedOf({ input: TEXTS[1], add_special_tokens: false, request_id: 'my-id-7' });
   assert.deepEqual(f32(r.data[0].embedding), f32(bare.embedding), 'no <|endoftext|> appended');
   assert.equal(r.usage.prompt_tokens, full.tokens - 1);
@@ -292,7 +296,7 @@ const cosine = (a, b) => {
 test('/v1/score and /v1/rerank on an embedding model: cosine of the embeddings (1:N, N:N)', async () => {
   const instr = 'Given a question, retrieve passages that answer it';
   const iq = `Instruct: ${instr}\nQuery:${QUERY}`;
-  const vec = offline(models.emb, [QUERY, iq, ...DOCS].map((text) => ({ text }))).map((w) => w.embedding);
+  const vec = (await offline(models.emb, [QUERY, iq, ...DOCS].map((text) => ({ text })))).map((w) => w.embedding);
   const [q, qi, ...docs] = vec;
   const s = await post(servers.emb, '/v1/score', { model: 'emb', text_1: QUERY, text_2: DOCS });
   assert.equal(s.status, 200, JSON.stringify(s.body));
@@ -321,7 +325,8 @@ test('/v1/score and /v1/rerank on an embedding model: cosine of the embeddings (
     assert.ok(Math.abs(x.relevance_score - want[x.index]) < 1e-6);
     assert.equal(x.document.text, DOCS[x.index]);
   }
-  const tokens = offline(models.emb, [iq, ...DOCS].map((text) => ({ text }))).reduce((n, w) => n + w.tokens, 0);
+  const embedded = await offline(models.emb, [iq, ...DOCS].map((text) => ({ text })));
+  const tokens = embedded.reduce((n, w) => n + w.tokens, 0);
   assert.equal(rr.body.usage.total_tokens, tokens, 'the query is embedded once');
 });
 
@@ -337,7 +342,8 @@ test('/pooling: the embedding on an embedding model, the score on a reranker', a
     assert.deepEqual(d.data, ref.data[i].embedding);
   });
   assert.deepEqual(e.body.usage, ref.usage);
-  const pair = offline(models.rr, [{ query: QUERY, document: DOCS[0] }], ['--runner', 'rerank', '--with-token-ids'])[0];
+  const [pair] = await offline(models.rr, [{ query: QUERY, document: DOCS[0] }],
+                               ['--runner', 'rerank', '--with-token-ids']);
   const r = await post(servers.rr, '/pooling', { input: pair.token_ids });
   assert.equal(r.status, 200, JSON.stringify(r.body));
   assert.deepEqual(r.body.data[0].data, [pair.score]);
@@ -346,14 +352,14 @@ test('/pooling: the embedding on an embedding model, the score on a reranker', a
 });
 
 test('reranker: use_activation false gives the log-odds; truncate_prompt_tokens cuts the document', async () => {
-  const want = offline(models.rr, DOCS.map((document) => ({ query: QUERY, document })), ['--runner', 'rerank']);
+  const want = await offline(models.rr, DOCS.map((document) => ({ query: QUERY, document })), ['--runner', 'rerank']);
   const raw = await post(servers.rr, '/v1/score', { text_1: QUERY, text_2: DOCS, use_activation: false });
   assert.deepEqual(raw.body.data.map((d) => d.score), want.map((w) => w.logits[1] - w.logits[0]));
   const act = await post(servers.rr, '/v1/rerank', { query: QUERY, documents: DOCS, activation: false });
   for (const x of act.body.results) assert.equal(x.relevance_score, want[x.index].logits[1] - want[x.index].logits[0]);
   // A 100-token cap per prompt equals an engine whose --max-model-len is 100 (the middle's tail is cut).
   const longDoc = 'The giant panda eats bamboo. '.repeat(20);
-  const capped = offline(models.rr, [{ query: QUERY, document: longDoc }], ['--runner', 'rerank'],
+  const capped = await offline(models.rr, [{ query: QUERY, document: longDoc }], ['--runner', 'rerank'],
                          ENGINE_ARGS.map((x) => (x === '256' ? '100' : x)));
   const t = await post(servers.rr, '/v1/rerank', { query: QUERY, documents: [longDoc], truncate_prompt_tokens: 100 });
   assert.equal(t.status, 200, JSON.stringify(t.body));
