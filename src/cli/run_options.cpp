@@ -1,6 +1,7 @@
 #include "cli/run_options.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <set>
@@ -241,8 +242,19 @@ void validate_run_options(RunOptions& o) {
     fail("--pp-micro-batches ", o.pp_micro_batches, ": expected a number of micro-batches between 1 and 1024");
   if (o.pp_micro_batch_tokens < 1)
     fail("--pp-micro-batch-tokens ", o.pp_micro_batch_tokens, ": expected a positive number of tokens");
+  // A pooling model's --tp / --pp ranks run as threads of one process (load_replicas.cpp): the
+  // rank-process path does not carry pooling heads. Under --runner auto a local checkpoint with
+  // sentence-transformers files (what auto serves as an embedding model) or vLLM's reranker
+  // overrides counts too; any other pooling checkpoint is refused later with the flag to add.
+  const std::filesystem::path md(o.model);
+  const bool pooling_runner =
+      o.runner == "pooling" || o.runner == "rerank" ||
+      (o.runner == "auto" && (o.hf_overrides.find("SequenceClassification") != std::string::npos ||
+                              (!o.model.empty() && (std::filesystem::is_regular_file(md / "modules.json") ||
+                                                    std::filesystem::is_regular_file(md / "1_Pooling/config.json")))));
   if (o.distributed_executor_backend == "auto")
-    o.distributed_executor_backend = o.dp == 1 && o.tp * o.pp > 1 && !model_is_hybrid(o.model) ? "mp" : "threads";
+    o.distributed_executor_backend =
+        o.dp == 1 && o.tp * o.pp > 1 && !pooling_runner && !model_is_hybrid(o.model) ? "mp" : "threads";
   const std::string& deb = o.distributed_executor_backend;
   if (o.pp_virtual_engines && o.pp < 2)
     fail("--pp-virtual-engines runs --pp engines over the pipeline stages of a replica: it needs --pp >= 2 (got --pp ",

@@ -253,13 +253,13 @@ std::string ServerMetrics::render(const std::string& model_name, const std::vect
            std::to_string(it == rejected_.end() ? 0 : it->second) + "\n";
   }
   header(out, "pypto:pooling_requests_total", "counter", "Requests of the pooling endpoints, by endpoint.");
-  for (const char* ep : {"embeddings", "rerank", "score"}) {
+  for (const char* ep : {"embeddings", "pooling", "rerank", "score"}) {
     auto it = pooling_.find(ep);
     out += "pypto:pooling_requests_total{" + model + ",endpoint=\"" + ep + "\"} " +
            std::to_string(it == pooling_.end() ? 0 : it->second.first) + "\n";
   }
   header(out, "pypto:pooling_inputs_total", "counter", "Inputs (texts, documents) of the pooling endpoints, by endpoint.");
-  for (const char* ep : {"embeddings", "rerank", "score"}) {
+  for (const char* ep : {"embeddings", "pooling", "rerank", "score"}) {
     auto it = pooling_.find(ep);
     out += "pypto:pooling_inputs_total{" + model + ",endpoint=\"" + ep + "\"} " +
            std::to_string(it == pooling_.end() ? 0 : it->second.second) + "\n";

@@ -7,6 +7,8 @@
 
 #include "core/error.h"
 #include "serve/api_error.h"
+#include "serve/openai_protocol.h"
+#include "serve/pooling_options.h"
 
 namespace pypto {
 
@@ -24,8 +26,11 @@ const char* type_name(const ojson& v) {
   return "object";
 }
 
-void check_fields(const ojson& body, std::initializer_list<const char*> allowed) {
+// Refuses any field that is neither in `allowed` nor one of `ep`'s vLLM extras (pooling_options.h).
+void check_fields(const ojson& body, std::initializer_list<const char*> own, PoolingEndpoint ep) {
   if (!body.is_object()) throw invalid_request("the request body must be a JSON object");
+  std::vector<const char*> allowed(own);
+  for (const char* f : pooling_option_fields(ep)) allowed.push_back(f);
   const std::set<std::string> ok(allowed.begin(), allowed.end());
   for (const auto& [key, value] : body.items())
     if (!ok.contains(key)) {
@@ -76,13 +81,66 @@ std::vector<std::string> text_list(const ojson& v, const char* key) {
   return out;
 }
 
+void parse_encoding(const ojson& body, EmbeddingRequest& r) {
+  if (auto f = opt_string(body, "encoding_format")) {
+    if (*f != "float" && *f != "base64")
+      throw invalid_request(str_cat("'encoding_format' is '", *f, "' (allowed: float, base64)"), "encoding_format");
+    r.base64 = *f == "base64";
+  }
+  if (auto it = body.find("dimensions"); it != body.end() && !it->is_null()) {
+    if (!it->is_number_integer()) throw invalid_request(str_cat("'dimensions' must be an integer, got ", type_name(*it)), "dimensions");
+    r.dimensions = it->get<int64_t>();
+  }
+}
+
+// vLLM's chat form: `messages` in place of `input`, rendered with the model's chat template into
+// one input. add_generation_prompt defaults to false and add_special_tokens too (the template
+// writes the special tokens), as vLLM's EmbeddingChatRequest. False when the body has no messages.
+bool parse_chat_form(const ojson& body, EmbeddingRequest& r) {
+  const bool has_messages = body.contains("messages") && !body["messages"].is_null();
+  const bool has_input = body.contains("input") && !body["input"].is_null();
+  if (!has_messages) {
+    for (const char* k : {"add_generation_prompt", "continue_final_message", "chat_template_kwargs"})
+      if (body.contains(k) && !body[k].is_null())
+        throw invalid_request(str_cat("'", k, "' applies to the chat form (messages), not to input"), k);
+    return false;
+  }
+  if (has_input) throw invalid_request("give 'input' or 'messages', not both", "messages");
+  r.messages = normalize_messages(body["messages"]);
+  r.add_generation_prompt = opt_bool(body, "add_generation_prompt", false);
+  if (opt_bool(body, "continue_final_message", false))
+    throw invalid_request("'continue_final_message' true is not supported", "continue_final_message");
+  if (auto it = body.find("chat_template_kwargs"); it != body.end() && !it->is_null()) {
+    if (!it->is_object())
+      throw invalid_request(str_cat("'chat_template_kwargs' must be an object, got ", type_name(*it)), "chat_template_kwargs");
+    for (const auto& [k, v] : it->items())
+      if (k == "messages" || k == "tools" || k == "add_generation_prompt")
+        throw invalid_request(str_cat("'chat_template_kwargs.", k, "' is not allowed: use the request field"),
+                              "chat_template_kwargs");
+    r.chat_template_kwargs = *it;
+  }
+  if (!body.contains("add_special_tokens") || body["add_special_tokens"].is_null()) r.opts.add_special_tokens = false;
+  return true;
+}
+
 }  // namespace
 
-EmbeddingRequest parse_embedding_request(const ojson& body) {
-  check_fields(body, {"model", "input", "encoding_format", "dimensions", "user"});
+EmbeddingRequest parse_embedding_request(const ojson& body, bool pooling_endpoint) {
+  const PoolingEndpoint ep = pooling_endpoint ? PoolingEndpoint::Pooling : PoolingEndpoint::Embeddings;
+  if (pooling_endpoint)
+    check_fields(body, {"model", "input", "encoding_format", "dimensions", "task", "messages", "add_generation_prompt",
+                        "continue_final_message", "chat_template_kwargs"},
+                 ep);
+  else
+    check_fields(body, {"model", "input", "encoding_format", "dimensions", "messages", "add_generation_prompt",
+                        "continue_final_message", "chat_template_kwargs"},
+                 ep);
   EmbeddingRequest r;
   r.model = opt_string(body, "model");
-  opt_string(body, "user");  // accepted for OpenAI compatibility; not used
+  r.task = opt_string(body, "task");
+  r.opts = parse_pooling_options(body, ep);
+  parse_encoding(body, r);
+  if (parse_chat_form(body, r)) return r;
   auto in = body.find("input");
   if (in == body.end() || in->is_null()) throw invalid_request("'input' is required", "input");
   const ojson& v = *in;
@@ -118,23 +176,14 @@ EmbeddingRequest parse_embedding_request(const ojson& body) {
                                   type_name(v)),
                           "input");
   }
-  if (auto f = opt_string(body, "encoding_format")) {
-    if (*f != "float" && *f != "base64")
-      throw invalid_request(str_cat("'encoding_format' is '", *f, "' (allowed: float, base64)"), "encoding_format");
-    r.base64 = *f == "base64";
-  }
-  if (auto it = body.find("dimensions"); it != body.end() && !it->is_null()) {
-    if (!it->is_number_integer()) throw invalid_request(str_cat("'dimensions' must be an integer, got ", type_name(*it)), "dimensions");
-    r.dimensions = it->get<int64_t>();
-  }
   return r;
 }
 
 RerankRequest parse_rerank_request(const ojson& body) {
-  check_fields(body, {"model", "query", "documents", "top_n", "return_documents", "instruction", "user"});
+  check_fields(body, {"model", "query", "documents", "top_n", "return_documents", "instruction"}, PoolingEndpoint::Rerank);
   RerankRequest r;
   r.model = opt_string(body, "model");
-  opt_string(body, "user");
+  r.opts = parse_pooling_options(body, PoolingEndpoint::Rerank);
   auto q = opt_string(body, "query");
   if (!q) throw invalid_request("'query' is required", "query");
   if (q->empty()) throw invalid_request("'query' is an empty string", "query");
@@ -166,18 +215,39 @@ RerankRequest parse_rerank_request(const ojson& body) {
 }
 
 ScoreRequest parse_score_request(const ojson& body) {
-  check_fields(body, {"model", "text_1", "text_2", "instruction", "user"});
+  check_fields(body, {"model", "text_1", "text_2", "queries", "documents", "items", "data_1", "data_2", "instruction"},
+               PoolingEndpoint::Score);
   ScoreRequest r;
   r.model = opt_string(body, "model");
-  opt_string(body, "user");
-  for (const char* k : {"text_1", "text_2"})
-    if (!body.contains(k) || body[k].is_null()) throw invalid_request(str_cat("'", k, "' is required"), k);
-  std::vector<std::string> a = text_list(body["text_1"], "text_1"), b = text_list(body["text_2"], "text_2");
+  r.opts = parse_pooling_options(body, PoolingEndpoint::Score);
+  // vLLM's four spellings of the two sides; exactly one pair.
+  static const std::pair<const char*, const char*> kPairs[] = {
+      {"text_1", "text_2"}, {"queries", "documents"}, {"queries", "items"}, {"data_1", "data_2"}};
+  auto has = [&](const char* k) { return body.contains(k) && !body[k].is_null(); };
+  std::vector<std::pair<const char*, const char*>> given;
+  for (const auto& p : kPairs)
+    if (has(p.first) || has(p.second)) given.push_back(p);
+  if (given.size() == 2 && given[0].first == given[1].first && !(has(given[0].second) && has(given[1].second)))
+    given.erase(has(given[0].second) ? given.begin() + 1 : given.begin());  // queries with documents or items
+  if (given.empty()) throw invalid_request("'text_1' is required (with 'text_2'; or queries/documents, queries/items, "
+                                           "data_1/data_2)", "text_1");
+  if (given.size() > 1) {
+    const char* extra = has(given[1].first) && given[1].first != given[0].first ? given[1].first : given[1].second;
+    throw invalid_request(str_cat("'", extra, "' mixes two spellings of the score request's sides: give one pair of "
+                                  "text_1/text_2, queries/documents, queries/items or data_1/data_2"),
+                          extra);
+  }
+  r.first_field = given[0].first;
+  r.second_field = given[0].second;
+  for (const char* k : {r.first_field, r.second_field})
+    if (!has(k)) throw invalid_request(str_cat("'", k, "' is required"), k);
+  std::vector<std::string> a = text_list(body[r.first_field], r.first_field),
+                           b = text_list(body[r.second_field], r.second_field);
   if (a.size() == 1 && b.size() > 1) a.assign(b.size(), a[0]);
   if (a.size() != b.size())
-    throw invalid_request(str_cat("'text_1' has ", a.size(), " texts and 'text_2' ", b.size(),
-                                  ": give one text_1 for all, or as many as text_2"),
-                          "text_2");
+    throw invalid_request(str_cat("'", r.first_field, "' has ", a.size(), " texts and '", r.second_field, "' ", b.size(),
+                                  ": give one ", r.first_field, " for all, or as many as ", r.second_field),
+                          r.second_field);
   r.queries = std::move(a);
   r.documents = std::move(b);
   r.instruction = opt_string(body, "instruction");
@@ -197,11 +267,8 @@ std::vector<float> matryoshka_normalize(const std::vector<float>& v, std::option
   return out;
 }
 
-std::string base64_f32le(const std::vector<float>& v) {
-  static_assert(std::endian::native == std::endian::little, "base64 embeddings assume a little-endian host");
+std::string base64_encode(const unsigned char* p, size_t n) {
   static const char* kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  const auto* p = reinterpret_cast<const unsigned char*>(v.data());
-  const size_t n = v.size() * sizeof(float);
   std::string out;
   out.reserve((n + 2) / 3 * 4);
   for (size_t i = 0; i < n; i += 3) {
@@ -212,6 +279,11 @@ std::string base64_f32le(const std::vector<float>& v) {
     out += i + 2 < n ? kAlphabet[b & 63] : '=';
   }
   return out;
+}
+
+std::string base64_f32le(const std::vector<float>& v) {
+  static_assert(std::endian::native == std::endian::little, "base64 embeddings assume a little-endian host");
+  return base64_encode(reinterpret_cast<const unsigned char*>(v.data()), v.size() * sizeof(float));
 }
 
 }  // namespace pypto

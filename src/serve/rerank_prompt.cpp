@@ -17,14 +17,14 @@ const char* const kSuffix = "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</thi
 }  // namespace
 
 std::vector<int32_t> qwen3_rerank_prompt(const Tokenizer& tok, const std::string& instruction, const std::string& query,
-                                         const std::string& document, int64_t max_len) {
+                                         const std::string& document, int64_t max_len, const char* limit_name) {
   std::vector<int32_t> ids = tok.encode(kPrefix);
   const std::vector<int32_t> suffix = tok.encode(kSuffix);
   std::vector<int32_t> middle =
       tok.encode(str_cat("<Instruct>: ", instruction, "\n<Query>: ", query, "\n<Document>: ", document));
   const int64_t room = max_len - int64_t(ids.size()) - int64_t(suffix.size());
   if (room < 1)
-    fail("--max-model-len ", max_len, " cannot hold the reranker prompt's ", ids.size() + suffix.size(),
+    fail(limit_name, " ", max_len, " cannot hold the reranker prompt's ", ids.size() + suffix.size(),
          " fixed tokens and a document");
   if (int64_t(middle.size()) > room) middle.resize(size_t(room));
   ids.insert(ids.end(), middle.begin(), middle.end());
@@ -32,10 +32,11 @@ std::vector<int32_t> qwen3_rerank_prompt(const Tokenizer& tok, const std::string
   return ids;
 }
 
-double qwen3_rerank_score(const std::vector<float>& row) {
+double qwen3_rerank_logit(const std::vector<float>& row) {
   PYPTO_ASSERT(row.size() == 2, "a score row has 2 logits, got ", row.size());
-  const double d = double(row[1]) - double(row[0]);
-  return 1.0 / (1.0 + std::exp(-d));
+  return double(row[1]) - double(row[0]);
 }
+
+double qwen3_rerank_score(const std::vector<float>& row) { return 1.0 / (1.0 + std::exp(-qwen3_rerank_logit(row))); }
 
 }  // namespace pypto

@@ -22,12 +22,15 @@ namespace pypto {
 extern const char* const kQwen3RerankDefaultInstruction;
 
 // The prompt's token ids; Error when max_len cannot hold the prefix, the suffix and one token
-// of the middle.
+// of the middle (the message names the limit as `limit_name`).
 std::vector<int32_t> qwen3_rerank_prompt(const Tokenizer& tok, const std::string& instruction,
-                                         const std::string& query, const std::string& document, int64_t max_len);
+                                         const std::string& query, const std::string& document, int64_t max_len,
+                                         const char* limit_name = "--max-model-len");
 
 // sigmoid(logit_true - logit_false) from the score head's row [logit_false, logit_true] (the
 // order of classifier_from_token, ["no", "yes"]), computed in double.
 double qwen3_rerank_score(const std::vector<float>& row);
+// The raw log-odds logit_true - logit_false (use_activation false), in double.
+double qwen3_rerank_logit(const std::vector<float>& row);
 
 }  // namespace pypto

@@ -161,6 +161,7 @@ void register_routes(ServerState& state) {
   http.Post("/v1/embeddings", wrap(sp, handle_embeddings));  // embeddings.cpp
   for (const char* path : {"/v1/rerank", "/rerank", "/v2/rerank"}) http.Post(path, wrap(sp, handle_rerank));  // rerank.cpp
   for (const char* path : {"/v1/score", "/score"}) http.Post(path, wrap(sp, handle_score));
+  http.Post("/pooling", wrap(sp, handle_pooling));
   register_static_routes(*s);  // GET / and /webui/*, unless --no-ui
   if (s->options.profile) {  // --profile: trace windows (docs/measurement.md)
     http.Post("/start_profile", wrap(sp, handle_start_profile));

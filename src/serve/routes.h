@@ -17,6 +17,7 @@ void handle_detokenize(ServerState& s, const httplib::Request& req, httplib::Res
 void handle_embeddings(ServerState& s, const httplib::Request& req, httplib::Response& res);
 void handle_rerank(ServerState& s, const httplib::Request& req, httplib::Response& res);
 void handle_score(ServerState& s, const httplib::Request& req, httplib::Response& res);
+void handle_pooling(ServerState& s, const httplib::Request& req, httplib::Response& res);  // embeddings.cpp
 // 400 (code wrong_runner) naming the runner when the served model is not one `endpoint` can use:
 // `task` None for the generate endpoints, Embed for /v1/embeddings, Score for rerank and score.
 void require_task(const ServerState& s, PoolingTask task, const char* endpoint);  // pooling_batch.cpp

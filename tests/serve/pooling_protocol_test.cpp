@@ -45,7 +45,7 @@ TEST(PoolingProtocol, BadEmbeddingRequestsNameTheField) {
     EXPECT_EQ(param_of(embed, b), "input") << b;
   EXPECT_EQ(param_of(embed, R"({"input": "a", "encoding_format": "hex"})"), "encoding_format");
   EXPECT_EQ(param_of(embed, R"({"input": "a", "dimensions": "8"})"), "dimensions");
-  EXPECT_EQ(param_of(embed, R"({"input": "a", "normalize": false})"), "normalize");
+  EXPECT_EQ(param_of(embed, R"({"input": "a", "mm_processor_kwargs": {}})"), "mm_processor_kwargs");
   EXPECT_EQ(param_of(embed, R"({"input": "a", "model": 3})"), "model");
 }
 
@@ -65,6 +65,22 @@ TEST(PoolingProtocol, RerankAndScoreRequests) {
   EXPECT_EQ(s.queries, (std::vector<std::string>{"q", "q"}));
   EXPECT_EQ(param_of(score, R"({"text_1": ["a", "b"], "text_2": ["c", "d", "e"]})"), "text_2");
   EXPECT_EQ(param_of(score, R"({"text_2": "a"})"), "text_1");
+}
+
+// Newer vLLM spells the two sides queries/documents, queries/items or data_1/data_2.
+TEST(PoolingProtocol, ScoreSidesInEverySpelling) {
+  for (const char* b : {R"({"queries": "q", "documents": ["a", "b"]})", R"({"queries": "q", "items": ["a", "b"]})",
+                        R"({"data_1": "q", "data_2": ["a", "b"]})", R"({"text_1": "q", "text_2": ["a", "b"]})"}) {
+    const ScoreRequest s = parse_score_request(ojson::parse(b));
+    EXPECT_EQ(s.queries, (std::vector<std::string>{"q", "q"})) << b;
+    EXPECT_EQ(s.documents, (std::vector<std::string>{"a", "b"})) << b;
+  }
+  EXPECT_STREQ(parse_score_request(ojson::parse(R"({"queries": "q", "items": "a"})")).second_field, "items");
+  EXPECT_EQ(param_of(score, R"({"text_1": "q", "documents": ["a"]})"), "documents");
+  EXPECT_EQ(param_of(score, R"({"queries": "q", "documents": ["a"], "items": ["b"]})"), "items");
+  EXPECT_EQ(param_of(score, R"({"data_1": ["q", "r"], "data_2": ["a", "b", "c"]})"), "data_2");
+  EXPECT_EQ(param_of(score, R"({"data_1": "q"})"), "data_2");
+  EXPECT_EQ(param_of(score, R"({})"), "text_1");
 }
 
 TEST(PoolingProtocol, MatryoshkaSlicesThenNormalises) {

@@ -90,7 +90,8 @@ RouterOptions router_options(const ReplicaLoadOptions& opt, int64_t blocks_per_e
 
 LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   if (opt.process_comm && (opt.engine.runner == Runner::Pooling || opt.engine.runner == Runner::Rerank))
-    fail("--runner ", runner_name(opt.engine.runner), " runs on one rank per replica: leave out --tp and --pp");
+    fail("--runner ", runner_name(opt.engine.runner), " runs its --tp / --pp ranks as threads of one process: use "
+         "--distributed-executor-backend threads (the default for --runner pooling and rerank)");
   if (opt.process_comm) return load_process_rank0(opt);
   const EngineLoadOptions& eo = opt.engine;
   const ParallelLayout& L = opt.layout;
@@ -108,7 +109,7 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
 
   auto ck = Checkpoint::open(eo.model_dir, hf_overrides_for_runner(eo.runner, eo.hf_overrides));
   ModelConfig cfg = ck->config();  // a copy: the checkpoint is released after staging
-  cfg.pooling = resolve_runner(*ck, eo, L.tp, L.pp);  // generate, or embed / score (pooling_load.h)
+  cfg.pooling = resolve_runner(*ck, eo);  // generate, or embed / score (pooling_load.h)
   if (cfg.pooling.pooling() && opt.pp_virtual_engines) fail("--pp-virtual-engines does not apply to --runner pooling");
   check_max_model_len(cfg, eo.scheduler.max_model_len);
   check_speculative_target(eo.scheduler.speculative, cfg, eo.model_dir);  // hybrid / pooling / draft checks
@@ -171,7 +172,8 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   const int32_t snapshots = !cfg.hybrid() || !eo.cache.enable_prefix_caching ? 0
                             : eo.cache.state_snapshots > 0                    ? eo.cache.state_snapshots
                                                                               : std::max(4, eo.scheduler.max_num_seqs);
-  std::vector<std::shared_ptr<const Qwen3Weights>> slices;  // per rank of a replica
+  std::vector<Qwen3Weights> staged;  // per rank of a replica
+  staged.reserve(size_t(nr));
   for (int r = 0; r < nr; ++r) {
     const StagePosition pos = StagePosition::of_rank(r, L.pp, L.tp);
     StagingOptions so;
@@ -185,14 +187,19 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
     so.expert_parallel = eo.expert_parallel;
     so.int4_group = eo.int4_group;
     Qwen3Weights w = stage_qwen3_weights(*ck, *stager, so);
-    attach_pooling_head(w, cfg.pooling, eo.model_dir, *stager);
     if (w.config.hybrid()) {
       w.state_slots = eo.scheduler.max_num_seqs;  // one GDN state per running sequence
       w.state_snapshots = snapshots;               // prefix caching: copies at cached block boundaries
     }
+    staged.push_back(std::move(w));
+  }
+  attach_pooling_heads(staged, cfg.pooling, eo.model_dir, *stager);  // after all: the head rows may be on any rank
+  std::vector<std::shared_ptr<const Qwen3Weights>> slices;
+  for (Qwen3Weights& w : staged) {
     slices.push_back(std::make_shared<const Qwen3Weights>(std::move(w)));
     out.weight_bytes += slices.back()->resident_bytes;
   }
+  staged.clear();
   ck.reset();  // everything lives in the staged slabs now
   stager.reset();
   out.config = slices[0]->config;

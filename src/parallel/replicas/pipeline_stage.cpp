@@ -110,7 +110,8 @@ void PipelineStage::run(const ForwardBatch& batch, float* logits_out) {
   }
   model_.check_batch(batch, cache_);  // every rank throws here, before anything is sent
   split_micro_batches(batch, micro_.parts(batch.num_tokens()), parts_);
-  const int64_t H = model_.hidden_size(), V = model_.vocab_size(), n = batch.num_logits();
+  // V: floats per output row, the vocabulary or a pooling head's width (model/pooling_head.h).
+  const int64_t H = model_.hidden_size(), V = model_.output_width(), n = batch.num_logits();
   const int prev = pos_.rank() - pos_.tp, next = pos_.rank() + pos_.tp;  // same TP index, stage ∓ 1
   const bool keeps_logits = pos_.last() && pos_.tp_rank == Qwen3Model::kLogitsRank;
   if (keeps_logits) logits_.resize(size_t(n * V));

@@ -47,7 +47,8 @@ std::shared_ptr<const Qwen3Weights> stage_own_slice(const EngineLoadOptions& eo,
   auto ck = Checkpoint::open(eo.model_dir, eo.hf_overrides);
   validate_qwen3_checkpoint(*ck);
   if (ck->headless() || ck->config().pooling.pooling())  // pooling models: parallel/replicas/pooling_load.h
-    fail(ck->dir(), ": an embedding / reranker model runs on one rank per replica: leave out --tp and --pp");
+    fail(ck->dir(), ": an embedding / reranker model runs its --tp / --pp ranks as threads of one process: add "
+         "--distributed-executor-backend threads (or --runner pooling / rerank, which picks it)");
   const ModelConfig& cfg = ck->config();
   // Rank processes carry no Gated DeltaNet state pools yet; the threads backend does.
   if (cfg.hybrid())
