@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/kv_dtype.h"
 #include "model/prompt_logits.h"
 #include "model_harness.h"
 
@@ -79,8 +80,8 @@ std::vector<float> run_a_packed(Qwen3Model& model, const Seq& a_in, DType kv) {
 
 void check_invariance(Qwen3Model& model) {
   const std::vector<int32_t> ids = random_prompt(23, 100);
-  for (DType kv : {DType::F32, DType::BF16}) {
-    SCOPED_TRACE(kv == DType::F32 ? "fp32 KV" : "bf16 KV");
+  for (DType kv : {DType::F32, DType::BF16, DType::I8, DType::F8_E4M3}) {  // 8-bit: kernels/kv_quant.h
+    SCOPED_TRACE(str_cat(kv_cache_dtype_name(kv), " KV"));
     PromptLogitsOptions whole;
     whole.kv_dtype = kv;
     whole.block_size = kBlockSize;
@@ -188,8 +189,8 @@ void check_snapshot_resume(Qwen3Model& model) {
   const std::vector<int32_t> ids = random_prompt(23, 100);
   const int32_t bs = kBlockSize, nA = int32_t(ids.size());
   const int64_t V = model.vocab_size();
-  for (DType kv : {DType::F32, DType::BF16}) {
-    SCOPED_TRACE(kv == DType::F32 ? "fp32 KV" : "bf16 KV");
+  for (DType kv : {DType::F32, DType::BF16, DType::I8, DType::F8_E4M3}) {  // 8-bit: kernels/kv_quant.h
+    SCOPED_TRACE(str_cat(kv_cache_dtype_name(kv), " KV"));
     PromptLogitsOptions whole;
     whole.kv_dtype = kv;
     whole.block_size = bs;

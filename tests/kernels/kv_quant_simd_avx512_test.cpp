@@ -1,0 +1,3 @@
+// kv_quant_simd.h under AVX-512 (this file gets the AVX-512 flags; skips on other CPUs).
+#define PYPTO_ISA_NS avx512
+#include "kv_quant_simd_test.inc"
