@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "core/error.h"
 #include "core/kv_dtype.h"
 #include "kernels/kv_quant.h"
 
@@ -66,7 +67,7 @@ TEST(KvQuant, E4m3EncodeRoundsToNearestEvenAndSaturates) {
 std::vector<float> random_row(int n, uint32_t seed, float lo, float hi) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> x(size_t(n));
+  std::vector<float> x(static_cast<size_t>(n));
   for (float& v : x) v = d(rng);
   return x;
 }
@@ -77,7 +78,7 @@ TEST(KvQuant, Int8RowRoundTripWithinHalfAStep) {
     const int n = seed % 3 == 0 ? 40 : 128;
     std::vector<float> x = random_row(n, seed, -3.0f, 3.0f);
     x[seed % n] = seed % 2 ? 7.5f : -7.5f;  // an outlier sets the step
-    std::vector<int8_t> q(size_t(n));
+    std::vector<int8_t> q(static_cast<size_t>(n));
     float scale = 0;
     kv_quantize_row(x.data(), n, DType::I8, q.data(), &scale);
     EXPECT_EQ(scale, 7.5f / 127.0f);
@@ -99,7 +100,7 @@ TEST(KvQuant, Fp8RowRoundTripWithinHalfAnUlp) {
     std::vector<float> x = random_row(n, seed, -2.0f, 2.0f);
     x[3] = 1e-4f;  // deep in the subnormal codes
     x[seed % n] = -5.0f;
-    std::vector<uint8_t> q(size_t(n));
+    std::vector<uint8_t> q(static_cast<size_t>(n));
     float scale = 0;
     kv_quantize_row(x.data(), n, DType::F8_E4M3, q.data(), &scale);
     EXPECT_EQ(scale, 5.0f / 448.0f);
