@@ -4,6 +4,7 @@
 # context for bf16 / int8 / fp8 KV, on a make-test-model checkpoint of the qwen3-0.6b shape.
 #
 #   bench/model/kv8_long_context.sh [BUILD_DIR=build] [WORK_DIR=/tmp/pypto-kv8] [PROMPT_LEN=2560] [LAYERS=28]
+#                                   [PHASE=all|logits|decode]
 #
 # Logits: `pypto-serving logits --last 64` once per KV dtype on the same random prompt (ids drawn
 # by a seeded RNG from ordinary tokens), compared in numpy: max |Δlogit|, that over the largest
@@ -15,7 +16,8 @@ BUILD=$(realpath "${1:-build}")
 WORK=${2:-/tmp/pypto-kv8}
 T=${3:-2560}
 LAYERS=${4:-28}
-BIN=$BUILD/pypto-serving
+PHASE=${5:-all}
+BIN=$BUILD/src/cli/pypto-serving
 BENCH=$BUILD/bench/model/bench_model
 PY=${PYPTO_PYTHON:-/usr/bin/python3}
 mkdir -p "$WORK"
@@ -27,6 +29,7 @@ random.seed($T)
 print(','.join(str(random.randrange(0, 151643)) for _ in range($T)))" > "$WORK/ids_$T.txt"
 
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; model $MODEL ($LAYERS layers), prompt $T tokens"
+if [ "$PHASE" != decode ]; then
 for kv in fp32 bf16 int8 fp8; do
   s=$(date +%s.%N)
   "$BIN" logits --model "$MODEL" --token-ids-file "$WORK/ids_$T.txt" --out "$WORK/logits_${kv}_$T.npy" --last 64 \
@@ -48,6 +51,8 @@ for ref in ["fp32", "bf16"]:
         print(f"  {kv:>5} vs {ref:>5} KV: max|dlogit| {d.max():.4g}  / max|logit| {d.max() / np.abs(r).max():.3g}"
               f"  mean|dlogit| {d.mean():.3g}  argmax agrees {agree * 100:.0f}%")
 PYEOF
+fi
+[ "$PHASE" = logits ] && exit 0
 for kv in bf16 int8 fp8; do
   "$BENCH" --model "$MODEL" --threads "$(nproc)" --runs 3 --contexts "$T" --prompts '' --kv-cache-dtype "$kv" 2>&1 |
     grep -E "^decode @" | sed "s/^/  $kv KV: /"
