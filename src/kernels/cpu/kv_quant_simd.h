@@ -14,6 +14,12 @@
 
 namespace pypto::cpu::PYPTO_ISA_NS {
 
+// The half's bits from the code sign-extended to 16 bits and shifted left by 7: the magnitude
+// bits land in 7..13, copies of the sign in 14 and 15; this mask keeps the sign in 15 and clears
+// 14: three integer operations per vector instead of the six of masking sign and magnitude
+// apart.
+constexpr short kHalfOfE4m3Mask = static_cast<short>(0xBF80);
+
 #if defined(__AVX512F__)
 inline vf load_kv_i8(const int8_t* p, vf scale) {
   const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
@@ -21,9 +27,8 @@ inline vf load_kv_i8(const int8_t* p, vf scale) {
 }
 // scale256 = 256 · the row's scale.
 inline vf load_kv_e4m3(const uint8_t* p, vf scale256) {
-  const __m256i w = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  const __m256i h = _mm256_or_si256(_mm256_slli_epi16(_mm256_and_si256(w, _mm256_set1_epi16(0x7f)), 7),
-                                    _mm256_slli_epi16(_mm256_and_si256(w, _mm256_set1_epi16(0x80)), 8));
+  const __m256i w = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  const __m256i h = _mm256_and_si256(_mm256_slli_epi16(w, 7), _mm256_set1_epi16(kHalfOfE4m3Mask));
   return _mm512_mul_ps(_mm512_cvtph_ps(h), scale256);
 }
 #else
@@ -32,9 +37,8 @@ inline vf load_kv_i8(const int8_t* p, vf scale) {
   return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)), scale);
 }
 inline vf load_kv_e4m3(const uint8_t* p, vf scale256) {
-  const __m128i w = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-  const __m128i h = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(w, _mm_set1_epi16(0x7f)), 7),
-                                 _mm_slli_epi16(_mm_and_si128(w, _mm_set1_epi16(0x80)), 8));
+  const __m128i w = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  const __m128i h = _mm_and_si128(_mm_slli_epi16(w, 7), _mm_set1_epi16(kHalfOfE4m3Mask));
   return _mm256_mul_ps(_mm256_cvtph_ps(h), scale256);
 }
 #endif
