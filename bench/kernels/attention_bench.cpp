@@ -7,9 +7,11 @@
 #include <memory>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "bench_common.h"
+#include "core/kv_dtype.h"
 #include "core/memory.h"
 #include "kernels/backend.h"
 
@@ -19,19 +21,37 @@ namespace {
 // Best repetition: on a machine shared with other processes the fastest pass is the least disturbed.
 double max_of(const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); }
 
-// A bf16 KV cache of `blocks` blocks filled with fixed finite values.
+// A KV cache of `blocks` blocks filled with fixed finite values: bf16, or 8-bit (int8 / fp8 e4m3
+// codes with one f32 scale per row, kernels/kv_quant.h).
 struct BenchKv {
-  AlignedBuffer k, v;
+  AlignedBuffer k, v, ks, vs;
   KvCacheLayer layer;
-  BenchKv(int32_t blocks, int32_t bs, int32_t nkv, int32_t hd)
-      : k(size_t(blocks) * bs * nkv * hd * 2), v(k.size()) {
-    for (size_t i = 0; i < k.size() / 2; ++i) {
-      reinterpret_cast<uint16_t*>(k.data())[i] = 0x3c00 + (i % 97);
-      reinterpret_cast<uint16_t*>(v.data())[i] = 0x3c00 + (i % 89);
+  BenchKv(int32_t blocks, int32_t bs, int32_t nkv, int32_t hd, DType dt = DType::BF16)
+      : k(size_t(blocks) * bs * nkv * hd * dtype_size(dt)), v(k.size()),
+        ks(dt == DType::BF16 ? 64 : size_t(blocks) * bs * nkv * 4), vs(ks.size()) {
+    if (dt == DType::BF16) {
+      for (size_t i = 0; i < k.size() / 2; ++i) {
+        reinterpret_cast<uint16_t*>(k.data())[i] = 0x3c00 + (i % 97);
+        reinterpret_cast<uint16_t*>(v.data())[i] = 0x3c00 + (i % 89);
+      }
+      layer = {k.data(), v.data(), DType::BF16, blocks, bs, nkv, hd};
+      return;
     }
-    layer = {k.data(), v.data(), DType::BF16, blocks, bs, nkv, hd};
+    for (size_t i = 0; i < k.size(); ++i) {  // finite codes of either format
+      k.data()[i] = uint8_t(i % 97);
+      v.data()[i] = uint8_t(i % 89);
+    }
+    for (size_t i = 0; i < ks.size() / 4; ++i) {
+      reinterpret_cast<float*>(ks.data())[i] = 0.01f;
+      reinterpret_cast<float*>(vs.data())[i] = 0.02f;
+    }
+    layer = {k.data(), v.data(), dt, blocks, bs, nkv, hd, reinterpret_cast<float*>(ks.data()),
+             reinterpret_cast<float*>(vs.data())};
   }
 };
+
+// Benchmark argument -> KV dtype: 0 bf16, 1 int8, 2 fp8 e4m3.
+DType kv_dtype_arg(int64_t a) { return a == 1 ? DType::I8 : a == 2 ? DType::F8_E4M3 : DType::BF16; }
 
 void BM_Attention(benchmark::State& state) {
   const int32_t ctx = static_cast<int32_t>(state.range(0)), n_new = static_cast<int32_t>(state.range(1));
@@ -66,18 +86,20 @@ BENCHMARK(BM_Attention)->Args({128, 1})->Args({2048, 1})->Args({512, 512})->Repe
 // 1, 1}: the single-sequence decode token of bench_model's "decode @ context 128" (one layer). Third argument 1:
 // the blocks shuffled, as in a long-running paged cache; 0: each sequence's blocks consecutive
 // (as right after prefill), a stride the hardware prefetchers follow. GB/s counts the K and V
-// bytes read.
+// bytes read (8-bit caches: codes and row scales). Fourth argument: the KV dtype (kv_dtype_arg).
 void BM_AttentionDecodeBatch(benchmark::State& state) {
   const int32_t ctx = static_cast<int32_t>(state.range(0)), seqs = static_cast<int32_t>(state.range(1));
   const int32_t nh = 16, nkv = 8, hd = 128, bs = 16;
+  const DType dt = kv_dtype_arg(state.range(3));
+  const double row_bytes = double(kv_row_bytes(dt, hd));
   // Enough batches of sequences that their caches together far exceed the L3 (>= 192 MiB).
-  const int64_t pool_bytes = int64_t(seqs) * ctx * nkv * hd * 2 * 2;
+  const int64_t pool_bytes = int64_t(seqs) * ctx * nkv * int64_t(row_bytes) * 2;
   const int kPools = int(std::max<int64_t>(6, ((int64_t(192) << 20) + pool_bytes - 1) / pool_bytes));
   std::vector<int> cores(bench_threads());
   std::iota(cores.begin(), cores.end(), 0);
   auto be = make_cpu_backend(bench_threads(), cores);
   const int32_t per_seq = (ctx + bs - 1) / bs, blocks = per_seq * seqs * kPools;
-  BenchKv kv(blocks, bs, nkv, hd);
+  BenchKv kv(blocks, bs, nkv, hd, dt);
   const KvCacheLayer& cache = kv.layer;
   std::vector<int32_t> ids(blocks);
   std::iota(ids.begin(), ids.end(), 0);
@@ -93,13 +115,18 @@ void BM_AttentionDecodeBatch(benchmark::State& state) {
     benchmark::ClobberMemory();
     pool = (pool + 1) % kPools;
   }
-  const double macs = double(seqs) * ctx * nh * hd * 2, bytes = double(seqs) * ctx * nkv * hd * 2 * 2;
+  const double macs = double(seqs) * ctx * nh * hd * 2, bytes = double(seqs) * ctx * nkv * row_bytes * 2;
   state.counters["GFLOP/s"] = benchmark::Counter(2 * macs / 1e9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["GB/s"] = benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(be->name());
+  state.SetLabel(std::string(be->name()) + " kv " + kv_cache_dtype_name(dt));
 }
-BENCHMARK(BM_AttentionDecodeBatch)->Args({512, 16, 1})->Args({300, 16, 1})->Args({512, 16, 0})->Args({128, 1, 1})->Repetitions(5)
-    ->ReportAggregatesOnly(true)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_AttentionDecodeBatch)->Args({512, 16, 1, 0})->Args({300, 16, 1, 0})->Args({512, 16, 0, 0})
+    ->Args({128, 1, 1, 0})
+    // The 8-bit caches beside bf16: one sequence at 2,560 tokens (bench/model/kv8_long_context.sh's
+    // context) and 16 sequences at 512.
+    ->Args({2560, 1, 1, 0})->Args({2560, 1, 1, 1})->Args({2560, 1, 1, 2})
+    ->Args({512, 16, 1, 1})->Args({512, 16, 1, 2})
+    ->Repetitions(5)->ReportAggregatesOnly(true)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace
 }  // namespace pypto::bench

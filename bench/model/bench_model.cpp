@@ -2,7 +2,7 @@
 //
 //   bench_model --model DIR [--threads N] [--runs 5] [--contexts 128,2048] [--prompts 128,512]
 //               [--decode-batches 1,16] [--matmul-precision highest|high|medium]
-//               [--cpu-linear-kernel auto|f32|bf16dot|amx]
+//               [--cpu-linear-kernel auto|f32|bf16dot|amx] [--kv-cache-dtype bf16|fp32|int8|fp8]
 //
 // Decode: tokens/s of one sequence whose cache already holds `context` tokens (each measured
 // step is one token at position context + i). Prefill: tokens/s for a prompt of N tokens in one
@@ -30,6 +30,7 @@
 #include "bench_args.h"
 #include "bench_common.h"
 #include "core/error.h"
+#include "core/kv_dtype.h"
 #include "core/progress.h"
 #include "io/checkpoint.h"
 #include "kernels/backend.h"
@@ -72,18 +73,19 @@ size_t weight_bytes_per_token(const Qwen3Weights& w, const Backend& be) {
   return b + lin(w.lm_head);
 }
 
-// Bytes of cached K and V (bf16) one new token reads when `ctx` tokens precede it: every layer's
-// K and V rows for positions [0, ctx], all KV heads.
-double kv_bytes_per_token(const ModelConfig& c, double ctx) {
-  return (ctx + 1) * c.num_hidden_layers * 2.0 * c.num_key_value_heads * c.head_dim * 2;
+// Bytes of cached K and V one new token reads when `ctx` tokens precede it: every layer's K and
+// V rows for positions [0, ctx], all KV heads (8-bit caches: codes and row scales).
+double kv_bytes_per_token(const ModelConfig& c, double ctx, DType kv) {
+  return (ctx + 1) * c.num_hidden_layers * 2.0 * c.num_key_value_heads * double(kv_row_bytes(kv, c.head_dim));
 }
 
 // B sequences with `ctx` cached tokens each step one token together; prints the step time and
 // tokens/s (B per step). Each sequence owns its own blocks in a fresh cache.
-void bench_decode_batch(Qwen3Model& m, int B, int runs, double bound_s, double bw, double macs_per_row, double peak) {
+void bench_decode_batch(Qwen3Model& m, int B, int runs, double bound_s, double bw, double macs_per_row, double peak,
+                        DType kv) {
   const int32_t bs = 16, ctx = 128, steps = 8;
   const int32_t per_seq = (ctx + steps + 1 + bs - 1) / bs;
-  KvCache cache(m.kv_cache_spec(int64_t(B) * per_seq, bs, DType::BF16));
+  KvCache cache(m.kv_cache_spec(int64_t(B) * per_seq, bs, kv));
   std::vector<int32_t> tables(size_t(B) * per_seq);
   std::iota(tables.begin(), tables.end(), 0);
   std::vector<int32_t> ids(ctx + steps + 1);
@@ -110,7 +112,7 @@ void bench_decode_batch(Qwen3Model& m, int B, int runs, double bound_s, double b
   const double s = median(t);
   // Bytes read per step: the weights once, and every sequence's cached K and V (bf16) per layer.
   const ModelConfig& c = m.config();
-  const double kv_bytes = B * kv_bytes_per_token(c, ctx + (steps - 1) / 2.0);
+  const double kv_bytes = B * kv_bytes_per_token(c, ctx + (steps - 1) / 2.0, kv);
   const double roof = std::max(bound_s + kv_bytes / bw, 2.0 * macs_per_row * B / peak);
   std::printf("decode batch %-3d @ ctx %-6d %12.2f %12.2f %9.1f%%  (step %.1f ms; roofline %.1f ms, %.2fx of it)\n", B,
               ctx, B / s, s * 1e3 / B, 100.0 * bound_s / s, s * 1e3, roof * 1e3, s / roof);
@@ -120,7 +122,7 @@ void bench_decode_batch(Qwen3Model& m, int B, int runs, double bound_s, double b
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string model, precision = "high", kernel = "auto", quantization = "none";
+  std::string model, precision = "high", kernel = "auto", quantization = "none", kv_name = "bf16";
   int threads = 0, runs = 5, group = 64;
   std::vector<int> contexts = {128, 2048}, prompts = {128, 512}, decode_batches;
   for (int i = 1; i < argc; i++) {
@@ -134,8 +136,9 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--cpu-linear-kernel") && i + 1 < argc) kernel = argv[++i];
     else if (!std::strcmp(argv[i], "--quantization") && i + 1 < argc) quantization = argv[++i];
     else if (!std::strcmp(argv[i], "--quantization-group") && i + 1 < argc) group = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--kv-cache-dtype") && i + 1 < argc) kv_name = argv[++i];
     else {
-      std::fprintf(stderr, "usage: bench_model --model DIR [--threads N] [--runs 5] [--contexts 128,2048] [--prompts 128,512] [--decode-batches 1,16] [--matmul-precision high] [--cpu-linear-kernel auto] [--quantization none|int8|int4] [--quantization-group 64]\n");
+      std::fprintf(stderr, "usage: bench_model --model DIR [--threads N] [--runs 5] [--contexts 128,2048] [--prompts 128,512] [--decode-batches 1,16] [--matmul-precision high] [--cpu-linear-kernel auto] [--quantization none|int8|int4] [--quantization-group 64] [--kv-cache-dtype bf16|fp32|int8|fp8]\n");
       return 2;
     }
   }
@@ -145,6 +148,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (threads <= 0) threads = bench::bench_threads();
+    const DType kv = parse_kv_cache_dtype(kv_name);
     auto backend = make_cpu_backend(threads, {}, parse_matmul_precision(precision), parse_cpu_linear_kernel(kernel));
     auto ck = Checkpoint::open(model);
     StagingOptions so;
@@ -159,7 +163,7 @@ int main(int argc, char** argv) {
     const int max_ctx = std::max(contexts.empty() ? 16 : *std::max_element(contexts.begin(), contexts.end()) + 64,
                                  prompts.empty() ? 16 : *std::max_element(prompts.begin(), prompts.end()) + 16);
     const int32_t nblocks = (max_ctx + bs - 1) / bs;
-    KvCache cache(m.kv_cache_spec(nblocks, bs, DType::BF16));
+    KvCache cache(m.kv_cache_spec(nblocks, bs, kv));
     std::vector<int32_t> table(nblocks);
     std::iota(table.begin(), table.end(), 0);
     std::vector<float> logits(static_cast<size_t>(c.vocab_size));
@@ -177,9 +181,10 @@ int main(int argc, char** argv) {
     };
 
     const char* acts = quantized_activations(w.layer_format, *backend);
-    std::printf("model %s: %d layers, hidden %lld, %s, weights %s%s%s%s, backend %s, %d threads\n", model.c_str(),
-                c.num_hidden_layers, static_cast<long long>(c.hidden_size), dtype_name(w.embed_dtype),
-                w.weight_formats.c_str(), *acts ? " (" : "", acts, *acts ? ")" : "", backend->name(), threads);
+    std::printf("model %s: %d layers, hidden %lld, %s, weights %s%s%s%s, backend %s, %d threads, KV cache %s\n",
+                model.c_str(), c.num_hidden_layers, static_cast<long long>(c.hidden_size), dtype_name(w.embed_dtype),
+                w.weight_formats.c_str(), *acts ? " (" : "", acts, *acts ? ")" : "", backend->name(), threads,
+                kv_cache_dtype_name(kv));
     const double bw = bench::bandwidth_bound();
     const size_t bytes_tok = weight_bytes_per_token(w, *backend);
     const double bound_s = bytes_tok / bw;
@@ -200,7 +205,7 @@ int main(int argc, char** argv) {
       // reads the weights and the cached K and V of every earlier position (mean over the steps).
       std::vector<double> t, frac;
       const int steps = 8;
-      const double read_tok = double(bytes_tok) + kv_bytes_per_token(c, ctx + (steps - 1) / 2.0);
+      const double read_tok = double(bytes_tok) + kv_bytes_per_token(c, ctx + (steps - 1) / 2.0, kv);
       for (int r = 0; r < runs; r++) {
         const double bw_r = bench::read_bandwidth(size_t(1) << 30, 3).best;
         double sum = 0;
@@ -221,7 +226,7 @@ int main(int argc, char** argv) {
       std::printf("prefill %-20d %12.1f %12.3f %9.1f%% of peak\n", p, p / s, s * 1e3 / p, 100.0 * flops / s / peak);
       std::fflush(stdout);
     }
-    for (int B : decode_batches) bench_decode_batch(m, B, runs, bound_s, bw, macs.layers + macs.lm_head, peak);
+    for (int B : decode_batches) bench_decode_batch(m, B, runs, bound_s, bw, macs.layers + macs.lm_head, peak, kv);
     return 0;
   } catch (const Error& e) {
     std::fprintf(stderr, "bench_model: error: %s\n", e.what());

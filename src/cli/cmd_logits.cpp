@@ -11,6 +11,7 @@
 
 #include "cli/npy_writer.h"
 #include "core/error.h"
+#include "core/kv_dtype.h"
 #include "core/log.h"
 #include "io/checkpoint.h"
 #include "io/json_fields.h"
@@ -70,8 +71,8 @@ int cmd_logits(int argc, char** argv) {
   ids_opt->excludes(prompt_opt);
   file_opt->excludes(ids_opt)->excludes(prompt_opt);
   app.add_option("--out", out, "output .npy file")->required();
-  app.add_option("--kv-cache-dtype", kv_dtype, "KV cache element type")
-      ->check(CLI::IsMember({"bf16", "fp32"}))
+  app.add_option("--kv-cache-dtype", kv_dtype, kKvCacheDtypeHelp)
+      ->check(CLI::IsMember(std::vector<std::string>(std::begin(kKvCacheDtypeNames), std::end(kKvCacheDtypeNames))))
       ->capture_default_str();
   app.add_option("--threads", threads, "kernel threads (0 = all cores)")->check(CLI::NonNegativeNumber);
   app.add_option("--chunk", chunk, "prompt tokens per forward call (0 = all at once)")->check(CLI::NonNegativeNumber);
@@ -120,7 +121,7 @@ int cmd_logits(int argc, char** argv) {
     Qwen3Model model(weights, *backend);
 
     PromptLogitsOptions popt;
-    popt.kv_dtype = kv_dtype == "fp32" ? DType::F32 : DType::BF16;
+    popt.kv_dtype = parse_kv_cache_dtype(kv_dtype);
     popt.chunk = chunk;
     popt.last = last;
     const std::vector<float> logits = prompt_logits(model, ids, popt);

@@ -8,6 +8,7 @@
 
 #include "cli/generate_config.h"
 #include "core/error.h"
+#include "core/kv_dtype.h"
 #include "core/log.h"
 #include "core/memory.h"
 #include "core/profiler.h"
@@ -113,8 +114,10 @@ void add_run_options(CLI::App& app, RunOptions& o) {
   app.add_option("--dtype", o.dtype, "weight dtype: auto, or the checkpoint's own (weights are never converted)")
       ->check(CLI::IsMember({"auto", "bfloat16", "bf16", "float16", "f16", "float32", "f32"}))
       ->capture_default_str();
-  app.add_option("--kv-cache-dtype", o.kv_cache_dtype, "KV cache element type (auto = bf16)")
-      ->check(CLI::IsMember({"bf16", "bfloat16", "fp32", "float32", "auto"}))
+  app.add_option("--kv-cache-dtype", o.kv_cache_dtype,
+                 "KV cache element type: auto (= bf16), bf16, fp32, or 8-bit int8 / fp8 (= fp8_e4m3) with one f32 "
+                 "scale per token and KV head (about half of bf16's memory; error in docs/status.md)")
+      ->check(CLI::IsMember(std::vector<std::string>(std::begin(kKvCacheDtypeNames), std::end(kKvCacheDtypeNames))))
       ->capture_default_str();
   app.add_option("--hf-overrides", o.hf_overrides,
                  "JSON object whose top-level keys replace config.json's, e.g. '{\"rope_scaling\": {\"rope_type\": "
@@ -317,7 +320,7 @@ EngineLoadOptions engine_options(const RunOptions& o, const std::string& model_d
   if (!o.kv_cache_memory.empty())
     e.kv_cache_memory = static_cast<int64_t>(parse_byte_size("--kv-cache-memory", o.kv_cache_memory.c_str()));
   e.memory_utilization = o.memory_utilization;
-  e.kv_cache_dtype = (o.kv_cache_dtype == "fp32" || o.kv_cache_dtype == "float32") ? DType::F32 : DType::BF16;
+  e.kv_cache_dtype = parse_kv_cache_dtype(o.kv_cache_dtype);
   if (o.dtype == "bfloat16" || o.dtype == "bf16") e.weight_dtype = DType::BF16;
   if (o.dtype == "float16" || o.dtype == "f16") e.weight_dtype = DType::F16;
   if (o.dtype == "float32" || o.dtype == "f32") e.weight_dtype = DType::F32;

@@ -14,6 +14,7 @@ size_t dtype_size(DType t) {
     case DType::I32: return 4;
     case DType::I64: return 8;
     case DType::F8_E4M3: return 1;
+    case DType::I8: return 1;
   }
   PYPTO_ASSERT(false, "bad dtype");
 }
@@ -26,6 +27,7 @@ const char* dtype_name(DType t) {
     case DType::I32: return "I32";
     case DType::I64: return "I64";
     case DType::F8_E4M3: return "F8_E4M3";
+    case DType::I8: return "I8";
   }
   PYPTO_ASSERT(false, "bad dtype");
 }
@@ -37,6 +39,7 @@ bool dtype_parse(std::string_view s, DType* out) {
   else if (s == "I32" || s == "int32") *out = DType::I32;
   else if (s == "I64" || s == "int64") *out = DType::I64;
   else if (s == "F8_E4M3" || s == "float8_e4m3fn") *out = DType::F8_E4M3;
+  else if (s == "I8" || s == "int8") *out = DType::I8;
   else return false;
   return true;
 }
@@ -119,6 +122,7 @@ float load_as_f32(const void* data, DType t, size_t i) {
     case DType::I32: return static_cast<float>(static_cast<const int32_t*>(data)[i]);
     case DType::I64: return static_cast<float>(static_cast<const int64_t*>(data)[i]);
     case DType::F8_E4M3: return e4m3_to_f32(static_cast<const uint8_t*>(data)[i]);
+    case DType::I8: return static_cast<float>(static_cast<const int8_t*>(data)[i]);
   }
   PYPTO_ASSERT(false, "bad dtype");
 }

@@ -7,8 +7,9 @@
 
 namespace pypto {
 
-// F8_E4M3 is OCP FP8 E4M3FN (torch.float8_e4m3fn), the element type of block-FP8 checkpoints.
-enum class DType : uint8_t { F32, F16, BF16, I32, I64, F8_E4M3 };
+// F8_E4M3 is OCP FP8 E4M3FN (torch.float8_e4m3fn), the element type of block-FP8 checkpoints and
+// of the fp8 KV cache; I8 (signed) is the element type of the int8 KV cache (kernels/kv_quant.h).
+enum class DType : uint8_t { F32, F16, BF16, I32, I64, F8_E4M3, I8 };
 
 size_t dtype_size(DType t);
 const char* dtype_name(DType t);  // "F32", "F16", "BF16", ... (safetensors spelling)

@@ -11,7 +11,7 @@ namespace pypto {
 
 int64_t kv_bytes_per_block(int32_t num_layers, int32_t block_size, int32_t num_kv_heads, int32_t head_dim,
                            DType kv_dtype) {
-  return int64_t(num_layers) * 2 * block_size * num_kv_heads * head_dim * int64_t(dtype_size(kv_dtype));
+  return int64_t(num_layers) * 2 * block_size * num_kv_heads * kv_row_bytes(kv_dtype, head_dim);
 }
 
 int64_t default_kv_blocks(int32_t max_num_seqs, int64_t max_model_len, int32_t block_size, bool prefix_caching) {

@@ -10,13 +10,14 @@
 #include <string>
 
 #include "core/dtype.h"
+#include "core/kv_dtype.h"
 
 namespace pypto {
 
 inline constexpr double kDefaultMemoryUtilization = 0.9;
 
-// Bytes of one block across all layers: layers x 2 (K and V) x block_size x n_kv_heads x head_dim
-// x dtype size.
+// Bytes of one block across all layers: layers x 2 (K and V) x block_size x n_kv_heads x the bytes
+// of one row (head_dim x dtype size, plus the row's f32 scale for int8 / fp8: core/kv_dtype.h).
 int64_t kv_bytes_per_block(int32_t num_layers, int32_t block_size, int32_t num_kv_heads, int32_t head_dim,
                            DType kv_dtype);
 

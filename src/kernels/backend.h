@@ -4,7 +4,8 @@
 // touching it. Every buffer is row-major; shapes are given in brackets next to each pointer.
 //
 // Numerics contract (DESIGN.md "Numerics"): activations and accumulation are f32; weights stay in
-// the checkpoint dtype (bf16/f16/f32) or a packed layout of it; the KV cache is bf16 or f32.
+// the checkpoint dtype (bf16/f16/f32) or a packed layout of it; the KV cache is bf16, f32, or 8-bit
+// (int8 / fp8 e4m3 with a per-row scale, kernels/kv_quant.h).
 // Batch invariance: every op computes a row's result with the same instruction sequence and
 // reduction order whatever the number of rows (M) in the call, so a token's output does not depend
 // on what else is in the batch or how its prompt was chunked.
@@ -61,6 +62,9 @@ struct QuantizedWeight {
 // so the keys (values) one KV head reads from a block are one contiguous run of block_size ·
 // head_dim elements (4 KiB at bf16, block 16, head_dim 128) that the hardware prefetchers stream,
 // not block_size pieces n_kv_heads · head_dim apart.
+// dtype is BF16, F32, or one of the 8-bit formats I8 / F8_E4M3 (kernels/kv_quant.h): then
+// k_scale and v_scale are [num_blocks, n_kv_heads, block_size] f32, one scale per row, the row's
+// scale at row(...) / head_dim = scale_index(...). kv_store quantizes, attention dequantizes.
 struct KvCacheLayer {
   void* k = nullptr;
   void* v = nullptr;
@@ -69,10 +73,16 @@ struct KvCacheLayer {
   int32_t block_size = 16;
   int32_t n_kv_heads = 0;
   int32_t head_dim = 0;
+  float* k_scale = nullptr;  // 8-bit dtypes only
+  float* v_scale = nullptr;
 
   // Element offset of the row of KV head `head` at `offset` within cache block `block` (k or v).
   int64_t row(int64_t block, int64_t head, int64_t offset) const {
     return ((block * n_kv_heads + head) * block_size + offset) * head_dim;
+  }
+  // Index of that row's scale in k_scale / v_scale (8-bit dtypes).
+  int64_t scale_index(int64_t block, int64_t head, int64_t offset) const {
+    return (block * n_kv_heads + head) * block_size + offset;
   }
 };
 

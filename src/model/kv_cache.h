@@ -1,6 +1,8 @@
 #pragma once
 // Storage of the paged KV cache: for every layer a K and a V pool of
-// [num_blocks, n_kv_heads, block_size, head_dim] elements in bf16 or f32 (this rank's KV heads).
+// [num_blocks, n_kv_heads, block_size, head_dim] elements in bf16, f32, int8 or fp8 e4m3 (this
+// rank's KV heads); the 8-bit pools come with their row scales, [num_blocks, n_kv_heads,
+// block_size] f32 each (kernels/kv_quant.h).
 // Which blocks belong to which sequence is the engine's business (BlockPool / KVCacheManager);
 // this class only owns the memory and hands out the per-layer views the kernels read.
 #include <cstddef>
@@ -18,9 +20,9 @@ struct KvCacheSpec {
   int32_t block_size = 16;
   int32_t n_kv_heads = 0;
   int32_t head_dim = 0;
-  DType dtype = DType::BF16;  // BF16 or F32
+  DType dtype = DType::BF16;  // BF16, F32, I8 or F8_E4M3 (core/kv_dtype.h)
 
-  // Bytes one block costs across all layers, K and V together.
+  // Bytes one block costs across all layers, K and V together (8-bit: codes and row scales).
   size_t bytes_per_block() const;
 };
 

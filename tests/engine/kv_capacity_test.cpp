@@ -10,6 +10,9 @@ TEST(KvCapacity, BytesPerBlockQwen3) {
   // Qwen3-0.6B: 28 layers, 8 KV heads, head_dim 128; bf16, block 16: 28*2*16*8*128*2 = 1.75 MiB.
   EXPECT_EQ(kv_bytes_per_block(28, 16, 8, 128, DType::BF16), 1835008);
   EXPECT_EQ(kv_bytes_per_block(28, 16, 8, 128, DType::F32), 3670016);
+  // 8-bit: 128 one-byte codes + a 4-byte scale per row = 132 bytes (bf16: 256).
+  EXPECT_EQ(kv_bytes_per_block(28, 16, 8, 128, DType::I8), 28 * 2 * 16 * 8 * 132);
+  EXPECT_EQ(kv_bytes_per_block(28, 16, 8, 128, DType::F8_E4M3), 946176);
   // Qwen3-14B as in the seed: 40 layers, page 128 -> 20 MiB.
   EXPECT_EQ(kv_bytes_per_block(40, 128, 8, 128, DType::BF16), 20971520);
 }

@@ -1,6 +1,7 @@
 // paged_attention: every optimised ISA vs the scalar reference (two-pass softmax in double), and
 // batch invariance (a sequence alone vs with others; a prompt in one chunk vs several).
 //
+// Every KV dtype: f32, bf16, and the 8-bit int8 / fp8 e4m3 with per-row scales.
 // Tolerance: |out - out_ref| <= 2e-5 · max|v|. The output is a convex combination of values; f32
 // scores carry ~(hd/8 + 8) u relative error (dot of hd terms), the running sums ~(block + number of
 // blocks) u, e^x ~2 ulp: for hd = 128 and 4096 keys that is ~1e-5 at most (u = 2^-24).
@@ -9,22 +10,34 @@
 #include <algorithm>
 #include <numeric>
 
+#include "core/kv_dtype.h"
 #include "kernel_test_util.h"
 
 namespace pypto::test {
 namespace {
 
-// A paged cache for several sequences with shuffled physical blocks.
+// A paged cache for several sequences with shuffled physical blocks (8-bit dtypes: with their
+// per-row scales, [blocks, n_kv, bs] f32 each).
 struct PagedCache {
   DType dtype;
   int32_t n_kv, hd, bs;
   int64_t num_blocks;
   std::vector<uint8_t> k, v;
-  KvCacheLayer layer() { return {k.data(), v.data(), dtype, num_blocks, bs, n_kv, hd}; }
+  std::vector<float> k_scale, v_scale;
+  KvCacheLayer layer() {
+    return {k.data(), v.data(), dtype, num_blocks, bs, n_kv, hd, k_scale.empty() ? nullptr : k_scale.data(),
+            v_scale.empty() ? nullptr : v_scale.data()};
+  }
   PagedCache(DType dt, int32_t n_kv_, int32_t hd_, int32_t bs_, int64_t blocks)
       : dtype(dt), n_kv(n_kv_), hd(hd_), bs(bs_), num_blocks(blocks),
-        k(blocks * bs_ * n_kv_ * hd_ * dtype_size(dt)), v(k.size()) {}
+        k(blocks * bs_ * n_kv_ * hd_ * dtype_size(dt)), v(k.size()),
+        k_scale(kv_dtype_is_8bit(dt) ? blocks * bs_ * n_kv_ : 0), v_scale(k_scale.size()) {}
 };
+
+// Every KV cache dtype; the 8-bit ones are read with their scales (kernels/kv_quant.h). The
+// kernels attend over exactly the dequantized values the reference does (code · scale in f32),
+// so the tolerance below is the same for all four.
+constexpr DType kKvDtypes[] = {DType::F32, DType::BF16, DType::I8, DType::F8_E4M3};
 
 struct Seq {
   int32_t ctx;    // tokens in cache including the new ones
@@ -107,7 +120,7 @@ TEST(PagedAttention, MatchesReference) {
   };
   int seed = 1;
   for (const auto& cs : cases)
-    for (DType dt : {DType::F32, DType::BF16}) {
+    for (DType dt : kKvDtypes) {
       Scenario sc(cs.seqs, cs.nh, cs.nkv, cs.hd, cs.bs, dt, seed++);
       auto want = sc.run(*ref);
       for (const auto& c : optimised_cases()) {
@@ -121,7 +134,7 @@ TEST(PagedAttention, MatchesReference) {
 // Long context (>= 2048 keys): a decode and the tail of a prefill chunk, Qwen3-0.6B head shape.
 TEST(PagedAttention, LongContextMatchesReference) {
   auto ref = make_reference_backend();
-  for (DType dt : {DType::BF16, DType::F32}) {
+  for (DType dt : kKvDtypes) {
     Scenario sc({{2600, 1}, {2100, 3}}, 16, 8, 128, 16, dt, 77);
     auto want = sc.run(*ref);
     for (const auto& c : optimised_cases()) {
@@ -133,7 +146,7 @@ TEST(PagedAttention, LongContextMatchesReference) {
 
 // A sequence's output rows are bitwise the same alone or batched with other sequences.
 TEST(PagedAttention, BatchInvariantAcrossSequences) {
-  for (DType dt : {DType::BF16, DType::F32}) {
+  for (DType dt : kKvDtypes) {
     Scenario mixed({{50, 9}, {130, 130}, {77, 1}, {20, 4}}, 16, 8, 128, 16, dt, 5);
     for (const auto& c : optimised_cases()) {
       auto opt = make_case(c);
@@ -162,7 +175,7 @@ TEST(PagedAttention, ChunkedPrefillIsBitwiseIdentical) {
   const int64_t qrow = int64_t(nh) * hd, kvrow = int64_t(nkv) * hd;
   auto q = random_f32(P * qrow, 91, -2, 2), k = random_f32(P * kvrow, 92, -2, 2), v = random_f32(P * kvrow, 93);
   const int32_t nblk = (P + bs - 1) / bs;
-  for (DType dt : {DType::BF16, DType::F32}) {
+  for (DType dt : kKvDtypes) {
     for (const auto& c : optimised_cases()) {
       auto opt = make_case(c);
       auto run_chunks = [&](const std::vector<int32_t>& chunks, uint32_t placement_seed) {
@@ -224,13 +237,14 @@ TEST(PagedAttention, RowsAloneAndInChunksMatchPrefillBitwise) {
   };
   int seed = 300;
   for (const auto& cs : cases)
-    for (DType dt : {DType::BF16, DType::F32}) {
+    for (DType dt : kKvDtypes) {
       const int32_t ctx = cs.start + cs.rows;
       const int64_t qrow = int64_t(cs.nh) * cs.hd;
       const std::string what = "nh=" + std::to_string(cs.nh) + " nkv=" + std::to_string(cs.nkv) +
                                " hd=" + std::to_string(cs.hd) + " bs=" + std::to_string(cs.bs) + " " + dtype_name(dt);
       Scenario sc({{ctx, cs.rows}}, cs.nh, cs.nkv, cs.hd, cs.bs, dt, seed++);
       const std::vector<uint8_t> k0 = sc.cache->k, v0 = sc.cache->v;
+      const std::vector<float> ks0 = sc.cache->k_scale, vs0 = sc.cache->v_scale;
       auto want = sc.run(*ref);
       // Calls [a, b) of prefill rows, latest end first (the NaN poisoning only ever grows).
       std::vector<std::pair<int32_t, int32_t>> calls;
@@ -241,6 +255,8 @@ TEST(PagedAttention, RowsAloneAndInChunksMatchPrefillBitwise) {
         auto opt = make_case(c);
         sc.cache->k = k0;
         sc.cache->v = v0;
+        sc.cache->k_scale = ks0;
+        sc.cache->v_scale = vs0;
         auto all = sc.run(*opt);
         ASSERT_TRUE(std::none_of(all.begin(), all.end(), [](float x) { return std::isnan(x); })) << c.label << " " << what;
         expect_close(all, want, sc.max_abs_v, c.label + " " + what);
@@ -250,6 +266,13 @@ TEST(PagedAttention, RowsAloneAndInChunksMatchPrefillBitwise) {
             const int32_t p = poisoned - 1;
             const int64_t block = sc.tables[p / cs.bs];
             const size_t es = dtype_size(dt), n = size_t(cs.nkv) * cs.hd;
+            if (kv_dtype_is_8bit(dt)) {  // an 8-bit row is NaN through its scale
+              for (size_t h = 0; h < size_t(cs.nkv); ++h) {
+                const size_t si = (block * cs.nkv + h) * cs.bs + p % cs.bs;
+                sc.cache->k_scale[si] = sc.cache->v_scale[si] = NAN;
+              }
+              continue;
+            }
             for (size_t e = 0; e < n; ++e) {
               // Head e / hd of position p in the head-major block (backend.h).
               const size_t h = e / cs.hd, off = (((block * cs.nkv + h) * cs.bs + p % cs.bs) * cs.hd + e % cs.hd) * es;

@@ -133,9 +133,11 @@ TEST(AddInplace, MatchesReferenceBitwise) {
   }
 }
 
+// Every KV dtype; the 8-bit ones (kernels/kv_quant.h) with their per-row scales, compared as bits
+// (a row holding the NaN gets a NaN scale).
 TEST(KvStore, MatchesReferenceBitwise) {
   auto ref = make_reference_backend();
-  for (DType dt : {DType::BF16, DType::F32}) {
+  for (DType dt : {DType::BF16, DType::F32, DType::I8, DType::F8_E4M3}) {
     for (auto [n_kv, hd] : {std::pair<int32_t, int32_t>{8, 128}, {1, 5}, {3, 24}}) {
       const int64_t num_blocks = 6, bs = 4, row = int64_t(n_kv) * hd;
       const int64_t m = 9;
@@ -144,15 +146,24 @@ TEST(KvStore, MatchesReferenceBitwise) {
       k[1] = NAN;
       std::vector<int64_t> slots = {0, 5, 23, 4, -1, 11, 12, 3, 16};
       const size_t bytes = num_blocks * bs * row * dtype_size(dt);
+      const bool q8 = dt == DType::I8 || dt == DType::F8_E4M3;
+      const size_t nscale = q8 ? size_t(num_blocks * bs * n_kv) : 0;
       std::vector<uint8_t> kr(bytes, 0xAB), vr(bytes, 0xAB);
-      KvCacheLayer cr{kr.data(), vr.data(), dt, num_blocks, int32_t(bs), n_kv, hd};
+      std::vector<float> ksr(nscale, -7.0f), vsr(nscale, -7.0f);
+      KvCacheLayer cr{kr.data(), vr.data(), dt, num_blocks, int32_t(bs), n_kv, hd, q8 ? ksr.data() : nullptr,
+                      q8 ? vsr.data() : nullptr};
       ref->kv_store(k.data(), v.data(), slots.data(), m, cr);
+      if (q8) EXPECT_NE(ksr[size_t(cr.scale_index(1, 0, 1))], -7.0f);  // slot 5: block 1, offset 1
       for (const auto& c : optimised_cases()) {
         std::vector<uint8_t> ko(bytes, 0xAB), vo(bytes, 0xAB);
-        KvCacheLayer co{ko.data(), vo.data(), dt, num_blocks, int32_t(bs), n_kv, hd};
+        std::vector<float> kso(nscale, -7.0f), vso(nscale, -7.0f);
+        KvCacheLayer co{ko.data(), vo.data(), dt, num_blocks, int32_t(bs), n_kv, hd, q8 ? kso.data() : nullptr,
+                        q8 ? vso.data() : nullptr};
         make_case(c)->kv_store(k.data(), v.data(), slots.data(), m, co);
         ASSERT_EQ(ko, kr) << c.label << " " << dtype_name(dt);
         ASSERT_EQ(vo, vr) << c.label << " " << dtype_name(dt);
+        ASSERT_EQ(0, std::memcmp(kso.data(), ksr.data(), nscale * 4)) << c.label << " " << dtype_name(dt);
+        ASSERT_EQ(0, std::memcmp(vso.data(), vsr.data(), nscale * 4)) << c.label << " " << dtype_name(dt);
       }
     }
   }

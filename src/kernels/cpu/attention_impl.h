@@ -4,7 +4,10 @@
 // One task = the query rows [t0, t1) of one sequence × the query heads of one KV head (GQA: query
 // head h reads KV head h / group). The task walks the sequence's keys block by block through its
 // block table; each cache block is widened to f32 once (K and V, [block_size, head_dim]) and then
-// used by every query-head of the task. A query at position p only sees keys 0..p.
+// used by every query-head of the task. A query at position p only sees keys 0..p. An 8-bit cache
+// (int8 / fp8 e4m3, kernels/kv_quant.h) is read as codes and dequantized in registers on the way
+// into that block tile (code · the row's scale): the cache itself is never widened, the bytes
+// streamed from memory are 1 per element plus 4 per row.
 //
 // Online softmax (no [T, T] matrix): per query-head keep the running max m, the running
 // denominator l = Σ e^(s - m) and the running numerator acc = Σ e^(s - m) v. For a new block of
@@ -49,6 +52,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/kernel_table.h"
+#include "kernels/cpu/kv_quant_simd.h"
 
 namespace pypto::cpu::PYPTO_ISA_NS {
 
@@ -120,6 +124,17 @@ inline void attention_generic(const AttentionTask& t, float* scratch) {
           const int n = hd - e < kLanes ? hd - e : kLanes;
           vstore_n(kf + j * ldk + e, vload_n(ks + e, n), n);
           vstore_n(vfb + j * ldk + e, vload_n(vs + e, n), n);
+        }
+      } else if (c.dtype == DType::I8 || c.dtype == DType::F8_E4M3) {  // codes · row scale (kv_quant.h)
+        const bool i8 = c.dtype == DType::I8;
+        const int64_t si = c.scale_index(block, t.kv_head, j);
+        const float ksc = c.k_scale[si], vsc = c.v_scale[si];
+        const uint8_t* ks = static_cast<const uint8_t*>(c.k) + off;
+        const uint8_t* vs = static_cast<const uint8_t*>(c.v) + off;
+        for (int32_t e = 0; e < hd; e += kLanes) {
+          const int n = hd - e < kLanes ? hd - e : kLanes;
+          vstore_n(kf + j * ldk + e, n == kLanes ? load_kv8(ks + e, i8, ksc) : load_kv8_n(ks + e, n, i8, ksc), n);
+          vstore_n(vfb + j * ldk + e, n == kLanes ? load_kv8(vs + e, i8, vsc) : load_kv8_n(vs + e, n, i8, vsc), n);
         }
       } else {
         const uint16_t* ks = static_cast<const uint16_t*>(c.k) + off;
@@ -437,7 +452,7 @@ inline void attention_fast(const AttentionTask& t, float* scratch) {
   // in the pool) are prefetched into L2 while a block is widened, so a decode task, little
   // arithmetic per byte, streams the cache instead of waiting on each block. Into L2: measured
   // slightly faster than L1, which the f32 scratch blocks share. A hint only: no value changes.
-  const int64_t esize = c.dtype == DType::F32 ? 4 : 2, row_bytes = hd * esize;
+  const int64_t esize = c.dtype == DType::F32 ? 4 : (c.dtype == DType::BF16 ? 2 : 1), row_bytes = hd * esize;
   const int64_t block_bytes = static_cast<int64_t>(c.n_kv_heads) * bs * row_bytes;  // all heads
   const char* kbase = static_cast<const char*>(c.k) + static_cast<int64_t>(t.kv_head) * bs * row_bytes;
   const char* vbase = static_cast<const char*>(c.v) + static_cast<int64_t>(t.kv_head) * bs * row_bytes;
@@ -461,6 +476,10 @@ inline void attention_fast(const AttentionTask& t, float* scratch) {
     const int32_t pf0 = kb0 + kAttnPrefetchBlocks * bs;
     const int32_t next_rows = pf0 <= last_pos ? (pf0 + bs <= last_pos + 1 ? bs : last_pos + 1 - pf0) : 0;
     const int64_t next_block = next_rows > 0 ? table[pf0 / bs] : 0;
+    if (next_rows > 0 && c.k_scale) {  // 8-bit: the next block's row scales too (bs floats each)
+      _mm_prefetch(reinterpret_cast<const char*>(c.k_scale + c.scale_index(next_block, t.kv_head, 0)), _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(c.v_scale + c.scale_index(next_block, t.kv_head, 0)), _MM_HINT_T1);
+    }
     for (int32_t j = 0; j < nrows; ++j) {
       if (j < next_rows) prefetch_rows(next_block, j);
       const int64_t off = c.row(block, t.kv_head, j);  // head-major block
@@ -470,6 +489,24 @@ inline void attention_fast(const AttentionTask& t, float* scratch) {
         for (int ch = 0; ch < HC; ++ch) {
           vstore(kf + j * hd + ch * L, vload(ks + ch * L));
           vstore(vfb + j * hd + ch * L, vload(vs + ch * L));
+        }
+      } else if (c.dtype == DType::I8) {  // codes · the row's scale, in registers (kv_quant_simd.h)
+        const int64_t si = c.scale_index(block, t.kv_head, j);
+        const vf ksc = vset1(c.k_scale[si]), vsc = vset1(c.v_scale[si]);
+        const int8_t* ks = static_cast<const int8_t*>(c.k) + off;
+        const int8_t* vs = static_cast<const int8_t*>(c.v) + off;
+        for (int ch = 0; ch < HC; ++ch) {
+          vstore(kf + j * hd + ch * L, load_kv_i8(ks + ch * L, ksc));
+          vstore(vfb + j * hd + ch * L, load_kv_i8(vs + ch * L, vsc));
+        }
+      } else if (c.dtype == DType::F8_E4M3) {
+        const int64_t si = c.scale_index(block, t.kv_head, j);
+        const vf ksc = vset1(c.k_scale[si] * 256.0f), vsc = vset1(c.v_scale[si] * 256.0f);  // 2^8: see kv_quant_simd.h
+        const uint8_t* ks = static_cast<const uint8_t*>(c.k) + off;
+        const uint8_t* vs = static_cast<const uint8_t*>(c.v) + off;
+        for (int ch = 0; ch < HC; ++ch) {
+          vstore(kf + j * hd + ch * L, load_kv_e4m3(ks + ch * L, ksc));
+          vstore(vfb + j * hd + ch * L, load_kv_e4m3(vs + ch * L, vsc));
         }
       } else {
         const uint16_t* ks = static_cast<const uint16_t*>(c.k) + off;

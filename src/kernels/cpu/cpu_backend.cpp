@@ -27,10 +27,12 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/kv_dtype.h"
 #include "core/memory.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/bf16_panels.h"
 #include "kernels/gdn_recurrence.h"
+#include "kernels/kv_quant.h"
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/cpu/grouped_columns.h"
 #include "kernels/cpu/kernel_table.h"
@@ -321,6 +323,15 @@ class CpuBackend final : public Backend {
         const int64_t block = slot / cache.block_size, off = slot % cache.block_size;
         for (int64_t h = 0; h < cache.n_kv_heads; ++h) {  // head-major blocks (backend.h)
           const size_t dst = static_cast<size_t>(cache.row(block, h, off)) * esize;
+          if (kv_dtype_is_8bit(cache.dtype)) {
+            // Quantized on write, row by row (kernels/kv_quant.h; scalar: a small share of a step).
+            const int64_t si = cache.scale_index(block, h, off);
+            kv_quantize_row(k + t * row + h * hd, int32_t(hd), cache.dtype, static_cast<uint8_t*>(cache.k) + dst,
+                            cache.k_scale + si);
+            kv_quantize_row(v + t * row + h * hd, int32_t(hd), cache.dtype, static_cast<uint8_t*>(cache.v) + dst,
+                            cache.v_scale + si);
+            continue;
+          }
           kt_.from_f32(k + t * row + h * hd, hd, static_cast<uint8_t*>(cache.k) + dst, cache.dtype);
           kt_.from_f32(v + t * row + h * hd, hd, static_cast<uint8_t*>(cache.v) + dst, cache.dtype);
         }

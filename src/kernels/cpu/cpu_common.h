@@ -22,7 +22,8 @@ inline void check_weight_dtype(DType t) {
     fail("linear/embedding weights must be bf16, f16 or f32, got ", dtype_name(t));
 }
 inline void check_kv_dtype(DType t) {
-  if (t != DType::BF16 && t != DType::F32) fail("KV cache dtype must be bf16 or f32, got ", dtype_name(t));
+  if (t != DType::BF16 && t != DType::F32 && t != DType::I8 && t != DType::F8_E4M3)
+    fail("KV cache dtype must be bf16, f32, int8 or fp8 (e4m3), got ", dtype_name(t));
 }
 
 }  // namespace pypto

@@ -8,8 +8,10 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/kv_dtype.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_common.h"
+#include "kernels/kv_quant.h"
 
 namespace pypto {
 namespace {
@@ -210,6 +212,14 @@ class ReferenceBackend final : public Backend {
       const int64_t block = slot / cache.block_size, off = slot % cache.block_size;
       for (int64_t h = 0; h < cache.n_kv_heads; ++h) {
         const int64_t dst = cache.row(block, h, off);
+        if (kv_dtype_is_8bit(cache.dtype)) {  // codes + the row's scale (kernels/kv_quant.h)
+          const int64_t si = cache.scale_index(block, h, off);
+          kv_quantize_row(k + t * row + h * hd, int32_t(hd), cache.dtype, static_cast<uint8_t*>(cache.k) + dst,
+                          cache.k_scale + si);
+          kv_quantize_row(v + t * row + h * hd, int32_t(hd), cache.dtype, static_cast<uint8_t*>(cache.v) + dst,
+                          cache.v_scale + si);
+          continue;
+        }
         for (int64_t e = 0; e < hd; ++e) {
           store_kv_elem(cache.k, cache.dtype, dst + e, k[t * row + h * hd + e]);
           store_kv_elem(cache.v, cache.dtype, dst + e, v[t * row + h * hd + e]);
@@ -245,7 +255,8 @@ class ReferenceBackend final : public Backend {
           for (int32_t j = 0; j <= pos; ++j) {
             int64_t base = kv_offset(cache, table, j, kvh);
             double d = 0.0;
-            for (int32_t e = 0; e < hd; ++e) d += static_cast<double>(qv[e]) * load_as_f32(cache.k, cache.dtype, base + e);
+            const float ks = key_scale(cache, cache.k_scale, base);
+            for (int32_t e = 0; e < hd; ++e) d += static_cast<double>(qv[e]) * load_kv(cache, cache.k, ks, base + e);
             scores[j] = d * scale;
             mx = std::max(mx, scores[j]);
           }
@@ -255,7 +266,8 @@ class ReferenceBackend final : public Backend {
             double p = std::exp(scores[j] - mx);
             denom += p;
             int64_t base = kv_offset(cache, table, j, kvh);
-            for (int32_t e = 0; e < hd; ++e) acc[e] += p * load_as_f32(cache.v, cache.dtype, base + e);
+            const float vs = key_scale(cache, cache.v_scale, base);
+            for (int32_t e = 0; e < hd; ++e) acc[e] += p * load_kv(cache, cache.v, vs, base + e);
           }
           float* o = out + (static_cast<int64_t>(t) * n_heads + h) * hd;
           for (int32_t e = 0; e < hd; ++e) o[e] = static_cast<float>(acc[e] / denom);
@@ -280,6 +292,14 @@ class ReferenceBackend final : public Backend {
     int64_t block = table[j / c.block_size];
     PYPTO_ASSERT(block >= 0 && block < c.num_blocks, "block ", block);
     return c.row(block, kvh, j % c.block_size);
+  }
+  // The scale of the 8-bit row starting at element `base` (1 for bf16 / f32, unused).
+  static float key_scale(const KvCacheLayer& c, const float* scales, int64_t base) {
+    return kv_dtype_is_8bit(c.dtype) ? scales[base / c.head_dim] : 1.0f;
+  }
+  // Element i of the K or V pool as the attention sees it (8-bit: dequantized, kv_dequant).
+  static float load_kv(const KvCacheLayer& c, const void* pool, float scale, int64_t i) {
+    return kv_dtype_is_8bit(c.dtype) ? kv_dequant(pool, c.dtype, i, scale) : load_as_f32(pool, c.dtype, i);
   }
   static void store_kv_elem(void* base, DType dt, int64_t i, float v) {
     if (dt == DType::F32)

@@ -4,6 +4,7 @@
 
 #include "core/cpu_features.h"
 #include "core/error.h"
+#include "core/kv_dtype.h"
 #include "core/log.h"
 #include "core/memory.h"
 #include "engine/engine.h"
@@ -96,7 +97,8 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   const EngineLoadOptions& eo = opt.engine;
   const ParallelLayout& L = opt.layout;
   eo.scheduler.validate();
-  if (eo.kv_cache_dtype != DType::BF16 && eo.kv_cache_dtype != DType::F32) fail("--kv-cache-dtype must be bf16 or fp32");
+  if (!kv_dtype_supported(eo.kv_cache_dtype))
+      fail("--kv-cache-dtype must be one of ", kKvCacheDtypeHelp, ", got ", dtype_name(eo.kv_cache_dtype));
   if (eo.threads < 0) fail("--threads must be positive, got ", eo.threads);
   PYPTO_ASSERT(static_cast<int>(L.cores.size()) == L.ranks_per_replica() * L.dp, "layout has ", L.cores.size(),
                " groups for dp ", L.dp, " x pp ", L.pp, " x tp ", L.tp);

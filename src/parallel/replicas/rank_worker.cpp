@@ -6,6 +6,7 @@
 
 #include "core/cpu_features.h"
 #include "core/error.h"
+#include "core/kv_dtype.h"
 #include "core/log.h"
 #include "core/memory.h"
 #include "engine/engine.h"
@@ -318,7 +319,8 @@ LoadedEngine load_process_rank0(const ReplicaLoadOptions& opt) {
   std::shared_ptr<const Qwen3Weights> weights;
   std::string error;
   try {
-    if (eo.kv_cache_dtype != DType::BF16 && eo.kv_cache_dtype != DType::F32) fail("--kv-cache-dtype must be bf16 or fp32");
+    if (!kv_dtype_supported(eo.kv_cache_dtype))
+      fail("--kv-cache-dtype must be one of ", kKvCacheDtypeHelp, ", got ", dtype_name(eo.kv_cache_dtype));
     backend = rank_backend(opt, 0);
     weights = stage_own_slice(eo, pos, /*engine_rank=*/true);
   } catch (const std::exception& e) {
