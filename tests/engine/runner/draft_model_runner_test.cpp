@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <utility>
 
 #include "engine/draft_model_proposer.h"
 #include "engine/engine.h"
@@ -162,6 +163,55 @@ TEST(DraftModelRunner, SampledRequestsAreReproducibleAndASameDraftIsAlwaysAccept
   EXPECT_EQ(c.tokens, d.tokens);
   EXPECT_LT(c.stats.num_accepted_tokens, c.stats.num_draft_tokens);
   for (const auto& [id, t] : c.tokens) EXPECT_EQ(t.size(), 16u) << id;
+}
+
+// The draft's KV rollback: after a step that rejected some drafts (or accepted all of them and
+// added the bonus token), the drafter keeps the KV it shares with the verified tokens and
+// computes the rest; its next proposal must equal that of a fresh drafter that computes
+// everything from scratch. Drafts of the other random model, greedy and sampled.
+TEST(DraftModelRunner, ProposalsAfterARollbackEqualAFreshDraftersProposals) {
+  std::shared_ptr<const Qwen3Weights> w(std::shared_ptr<void>(), &other_model().weights);
+  Backend& backend = *target_model().backend;
+  auto make = [&] { return std::make_unique<DraftModelProposer>(w, backend, 32, kBlockSize, DType::BF16, 4096); };
+  auto propose = [](DraftModelProposer& d, const Request& r, int32_t k) {
+    const DraftProposer::Query q{&r, k};
+    d.prepare(std::span<const DraftProposer::Query>(&q, 1));
+    std::vector<int32_t> out;
+    d.propose_for(r, k, out);
+    std::vector<float> probs;
+    if (const DraftDistribution* dist = d.distribution(r.request_id)) probs = dist->probs;
+    return std::make_pair(out, probs);
+  };
+  // Appends verified tokens to a request as the scheduler would.
+  auto extend = [](Request& r, const Ids& tokens) {
+    for (int32_t t : tokens) {
+      r.output_token_ids.push_back(t);
+      r.all_token_ids.push_back(t);
+    }
+  };
+  for (const float temperature : {0.0f, 0.9f}) {
+    SCOPED_TRACE(temperature);
+    SamplingParams sp;
+    sp.temperature = temperature;
+    sp.max_tokens = 64;
+    Request req("r", test::random_prompt(21, 900), sp, {}, 5);
+    auto kept = make();
+    constexpr int32_t k = 4;
+    for (int round = 0; round < 4; ++round) {
+      const auto [drafts, probs] = propose(*kept, req, k);
+      ASSERT_EQ(drafts.size(), size_t(k));
+      auto fresh = make();
+      const auto [fresh_drafts, fresh_probs] = propose(*fresh, req, k);
+      EXPECT_EQ(drafts, fresh_drafts) << "round " << round;
+      EXPECT_EQ(probs, fresh_probs) << "round " << round;
+      EXPECT_EQ(probs.empty(), temperature == 0.0f);
+      // Verify: rounds 0 and 2 accept two drafts then a token the draft did not propose; rounds
+      // 1 and 3 accept all four and a bonus token.
+      Ids verified(drafts.begin(), drafts.begin() + (round % 2 == 0 ? 2 : k));
+      verified.push_back((drafts.back() + 1) % 151643);
+      extend(req, verified);
+    }
+  }
 }
 
 }  // namespace
