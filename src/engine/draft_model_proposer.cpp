@@ -66,11 +66,6 @@ int32_t DraftModelProposer::choose(const Request& req, State& st, std::span<floa
 }
 
 void DraftModelProposer::prepare(std::span<const Query> queries) {
-  struct Job {
-    const Request* req;
-    State* st;
-    int32_t k;
-  };
   std::vector<Job> jobs;
   for (auto& [id, st] : states_) {  // last step's proposals are spent
     st.drafts.clear();
@@ -102,6 +97,20 @@ void DraftModelProposer::prepare(std::span<const Query> queries) {
     jobs.push_back({&r, &st, q.k});
   }
   if (jobs.empty()) return;
+  try {
+    run_passes(jobs);
+  } catch (...) {
+    // Which KV got written is unknown: these requests start over (a full catch-up) next time.
+    for (const Job& j : jobs) {
+      j.st->cached.clear();
+      j.st->drafts.clear();
+      j.st->dist = {};
+    }
+    throw;
+  }
+}
+
+void DraftModelProposer::run_passes(std::span<Job> jobs) {
   int32_t max_blocks = 0;
   for (const Job& j : jobs) max_blocks = std::max(max_blocks, int32_t(j.st->blocks.size()));
 

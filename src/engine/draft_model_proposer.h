@@ -60,6 +60,13 @@ class DraftModelProposer final : public DraftProposer {
     std::vector<int32_t> drafts;  // this step's proposal
     DraftDistribution dist;       // sampled requests: q of each draft
   };
+  struct Job {
+    const Request* req;
+    State* st;
+    int32_t k;
+  };
+  // Pass 0 (catch-up) and passes 1 .. k-1 over the requests of this step (class comment).
+  void run_passes(std::span<Job> jobs);
   // Grows st.blocks to cover `tokens` positions; false (nothing taken) when the pool is short.
   bool reserve(State& st, int64_t tokens);
   // Picks draft j of `req` from the draft's logits row (modified): see the class comment.

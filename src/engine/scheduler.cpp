@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "engine/ngram_proposer.h"
 
 namespace pypto {
@@ -125,7 +126,13 @@ SchedulerOutput Scheduler::schedule() {
     std::vector<DraftProposer::Query> queries;
     for (Request* req : running_)
       if (const int64_t k = draft_limit(*req, /*consume=*/false); k > 0) queries.push_back({req, int32_t(k)});
-    proposer_->prepare(queries);
+    // A drafter that fails (its model's forward threw) costs this step its drafts, never the
+    // step: the target decodes as without speculation, and the failure is logged.
+    try {
+      proposer_->prepare(queries);
+    } catch (const std::exception& e) {
+      log_error("speculative decoding: the drafter failed, this step decodes without drafts: ", e.what());
+    }
   }
   std::vector<int32_t> drafts;
   for (size_t i = 0; i < running_.size() && budget > 0;) {

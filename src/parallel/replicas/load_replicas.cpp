@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/memory.h"
+#include "engine/draft_model_proposer.h"
 #include "engine/engine.h"
 #include "io/checkpoint.h"
 #include "model/gdn_state.h"
