@@ -14,7 +14,9 @@
 // Speculative decoding (--speculative-config): a running request in decode (one token to compute)
 // may also get up to k drafts from the proposer, scheduled as 1 + k tokens; each later running
 // request keeps one token of the budget, so drafts never push a plain decode out of the step.
-// update_from_output then takes the verified run (1 .. k + 1 tokens) and advances
+// A draft model (engine/draft_model_proposer.h) drafts for every decoding request at once at the
+// start of schedule() (DraftProposer::prepare), and drops a request's draft KV when it finishes
+// or is preempted (DraftProposer::forget). update_from_output then takes the verified run (1 .. k + 1 tokens) and advances
 // num_computed_tokens over the accepted tokens only: the KV written at rejected positions lies
 // beyond num_computed_tokens, is never published to the prefix cache (cache_blocks stops there)
 // and is overwritten by the next step.
