@@ -10,6 +10,7 @@
 //    batched with chunked prefill, under preemption).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <utility>
 
@@ -163,6 +164,66 @@ TEST(DraftModelRunner, SampledRequestsAreReproducibleAndASameDraftIsAlwaysAccept
   EXPECT_EQ(c.tokens, d.tokens);
   EXPECT_LT(c.stats.num_accepted_tokens, c.stats.num_draft_tokens);
   for (const auto& [id, t] : c.tokens) EXPECT_EQ(t.size(), 16u) << id;
+}
+
+// Tokens emitted by rejection sampling (accepted drafts and the bonus token) carry the target's
+// raw logprobs, as plain decoding reports them: checked against one teacher-forced forward pass
+// over prompt + output (logits of every row).
+TEST(DraftModelRunner, RejectionSampledTokensCarryTheTargetsLogprobs) {
+  Qwen3Model& model = *target_model().model;
+  const Ids prompt = test::random_prompt(17, 950);
+  KvCache cache(model.kv_cache_spec(64, kBlockSize, DType::BF16));
+  EngineConfig c;
+  c.scheduler.max_model_len = 512;
+  c.cache.block_size = kBlockSize;
+  c.cache.num_blocks = 64;
+  c.vocab_size = model.vocab_size();
+  c.scheduler.speculative.method = SpeculativeMethod::DraftModel;
+  c.scheduler.speculative.num_speculative_tokens = 3;
+  c.scheduler.speculative.draft_model = "(in memory)";
+  std::shared_ptr<const Qwen3Weights> w(std::shared_ptr<void>(), &other_model().weights);
+  c.drafter = std::make_shared<DraftModelProposer>(w, *target_model().backend, 72, kBlockSize, DType::BF16, 4096);
+  Engine engine(c, std::make_unique<ModelRunner>(model, cache));
+  EngineRequest r;
+  r.request_id = "lp";
+  r.prompt_token_ids = prompt;
+  r.params.temperature = 0.8f;
+  r.params.seed = 11;
+  r.params.max_tokens = 12;
+  r.params.ignore_eos = true;
+  r.params.logprobs = 2;
+  engine.add_request(r);
+  Ids out;
+  std::vector<SampledToken> lps;
+  while (engine.has_unfinished_requests())
+    for (const RequestOutput& o : engine.step()) {
+      out.insert(out.end(), o.new_token_ids.begin(), o.new_token_ids.end());
+      lps.insert(lps.end(), o.new_logprobs.begin(), o.new_logprobs.end());
+    }
+  ASSERT_EQ(out.size(), 12u);
+  ASSERT_EQ(lps.size(), out.size());
+  EXPECT_GT(engine.scheduler().spec_decode_stats().num_draft_tokens, 0);
+
+  Ids seq = prompt;
+  seq.insert(seq.end(), out.begin(), out.end());
+  KvCache ref_cache(model.kv_cache_spec(8, kBlockSize, DType::BF16));
+  const Ids blocks = {0, 1, 2, 3, 4, 5, 6, 7};
+  ForwardBatch b;
+  b.max_blocks_per_seq = 8;
+  b.add_sequence(seq.data(), int32_t(seq.size()), 0, blocks.data(), 8, kBlockSize, ForwardBatch::Logits::All);
+  const size_t V = size_t(model.vocab_size());
+  std::vector<float> logits(seq.size() * V);
+  model.forward(b, ref_cache, logits.data());
+  for (size_t i = 0; i < out.size(); ++i) {
+    const float* row = logits.data() + (prompt.size() - 1 + i) * V;
+    double max = row[0], sum = 0;
+    for (size_t v = 0; v < V; ++v) max = std::max(max, double(row[v]));
+    for (size_t v = 0; v < V; ++v) sum += std::exp(double(row[v]) - max);
+    const double want = double(row[size_t(out[i])]) - max - std::log(sum);
+    EXPECT_NEAR(lps[i].logprob, want, 1e-3) << "token " << i;
+    EXPECT_EQ(lps[i].token_id, out[i]);
+    EXPECT_EQ(lps[i].top_logprobs.size(), 2u) << "token " << i;
+  }
 }
 
 // The draft's KV rollback: after a step that rejected some drafts (or accepted all of them and
