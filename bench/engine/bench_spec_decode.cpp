@@ -3,6 +3,11 @@
 //
 //   bench_spec_decode --model DIR [--k 4] [--tokens 64] [--prompt-len 64] [--lookup-min 2]
 //                     [--lookup-max 4] [--repeats 3] [--matmul-precision high]
+//                     [--draft DIR [--draft-quantization none|int8|int4]]
+//
+// With --draft the speculative engine drafts with that model (method draft_model) instead of
+// n-gram lookup; --draft equal to --model is the accept-all case (acceptance 1: the speed-up
+// then shows the cost of k draft passes + one (k + 1)-row verify against k + 1 plain steps).
 //
 // Three prompts, each decoded greedily for --tokens tokens with speculation off, then on:
 //   copy    a random prompt P, the model's own plain continuation C of P, then P again: the model
@@ -33,6 +38,7 @@ namespace {
 struct Args {
   std::string model;
   int k = 4, tokens = 64, prompt_len = 64, lookup_min = 2, lookup_max = 4, repeats = 3;
+  std::string draft, draft_quantization = "none";
   std::string matmul_precision = matmul_precision_name(kDefaultMatmulPrecision);
 };
 
@@ -58,7 +64,13 @@ LoadedEngine load(const Args& a, bool speculate) {
   o.show_progress = false;
   o.prefault_kv_cache = true;
   o.matmul_precision = parse_matmul_precision(a.matmul_precision);
-  if (speculate) {
+  if (speculate && !a.draft.empty()) {
+    o.scheduler.speculative.method = SpeculativeMethod::DraftModel;
+    o.scheduler.speculative.num_speculative_tokens = a.k;
+    o.scheduler.speculative.draft_model = a.draft;
+    o.scheduler.speculative.draft_quantization = a.draft_quantization;
+    o.scheduler.speculative.validate();
+  } else if (speculate) {
     o.scheduler.speculative.method = SpeculativeMethod::Ngram;
     o.scheduler.speculative.num_speculative_tokens = a.k;
     o.scheduler.speculative.prompt_lookup_min = a.lookup_min;
@@ -116,9 +128,10 @@ int run(const Args& a) {
   // changes (shared CI hosts) weighs on both alike; medians over --repeats.
   LoadedEngine plain_engine = load(a, false);
   LoadedEngine spec_engine = load(a, true);
-  std::printf("model %s, backend %s, %d threads, k %d, n-gram %d..%d, %d tokens per request, %d repeats\n",
-              a.model.c_str(), plain_engine.backend_name.c_str(), plain_engine.threads, a.k, a.lookup_min,
-              a.lookup_max, a.tokens, a.repeats);
+  const std::string drafter = a.draft.empty() ? "n-gram " + std::to_string(a.lookup_min) + ".." + std::to_string(a.lookup_max)
+                                              : "draft model " + a.draft + " (" + a.draft_quantization + ")";
+  std::printf("model %s, backend %s, %d threads, k %d, %s, %d tokens per request, %d repeats\n", a.model.c_str(),
+              plain_engine.backend_name.c_str(), plain_engine.threads, a.k, drafter.c_str(), a.tokens, a.repeats);
   const std::vector<int32_t> p = random_tokens(rng, a.prompt_len);
   decode(plain_engine, p, 4, "warmup");
   decode(spec_engine, p, 4, "warmup");
@@ -187,6 +200,8 @@ int main(int argc, char** argv) {
     else if (f == "--lookup-max") a.lookup_max = std::atoi(next());
     else if (f == "--matmul-precision") a.matmul_precision = next();
     else if (f == "--repeats") a.repeats = std::max(1, std::atoi(next()));
+    else if (f == "--draft") a.draft = next();
+    else if (f == "--draft-quantization") a.draft_quantization = next();
     else {
       std::fprintf(stderr, "bench_spec_decode: unknown option %s\n", f.c_str());
       return 2;

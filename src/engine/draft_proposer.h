@@ -3,13 +3,26 @@
 // it proposes up to k tokens that the target model will verify in one (k + 1)-row step. Drafters
 // see only verified tokens, so a rejected draft never feeds a later proposal.
 //
-// n-gram prompt lookup (engine/ngram_proposer.h) is the one drafter built; a draft model, EAGLE
-// heads or MTP layers would implement this interface too.
+// Two drafters: n-gram prompt lookup (engine/ngram_proposer.h: stateless, propose() only) and a
+// draft model (engine/draft_model_proposer.h: its own KV cache per request, so it also takes the
+// per-step hooks below). EAGLE heads or MTP layers would implement this interface too.
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace pypto {
+
+struct Request;
+
+// A draft model's sampling distributions for the drafts it proposed to one request: q[j] is the
+// distribution draft j was drawn from ([k, vocab] row-major), for rejection sampling
+// (sampling/rejection_sampler.h). Empty for greedy requests (their drafts are argmaxes).
+struct DraftDistribution {
+  int64_t vocab = 0;
+  std::vector<float> probs;  // [num drafts, vocab]
+  bool empty() const { return probs.empty(); }
+};
 
 class DraftProposer {
  public:
@@ -17,6 +30,26 @@ class DraftProposer {
   // Appends 0 .. k proposed tokens to `out` (cleared first). Must be deterministic: the same
   // tokens give the same proposal, so runs are reproducible.
   virtual void propose(std::span<const int32_t> tokens, int32_t k, std::vector<int32_t>& out) const = 0;
+
+  // Drafters with state per request (a draft model). The scheduler calls, each step:
+  //   prepare(requests that may get drafts, the k each may get) once, before scheduling them, so a
+  //   model drafts for the whole batch in k batched passes; then propose_for() per request, which
+  //   returns (a prefix of) what prepare computed; and forget() for every request that finished
+  //   or was preempted (its draft KV is freed). Stateless drafters keep the defaults.
+  struct Query {
+    const Request* request = nullptr;
+    int32_t k = 0;
+  };
+  virtual void prepare(std::span<const Query> queries) { (void)queries; }
+  virtual void propose_for(const Request& req, int32_t k, std::vector<int32_t>& out);
+  virtual void forget(const std::string& req_id) { (void)req_id; }
+  // The distributions of the drafts propose_for() last returned to `req_id` (null: none, e.g. a
+  // greedy request or a drafter without probabilities, such as n-gram). Valid until the next
+  // prepare().
+  virtual const DraftDistribution* distribution(const std::string& req_id) const {
+    (void)req_id;
+    return nullptr;
+  }
 };
 
 }  // namespace pypto

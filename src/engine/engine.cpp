@@ -3,6 +3,7 @@
 #include "core/profiler.h"
 #include "engine/engine_trace.h"
 #include "engine/spec_verify.h"
+#include "sampling/rejection_sampler.h"
 
 #include <chrono>
 #include <exception>
@@ -40,6 +41,11 @@ Engine::Engine(const EngineConfig& config, std::unique_ptr<ModelExecutor> execut
       seed_source_(std::random_device{}()) {
   PYPTO_ASSERT(executor_ != nullptr);
   if (config_.vocab_size < 1) fail("engine: vocab_size must be >= 1, got ", config_.vocab_size);
+  if (config_.scheduler.speculative.method == SpeculativeMethod::DraftModel) {
+    if (!config_.drafter)
+      fail("--speculative-config: method draft_model, but no draft model was loaded for this engine");
+    scheduler_.set_drafter(config_.drafter);
+  }
 }
 
 void Engine::validate_request(const EngineRequest& req) const {
@@ -261,10 +267,20 @@ std::vector<RequestOutput> Engine::step() {
   PYPTO_PROF_PHASE(prof::Level::E2E, "sample");
   // One sampler row per logits row: a request verifying k drafts has k + 1 (engine/spec_verify.h),
   // row j seeing the drafts before it as output tokens.
+  // A sampled request with a draft model's distributions is verified by rejection sampling
+  // (sampling/rejection_sampler.h) after the batch: its rows go through sample_batch as cheap
+  // greedy placeholders (which only sanitize them) so the batch keeps its row layout.
+  static const SamplingParams kPlaceholder = [] {
+    SamplingParams p;
+    p.temperature = 0.0f;
+    return p;
+  }();
   std::vector<SamplerRow> rows;
   std::vector<std::vector<int32_t>> histories;  // output + drafts of each verifying request
   histories.reserve(so.scheduled.size());       // spans into it must stay valid
-  for (const ScheduledRequest& s : so.scheduled) {
+  std::vector<const DraftDistribution*> rejection(so.scheduled.size(), nullptr);
+  for (size_t i = 0; i < so.scheduled.size(); ++i) {
+    const ScheduledRequest& s = so.scheduled[i];
     if (!s.samples) continue;
     const Request* r = scheduler_.get_request(s.req_id);
     PYPTO_ASSERT(r != nullptr, "scheduled request ", s.req_id, " is gone");
@@ -278,8 +294,14 @@ std::vector<RequestOutput> Engine::step() {
     PYPTO_ASSERT(!sequences_.at(s.req_id).matcher, "request ", s.req_id, " has a grammar and drafts");
     std::vector<int32_t>& h = histories.emplace_back(r->output_token_ids);
     h.insert(h.end(), s.token_ids.end() - s.num_draft_tokens, s.token_ids.end());
+    if (const DraftProposer* d = scheduler_.drafter(); d && !r->sampling_params.is_greedy())
+      if (const DraftDistribution* q = d->distribution(s.req_id)) {
+        PYPTO_ASSERT(q->vocab == eo.vocab_size && int64_t(q->probs.size()) >= s.num_draft_tokens * q->vocab,
+                     "request ", s.req_id, ": draft distributions do not cover its ", s.num_draft_tokens, " drafts");
+        rejection[i] = q;
+      }
     for (int64_t j = 0; j <= s.num_draft_tokens; ++j)
-      rows.push_back({&r->sampling_params, r->prompt_token_ids,
+      rows.push_back({rejection[i] ? &kPlaceholder : &r->sampling_params, r->prompt_token_ids,
                       std::span<const int32_t>(h).first(r->output_token_ids.size() + size_t(j)), r->eos_token_ids,
                       r->seed, {}});
   }
@@ -293,9 +315,19 @@ std::vector<RequestOutput> Engine::step() {
     const ScheduledRequest& s = so.scheduled[i];
     if (!s.samples) continue;
     const std::span<const SampledToken> verify(sampled.data() + row, size_t(1 + s.num_draft_tokens));
+    const std::span<const int32_t> drafts = std::span<const int32_t>(s.token_ids).last(size_t(s.num_draft_tokens));
+    if (rejection[i]) {
+      const size_t V = size_t(eo.vocab_size), first = row;
+      const Request* r = scheduler_.get_request(s.req_id);
+      std::vector<SamplerRow> own(rows.begin() + std::ptrdiff_t(first), rows.begin() + std::ptrdiff_t(first + verify.size()));
+      for (SamplerRow& o : own) o.params = &r->sampling_params;
+      runs[i] = rejection_sample(std::span<float>(eo.logits).subspan(first * V, verify.size() * V), eo.vocab_size,
+                                 drafts, std::span<const float>(rejection[i]->probs).first(drafts.size() * V), own);
+      row += verify.size();
+      continue;
+    }
     row += verify.size();
-    const size_t accepted =
-        accepted_prefix(verify, std::span<const int32_t>(s.token_ids).last(size_t(s.num_draft_tokens)));
+    const size_t accepted = accepted_prefix(verify, drafts);
     runs[i].assign(verify.begin(), verify.begin() + std::ptrdiff_t(accepted + 1));
     const auto& matcher = sequences_.at(s.req_id).matcher;
     // A token outside the mask can only come from a bug: the matcher then allows only EOS, so

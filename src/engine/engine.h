@@ -32,6 +32,9 @@ struct EngineConfig {
   // 0: a generate model.
   int64_t pooled_width = 0;
   std::vector<int32_t> eos_token_ids;  // from config.json and generation_config.json
+  // --speculative-config method draft_model: the loaded draft (engine/draft_model_proposer.h),
+  // required then. Copies of the config share it, so one is given to one engine only.
+  std::shared_ptr<DraftProposer> drafter;
 };
 
 struct EngineRequest {

@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "engine/ngram_proposer.h"
 
 namespace pypto {
@@ -15,9 +16,25 @@ Scheduler::Scheduler(const SchedulerConfig& config, const CacheConfig& cache, Bl
   if (cache.recurrent_state) kv_.enable_state_snapshots(cache.state_snapshots, cache.snapshot_interval_tokens());
   const SpeculativeConfig& spec = config_.speculative;
   if (spec.method == SpeculativeMethod::Ngram)
-    proposer_ = std::make_unique<NgramProposer>(spec.prompt_lookup_min, spec.prompt_lookup_max);
-  else if (spec.enabled())
-    fail("--speculative-config: method ", speculative_method_name(spec.method), " has no drafter in the scheduler");
+    proposer_ = std::make_shared<NgramProposer>(spec.prompt_lookup_min, spec.prompt_lookup_max);
+  // A draft model is loaded above the engine and handed over with set_drafter() (the Engine
+  // refuses to start without it).
+}
+
+void Scheduler::set_drafter(std::shared_ptr<DraftProposer> drafter) {
+  PYPTO_ASSERT(drafter != nullptr && config_.speculative.method == SpeculativeMethod::DraftModel && requests_.empty(),
+               "a drafter is set once, before any request, for method draft_model");
+  proposer_ = std::move(drafter);
+}
+
+int64_t Scheduler::draft_limit(Request& req, bool consume) const {
+  if (!proposer_ || !req.speculate || req.num_tokens() - req.num_computed_tokens != 1) return 0;
+  // Accepting a drafts appends a + 1 tokens, so a <= max_tokens - output - 1 keeps the request
+  // within max_tokens, and (prompt + max_tokens <= max_model_len, see check_request) within
+  // max_model_len and the KV blocks add_request checked it could have.
+  const int64_t room = req.sampling_params.max_tokens - req.num_output_tokens() - 1;
+  const int32_t k = consume ? req.spec_throttle.next_k() : req.spec_throttle.peek_k();
+  return std::max<int64_t>(0, std::min(int64_t(k), room));
 }
 
 void Scheduler::check_request(const std::string& id, int64_t prompt, int64_t max_tokens) const {
@@ -57,20 +74,16 @@ int64_t Scheduler::cap_new_tokens(int64_t gap, int64_t budget) const {
 
 void Scheduler::propose_drafts(Request& req, int64_t max_drafts, std::vector<int32_t>& drafts) {
   drafts.clear();
-  if (!proposer_ || !req.speculate || req.num_tokens() - req.num_computed_tokens != 1) return;
-  // Accepting a drafts appends a + 1 tokens, so a <= max_tokens - output - 1 keeps the request
-  // within max_tokens, and (prompt + max_tokens <= max_model_len, see check_request) within
-  // max_model_len and the KV blocks add_request checked it could have.
-  const int64_t room = req.sampling_params.max_tokens - req.num_output_tokens() - 1;
-  const int64_t k = std::min({int64_t(req.spec_throttle.next_k()), room, max_drafts});
+  const int64_t k = std::min(draft_limit(req, /*consume=*/true), max_drafts);
   if (k <= 0) return;
-  proposer_->propose(req.all_token_ids, int32_t(k), drafts);
+  proposer_->propose_for(req, int32_t(k), drafts);
 }
 
 void Scheduler::preempt(Request* req, SchedulerOutput& out) {
   // Recompute-style: the KV is dropped (its full blocks stay in the prefix cache until evicted,
   // so the recompute often starts from a hit) and the request restarts from its tokens so far.
   kv_.free(*req);
+  if (proposer_) proposer_->forget(req->request_id);  // a draft model's KV goes too; it catches up later
   req->status = RequestStatus::Preempted;
   req->num_computed_tokens = 0;
   ++req->num_preemptions;
@@ -107,7 +120,20 @@ SchedulerOutput Scheduler::schedule() {
     out.scheduled.push_back(std::move(s));
   };
 
-  // 1. Running requests, oldest first.
+  // 1. Running requests, oldest first. A drafter with a model drafts for all of them at once
+  // first (each request's own limit; the budget may cut its drafts below).
+  if (proposer_) {
+    std::vector<DraftProposer::Query> queries;
+    for (Request* req : running_)
+      if (const int64_t k = draft_limit(*req, /*consume=*/false); k > 0) queries.push_back({req, int32_t(k)});
+    // A drafter that fails (its model's forward threw) costs this step its drafts, never the
+    // step: the target decodes as without speculation, and the failure is logged.
+    try {
+      proposer_->prepare(queries);
+    } catch (const std::exception& e) {
+      log_error("speculative decoding: the drafter failed, this step decodes without drafts: ", e.what());
+    }
+  }
   std::vector<int32_t> drafts;
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Request* req = running_[i];
@@ -278,6 +304,7 @@ std::vector<EngineCoreOutput> Scheduler::update_from_output(const SchedulerOutpu
 
 void Scheduler::retire(Request* req, RequestStatus status) {
   kv_.free(*req);
+  if (proposer_) proposer_->forget(req->request_id);
   auto r = std::find(running_.begin(), running_.end(), req);
   if (r != running_.end()) running_.erase(r);
   auto w = std::find(waiting_.begin(), waiting_.end(), req);

@@ -14,7 +14,9 @@
 // Speculative decoding (--speculative-config): a running request in decode (one token to compute)
 // may also get up to k drafts from the proposer, scheduled as 1 + k tokens; each later running
 // request keeps one token of the budget, so drafts never push a plain decode out of the step.
-// update_from_output then takes the verified run (1 .. k + 1 tokens) and advances
+// A draft model (engine/draft_model_proposer.h) drafts for every decoding request at once at the
+// start of schedule() (DraftProposer::prepare), and drops a request's draft KV when it finishes
+// or is preempted (DraftProposer::forget). update_from_output then takes the verified run (1 .. k + 1 tokens) and advances
 // num_computed_tokens over the accepted tokens only: the KV written at rejected positions lies
 // beyond num_computed_tokens, is never published to the prefix cache (cache_blocks stops there)
 // and is overwritten by the next step.
@@ -92,6 +94,10 @@ class Scheduler {
   const KVCacheManager& kv_cache_manager() const { return kv_; }
   int64_t num_preemptions() const { return num_preemptions_; }
   const SpecDecodeStats& spec_decode_stats() const { return spec_stats_; }
+  // Method draft_model: the drafter (engine/draft_model_proposer.h), set once before any request.
+  void set_drafter(std::shared_ptr<DraftProposer> drafter);
+  // The drafter (null: speculation off, or a draft model not set yet).
+  DraftProposer* drafter() const { return proposer_.get(); }
 
  private:
   int64_t cap_new_tokens(int64_t gap, int64_t budget) const;
@@ -102,6 +108,10 @@ class Scheduler {
   // Drafts for a running request this step (none unless it is decoding and may speculate), at
   // most `max_drafts`.
   void propose_drafts(Request& req, int64_t max_drafts, std::vector<int32_t>& drafts);
+  // The most drafts `req` may get this step before the budget: 0 unless it is decoding and may
+  // speculate; else its throttled k, bounded by its max_tokens. `consume`: counts a paused step
+  // (once per step, when its drafts are taken; the drafter's look-ahead only peeks).
+  int64_t draft_limit(Request& req, bool consume) const;
 
   SchedulerConfig config_;
   KVCacheManager kv_;
@@ -110,7 +120,7 @@ class Scheduler {
   std::vector<Request*> running_;  // admission order: the back is the newest
   std::vector<std::string> finished_since_last_step_;
   int64_t num_preemptions_ = 0;
-  std::unique_ptr<DraftProposer> proposer_;  // null: speculation off
+  std::shared_ptr<DraftProposer> proposer_;  // null: speculation off
   SpecDecodeStats spec_stats_;
 };
 

@@ -26,6 +26,8 @@ class SpecThrottle {
   // The outcome of a verify step: `drafted` tokens proposed, `accepted` of them accepted.
   void observe(int32_t drafted, int32_t accepted);
 
+  // What next_k() will return, without counting a paused step (a drafter's look-ahead).
+  int32_t peek_k() const { return paused_ > 0 ? 0 : k_; }
   int32_t k() const { return k_; }
   int32_t paused_steps() const { return paused_; }
 

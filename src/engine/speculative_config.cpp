@@ -138,10 +138,6 @@ void check_speculative_target(const SpeculativeConfig& spec, const ModelConfig& 
          target.vocab_size, ": a draft must share the target's vocabulary");
   if (const std::string diff = tokenizer_difference(target_dir, spec.draft_model); !diff.empty())
     fail(kWhere, ": the draft ", spec.draft_model, " does not share the target's tokenizer: ", diff);
-  // Checked and compatible, but the second model's drafting loop is not built: refuse rather than
-  // serve without the speculation asked for.
-  fail(kWhere, ": method draft_model is not built yet (the draft ", spec.draft_model,
-       " is compatible); use {\"method\": \"ngram\", ...} for speculative decoding");
 }
 
 }  // namespace pypto

@@ -161,13 +161,13 @@ int32_t sample_small_top_k(std::span<const float> x, const SamplingParams& p, do
   return kept.back().id;  // rounding left target == total: the last token with weight
 }
 
-// temperature, top-k, top-p, min-p and one draw, all O(vocab): selections, no sort. The kept
-// tokens are those at least as likely as a boundary token in (logit desc, id asc) order; the draw
-// walks them in id order, so the result depends only on the row and u.
+// top-k, top-p and min-p, all O(vocab): selections, no sort. The kept tokens are those at least
+// as likely as a boundary token in (logit desc, id asc) order. Fills w[vocab] with the kept
+// tokens' weights exp(x - max) (0 for the others) and returns their sum.
 // x: logits after temperature, max: their largest (finite).
-int32_t sample_full_vocab(std::span<const float> x, const SamplingParams& p, double u, float max) {
+double truncated_weights(std::span<const float> x, const SamplingParams& p, float max, std::vector<float>& w) {
   const size_t vocab = x.size();
-  std::vector<float> w(vocab);
+  w.resize(vocab);
   exp_weights(x.data(), vocab, max, w.data());  // the max token weighs 1
   double total = sum_weights(w.data(), vocab);
 
@@ -218,15 +218,43 @@ int32_t sample_full_vocab(std::span<const float> x, const SamplingParams& p, dou
                  boundary ? boundary->id : 0, p.min_p);
     total = sum_weights(w.data(), vocab);
   }
+  return total;
+}
+
+// temperature, top-k, top-p, min-p and one draw: the draw walks the kept tokens in id order, so
+// the result depends only on the row and u.
+int32_t sample_full_vocab(std::span<const float> x, const SamplingParams& p, double u, float max) {
+  std::vector<float> w;
+  const double total = truncated_weights(x, p, max, w);
   return draw_in_id_order(w, total, u);
+}
+
+// Temperature in place, clamped so a huge logit over a small temperature stays finite (exp(x - max)
+// needs it).
+void apply_temperature(std::span<float> x, float temperature) {
+  const float inv_t = 1.0f / temperature;
+  if (inv_t != 1.0f)  // (at 1 both operations leave a sanitized logit as it is)
+    for (float& v : x) v = std::min(v * inv_t, std::numeric_limits<float>::max());
+}
+
+// The row's processing before the draw (sample_row's order): grammar mask, logit_bias,
+// penalties, min_tokens.
+void process_logits(std::span<float> x, const SamplerRow& row) {
+  const SamplingParams& p = *row.params;
+  if (!row.allowed_tokens.empty()) apply_allowed_mask(x, row.allowed_tokens);
+  if (!p.logit_bias.empty()) apply_logit_bias(x, p.logit_bias);
+  apply_penalties(x, row.prompt_token_ids, row.output_token_ids, p.repetition_penalty,
+                  p.presence_penalty, p.frequency_penalty);
+  if (int64_t(row.output_token_ids.size()) < p.min_tokens) {
+    mask_tokens(x, row.eos_token_ids);
+    mask_tokens(x, p.stop_token_ids);
+  }
 }
 
 // Temperature (clamped so a huge logit over a small temperature stays finite: exp(x - max) needs
 // it), then the draw; `small_top_k_shortcut` off only for tests.
 int32_t sample_random(std::span<float> x, const SamplingParams& p, double u, bool small_top_k_shortcut) {
-  const float inv_t = 1.0f / p.temperature;
-  if (inv_t != 1.0f)  // (at 1 both operations leave a sanitized logit as it is)
-    for (float& v : x) v = std::min(v * inv_t, std::numeric_limits<float>::max());
+  apply_temperature(x, p.temperature);
   const float max = max_value(x);
   if (max == kNegInf) return argmax_lowest_id(x);  // everything masked: nothing to draw from
   if (small_top_k_shortcut && p.top_k && size_t(*p.top_k) * 16 < x.size())
@@ -282,14 +310,7 @@ SampledToken sample_row(std::span<float> x, const SamplerRow& row) {
     if (*p.logprobs > 0) out.top_logprobs = top_logprobs_with_lse(raw, *p.logprobs, raw_lse);
   }
 
-  if (!row.allowed_tokens.empty()) apply_allowed_mask(x, row.allowed_tokens);
-  if (!p.logit_bias.empty()) apply_logit_bias(x, p.logit_bias);
-  apply_penalties(x, row.prompt_token_ids, row.output_token_ids, p.repetition_penalty,
-                  p.presence_penalty, p.frequency_penalty);
-  if (int64_t(row.output_token_ids.size()) < p.min_tokens) {
-    mask_tokens(x, row.eos_token_ids);
-    mask_tokens(x, p.stop_token_ids);
-  }
+  process_logits(x, row);
 
   if (p.is_greedy()) {
     out.token_id = argmax_lowest_id(x);
@@ -299,6 +320,49 @@ SampledToken sample_row(std::span<float> x, const SamplerRow& row) {
   }
   if (p.logprobs) out.logprob = float(double(raw[out.token_id]) - raw_lse);
   return out;
+}
+
+void sampling_distribution(std::span<float> x, const SamplerRow& row, std::vector<float>& probs) {
+  PYPTO_ASSERT(row.params != nullptr && !x.empty());
+  const SamplingParams& p = *row.params;
+  sanitize_logits(x);
+  process_logits(x, row);
+  probs.assign(x.size(), 0.0f);
+  if (p.is_greedy()) {
+    probs[size_t(argmax_lowest_id(x))] = 1.0f;
+    return;
+  }
+  apply_temperature(x, p.temperature);
+  const float max = max_value(x);
+  if (max == kNegInf) {  // everything masked: sample_row returns the argmax (id 0 of all -inf)
+    probs[size_t(argmax_lowest_id(x))] = 1.0f;
+    return;
+  }
+  const double total = truncated_weights(x, p, max, probs);
+  const double inv = 1.0 / total;
+  for (float& v : probs) v = float(double(v) * inv);
+}
+
+void raw_logprobs(std::span<const float> raw, int32_t top_n, SampledToken& out) {
+  const double lse = log_sum_exp(raw, max_value(raw));
+  out.logprob = float(double(raw[size_t(out.token_id)]) - lse);
+  if (top_n > 0) out.top_logprobs = top_logprobs_with_lse(raw, top_n, lse);
+}
+
+int32_t draw_from_weights(std::span<const float> w, double u) {
+  double total = 0.0;
+  for (float v : w) total += v > 0.0f ? double(v) : 0.0;
+  PYPTO_ASSERT(total > 0.0, "draw_from_weights: no token has weight");
+  const double target = u * total;
+  double cum = 0.0;
+  int32_t last = -1;
+  for (size_t i = 0; i < w.size(); ++i) {
+    if (!(w[i] > 0.0f)) continue;
+    cum += double(w[i]);
+    last = int32_t(i);
+    if (target < cum) return last;
+  }
+  return last;  // rounding left target == total: the last token with weight
 }
 
 std::vector<SampledToken> sample_batch(std::span<float> logits, int64_t vocab_size,

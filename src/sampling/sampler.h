@@ -60,6 +60,19 @@ using RowRunner = std::function<void(int64_t n, const std::function<void(int64_t
 std::vector<SampledToken> sample_batch(std::span<float> logits, int64_t vocab_size,
                                        std::span<const SamplerRow> rows, const RowRunner& run_rows = {});
 
+// The distribution sample_row draws row's token from, over the whole vocabulary: the same
+// processing (mask, logit_bias, penalties, min_tokens), temperature and truncation (top-k, top-p,
+// min-p: the same kept set), normalised; a greedy row gives one-hot(argmax). `logits` is
+// modified in place; probs gets [vocab] floats summing to 1. Speculative decoding's rejection
+// sampler (sampling/rejection_sampler.h) applies it to the target's and the draft's rows alike.
+void sampling_distribution(std::span<float> logits, const SamplerRow& row, std::vector<float>& probs);
+// out.logprob (and top_n top_logprobs) of out.token_id under log_softmax(raw), as sample_row
+// reports them; raw: a sanitized row before any processing.
+void raw_logprobs(std::span<const float> raw, int32_t top_n, SampledToken& out);
+// Inverse-CDF draw in id order from non-negative weights (not necessarily normalised; at least
+// one > 0), u in [0, 1).
+int32_t draw_from_weights(std::span<const float> w, double u);
+
 // Building blocks, exposed for tests.
 // The random draw (temperature, top-k, top-p, min-p, u in [0, 1)) always over the whole
 // vocabulary, without sample_row's shortcut for a small top-k (which must draw the same token).

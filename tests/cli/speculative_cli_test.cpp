@@ -127,6 +127,34 @@ TEST_F(SpeculativeCli, ParallelLayoutsGiveTheSameTokens) {
   }
 }
 
+// A draft model that is the target's own checkpoint: the same tokens as without speculation and
+// every draft accepted, in an offline run of two prompts batched; --tp with a draft is refused.
+TEST_F(SpeculativeCli, TheTargetAsItsOwnDraftModelAcceptsEveryDraft) {
+  const std::string base = "--model " + model() + " --kv-cache-memory 16MiB --max-model-len 256 --prompt "
+                           "'one two three four' --prompt 'alpha beta gamma delta' "
+                           "--generate-config '{\"max_tokens\": 20, \"temperature\": 0}'";
+  const std::string spec = " --speculative-config '{\"model\": \"" + model() + "\", \"num_speculative_tokens\": 3}'";
+  const RunResult plain = run(base);
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  const RunResult sped = run(base + spec);
+  ASSERT_EQ(sped.exit_code, 0) << sped.output;
+  static const std::regex ids_re(R"(token_ids: \[[^\]]*\])");
+  auto ids = [](const std::string& out) {
+    std::string all;
+    for (std::sregex_iterator it(out.begin(), out.end(), ids_re), end; it != end; ++it) all += it->str() + "\n";
+    return all;
+  };
+  ASSERT_FALSE(ids(plain.output).empty()) << plain.output;
+  EXPECT_EQ(ids(sped.output), ids(plain.output)) << sped.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(sped.output, m, std::regex(R"(\[speculative\] (\d+) drafts, (\d+) draft tokens, (\d+) accepted \(100.0 %\))")))
+      << sped.output;
+  EXPECT_GT(std::stoll(m[2].str()), 0) << sped.output;
+  const RunResult tp = run(base + " --tp 2 --devices 0,1" + spec);
+  EXPECT_NE(tp.exit_code, 0);
+  EXPECT_TRUE(has(tp.output, "method draft_model runs on one rank of one replica so far")) << tp.output;
+}
+
 TEST_F(SpeculativeCli, BadConfigsAndHybridTargetsAreRefused) {
   const std::string base = "--kv-cache-memory 16MiB --max-model-len 256 --prompt hi --speculative-config ";
   RunResult r = run("--model " + model() + " " + base + "'{\"method\": \"ngram\", \"num_speculative_tokens\": 40}'");

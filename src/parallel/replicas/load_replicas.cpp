@@ -7,10 +7,12 @@
 #include "core/kv_dtype.h"
 #include "core/log.h"
 #include "core/memory.h"
+#include "engine/draft_model_proposer.h"
 #include "engine/engine.h"
 #include "io/checkpoint.h"
 #include "model/gdn_state.h"
 #include "model/weight_staging.h"
+#include "parallel/replicas/draft_load.h"
 #include "parallel/replicas/pooling_load.h"
 #include "parallel/replicas/rank_worker.h"
 #include "parallel/replicas/step_pipeline.h"
@@ -93,6 +95,11 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   if (opt.process_comm && (opt.engine.runner == Runner::Pooling || opt.engine.runner == Runner::Rerank))
     fail("--runner ", runner_name(opt.engine.runner), " runs its --tp / --pp ranks as threads of one process: use "
          "--distributed-executor-backend threads (the default for --runner pooling and rerank)");
+  const bool draft_model = opt.engine.scheduler.speculative.method == SpeculativeMethod::DraftModel;
+  if (draft_model && (opt.process_comm || opt.layout.tp > 1 || opt.layout.pp > 1 || opt.layout.dp > 1))
+    fail("--speculative-config: method draft_model runs on one rank of one replica so far (the draft is not ",
+         "sharded or replicated): leave out --tp, --pp and --dp (got --tp ", opt.layout.tp, " --pp ", opt.layout.pp,
+         " --dp ", opt.layout.dp, "), or use {\"method\": \"ngram\", ...}, which works with them");
   if (opt.process_comm) return load_process_rank0(opt);
   const EngineLoadOptions& eo = opt.engine;
   const ParallelLayout& L = opt.layout;
@@ -203,6 +210,13 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   }
   staged.clear();
   ck.reset();  // everything lives in the staged slabs now
+  // The draft model (speculative decoding) is staged by the same stager, before the KV pool is
+  // planned from the memory left.
+  std::shared_ptr<const Qwen3Weights> draft;
+  if (draft_model) {
+    draft = stage_draft_weights(eo.scheduler.speculative, eo, *stager);
+    out.weight_bytes += draft->resident_bytes;
+  }
   stager.reset();
   out.config = slices[0]->config;
   out.config.pooling = cfg.pooling;
@@ -225,6 +239,7 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
     }
     bytes_per_block += kv_bytes_per_block(kv_layers, eo.cache.block_size, sw.n_kv_heads, cfg.head_dim, eo.kv_cache_dtype);
   }
+  if (draft) bytes_per_block += draft_kv_bytes_per_block(*draft, eo);  // the draft's KV block beside each target block
   int64_t state_bytes = 0;
   if (cfg.hybrid()) {
     const int32_t gdn_layers = cfg.num_hidden_layers - cfg.num_full_attention_layers();
@@ -259,6 +274,8 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   ec.vocab_size = cfg.vocab_size;
   ec.eos_token_ids = cfg.eos_token_ids;
   if (cfg.pooling.pooling()) ec.pooled_width = slices[0]->pooling.width(cfg.vocab_size, cfg.hidden_size);
+  // The draft runs on the target's rank-0 backend (the engine thread's pool), between its steps.
+  if (draft) ec.drafter = make_draft_proposer(draft, *backends[0][0], eo, out.capacity.num_blocks);
 
   // --pp-virtual-engines: each replica runs pp engines over its stages (step_pipeline.h), each
   // with 1/pp of its KV blocks.

@@ -1,0 +1,191 @@
+#include "engine/draft_model_proposer.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "engine/request.h"
+#include "sampling/philox.h"
+#include "sampling/rejection_sampler.h"
+#include "sampling/sampler.h"
+
+namespace pypto {
+
+DraftModelProposer::DraftModelProposer(std::shared_ptr<const Qwen3Weights> weights, Backend& backend,
+                                       int64_t num_blocks, int32_t block_size, DType kv_dtype,
+                                       int64_t max_pass_tokens)
+    : weights_(std::move(weights)),
+      model_(std::make_unique<Qwen3Model>(*weights_, backend)),
+      cache_(model_->kv_cache_spec(num_blocks, block_size, kv_dtype)),
+      block_size_(block_size),
+      max_pass_tokens_(std::max<int64_t>(1, max_pass_tokens)) {
+  PYPTO_ASSERT(num_blocks > 0 && num_blocks < (int64_t(1) << 31), "draft KV blocks: ", num_blocks);
+  free_.reserve(size_t(num_blocks));
+  for (int64_t b = num_blocks - 1; b >= 0; --b) free_.push_back(int32_t(b));  // lowest ids first out
+}
+
+void DraftModelProposer::propose(std::span<const int32_t>, int32_t, std::vector<int32_t>& out) const {
+  out.clear();  // unreachable through the scheduler, which calls propose_for()
+}
+
+bool DraftModelProposer::reserve(State& st, int64_t tokens) {
+  const size_t need = size_t((tokens + block_size_ - 1) / block_size_);
+  if (need <= st.blocks.size()) return true;
+  if (need - st.blocks.size() > free_.size()) return false;
+  while (st.blocks.size() < need) {
+    st.blocks.push_back(free_.back());
+    free_.pop_back();
+  }
+  return true;
+}
+
+void DraftModelProposer::forget(const std::string& req_id) {
+  auto it = states_.find(req_id);
+  if (it == states_.end()) return;
+  free_.insert(free_.end(), it->second.blocks.rbegin(), it->second.blocks.rend());
+  states_.erase(it);
+}
+
+void DraftModelProposer::forward() {
+  logits_.resize(size_t(batch_.num_logits() * model_->vocab_size()));
+  if (batch_.num_tokens() > 0) model_->forward(batch_, cache_, logits_.data());
+}
+
+int32_t DraftModelProposer::choose(const Request& req, State& st, std::span<float> logits) {
+  // The request's history as the target's row j will see it: output + drafts[0..j).
+  std::vector<int32_t> history(req.output_token_ids);
+  history.insert(history.end(), st.drafts.begin(), st.drafts.end());
+  const SamplerRow row{&req.sampling_params, req.prompt_token_ids, history, req.eos_token_ids, req.seed, {}};
+  if (req.sampling_params.is_greedy()) return sample_row(logits, row).token_id;
+  std::vector<float> q;
+  sampling_distribution(logits, row, q);
+  const int32_t x = draw_from_weights(q, philox_uniform(req.seed, kDraftStream | uint64_t(history.size())));
+  st.dist.vocab = int64_t(q.size());
+  st.dist.probs.insert(st.dist.probs.end(), q.begin(), q.end());
+  return x;
+}
+
+void DraftModelProposer::prepare(std::span<const Query> queries) {
+  std::vector<Job> jobs;
+  for (auto& [id, st] : states_) {  // last step's proposals are spent
+    st.drafts.clear();
+    st.dist = {};
+  }
+  for (const Query& q : queries) {
+    if (q.k <= 0) continue;
+    const Request& r = *q.request;
+    State& st = states_[r.request_id];
+    st.drafts.clear();
+    st.dist = {};
+    const std::vector<int32_t>& t = r.all_token_ids;
+    PYPTO_ASSERT(!t.empty());
+    // Rollback: keep the longest prefix of what the draft holds that is still verified (at most
+    // all but the last token, whose row gives draft 0); KV past it gets overwritten.
+    size_t c = 0;
+    const size_t limit = std::min(st.cached.size(), t.size() - 1);
+    while (c < limit && st.cached[c] == t[c]) ++c;
+    st.cached.resize(c);
+    // KV for the verified tokens and drafts 0 .. k-2 (the last draft is never fed).
+    if (!reserve(st, int64_t(t.size()) + q.k - 1)) {
+      if (!warned_short_)
+        log_warn("speculative decoding: the draft model's KV pool (", free_.size(), " free blocks) cannot hold request ",
+                 r.request_id, "'s ", t.size(), " tokens; it decodes without drafts until blocks free up "
+                 "(logged once)");
+      warned_short_ = true;
+      continue;
+    }
+    jobs.push_back({&r, &st, q.k});
+  }
+  if (jobs.empty()) return;
+  try {
+    run_passes(jobs);
+  } catch (...) {
+    // Which KV got written is unknown: these requests start over (a full catch-up) next time.
+    for (const Job& j : jobs) {
+      j.st->cached.clear();
+      j.st->drafts.clear();
+      j.st->dist = {};
+    }
+    throw;
+  }
+}
+
+void DraftModelProposer::run_passes(std::span<Job> jobs) {
+  int32_t max_blocks = 0;
+  for (const Job& j : jobs) max_blocks = std::max(max_blocks, int32_t(j.st->blocks.size()));
+
+  // Pass 0: every request's catch-up tokens, in passes of at most max_pass_tokens_ rows.
+  std::vector<size_t> pending(jobs.size());
+  for (size_t i = 0; i < jobs.size(); ++i) pending[i] = i;
+  std::vector<size_t> rows;  // job of each logits row
+  while (!pending.empty()) {
+    batch_.clear();
+    batch_.max_blocks_per_seq = max_blocks;
+    rows.clear();
+    int64_t budget = max_pass_tokens_;
+    std::vector<size_t> still;
+    for (size_t i : pending) {
+      State& st = *jobs[i].st;
+      const std::vector<int32_t>& t = jobs[i].req->all_token_ids;
+      const int64_t start = int64_t(st.cached.size()), remaining = int64_t(t.size()) - start;
+      const int64_t n = std::min(remaining, budget);
+      if (n <= 0) {
+        still.push_back(i);
+        continue;
+      }
+      batch_.add_sequence(t.data() + start, int32_t(n), int32_t(start), st.blocks.data(), int32_t(st.blocks.size()),
+                          block_size_, n == remaining ? ForwardBatch::Logits::Last : ForwardBatch::Logits::None);
+      st.cached.insert(st.cached.end(), t.begin() + start, t.begin() + start + n);
+      budget -= n;
+      if (n == remaining) rows.push_back(i);
+      else still.push_back(i);
+    }
+    forward();
+    const size_t V = size_t(model_->vocab_size());
+    for (size_t r = 0; r < rows.size(); ++r) {
+      Job& j = jobs[rows[r]];
+      j.st->drafts.push_back(choose(*j.req, *j.st, std::span<float>(logits_.data() + r * V, V)));
+    }
+    pending = std::move(still);
+  }
+
+  // Passes 1 .. k-1: one row per request still drafting, fed its previous draft.
+  int32_t max_k = 0;
+  for (const Job& j : jobs) max_k = std::max(max_k, j.k);
+  for (int32_t d = 1; d < max_k; ++d) {
+    batch_.clear();
+    batch_.max_blocks_per_seq = max_blocks;
+    rows.clear();
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      if (jobs[i].k <= d) continue;
+      State& st = *jobs[i].st;
+      const int32_t pos = int32_t(jobs[i].req->all_token_ids.size()) + d - 1;
+      PYPTO_ASSERT(int64_t(st.cached.size()) == pos && int64_t(st.drafts.size()) == d);
+      batch_.add_sequence(&st.drafts[size_t(d - 1)], 1, pos, st.blocks.data(), int32_t(st.blocks.size()), block_size_,
+                          ForwardBatch::Logits::Last);
+      st.cached.push_back(st.drafts[size_t(d - 1)]);
+      rows.push_back(i);
+    }
+    forward();
+    const size_t V = size_t(model_->vocab_size());
+    for (size_t r = 0; r < rows.size(); ++r) {
+      Job& j = jobs[rows[r]];
+      j.st->drafts.push_back(choose(*j.req, *j.st, std::span<float>(logits_.data() + r * V, V)));
+    }
+  }
+}
+
+void DraftModelProposer::propose_for(const Request& req, int32_t k, std::vector<int32_t>& out) {
+  out.clear();
+  auto it = states_.find(req.request_id);
+  if (it == states_.end()) return;
+  const std::vector<int32_t>& d = it->second.drafts;
+  out.assign(d.begin(), d.begin() + std::min<ptrdiff_t>(k, ptrdiff_t(d.size())));
+}
+
+const DraftDistribution* DraftModelProposer::distribution(const std::string& req_id) const {
+  auto it = states_.find(req_id);
+  return it == states_.end() || it->second.dist.empty() ? nullptr : &it->second.dist;
+}
+
+}  // namespace pypto

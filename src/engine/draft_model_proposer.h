@@ -1,0 +1,89 @@
+#pragma once
+// The draft-model drafter (--speculative-config '{"model": DIR, "num_speculative_tokens": k}'):
+// a small Qwen3 sharing the target's vocabulary proposes k tokens per request per step, which the
+// target verifies in one (k + 1)-row step.
+//
+// Its own paged KV cache. The draft keeps, per request, the tokens whose KV it holds and their
+// blocks (its own pool, its own block ids; the target's prefix cache never sees them). Catching
+// up is lazy: at each prepare() the draft compares what it holds with the request's verified
+// tokens, keeps the common prefix (that is the rollback: KV past it is simply overwritten, as
+// the target's is) and computes the rest. A new request's first drafting step therefore prefills
+// the whole prompt in the draft (in passes of at most max_pass_tokens), a steady-state step only
+// 1 or 2 tokens: the target's token after a rejection, or the last draft and the bonus token after
+// a fully accepted run. Drafting during the target's chunked prefill would hide that prompt pass
+// inside prefill steps; the lazy form is simpler and costs the draft's prefill once per request
+// (draft/target size of the target's prefill, ~4 % for 0.6B drafting for 14B).
+//
+// One step: pass 0 runs every request's catch-up tokens and yields draft 0 from its last row;
+// pass j (1 .. k-1) feeds draft j-1 of every request still drafting (one row each) and yields
+// draft j. Requests are batched in every pass, so the draft costs k batched forward calls per
+// step, not k per request. Draft j is chosen from the draft's row as the target would choose
+// from its own (sampler.h, the request's penalties over output + drafts[0..j)): greedy requests
+// take the argmax; sampled requests draw from the processed distribution q (Philox stream
+// kDraftStream of the request's seed), which is kept for rejection sampling
+// (sampling/rejection_sampler.h).
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/draft_proposer.h"
+#include "model/forward_batch.h"
+#include "model/kv_cache.h"
+#include "model/qwen3_model.h"
+#include "model/qwen3_weights.h"
+
+namespace pypto {
+
+class DraftModelProposer final : public DraftProposer {
+ public:
+  // `weights` (staged draft) and `backend` (the target's rank-0 backend: the draft runs on the
+  // same threads, between the target's steps) must outlive the proposer. num_blocks of
+  // block_size tokens: the draft's KV pool.
+  DraftModelProposer(std::shared_ptr<const Qwen3Weights> weights, Backend& backend, int64_t num_blocks,
+                     int32_t block_size, DType kv_dtype, int64_t max_pass_tokens);
+
+  // A draft model needs the request, not only its tokens: use prepare() / propose_for().
+  void propose(std::span<const int32_t> tokens, int32_t k, std::vector<int32_t>& out) const override;
+  void prepare(std::span<const Query> queries) override;
+  void propose_for(const Request& req, int32_t k, std::vector<int32_t>& out) override;
+  void forget(const std::string& req_id) override;
+  const DraftDistribution* distribution(const std::string& req_id) const override;
+
+  int64_t free_blocks() const { return int64_t(free_.size()); }
+  const Qwen3Model& model() const { return *model_; }
+
+ private:
+  struct State {
+    std::vector<int32_t> blocks;  // draft KV blocks, in position order
+    std::vector<int32_t> cached;  // the tokens whose KV the draft holds (positions 0..)
+    std::vector<int32_t> drafts;  // this step's proposal
+    DraftDistribution dist;       // sampled requests: q of each draft
+  };
+  struct Job {
+    const Request* req;
+    State* st;
+    int32_t k;
+  };
+  // Pass 0 (catch-up) and passes 1 .. k-1 over the requests of this step (class comment).
+  void run_passes(std::span<Job> jobs);
+  // Grows st.blocks to cover `tokens` positions; false (nothing taken) when the pool is short.
+  bool reserve(State& st, int64_t tokens);
+  // Picks draft j of `req` from the draft's logits row (modified): see the class comment.
+  int32_t choose(const Request& req, State& st, std::span<float> logits);
+  // Runs batch_ and returns its logits rows.
+  void forward();
+
+  std::shared_ptr<const Qwen3Weights> weights_;
+  std::unique_ptr<Qwen3Model> model_;
+  KvCache cache_;
+  int32_t block_size_;
+  int64_t max_pass_tokens_;
+  std::vector<int32_t> free_;  // free block ids
+  std::unordered_map<std::string, State> states_;
+  ForwardBatch batch_;
+  std::vector<float> logits_;  // [rows of batch_, vocab]
+  bool warned_short_ = false;
+};
+
+}  // namespace pypto

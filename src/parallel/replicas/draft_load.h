@@ -1,0 +1,30 @@
+#pragma once
+// Start-up of the draft model for --speculative-config method draft_model: the draft checkpoint
+// is opened, checked to fit and staged like the target (same stager, its own `quantization`),
+// and its KV pool is sized with the target's (load_replicas adds the draft's bytes per block to
+// the target's, so one memory budget covers both).
+#include <cstdint>
+#include <memory>
+
+#include "engine/model_runner.h"
+#include "engine/speculative_config.h"
+#include "model/qwen3_weights.h"
+
+namespace pypto {
+
+class DraftModelProposer;
+
+// The draft's staged weights. Throws Error naming the draft directory or the key at fault.
+std::shared_ptr<const Qwen3Weights> stage_draft_weights(const SpeculativeConfig& spec, const EngineLoadOptions& eo,
+                                                        const Backend& stager);
+
+// KV bytes of one block of the draft (all its layers).
+int64_t draft_kv_bytes_per_block(const Qwen3Weights& draft, const EngineLoadOptions& eo);
+
+// The drafter over `draft`, running on `backend` (the target's rank-0 backend), with a KV pool of
+// the target's block count plus room for every running request's k lookahead tokens (the draft
+// never holds more of a request than the target does, plus its drafts).
+std::shared_ptr<DraftModelProposer> make_draft_proposer(std::shared_ptr<const Qwen3Weights> draft, Backend& backend,
+                                                        const EngineLoadOptions& eo, int64_t target_blocks);
+
+}  // namespace pypto
