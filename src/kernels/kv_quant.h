@@ -26,6 +26,15 @@ namespace pypto {
 // Quantizes one row x[0, n) into dst (n codes of `dtype`, I8 or F8_E4M3) and *scale.
 void kv_quantize_row(const float* x, int32_t n, DType dtype, void* dst, float* scale);
 
+// One token's K and V rows of one KV head written into an 8-bit cache layer (KvCacheLayer of
+// kernels/backend.h: codes at element `row`, one byte each, and the rows' scales at
+// scale_index(block, head, offset)), both backends' kv_store for the 8-bit dtypes.
+template <typename Layer>
+void kv_quantize_kv_rows(const float* k, const float* v, int32_t hd, const Layer& cache, int64_t row, int64_t si) {
+  kv_quantize_row(k, hd, cache.dtype, static_cast<uint8_t*>(cache.k) + row, cache.k_scale + si);
+  kv_quantize_row(v, hd, cache.dtype, static_cast<uint8_t*>(cache.v) + row, cache.v_scale + si);
+}
+
 // The value code i of an 8-bit row stands for (scalar; the kernels do the same in vectors).
 inline float kv_dequant(const void* codes, DType dtype, int64_t i, float scale) {
   const float c = dtype == DType::I8 ? static_cast<float>(static_cast<const int8_t*>(codes)[i])

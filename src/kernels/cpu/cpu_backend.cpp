@@ -325,11 +325,8 @@ class CpuBackend final : public Backend {
           const size_t dst = static_cast<size_t>(cache.row(block, h, off)) * esize;
           if (kv_dtype_is_8bit(cache.dtype)) {
             // Quantized on write, row by row (kernels/kv_quant.h; scalar: a small share of a step).
-            const int64_t si = cache.scale_index(block, h, off);
-            kv_quantize_row(k + t * row + h * hd, int32_t(hd), cache.dtype, static_cast<uint8_t*>(cache.k) + dst,
-                            cache.k_scale + si);
-            kv_quantize_row(v + t * row + h * hd, int32_t(hd), cache.dtype, static_cast<uint8_t*>(cache.v) + dst,
-                            cache.v_scale + si);
+            kv_quantize_kv_rows(k + t * row + h * hd, v + t * row + h * hd, int32_t(hd), cache, int64_t(dst),
+                                cache.scale_index(block, h, off));
             continue;
           }
           kt_.from_f32(k + t * row + h * hd, hd, static_cast<uint8_t*>(cache.k) + dst, cache.dtype);

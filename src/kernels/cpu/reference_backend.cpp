@@ -213,11 +213,8 @@ class ReferenceBackend final : public Backend {
       for (int64_t h = 0; h < cache.n_kv_heads; ++h) {
         const int64_t dst = cache.row(block, h, off);
         if (kv_dtype_is_8bit(cache.dtype)) {  // codes + the row's scale (kernels/kv_quant.h)
-          const int64_t si = cache.scale_index(block, h, off);
-          kv_quantize_row(k + t * row + h * hd, int32_t(hd), cache.dtype, static_cast<uint8_t*>(cache.k) + dst,
-                          cache.k_scale + si);
-          kv_quantize_row(v + t * row + h * hd, int32_t(hd), cache.dtype, static_cast<uint8_t*>(cache.v) + dst,
-                          cache.v_scale + si);
+          kv_quantize_kv_rows(k + t * row + h * hd, v + t * row + h * hd, int32_t(hd), cache, dst,
+                              cache.scale_index(block, h, off));
           continue;
         }
         for (int64_t e = 0; e < hd; ++e) {
