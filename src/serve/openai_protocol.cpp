@@ -14,8 +14,7 @@ namespace pypto {
 using ojson = nlohmann::ordered_json;
 
 const std::set<std::string> kIgnoredFields = {
-    "user", "metadata", "store", "service_tier", "priority", "request_id", "cache_salt",
-    "prompt_cache_key", "safety_identifier"};
+    "user", "metadata", "store", "service_tier", "request_id", "prompt_cache_key", "safety_identifier"};
 
 namespace {
 
@@ -48,6 +47,10 @@ const Unsupported kUnsupported[] = {
     {"web_search_options", "web search is not supported"},
     {"length_penalty", "length_penalty (beam search) is not supported"},
     {"use_beam_search", "beam search is not supported"},
+    {"priority", "the scheduler serves requests first come, first served: only priority 0 is accepted"},
+    {"cache_salt",
+     "the prefix cache is shared by all requests; start the server with --no-enable-prefix-caching to keep "
+     "requests' prompts apart"},
 };
 
 const std::set<std::string> kCommonFields = {
@@ -141,6 +144,7 @@ void check_fields(const ojson& body, bool chat) {
       continue;
     if (name == "truncate_prompt_tokens" && it->is_number_integer() && it->get<int64_t>() < 0) continue;
     if (name == "prompt_logprobs" && it->is_number_integer() && it->get<int64_t>() == 0) continue;
+    if (name == "priority" && it->is_number_integer() && it->get<int64_t>() == 0) continue;
     throw invalid_request(str_cat("unsupported field '", name, "': ", u.why), name);
   }
   std::vector<std::string> unknown;

@@ -172,6 +172,17 @@ TEST(Protocol, ChatErrors) {
                "'messages[0].content[1].type' = 'video_url' is not supported: image and video inputs need a vision "
                "model, and only text is served (the vision tower of Qwen3.5 / Qwen3.6 checkpoints is not loaded)",
                "messages[0].content[1]");
+  // priority and cache_salt would change who runs first or what is shared: only their neutral
+  // values pass.
+  EXPECT_NO_THROW(parse_chat_request(parse_json_body(R"({"messages": [{"role": "user", "content": "x"}], "priority": 0})")));
+  expect_error(chat_error(R"({"messages": [{"role": "user", "content": "x"}], "priority": 2})"),
+               "unsupported field 'priority': the scheduler serves requests first come, first served: only priority 0 "
+               "is accepted",
+               "priority");
+  expect_error(chat_error(R"({"messages": [{"role": "user", "content": "x"}], "cache_salt": "s"})"),
+               "unsupported field 'cache_salt': the prefix cache is shared by all requests; start the server with "
+               "--no-enable-prefix-caching to keep requests' prompts apart",
+               "cache_salt");
   expect_error(chat_error(R"({"messages": [{"role": "user", "content": [{"type": "input_audio"}]}]})"),
                "'messages[0].content[0].type' = 'input_audio' is not supported: only text parts", "messages[0].content[0]");
   expect_error(chat_error(R"({"messages": [{"role": "user", "content": 5}]})"),
