@@ -51,7 +51,8 @@ struct ChatChoice {
 
 struct ChatJob {
   std::unique_ptr<Generation> gen;
-  std::string id;
+  std::string id;           // the engine's (unique)
+  std::string response_id;  // the response's "id": "<prefix>" + the client's request_id, else id
   int64_t created = 0;
   std::string model;
   bool want_logprobs = false;
@@ -64,7 +65,7 @@ struct ChatJob {
 
 ojson chunk_base(const ChatJob& j) {
   ojson c;
-  c["id"] = j.id;
+  c["id"] = j.response_id;
   c["object"] = "chat.completion.chunk";
   c["created"] = j.created;
   c["model"] = j.model;
@@ -150,7 +151,9 @@ void handle_chat_completions(ServerState& s, const httplib::Request& req, httpli
   const bool parse_tools = !r.tools.is_null() && r.tool_choice != "none";
 
   auto job = std::make_shared<ChatJob>();
+  // The engine's ids stay unique (generated); the client's request_id, if any, names the response.
   job->id = s.make_id("chatcmpl-");
+  job->response_id = r.request_id ? "chatcmpl-" + *r.request_id : job->id;
   job->created = unix_now();
   job->model = s.model_name;
   job->want_logprobs = r.logprobs;
@@ -186,7 +189,7 @@ void handle_chat_completions(ServerState& s, const httplib::Request& req, httpli
     if (!alive) return;
     throw_engine_error(engine_error);
     ojson out;
-    out["id"] = job->id;
+    out["id"] = job->response_id;
     out["object"] = "chat.completion";
     out["created"] = job->created;
     out["model"] = job->model;

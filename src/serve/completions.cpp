@@ -21,7 +21,8 @@ struct Choice {
 
 struct CompletionJob {
   std::unique_ptr<Generation> gen;
-  std::string id;
+  std::string id;           // the engine's (unique)
+  std::string response_id;  // the response's "id": "<prefix>" + the client's request_id, else id
   int64_t created = 0;
   std::string model;
   bool want_logprobs = false;
@@ -33,7 +34,7 @@ struct CompletionJob {
 
 ojson chunk_base(const CompletionJob& j) {
   ojson c;
-  c["id"] = j.id;
+  c["id"] = j.response_id;
   c["object"] = "text_completion";
   c["created"] = j.created;
   c["model"] = j.model;
@@ -92,7 +93,9 @@ void handle_completions(ServerState& s, const httplib::Request& req, httplib::Re
   }
 
   auto job = std::make_shared<CompletionJob>();
+  // The engine's ids stay unique (generated); the client's request_id, if any, names the response.
   job->id = s.make_id("cmpl-");
+  job->response_id = r.request_id ? "cmpl-" + *r.request_id : job->id;
   job->created = unix_now();
   job->model = s.model_name;
   job->want_logprobs = r.params.logprobs.has_value();

@@ -14,7 +14,7 @@ namespace pypto {
 using ojson = nlohmann::ordered_json;
 
 const std::set<std::string> kIgnoredFields = {
-    "user", "metadata", "store", "service_tier", "request_id", "prompt_cache_key", "safety_identifier"};
+    "user", "metadata", "store", "service_tier", "prompt_cache_key", "safety_identifier"};
 
 namespace {
 
@@ -57,7 +57,7 @@ const std::set<std::string> kCommonFields = {
     "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "n", "seed", "stop",
     "stop_token_ids", "stream", "stream_options", "logprobs", "presence_penalty", "frequency_penalty",
     "repetition_penalty", "logit_bias", "ignore_eos", "min_tokens", "skip_special_tokens", "response_format",
-    "structured_outputs"};
+    "structured_outputs", "request_id"};
 const std::set<std::string> kCompletionFields = {"prompt", "echo"};
 const std::set<std::string> kChatFields = {"messages", "max_completion_tokens", "chat_template_kwargs", "tools",
                                            "tool_choice", "top_logprobs", "add_generation_prompt",
@@ -174,6 +174,13 @@ void parse_common(const ojson& body, const std::set<std::string>& defaulted, boo
     if (!it->is_string()) wrong_type("model", "a string", *it);
     g.model = it->get<std::string>();
   }
+  if (auto it = body.find("request_id"); it != body.end() && !it->is_null()) {
+    if (!it->is_string() || it->get<std::string>().empty() || it->get<std::string>().size() > 256)
+      throw invalid_request(str_cat("'request_id' must be a string of 1 to 256 characters, got ", it->dump().substr(0, 64)),
+                            "request_id");
+    g.request_id = it->get<std::string>();
+  }
+
   SamplingParams& p = g.params;
 
   // Token budget: chat prefers max_completion_tokens over the deprecated max_tokens.
@@ -502,7 +509,7 @@ nlohmann::ordered_json normalize_messages(const nlohmann::ordered_json& msgs_in)
 TokenizeRequest parse_tokenize_request(const nlohmann::ordered_json& body) {
   static const std::set<std::string> known = {"model", "prompt", "messages", "add_special_tokens", "return_token_strs",
                                               "add_generation_prompt", "tools", "chat_template_kwargs",
-                                              "continue_final_message"};
+                                              "continue_final_message", "request_id"};  // the last: no id to give
   for (auto it = body.begin(); it != body.end(); ++it)
     if (!known.count(it.key()) && !kIgnoredFields.count(it.key()))
       throw invalid_request(str_cat("unknown field '", it.key(), "'"), it.key());
@@ -545,7 +552,7 @@ TokenizeRequest parse_tokenize_request(const nlohmann::ordered_json& body) {
 
 std::vector<int32_t> parse_detokenize_request(const nlohmann::ordered_json& body, std::optional<std::string>& model) {
   for (auto it = body.begin(); it != body.end(); ++it)
-    if (it.key() != "model" && it.key() != "tokens" && !kIgnoredFields.count(it.key()))
+    if (it.key() != "model" && it.key() != "tokens" && it.key() != "request_id" && !kIgnoredFields.count(it.key()))
       throw invalid_request(str_cat("unknown field '", it.key(), "'"), it.key());
   if (const ojson* v = find_value(body, "model")) {
     if (!v->is_string()) wrong_type("model", "a string", *v);

@@ -28,6 +28,9 @@ struct PromptInput {
 // What completions and chat share.
 struct GenerationFields {
   std::optional<std::string> model;  // absent or null: the served model
+  // vLLM's request_id (1-256 characters): the response's id becomes "cmpl-" / "chatcmpl-" + it.
+  // The engine keeps its own unique ids, so two requests may give the same one.
+  std::optional<std::string> request_id;
   SamplingParams params;             // params.n stays 1: the server fans n out (see generation.h)
   int32_t n = 1;
   // Token budget. max_tokens_is_default: it came from --generate-config or the built-in default

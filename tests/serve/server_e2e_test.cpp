@@ -299,6 +299,50 @@ TEST_F(ServeE2E, StopStringsAndStopTokens) {
   EXPECT_EQ(t["usage"]["completion_tokens"], 3);
 }
 
+// vLLM's request_id names the response (non-streaming and every streamed chunk); the engine keeps
+// its own ids, so two requests in flight with the same request_id both complete, each with its
+// own text.
+TEST_F(ServeE2E, RequestIdNamesTheResponse) {
+  start();
+  ojson r = post_json("/v1/completions", {{"prompt", "Say hi"}, {"max_tokens", 4}, {"temperature", 0},
+                                          {"request_id", "job-7"}});
+  EXPECT_EQ(r["id"], "cmpl-job-7");
+  EXPECT_EQ(r["choices"][0]["text"], script_text(4));
+  const ojson msgs = ojson::array({{{"role", "user"}, {"content", "hi"}}});
+  std::vector<HttpReply> reps(2);
+  std::vector<std::thread> th;
+  for (int i = 0; i < 2; ++i)
+    th.emplace_back([&, i] {
+      reps[size_t(i)] = raw_post(server_->port(), "/v1/chat/completions",
+                                 ojson{{"messages", msgs}, {"max_tokens", 3 + i}, {"temperature", 0}, {"stream", true},
+                                       {"request_id", "same"}}
+                                     .dump());
+    });
+  for (auto& t : th) t.join();
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(reps[size_t(i)].status, 200);
+    ASSERT_GE(reps[size_t(i)].events.size(), 3u);
+    std::string text;
+    for (size_t e = 0; e + 1 < reps[size_t(i)].events.size(); ++e) {
+      const ojson c = ojson::parse(reps[size_t(i)].events[e]);
+      EXPECT_EQ(c["id"], "chatcmpl-same");
+      for (const char* k : {"reasoning_content", "content"})
+        if (c["choices"][0]["delta"].contains(k) && c["choices"][0]["delta"][k].is_string())
+          text += c["choices"][0]["delta"][k].get<std::string>();
+    }
+    // What the same request gives alone (no request_id): each stream carried its own tokens.
+    const ojson alone = post_json("/v1/chat/completions", {{"messages", msgs}, {"max_tokens", 3 + i}, {"temperature", 0}});
+    const ojson& m = alone["choices"][0]["message"];
+    EXPECT_EQ(text, (m["reasoning_content"].is_string() ? m["reasoning_content"].get<std::string>() : "") +
+                        (m["content"].is_string() ? m["content"].get<std::string>() : ""))
+        << "request " << i;
+  }
+  expect_error("/v1/completions", R"({"prompt": "x", "request_id": ""})", 400,
+               "'request_id' must be a string of 1 to 256 characters, got \"\"", "request_id");
+  expect_error("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "request_id": 5})", 400,
+               "'request_id' must be a string of 1 to 256 characters, got 5", "request_id");
+}
+
 TEST_F(ServeE2E, CompletionStreamMatchesNonStreaming) {
   start();
   HttpReply rep = raw_post(server_->port(), "/v1/completions",
