@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <set>
 
 #include "cli/generate_config.h"
@@ -12,6 +10,7 @@
 #include "core/log.h"
 #include "core/memory.h"
 #include "core/profiler.h"
+#include "io/checkpoint.h"
 #include "io/model_config.h"
 #include "model/compile_cache.h"
 
@@ -222,17 +221,23 @@ std::vector<int> layout_cores(const RunOptions& o) {
 }  // namespace
 
 namespace {
-// True when DIR/config.json describes a Qwen3.5 / Qwen3.6 hybrid (its ranks run as threads:
-// rank processes have no Gated DeltaNet state pools). Unreadable configs say false here; the
-// loader reports them.
-bool model_is_hybrid(const std::string& dir) {
-  if (dir.empty()) return false;
+// Whether this run's --tp / --pp ranks must be threads of one process (what
+// --distributed-executor-backend auto picks then): the rank-process path carries neither pooling
+// heads (load_replicas.cpp) nor the hybrids' Gated DeltaNet state pools. A pooling runner: --runner
+// pooling | rerank, or under auto a local checkpoint with sentence-transformers files (what auto
+// serves as an embedding model) or vLLM's reranker overrides; any other pooling checkpoint is
+// refused later with the flag to add. A hybrid: config.json with --hf-overrides applied says so;
+// an unreadable config says no here, and the loader reports it.
+bool ranks_need_threads(const RunOptions& o) {
+  const std::filesystem::path md(o.model);
+  if (o.runner == "pooling" || o.runner == "rerank") return true;
+  if (o.runner == "auto" && (o.hf_overrides.find("SequenceClassification") != std::string::npos ||
+                             (!o.model.empty() && (std::filesystem::is_regular_file(md / "modules.json") ||
+                                                   std::filesystem::is_regular_file(md / "1_Pooling/config.json")))))
+    return true;
+  if (o.model.empty()) return false;
   try {
-    std::ifstream f(dir + "/config.json");
-    if (!f) return false;
-    std::stringstream text;
-    text << f.rdbuf();
-    return parse_model_config(text.str(), dir + "/config.json").hybrid();
+    return read_model_config(o.model, o.hf_overrides).hybrid();
   } catch (const std::exception&) {
     return false;
   }
@@ -247,19 +252,8 @@ void validate_run_options(RunOptions& o) {
     fail("--pp-micro-batches ", o.pp_micro_batches, ": expected a number of micro-batches between 1 and 1024");
   if (o.pp_micro_batch_tokens < 1)
     fail("--pp-micro-batch-tokens ", o.pp_micro_batch_tokens, ": expected a positive number of tokens");
-  // A pooling model's --tp / --pp ranks run as threads of one process (load_replicas.cpp): the
-  // rank-process path does not carry pooling heads. Under --runner auto a local checkpoint with
-  // sentence-transformers files (what auto serves as an embedding model) or vLLM's reranker
-  // overrides counts too; any other pooling checkpoint is refused later with the flag to add.
-  const std::filesystem::path md(o.model);
-  const bool pooling_runner =
-      o.runner == "pooling" || o.runner == "rerank" ||
-      (o.runner == "auto" && (o.hf_overrides.find("SequenceClassification") != std::string::npos ||
-                              (!o.model.empty() && (std::filesystem::is_regular_file(md / "modules.json") ||
-                                                    std::filesystem::is_regular_file(md / "1_Pooling/config.json")))));
   if (o.distributed_executor_backend == "auto")
-    o.distributed_executor_backend =
-        o.dp == 1 && o.tp * o.pp > 1 && !pooling_runner && !model_is_hybrid(o.model) ? "mp" : "threads";
+    o.distributed_executor_backend = o.dp == 1 && o.tp * o.pp > 1 && !ranks_need_threads(o) ? "mp" : "threads";
   const std::string& deb = o.distributed_executor_backend;
   if (o.pp_virtual_engines && o.pp < 2)
     fail("--pp-virtual-engines runs --pp engines over the pipeline stages of a replica: it needs --pp >= 2 (got --pp ",

@@ -32,6 +32,16 @@ static bool add_model_prefix_to_flat_names(std::unordered_map<std::string, Tenso
 
 bool Checkpoint::has_file(const std::string& file) const { return file_exists(path(file)); }
 
+ModelConfig read_model_config(const std::string& dir, const std::string& hf_overrides) {
+  const std::string cfg_path = dir + "/config.json";
+  if (!file_exists(cfg_path)) fail(cfg_path, ": missing (a checkpoint directory needs config.json)");
+  if (hf_overrides.empty()) return parse_model_config(read_text_file(cfg_path), cfg_path);
+  nlohmann::json cfg = parse_json_object(read_text_file(cfg_path), cfg_path);
+  const nlohmann::json over = parse_json_object(hf_overrides, "--hf-overrides");
+  for (const auto& [key, value] : over.items()) cfg[key] = value;  // top-level keys replaced whole
+  return parse_model_config(cfg.dump(), cfg_path + " with --hf-overrides");
+}
+
 std::unique_ptr<Checkpoint> Checkpoint::open(const std::string& dir_in, const std::string& hf_overrides) {
   std::string dir = dir_in;
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
@@ -40,16 +50,7 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const std::string& dir_in, const st
   auto ck = std::unique_ptr<Checkpoint>(new Checkpoint());
   ck->dir_ = dir;
 
-  std::string cfg_path = dir + "/config.json";
-  if (!file_exists(cfg_path)) fail(cfg_path, ": missing (a checkpoint directory needs config.json)");
-  if (hf_overrides.empty()) {
-    ck->config_ = parse_model_config(read_text_file(cfg_path), cfg_path);
-  } else {
-    nlohmann::json cfg = parse_json_object(read_text_file(cfg_path), cfg_path);
-    const nlohmann::json over = parse_json_object(hf_overrides, "--hf-overrides");
-    for (const auto& [key, value] : over.items()) cfg[key] = value;  // top-level keys replaced whole
-    ck->config_ = parse_model_config(cfg.dump(), cfg_path + " with --hf-overrides");
-  }
+  ck->config_ = read_model_config(dir, hf_overrides);
   std::string gen_path = dir + "/generation_config.json";
   if (file_exists(gen_path)) merge_generation_config(ck->config_, read_text_file(gen_path), gen_path);
 

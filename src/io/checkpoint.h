@@ -18,6 +18,10 @@ struct TensorRef {
   const uint8_t* data() const { return file->data(*info); }
 };
 
+// DIR/config.json with --hf-overrides' top-level keys replacing its own (as Checkpoint::open reads
+// it, without opening the weights). Throws Error naming the file or field.
+ModelConfig read_model_config(const std::string& dir, const std::string& hf_overrides = "");
+
 class Checkpoint {
  public:
   // Throws Error naming the missing/invalid file, field or tensor.
