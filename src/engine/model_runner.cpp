@@ -4,7 +4,8 @@ namespace pypto {
 
 ModelRunner::ModelRunner(Qwen3Model& model, KvCache& cache) : model_(model), cache_(cache) {
   // Hybrid models: each running request also holds a slot of the model's GDN state pool.
-  if (model_.hybrid()) block_tables_.enable_state_slots(model_.state_pool()->slots());
+  // (By the config: under --pp this may be a stage without GDN layers, the others' slots alike.)
+  if (model_.config().hybrid()) block_tables_.enable_state_slots(model_.state_slot_count());
 }
 
 void ModelRunner::execute(const SchedulerOutput& so, ExecutorOutput& out) {

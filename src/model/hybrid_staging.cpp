@@ -13,6 +13,8 @@
 #include "core/log.h"
 #include "core/memory.h"
 #include "core/tensor.h"
+#include "model/hybrid_split.h"
+#include "model/moe_staging.h"
 #include "model/quant_rows.h"
 
 namespace pypto {
@@ -112,100 +114,6 @@ struct HybridSlabs {
   }
 };
 
-// Byte sizes of everything staged, in the order stage_hybrid_weights takes them.
-// `lin` is a projection in the layer format, `flin` one that stays float (router, the GDN's b | a,
-// the shared expert's gate), `head` the lm_head (and embedding table) in the head format.
-template <typename Take>
-void walk_sizes(const ModelConfig& c, const Backend& be, DType wdt, const StagedFormats& f, int layers, int tp_rank,
-                int tp, Take&& take) {
-  const VocabSlice vs = vocab_slice(c.vocab_size, tp, tp_rank);
-  const int64_t H = c.hidden_size, hd = c.head_dim, V = vs.end - vs.begin, nv = c.linear_num_value_heads / tp;
-  const int64_t C = c.gdn_conv_dim() / tp, Vd = c.gdn_value_dim() / tp;
-  auto packed = [&](WeightFormat fm, int64_t n, int64_t k) {
-    return fm == WeightFormat::Float ? be.packed_weight_bytes(wdt, n, k)
-                                     : be.packed_quantized_bytes(fm, n, k, fm == WeightFormat::Int8 ? 0 : f.group);
-  };
-  auto lin = [&](int64_t n, int64_t k) { take(packed(f.layers, n, k)); };
-  auto flin = [&](int64_t n, int64_t k) { take(be.packed_weight_bytes(wdt, n, k)); };
-  auto vec = [&](int64_t n) { take(size_t(n) * sizeof(float)); };
-  if (c.tie_word_embeddings) {
-    take(packed(f.head, V, H));
-  } else {
-    take(f.head == WeightFormat::Float ? size_t(V * H) * dtype_size(wdt) : packed(f.head, V, H));
-    take(packed(f.head, V, H));
-  }
-  vec(H);
-  for (int i = 0; i < layers; ++i) {
-    vec(H);
-    vec(H);
-    if (c.full_attention_layer(i)) {
-      lin((2 * c.q_size() + 2 * c.kv_size()) / tp, H);
-      lin(H, c.q_size() / tp);
-      vec(hd);
-      vec(hd);
-    } else {
-      if (f.layers == WeightFormat::Float) {
-        lin(C + Vd + 2 * nv, H);
-      } else {
-        lin(C + Vd, H);
-        flin(2 * nv, H);
-      }
-      lin(H, Vd);
-      vec(C * c.linear_conv_kernel_dim);
-      vec(nv);  // dt_bias
-      vec(nv);  // A_log as read
-      vec(nv);  // -exp(A_log)
-      vec(c.linear_value_head_dim);
-    }
-    if (c.arch != ModelArch::Qwen35Moe) {
-      lin(2 * c.intermediate_size / tp, H);
-      lin(H, c.intermediate_size / tp);
-      continue;
-    }
-    flin(c.num_experts, H);
-    for (int64_t e = 0; e < c.num_experts; ++e) {
-      lin(2 * c.moe_intermediate_size / tp, H);
-      lin(H, c.moe_intermediate_size / tp);
-    }
-    lin(2 * c.shared_expert_intermediate_size / tp, H);
-    lin(H, c.shared_expert_intermediate_size / tp);
-    flin(1, H);
-  }
-}
-
-// --tp N on a hybrid: every split must be whole (heads, GDN key heads with their value heads,
-// intermediate columns, experts' columns) and, for int4, a row-parallel rank's columns whole
-// quantization groups. Each refusal names the field and the split.
-void check_hybrid_tp(const ModelConfig& c, int tp, const StagedFormats& f) {
-  if (tp == 1) return;
-  auto divides = [&](int64_t n, const char* field) {
-    if (n % tp != 0) fail("--tp ", tp, ": ", c.architecture, " has ", field, " = ", n, ", not a multiple of ", tp);
-  };
-  divides(c.num_attention_heads, "num_attention_heads");
-  divides(c.num_key_value_heads, "num_key_value_heads");
-  divides(c.linear_num_key_heads, "linear_num_key_heads");
-  divides(c.linear_num_value_heads, "linear_num_value_heads");
-  if (c.intermediate_size > 0 && c.arch != ModelArch::Qwen35Moe) divides(c.intermediate_size, "intermediate_size");
-  if (c.arch == ModelArch::Qwen35Moe) {
-    divides(c.moe_intermediate_size, "moe_intermediate_size");
-    divides(c.shared_expert_intermediate_size, "shared_expert_intermediate_size");
-  }
-  if (f.layers != WeightFormat::Int4) return;
-  auto whole_groups = [&](int64_t cols, const char* what) {
-    if (cols % f.group != 0)
-      fail("--tp ", tp, ": a rank's ", what, " columns (", cols, ") are not whole int4 groups of ", f.group,
-           "; use a --quantization-group that divides them, or fewer ranks");
-  };
-  whole_groups(c.q_size() / tp, "o_proj");
-  whole_groups(c.gdn_value_dim() / tp, "linear_attn.out_proj");
-  if (c.arch == ModelArch::Qwen35Moe) {
-    whole_groups(c.moe_intermediate_size / tp, "experts' down_proj");
-    whole_groups(c.shared_expert_intermediate_size / tp, "shared_expert.down_proj");
-  } else {
-    whole_groups(c.intermediate_size / tp, "mlp.down_proj");
-  }
-}
-
 }  // namespace
 
 void validate_hybrid_checkpoint(const Checkpoint& ck) {
@@ -266,25 +174,8 @@ void validate_hybrid_checkpoint(const Checkpoint& ck) {
   if (mtp > 0) log_info(ck.dir(), ": skipping ", mtp, " mtp.* tensors (the MTP head is not served yet)");
 }
 
-size_t hybrid_staged_bytes(const Checkpoint& ck, const Backend& backend, int num_layers, const StagedFormats* formats,
-                           int tp_rank, int tp_size) {
-  const ModelConfig& c = ck.config();
-  const TensorRef* embed = ck.find(c.tensor_prefix + "embed_tokens.weight");
-  const DType wdt = embed ? embed->info->dtype : c.torch_dtype;
-  const StagedFormats f = formats ? *formats : StagedFormats{};
-  size_t total = 0;
-  walk_sizes(c, backend, wdt, f, num_layers >= 0 ? num_layers : c.num_hidden_layers, tp_rank, tp_size,
-             [&](size_t n) { total += (std::max<size_t>(n, 64) + 63) / 64 * 64; });
-  return total;
-}
-
 Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, const StagingOptions& opt) {
   const ModelConfig& c = ck.config();
-  if (opt.expert_parallel)
-    fail("--enable-expert-parallel: ", c.architecture, " splits its experts by columns under --tp (whole experts per "
-         "rank are not supported for hybrids yet); leave the flag out");
-  if (opt.layer_begin != 0 || (opt.layer_end >= 0 && opt.layer_end != c.num_hidden_layers))
-    fail(c.architecture, " under pipeline parallelism (--pp) is not supported yet");
   if (!opt.compile_cache_dir.empty())
     fail("--use-compile-cache: ", c.architecture, " weights are not cached yet; leave the option out");
   validate_hybrid_checkpoint(ck);
@@ -292,10 +183,16 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
   // out_proj), the MLP, the experts and the shared expert, plus lm_head and the embedding table,
   // as for Qwen3; the GDN's small b | a projections, the router and the shared expert's gate stay
   // float (they feed sigmoids and softmaxes, and are a few rows each).
-  const StagedFormats fmt = staged_formats(ck, opt.quantization, opt.int4_group);
+  StagedFormats fmt = staged_formats(ck, opt.quantization, opt.int4_group);
+  fmt.expert_parallel = opt.expert_parallel;
   const bool quantized = fmt.layers != WeightFormat::Float;
   const int tp = opt.tp_size, rank = opt.tp_rank;
   check_hybrid_tp(c, tp, fmt);
+  // --pp: this stage's layers [lb, le); the embedding with layer 0, the final norm and lm_head with
+  // the last layer (a tied table is staged by each stage that needs it).
+  const LayerRange range = resolve_range(c, {opt.layer_begin, opt.layer_end});
+  const int lb = range.begin, le = range.end;
+  const bool has_embed = lb == 0, has_head = le == c.num_hidden_layers;
 
   const std::string& P = c.tensor_prefix;
   const int64_t H = c.hidden_size, hd = c.head_dim, V = c.vocab_size, nv = c.linear_num_value_heads;
@@ -324,12 +221,18 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
   w.n_heads = int32_t(nh);
   w.n_kv_heads = int32_t(nkv);
   w.inter = I;
-  w.moe_inter = c.moe_intermediate_size / tp;
+  // The routed experts this rank holds: all of them by columns, or whole ones under
+  // --enable-expert-parallel (model/moe_staging.h); the shared expert always by columns.
+  const ExpertShard shard =
+      c.arch == ModelArch::Qwen35Moe ? expert_shard(c, rank, tp, opt.expert_parallel, fmt.layers, fmt.group) : ExpertShard{};
+  w.moe_inter = shard.inter;
   w.vocab_begin = vs.begin;
   w.vocab_rows = Vr;
   w.embed_dtype = wdt;
-  w.layer_begin = 0;
-  w.layer_end = c.num_hidden_layers;
+  w.layer_begin = lb;
+  w.layer_end = le;
+  w.has_embed = has_embed;
+  w.has_head = has_head;
   auto slabs = std::make_shared<HybridSlabs>();
 
   auto release = [&](const TensorRef& r) { r.file->release(*r.info); };
@@ -452,13 +355,20 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
     return LinearWeight{dst, wdt, Vr, H, fmt.head, group};
   };
   if (c.tie_word_embeddings) {
-    w.lm_head = pack_head(embed.data());
-    w.embed = w.lm_head.data;
-    w.embed_in_lm_head = true;
+    if (has_embed || has_head) {
+      w.lm_head = pack_head(embed.data());
+      if (has_embed) w.embed = w.lm_head.data;
+      w.embed_in_lm_head = has_embed;
+    }
   } else if (fmt.head != WeightFormat::Float) {  // a quantized table, looked up by rows
-    w.embed_rows = pack_head(embed.data());
-    w.embed = w.embed_rows.data;
-    w.lm_head = pack_head(ck.get("lm_head.weight").data());
+    if (has_embed) {
+      w.embed_rows = pack_head(embed.data());
+      w.embed = w.embed_rows.data;
+    }
+    if (has_head) w.lm_head = pack_head(ck.get("lm_head.weight").data());
+    done({"lm_head.weight"});
+  } else if (!has_embed) {
+    if (has_head) w.lm_head = pack_head(ck.get("lm_head.weight").data());
     done({"lm_head.weight"});
   } else {
     uint8_t* table = slabs->take(size_t(Vr * H) * esz);
@@ -470,13 +380,13 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
       release_range(src + off, n);
     }
     w.embed = table;
-    w.lm_head = pack_head(ck.get("lm_head.weight").data());
+    if (has_head) w.lm_head = pack_head(ck.get("lm_head.weight").data());
     done({"lm_head.weight"});
   }
   release(embed);
-  w.final_norm = vec_f32(P + "norm.weight", 1.0f);
+  if (has_head) w.final_norm = vec_f32(P + "norm.weight", 1.0f);
 
-  for (int i = 0; i < c.num_hidden_layers; ++i) {
+  for (int i = lb; i < le; ++i) {
     auto N = [&](const char* s) { return lname(c, i, s); };
     Qwen3LayerWeights& L = w.layers.emplace_back();
     L.input_norm = vec_f32(N("input_layernorm.weight"), 1.0f);
@@ -536,15 +446,17 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
     }
     // Qwen3.5-MoE: every layer sparse; the router stays float like the other architectures'.
     L.sparse = true;
-    const int64_t E = c.num_experts, mI = c.moe_intermediate_size, sI = c.shared_expert_intermediate_size;
-    const int64_t mIr = mI / tp, m0 = rank * mIr, sIr = sI / tp, s0 = rank * sIr;  // this rank's columns
+    const int64_t mI = c.moe_intermediate_size, sI = c.shared_expert_intermediate_size;
+    const int64_t e0 = shard.first, e1 = shard.first + shard.count;  // this rank's experts
+    const int64_t mIr = shard.inter, m0 = shard.inter_begin, sIr = sI / tp, s0 = rank * sIr;  // and columns
+    L.expert_first = e0;
     const Rows router = whole(N("mlp.gate.weight"));
     L.router = pack_float(std::span<const Rows>(&router, 1), H);
     done({N("mlp.gate.weight")});
     if (fused_experts(ck, i)) {  // gate_up_proj [E, 2I, H] (gate rows first), down_proj [E, H, I]
       const TensorRef& gu = ck.get(N("mlp.experts.gate_up_proj"));
       const TensorRef& dn = ck.get(N("mlp.experts.down_proj"));
-      for (int64_t e = 0; e < E; ++e) {
+      for (int64_t e = e0; e < e1; ++e) {
         const uint8_t* ge = gu.data() + size_t(e * 2 * mI * H) * esz;
         const Rows g[] = {{ge + size_t(m0 * H) * esz, mIr}, {ge + size_t((mI + m0) * H) * esz, mIr}};
         const Rows d{dn.data() + size_t(e * H * mI) * esz, H};
@@ -555,8 +467,12 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
       release(gu);
       release(dn);
     } else {
-      for (int64_t e = 0; e < E; ++e) {
+      for (int64_t e = 0; e < c.num_experts; ++e) {
         const std::string x = str_cat("mlp.experts.", e, ".");
+        if (e < e0 || e >= e1) {  // another rank's expert
+          done({lname(c, i, x + "gate_proj.weight"), lname(c, i, x + "up_proj.weight"), lname(c, i, x + "down_proj.weight")});
+          continue;
+        }
         const Rows g[] = {rows_of(lname(c, i, x + "gate_proj.weight"), m0, mIr), rows_of(lname(c, i, x + "up_proj.weight"), m0, mIr)};
         L.experts.push_back({pack(g, H), pack_cols(whole(lname(c, i, x + "down_proj.weight")), mI, m0, m0 + mIr)});
         done({lname(c, i, x + "gate_proj.weight"), lname(c, i, x + "up_proj.weight"), lname(c, i, x + "down_proj.weight")});

@@ -11,9 +11,11 @@
 // GDN's b | a rows, the router and the shared expert's gate stay float).
 // --tp N: each rank stages its share of the attention heads, the GDN key heads with their value
 // heads (in_proj rows, conv channels, dt_bias, A_log; out_proj columns), the MLP / expert /
-// shared-expert intermediate columns and the vocabulary (model/gdn_state.h gdn_rank_config).
-// Not yet: pipeline parallelism, expert parallelism, pre-quantized (FP8, AWQ, GPTQ) checkpoints, the compile
-// cache (each refused by name).
+// shared-expert intermediate columns (or whole routed experts with --enable-expert-parallel) and
+// the vocabulary (model/gdn_state.h gdn_rank_config). --pp N: a stage stages its layer range, the
+// embedding with layer 0 and the final norm and lm_head with the last layer.
+// Not yet: pre-quantized (FP8, AWQ, GPTQ) checkpoints, the compile cache (each refused by name).
+// The --tp checks and the staged sizes: model/hybrid_split.h.
 #include <cstddef>
 
 #include "io/checkpoint.h"
@@ -28,9 +30,5 @@ namespace pypto {
 // listing every problem.
 void validate_hybrid_checkpoint(const Checkpoint& ck);
 Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, const StagingOptions& opt);
-// Bytes stage_hybrid_weights allocates (num_layers >= 0: only that many layers) in `formats`
-// (null: float).
-size_t hybrid_staged_bytes(const Checkpoint& ck, const Backend& backend, int num_layers = -1,
-                           const StagedFormats* formats = nullptr, int tp_rank = 0, int tp_size = 1);
 
 }  // namespace pypto

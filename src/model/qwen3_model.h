@@ -44,6 +44,9 @@ class Qwen3Model {
   // ForwardBatch::state_slots index it). Null for the other architectures.
   bool hybrid() const { return gdn_ != nullptr; }
   const GdnStatePool* state_pool() const { return gdn_ ? &states_ : nullptr; }
+  // Hybrid configs: the state slots of every rank and stage (Qwen3Weights::state_slots), also on a
+  // pipeline stage that holds no GDN layer; 0 for the other architectures.
+  int32_t state_slot_count() const { return w_.config.hybrid() ? w_.state_slots : 0; }
 
   // Runs batch.num_tokens() tokens through the model. Writes their K/V into `cache` at
   // batch.slot_mapping and logits_out[r, :] (f32, [batch.num_logits(), vocab]) for token row

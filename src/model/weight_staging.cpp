@@ -15,6 +15,7 @@
 #include "core/progress.h"
 #include "model/compile_cache.h"
 #include "model/moe_staging.h"
+#include "model/hybrid_split.h"
 #include "model/hybrid_staging.h"
 #include "model/quant_rows.h"
 #include "model/quantized_source.h"
@@ -102,14 +103,6 @@ struct RankShapes {
   StagedFormats fmt;
 };
 
-// The range with end resolved; Error naming the range when it is not inside the model.
-LayerRange resolve_range(const ModelConfig& c, LayerRange range) {
-  if (range.end < 0) range.end = c.num_hidden_layers;
-  if (range.begin < 0 || range.begin >= range.end || range.end > c.num_hidden_layers)
-    fail("pipeline stage layers [", range.begin, ", ", range.end, ") are not a non-empty range inside the model's ",
-         c.num_hidden_layers, " layers");
-  return range;
-}
 
 RankShapes rank_shapes(const Checkpoint& ck, int rank, int tp, const StagedFormats& fmt, LayerRange range = {}) {
   const ModelConfig& c = ck.config();
@@ -232,6 +225,14 @@ void pack_quantized_rows(const Backend& backend, const uint8_t* src, DType dt, i
 
 }  // namespace
 
+LayerRange resolve_range(const ModelConfig& c, LayerRange range) {
+  if (range.end < 0) range.end = c.num_hidden_layers;
+  if (range.begin < 0 || range.begin >= range.end || range.end > c.num_hidden_layers)
+    fail("pipeline stage layers [", range.begin, ", ", range.end, ") are not a non-empty range inside the model's ",
+         c.num_hidden_layers, " layers");
+  return range;
+}
+
 std::string StagedFormats::describe() const {
   if (layers == WeightFormat::Float) return "float";
   std::string s = weight_format_name(layers);
@@ -286,7 +287,7 @@ const char* quantized_activations(WeightFormat layers, const Backend& backend) {
 
 size_t staged_slab_bytes(const Checkpoint& ck, const Backend& backend, int tp_rank, int tp_size, int num_layers,
                          const StagedFormats* formats, LayerRange range) {
-  if (ck.config().hybrid()) return hybrid_staged_bytes(ck, backend, num_layers, formats, tp_rank, tp_size);  // one stage
+  if (ck.config().hybrid()) return hybrid_staged_bytes(ck, backend, num_layers, formats, tp_rank, tp_size, range);
   RankShapes shapes =
       rank_shapes(ck, tp_rank, tp_size, formats ? *formats : staged_formats(ck, WeightFormat::Float, 64), range);
   if (num_layers >= 0) shapes.layers = num_layers;

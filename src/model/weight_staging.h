@@ -42,6 +42,9 @@ struct StagingOptions {
 struct LayerRange {
   int begin = 0, end = -1;
 };
+// The range with end resolved (-1: the last layer); Error naming the range when it is not a
+// non-empty range inside the model.
+LayerRange resolve_range(const ModelConfig& c, LayerRange range);
 
 // The formats one staging run uses, from the checkpoint's quantization_config and the option:
 // `layers` for the seven projections, `head` for lm_head and the embedding table.

@@ -93,13 +93,42 @@ TEST(HybridCheckpoint, TextOnlyMoeStagesFusedExpertsAndSharedExpert) {
   const uint16_t* src1 = reinterpret_cast<const uint16_t*>(gu.data()) + (3 * 2 * 32 + 16) * 64;
   EXPECT_EQ(0, std::memcmp(src1, r1.layers[0].experts[3].gate_up.data, 16 * 64 * sizeof(uint16_t)));
   EXPECT_EQ(r1.resident_bytes, staged_slab_bytes(*ck, *be, 1, 2, -1, nullptr));
-  so.expert_parallel = true;  // whole experts per rank: not for hybrids yet, refused by name
-  try {
-    stage_qwen3_weights(*ck, *be, so);
-    FAIL() << "--enable-expert-parallel on a hybrid";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("--enable-expert-parallel"), std::string::npos) << e.what();
+  // --enable-expert-parallel: rank 1 holds experts 4..7 whole (their full 32 intermediate
+  // columns), the shared expert still split by columns.
+  so.expert_parallel = true;
+  const Qwen3Weights ep1 = stage_qwen3_weights(*ck, *be, so);
+  for (const Qwen3LayerWeights& l : ep1.layers) {
+    EXPECT_EQ(l.expert_first, 4);
+    ASSERT_EQ(l.experts.size(), 4u);
+    EXPECT_EQ(l.experts[0].gate_up.n_out, 2 * 32);
+    EXPECT_EQ(l.experts[0].down.k_in, 32);
+    EXPECT_EQ(l.shared_expert.down.k_in, 24);
   }
+  const uint16_t* src4 = reinterpret_cast<const uint16_t*>(gu.data()) + 4 * 2 * 32 * 64;  // [4, 0, :]
+  EXPECT_EQ(0, std::memcmp(src4, ep1.layers[0].experts[0].gate_up.data, 2 * 32 * 64 * sizeof(uint16_t)));
+  StagedFormats ep_formats = staged_formats(*ck, WeightFormat::Float, 64);
+  ep_formats.expert_parallel = true;
+  EXPECT_EQ(ep1.resident_bytes, staged_slab_bytes(*ck, *be, 1, 2, -1, &ep_formats));
+  // --pp: the second stage of two holds layers [2, 4), the final norm and lm_head, no embedding.
+  so.expert_parallel = false;
+  so.tp_size = 1;
+  so.tp_rank = 0;
+  so.layer_begin = c.num_hidden_layers / 2;
+  so.layer_end = c.num_hidden_layers;
+  const Qwen3Weights st1 = stage_qwen3_weights(*ck, *be, so);
+  EXPECT_EQ(st1.layer_begin, c.num_hidden_layers / 2);
+  EXPECT_EQ(int(st1.layers.size()), c.num_hidden_layers - c.num_hidden_layers / 2);
+  EXPECT_FALSE(st1.has_embed);
+  EXPECT_TRUE(st1.has_head);
+  EXPECT_NE(st1.final_norm, nullptr);
+  EXPECT_EQ(st1.resident_bytes,
+            staged_slab_bytes(*ck, *be, 0, 1, -1, nullptr, {c.num_hidden_layers / 2, c.num_hidden_layers}));
+  so.layer_begin = 0;
+  so.layer_end = c.num_hidden_layers / 2;
+  const Qwen3Weights st0 = stage_qwen3_weights(*ck, *be, so);
+  EXPECT_TRUE(st0.has_embed);
+  EXPECT_FALSE(st0.has_head);
+  EXPECT_EQ(st0.resident_bytes, staged_slab_bytes(*ck, *be, 0, 1, -1, nullptr, {0, c.num_hidden_layers / 2}));
 }
 
 // --quantization int4 on a hybrid: the projections (attention, the GDN's qkv | z and out_proj,

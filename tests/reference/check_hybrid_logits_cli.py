@@ -9,7 +9,10 @@ binary's make-test-model, and for each:
     chunk to chunk is the state one pass computes);
   - greedy continuations from offline mode: three prompts run together (one batch, several GDN
     state slots) equal each prompt run alone, and equal the reference's greedy tokens;
-  - the batch with --tp 2 (rank threads) equals one rank's, with float and with int4 weights.
+  - the batch with --tp 2 (rank threads) equals one rank's, with float and with int4 weights;
+  - so does the batch through pipeline stages (--pp 2 in micro-batches, one stage per layer,
+    --pp 2 x --tp 2, int4 --pp 2), and on the MoE model --tp 2 --enable-expert-parallel (whole
+    experts per rank), float and int4.
 
 Usage: check_hybrid_logits_cli.py --binary PATH/pypto-serving --work-dir DIR
 """
@@ -82,6 +85,31 @@ def check_model(binary, work, preset, extra, arch):
     print(f"{preset} int4: one rank {one}, --tp 2 {two}")
     if two != one:
         sys.exit(f"{preset}: int4 greedy tokens with --tp 2 differ from one rank's")
+    # Pipeline stages (threads): each stage holds its layers and their GDN states; the three
+    # prompts go through in two micro-batches, each carrying its sequences' state slots. A stage
+    # computes its layers exactly as one rank does, so the tokens are one rank's; so with --tp 2
+    # inside each stage, and with the last stage holding only the full-attention layer.
+    layers = cfg.get("text_config", cfg)["num_hidden_layers"]
+    for extra in (("--pp", "2", "--devices", "0,1", "--pp-micro-batches", "2"),
+                  ("--pp", str(layers), "--devices", ",".join(map(str, range(layers))), "--cpu-oversubscribe"),
+                  ("--pp", "2", "--tp", "2", "--devices", "0,1,2,3", "--cpu-oversubscribe")):
+        got = greedy(binary, model, PROMPTS, os.path.join(work, f"{preset}_pp.json"), extra)
+        print(f"{preset} {' '.join(extra[:4])}: {got}")
+        if got != together:
+            sys.exit(f"{preset}: greedy tokens with {' '.join(extra)} differ from one rank's")
+    got = greedy(binary, model, PROMPTS, os.path.join(work, f"{preset}_int4_pp.json"), q + ("--pp", "2", "--devices", "0,1"))
+    if got != one:
+        sys.exit(f"{preset}: int4 greedy tokens with --pp 2 differ from one rank's")
+    if "Moe" in arch:
+        # Expert parallelism: each rank holds half the routed experts whole (attention, GDN and the
+        # shared expert split as under --tp); float and int4.
+        ep = ("--tp", "2", "--devices", "0,1", "--enable-expert-parallel")
+        got = greedy(binary, model, PROMPTS, os.path.join(work, f"{preset}_ep.json"), ep)
+        print(f"{preset} --tp 2 --enable-expert-parallel: {got}")
+        if got != together:
+            sys.exit(f"{preset}: greedy tokens with --tp 2 --enable-expert-parallel differ from one rank's")
+        if greedy(binary, model, PROMPTS, os.path.join(work, f"{preset}_int4_ep.json"), q + ep) != one:
+            sys.exit(f"{preset}: int4 greedy tokens with --enable-expert-parallel differ from one rank's")
 
 
 def main():

@@ -87,6 +87,11 @@ void split_micro_batches(const ForwardBatch& b, int m, std::vector<ForwardBatch>
     p.block_tables.assign(b.block_tables.begin() + s0 * mb, b.block_tables.begin() + s1 * mb);
     for (; li < b.logits_indices.size() && b.logits_indices[li] < q1; ++li)
       p.logits_indices.push_back(b.logits_indices[li] - q0);
+    // Hybrids: the part's sequences' state slots, restores and saves (sequence indices rebased).
+    if (!b.state_slots.empty()) p.state_slots.assign(b.state_slots.begin() + s0, b.state_slots.begin() + s1);
+    if (!b.state_restore.empty()) p.state_restore.assign(b.state_restore.begin() + s0, b.state_restore.begin() + s1);
+    for (const ForwardBatch::StateSave& sv : b.state_saves)
+      if (sv.seq >= s0 && sv.seq < s1) p.state_saves.push_back({sv.seq - s0, sv.rows, sv.entry});
     s0 = s1;
   }
   PYPTO_ASSERT(li == b.logits_indices.size(), "logits rows left after the split");
