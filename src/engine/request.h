@@ -63,8 +63,7 @@ struct Request {
   // it finishes (Stop) without a token, and the step's output row for it is its result
   // (engine/engine_pooling.cpp). sampling_params.max_tokens is 0.
   bool pooling = false;
-  // Speculative decoding: whether drafts may be proposed for it (the engine clears it for
-  // requests whose grammar would have to follow drafts), and its adaptive draft length.
+  // Speculative decoding: whether drafts may be proposed for it, and its adaptive draft length.
   bool speculate = true;
   SpecThrottle spec_throttle;
 

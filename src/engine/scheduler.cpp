@@ -77,6 +77,7 @@ void Scheduler::propose_drafts(Request& req, int64_t max_drafts, std::vector<int
   const int64_t k = std::min(draft_limit(req, /*consume=*/true), max_drafts);
   if (k <= 0) return;
   proposer_->propose_for(req, int32_t(k), drafts);
+  if (draft_filter_ && !drafts.empty()) drafts.resize(std::min(drafts.size(), draft_filter_(req, drafts)));
 }
 
 void Scheduler::preempt(Request* req, SchedulerOutput& out) {
