@@ -118,6 +118,7 @@ void DraftModelProposer::run_passes(std::span<Job> jobs) {
   std::vector<size_t> pending(jobs.size());
   for (size_t i = 0; i < jobs.size(); ++i) pending[i] = i;
   std::vector<size_t> rows;  // job of each logits row
+  int64_t caught_up = 0;
   while (!pending.empty()) {
     batch_.clear();
     batch_.max_blocks_per_seq = max_blocks;
@@ -137,6 +138,7 @@ void DraftModelProposer::run_passes(std::span<Job> jobs) {
                           block_size_, n == remaining ? ForwardBatch::Logits::Last : ForwardBatch::Logits::None);
       st.cached.insert(st.cached.end(), t.begin() + start, t.begin() + start + n);
       budget -= n;
+      caught_up += n;
       if (n == remaining) rows.push_back(i);
       else still.push_back(i);
     }
@@ -148,6 +150,8 @@ void DraftModelProposer::run_passes(std::span<Job> jobs) {
     }
     pending = std::move(still);
   }
+  catch_up_tokens_ += caught_up;
+  max_step_catch_up_tokens_ = std::max(max_step_catch_up_tokens_, caught_up);
 
   // Passes 1 .. k-1: one row per request still drafting, fed its previous draft.
   int32_t max_k = 0;
@@ -186,6 +190,63 @@ void DraftModelProposer::propose_for(const Request& req, int32_t k, std::vector<
 const DraftDistribution* DraftModelProposer::distribution(const std::string& req_id) const {
   auto it = states_.find(req_id);
   return it == states_.end() || it->second.dist.empty() ? nullptr : &it->second.dist;
+}
+
+}  // namespace pypto
+
+namespace pypto {
+
+void DraftModelProposer::prefill(std::span<const Chunk> chunks) {
+  struct Work {
+    const Request* req;
+    State* st;
+    int64_t end;
+  };
+  std::vector<Work> work;
+  int32_t max_blocks = 0;
+  for (const Chunk& c : chunks) {
+    const std::vector<int32_t>& t = c.request->all_token_ids;
+    PYPTO_ASSERT(c.end > 0 && c.end <= int64_t(t.size()), "request ", c.request->request_id, ": chunk end ", c.end,
+                 " of ", t.size(), " tokens");
+    State& st = states_[c.request->request_id];
+    // Rollback as in prepare(): keep what the draft holds of tokens [0, end).
+    size_t keep = 0;
+    const size_t limit = std::min(st.cached.size(), size_t(c.end));
+    while (keep < limit && st.cached[keep] == t[keep]) ++keep;
+    st.cached.resize(keep);
+    // A short pool leaves the rest to prepare(), which warns.
+    if (int64_t(keep) >= c.end || !reserve(st, c.end)) continue;
+    work.push_back({c.request, &st, c.end});
+    max_blocks = std::max(max_blocks, int32_t(st.blocks.size()));
+  }
+  try {
+    // KV only (no logits rows), in passes of at most max_pass_tokens_ rows.
+    for (bool more = !work.empty(); more;) {
+      batch_.clear();
+      batch_.max_blocks_per_seq = max_blocks;
+      int64_t budget = max_pass_tokens_;
+      more = false;
+      for (Work& w : work) {
+        const std::vector<int32_t>& t = w.req->all_token_ids;
+        const int64_t start = int64_t(w.st->cached.size());
+        const int64_t n = std::min(w.end - start, budget);
+        if (n <= 0) {
+          more |= start < w.end;
+          continue;
+        }
+        batch_.add_sequence(t.data() + start, int32_t(n), int32_t(start), w.st->blocks.data(),
+                            int32_t(w.st->blocks.size()), block_size_, ForwardBatch::Logits::None);
+        w.st->cached.insert(w.st->cached.end(), t.begin() + start, t.begin() + start + n);
+        budget -= n;
+        prefill_tokens_ += n;
+        more |= start + n < w.end;
+      }
+      forward();
+    }
+  } catch (...) {
+    for (Work& w : work) w.st->cached.clear();  // unknown KV: a full catch-up next time
+    throw;
+  }
 }
 
 }  // namespace pypto

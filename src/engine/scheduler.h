@@ -117,6 +117,9 @@ class Scheduler {
   // speculate; else its throttled k, bounded by its max_tokens. `consume`: counts a paused step
   // (once per step, when its drafts are taken; the drafter's look-ahead only peeks).
   int64_t draft_limit(Request& req, bool consume) const;
+  // Hands this step's prompt chunks of requests that will draft to a drafter with a model, which
+  // prefills them beside the target (DraftProposer::prefill).
+  void prefill_drafts(const SchedulerOutput& out);
 
   SchedulerConfig config_;
   KVCacheManager kv_;

@@ -59,6 +59,7 @@ struct Result {
   int64_t preemptions = 0;
   int64_t draft_free_blocks = -1;  // after the run: every draft block back in the pool
   int64_t draft_blocks = 0;
+  int64_t prefill_tokens = 0, catch_up_tokens = 0, max_step_catch_up_tokens = 0;  // the drafter's
 };
 
 Result run(const RunSetup& s, const std::vector<Ids>& prompts, int32_t max_tokens) {
@@ -109,7 +110,12 @@ Result run(const RunSetup& s, const std::vector<Ids>& prompts, int32_t max_token
     }
   out.stats = engine.scheduler().spec_decode_stats();
   out.preemptions = engine.scheduler().num_preemptions();
-  if (drafter) out.draft_free_blocks = drafter->free_blocks();
+  if (drafter) {
+    out.draft_free_blocks = drafter->free_blocks();
+    out.prefill_tokens = drafter->prefill_tokens();
+    out.catch_up_tokens = drafter->catch_up_tokens();
+    out.max_step_catch_up_tokens = drafter->max_step_catch_up_tokens();
+  }
   return out;
 }
 
@@ -150,6 +156,22 @@ TEST(DraftModelRunner, ChunkedPrefillBatchesAndPreemptionKeepGreedyOutput) {
     EXPECT_GT(spec.stats.num_draft_tokens, 0);
     if (d == Draft::Same) EXPECT_EQ(spec.stats.num_accepted_tokens, spec.stats.num_draft_tokens);
   }
+}
+
+// The draft prefills each prompt in the steps where the target prefills it (8-token chunks), so
+// no drafting step catches up more than the 1 or 2 tokens a verify leaves (a lazy draft would
+// catch up a whole prompt of 40..66 tokens in its first drafting step, stalling the batch).
+TEST(DraftModelRunner, TheDraftPrefillsPromptsInsideTheTargetsChunks) {
+  const std::vector<Ids> ps = prompts(3, 40);
+  const Result plain = run({}, ps, 12);
+  const Result spec = run({.draft = Draft::Same, .k = 3, .threshold = 8, .budget = 64}, ps, 12);
+  EXPECT_EQ(plain.tokens, spec.tokens);
+  EXPECT_EQ(spec.stats.num_accepted_tokens, spec.stats.num_draft_tokens);
+  int64_t prompt_tokens = 0;
+  for (const Ids& p : ps) prompt_tokens += int64_t(p.size());
+  EXPECT_EQ(spec.prefill_tokens, prompt_tokens);
+  EXPECT_GT(spec.catch_up_tokens, 0);
+  EXPECT_LE(spec.max_step_catch_up_tokens, 2 * int64_t(ps.size()));
 }
 
 TEST(DraftModelRunner, SampledRequestsAreReproducibleAndASameDraftIsAlwaysAccepted) {
