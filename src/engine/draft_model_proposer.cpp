@@ -51,15 +51,24 @@ void DraftModelProposer::forward() {
   if (batch_.num_tokens() > 0) model_->forward(batch_, cache_, logits_.data());
 }
 
-int32_t DraftModelProposer::choose(const Request& req, State& st, std::span<float> logits) {
+int32_t DraftModelProposer::choose(const Request& req, State& st, std::optional<structured::GrammarMatcher>& grammar,
+                                   std::span<float> logits) {
   // The request's history as the target's row j will see it: output + drafts[0..j).
   std::vector<int32_t> history(req.output_token_ids);
   history.insert(history.end(), st.drafts.begin(), st.drafts.end());
-  const SamplerRow row{&req.sampling_params, req.prompt_token_ids, history, req.eos_token_ids, req.seed, {}};
-  if (req.sampling_params.is_greedy()) return sample_row(logits, row).token_id;
+  SamplerRow row{&req.sampling_params, req.prompt_token_ids, history, req.eos_token_ids, req.seed, {}};
+  if (grammar)
+    if (const structured::TokenMask* mask = grammar->next_mask()) row.allowed_tokens = *mask;
+  // The grammar follows the drafts (a draft outside it would break the copy: later masks then
+  // allow EOS only, and the verify rejects that draft anyway).
+  auto follow = [&grammar](int32_t x) {
+    if (grammar) grammar->accept(x);
+    return x;
+  };
+  if (req.sampling_params.is_greedy()) return follow(sample_row(logits, row).token_id);
   std::vector<float> q;
   sampling_distribution(logits, row, q);
-  const int32_t x = draw_from_weights(q, philox_uniform(req.seed, kDraftStream | uint64_t(history.size())));
+  const int32_t x = follow(draw_from_weights(q, philox_uniform(req.seed, kDraftStream | uint64_t(history.size()))));
   st.dist.vocab = int64_t(q.size());
   st.dist.probs.insert(st.dist.probs.end(), q.begin(), q.end());
   return x;
@@ -94,7 +103,8 @@ void DraftModelProposer::prepare(std::span<const Query> queries) {
       warned_short_ = true;
       continue;
     }
-    jobs.push_back({&r, &st, q.k});
+    jobs.push_back({&r, &st, q.k, {}});
+    if (r.grammar) jobs.back().grammar.emplace(*r.grammar);
   }
   if (jobs.empty()) return;
   try {
@@ -146,7 +156,7 @@ void DraftModelProposer::run_passes(std::span<Job> jobs) {
     const size_t V = size_t(model_->vocab_size());
     for (size_t r = 0; r < rows.size(); ++r) {
       Job& j = jobs[rows[r]];
-      j.st->drafts.push_back(choose(*j.req, *j.st, std::span<float>(logits_.data() + r * V, V)));
+      j.st->drafts.push_back(choose(*j.req, *j.st, j.grammar, std::span<float>(logits_.data() + r * V, V)));
     }
     pending = std::move(still);
   }
@@ -174,7 +184,7 @@ void DraftModelProposer::run_passes(std::span<Job> jobs) {
     const size_t V = size_t(model_->vocab_size());
     for (size_t r = 0; r < rows.size(); ++r) {
       Job& j = jobs[rows[r]];
-      j.st->drafts.push_back(choose(*j.req, *j.st, std::span<float>(logits_.data() + r * V, V)));
+      j.st->drafts.push_back(choose(*j.req, *j.st, j.grammar, std::span<float>(logits_.data() + r * V, V)));
     }
   }
 }

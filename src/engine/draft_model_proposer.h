@@ -19,7 +19,8 @@
 // pass j (1 .. k-1) feeds draft j-1 of every request still drafting (one row each) and yields
 // draft j. Requests are batched in every pass, so the draft costs k batched forward calls per
 // step, not k per request. Draft j is chosen from the draft's row as the target would choose
-// from its own (sampler.h, the request's penalties over output + drafts[0..j)): greedy requests
+// from its own (sampler.h, the request's penalties over output + drafts[0..j), and a constrained
+// request's grammar mask after drafts[0..j), engine/spec_grammar.h): greedy requests
 // take the argmax; sampled requests draw from the processed distribution q (Philox stream
 // kDraftStream of the request's seed), which is kept for rejection sampling
 // (sampling/rejection_sampler.h).
@@ -33,6 +34,7 @@
 #include "model/kv_cache.h"
 #include "model/qwen3_model.h"
 #include "model/qwen3_weights.h"
+#include "structured/matcher.h"
 
 namespace pypto {
 
@@ -71,13 +73,17 @@ class DraftModelProposer final : public DraftProposer {
     const Request* req;
     State* st;
     int32_t k;
+    // A constrained request's grammar state along this step's drafts (a copy: drafts are not
+    // verified tokens), so each draft is chosen under the mask the target's row will apply.
+    std::optional<structured::GrammarMatcher> grammar;
   };
   // Pass 0 (catch-up) and passes 1 .. k-1 over the requests of this step (class comment).
   void run_passes(std::span<Job> jobs);
   // Grows st.blocks to cover `tokens` positions; false (nothing taken) when the pool is short.
   bool reserve(State& st, int64_t tokens);
   // Picks draft j of `req` from the draft's logits row (modified): see the class comment.
-  int32_t choose(const Request& req, State& st, std::span<float> logits);
+  int32_t choose(const Request& req, State& st, std::optional<structured::GrammarMatcher>& grammar,
+                 std::span<float> logits);
   // Runs batch_ and returns its logits rows.
   void forward();
 

@@ -90,13 +90,16 @@ void Engine::add_request(const EngineRequest& req) {
       seq->sampling_params.max_tokens = 0;  // prefill only (Scheduler::check_request)
     }
     if (n > 1) seq->group_id = req.request_id;
+    std::shared_ptr<structured::GrammarMatcher> matcher;
+    if (req.grammar) matcher = std::make_shared<structured::GrammarMatcher>(req.grammar, req.grammar_options);
+    seq->grammar = matcher;
     if (k > 0 && config_.cache.enable_prefix_caching)
       parent.deferred.push_back(std::move(seq));
     else
       scheduler_.add_request(std::move(seq));
     Sequence& entry = sequences_[seq_id];
     entry = {req.request_id, k, {}, nullptr};
-    if (req.grammar) entry.matcher = std::make_shared<structured::GrammarMatcher>(req.grammar, req.grammar_options);
+    entry.matcher = std::move(matcher);
     entry.times.arrival = arrival;
     parent.seq_ids.push_back(seq_id);
   }

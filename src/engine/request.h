@@ -4,6 +4,7 @@
 // in the cache), and every step schedules some of the gap. Chunked prefill, prefix-cache hits
 // and recompute after preemption are only different values of num_computed_tokens.
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -15,6 +16,10 @@
 #include "sampling/sampling_params.h"
 
 namespace pypto {
+
+namespace structured {
+class GrammarMatcher;
+}
 
 enum class RequestStatus {
   Waiting,          // queued, holds no blocks
@@ -65,6 +70,9 @@ struct Request {
   bool pooling = false;
   // Speculative decoding: whether drafts may be proposed for it, and its adaptive draft length.
   bool speculate = true;
+  // The sequence's grammar state (structured outputs, tool calls; null: free), owned by the
+  // engine, which advances it over verified tokens only: a draft model drafts under its masks.
+  std::shared_ptr<const structured::GrammarMatcher> grammar;
   SpecThrottle spec_throttle;
 
   int64_t num_prompt_tokens() const { return int64_t(prompt_token_ids.size()); }
