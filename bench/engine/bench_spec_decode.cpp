@@ -3,6 +3,7 @@
 //
 //   bench_spec_decode --model DIR [--k 4] [--tokens 64] [--prompt-len 64] [--lookup-min 2]
 //                     [--lookup-max 4] [--repeats 3] [--matmul-precision high]
+//                     [--quantization none|int8|int4]
 //                     [--draft DIR [--draft-quantization none|int8|int4]]
 //
 // With --draft the speculative engine drafts with that model (method draft_model) instead of
@@ -28,6 +29,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "engine/model_runner.h"
+#include "model/weight_staging.h"
 #include "parallel/replicas/load_replicas.h"
 
 using namespace pypto;
@@ -38,7 +40,7 @@ namespace {
 struct Args {
   std::string model;
   int k = 4, tokens = 64, prompt_len = 64, lookup_min = 2, lookup_max = 4, repeats = 3;
-  std::string draft, draft_quantization = "none";
+  std::string draft, draft_quantization = "none", quantization = "none";
   std::string matmul_precision = matmul_precision_name(kDefaultMatmulPrecision);
 };
 
@@ -64,6 +66,7 @@ LoadedEngine load(const Args& a, bool speculate) {
   o.show_progress = false;
   o.prefault_kv_cache = true;
   o.matmul_precision = parse_matmul_precision(a.matmul_precision);
+  o.quantization = parse_quantization(a.quantization);
   if (speculate && !a.draft.empty()) {
     o.scheduler.speculative.method = SpeculativeMethod::DraftModel;
     o.scheduler.speculative.num_speculative_tokens = a.k;
@@ -202,6 +205,7 @@ int main(int argc, char** argv) {
     else if (f == "--repeats") a.repeats = std::max(1, std::atoi(next()));
     else if (f == "--draft") a.draft = next();
     else if (f == "--draft-quantization") a.draft_quantization = next();
+    else if (f == "--quantization") a.quantization = next();
     else {
       std::fprintf(stderr, "bench_spec_decode: unknown option %s\n", f.c_str());
       return 2;

@@ -51,15 +51,24 @@ void DraftModelProposer::forward() {
   if (batch_.num_tokens() > 0) model_->forward(batch_, cache_, logits_.data());
 }
 
-int32_t DraftModelProposer::choose(const Request& req, State& st, std::span<float> logits) {
+int32_t DraftModelProposer::choose(const Request& req, State& st, std::optional<structured::GrammarMatcher>& grammar,
+                                   std::span<float> logits) {
   // The request's history as the target's row j will see it: output + drafts[0..j).
   std::vector<int32_t> history(req.output_token_ids);
   history.insert(history.end(), st.drafts.begin(), st.drafts.end());
-  const SamplerRow row{&req.sampling_params, req.prompt_token_ids, history, req.eos_token_ids, req.seed, {}};
-  if (req.sampling_params.is_greedy()) return sample_row(logits, row).token_id;
+  SamplerRow row{&req.sampling_params, req.prompt_token_ids, history, req.eos_token_ids, req.seed, {}};
+  if (grammar)
+    if (const structured::TokenMask* mask = grammar->next_mask()) row.allowed_tokens = *mask;
+  // The grammar follows the drafts (a draft outside it would break the copy: later masks then
+  // allow EOS only, and the verify rejects that draft anyway).
+  auto follow = [&grammar](int32_t x) {
+    if (grammar) grammar->accept(x);
+    return x;
+  };
+  if (req.sampling_params.is_greedy()) return follow(sample_row(logits, row).token_id);
   std::vector<float> q;
   sampling_distribution(logits, row, q);
-  const int32_t x = draw_from_weights(q, philox_uniform(req.seed, kDraftStream | uint64_t(history.size())));
+  const int32_t x = follow(draw_from_weights(q, philox_uniform(req.seed, kDraftStream | uint64_t(history.size()))));
   st.dist.vocab = int64_t(q.size());
   st.dist.probs.insert(st.dist.probs.end(), q.begin(), q.end());
   return x;
@@ -94,7 +103,8 @@ void DraftModelProposer::prepare(std::span<const Query> queries) {
       warned_short_ = true;
       continue;
     }
-    jobs.push_back({&r, &st, q.k});
+    jobs.push_back({&r, &st, q.k, {}});
+    if (r.grammar) jobs.back().grammar.emplace(*r.grammar);
   }
   if (jobs.empty()) return;
   try {
@@ -118,6 +128,7 @@ void DraftModelProposer::run_passes(std::span<Job> jobs) {
   std::vector<size_t> pending(jobs.size());
   for (size_t i = 0; i < jobs.size(); ++i) pending[i] = i;
   std::vector<size_t> rows;  // job of each logits row
+  int64_t caught_up = 0;
   while (!pending.empty()) {
     batch_.clear();
     batch_.max_blocks_per_seq = max_blocks;
@@ -137,6 +148,7 @@ void DraftModelProposer::run_passes(std::span<Job> jobs) {
                           block_size_, n == remaining ? ForwardBatch::Logits::Last : ForwardBatch::Logits::None);
       st.cached.insert(st.cached.end(), t.begin() + start, t.begin() + start + n);
       budget -= n;
+      caught_up += n;
       if (n == remaining) rows.push_back(i);
       else still.push_back(i);
     }
@@ -144,10 +156,12 @@ void DraftModelProposer::run_passes(std::span<Job> jobs) {
     const size_t V = size_t(model_->vocab_size());
     for (size_t r = 0; r < rows.size(); ++r) {
       Job& j = jobs[rows[r]];
-      j.st->drafts.push_back(choose(*j.req, *j.st, std::span<float>(logits_.data() + r * V, V)));
+      j.st->drafts.push_back(choose(*j.req, *j.st, j.grammar, std::span<float>(logits_.data() + r * V, V)));
     }
     pending = std::move(still);
   }
+  catch_up_tokens_ += caught_up;
+  max_step_catch_up_tokens_ = std::max(max_step_catch_up_tokens_, caught_up);
 
   // Passes 1 .. k-1: one row per request still drafting, fed its previous draft.
   int32_t max_k = 0;
@@ -170,7 +184,7 @@ void DraftModelProposer::run_passes(std::span<Job> jobs) {
     const size_t V = size_t(model_->vocab_size());
     for (size_t r = 0; r < rows.size(); ++r) {
       Job& j = jobs[rows[r]];
-      j.st->drafts.push_back(choose(*j.req, *j.st, std::span<float>(logits_.data() + r * V, V)));
+      j.st->drafts.push_back(choose(*j.req, *j.st, j.grammar, std::span<float>(logits_.data() + r * V, V)));
     }
   }
 }
@@ -186,6 +200,63 @@ void DraftModelProposer::propose_for(const Request& req, int32_t k, std::vector<
 const DraftDistribution* DraftModelProposer::distribution(const std::string& req_id) const {
   auto it = states_.find(req_id);
   return it == states_.end() || it->second.dist.empty() ? nullptr : &it->second.dist;
+}
+
+}  // namespace pypto
+
+namespace pypto {
+
+void DraftModelProposer::prefill(std::span<const Chunk> chunks) {
+  struct Work {
+    const Request* req;
+    State* st;
+    int64_t end;
+  };
+  std::vector<Work> work;
+  int32_t max_blocks = 0;
+  for (const Chunk& c : chunks) {
+    const std::vector<int32_t>& t = c.request->all_token_ids;
+    PYPTO_ASSERT(c.end > 0 && c.end <= int64_t(t.size()), "request ", c.request->request_id, ": chunk end ", c.end,
+                 " of ", t.size(), " tokens");
+    State& st = states_[c.request->request_id];
+    // Rollback as in prepare(): keep what the draft holds of tokens [0, end).
+    size_t keep = 0;
+    const size_t limit = std::min(st.cached.size(), size_t(c.end));
+    while (keep < limit && st.cached[keep] == t[keep]) ++keep;
+    st.cached.resize(keep);
+    // A short pool leaves the rest to prepare(), which warns.
+    if (int64_t(keep) >= c.end || !reserve(st, c.end)) continue;
+    work.push_back({c.request, &st, c.end});
+    max_blocks = std::max(max_blocks, int32_t(st.blocks.size()));
+  }
+  try {
+    // KV only (no logits rows), in passes of at most max_pass_tokens_ rows.
+    for (bool more = !work.empty(); more;) {
+      batch_.clear();
+      batch_.max_blocks_per_seq = max_blocks;
+      int64_t budget = max_pass_tokens_;
+      more = false;
+      for (Work& w : work) {
+        const std::vector<int32_t>& t = w.req->all_token_ids;
+        const int64_t start = int64_t(w.st->cached.size());
+        const int64_t n = std::min(w.end - start, budget);
+        if (n <= 0) {
+          more |= start < w.end;
+          continue;
+        }
+        batch_.add_sequence(t.data() + start, int32_t(n), int32_t(start), w.st->blocks.data(),
+                            int32_t(w.st->blocks.size()), block_size_, ForwardBatch::Logits::None);
+        w.st->cached.insert(w.st->cached.end(), t.begin() + start, t.begin() + start + n);
+        budget -= n;
+        prefill_tokens_ += n;
+        more |= start + n < w.end;
+      }
+      forward();
+    }
+  } catch (...) {
+    for (Work& w : work) w.st->cached.clear();  // unknown KV: a full catch-up next time
+    throw;
+  }
 }
 
 }  // namespace pypto

@@ -7,18 +7,20 @@
 // blocks (its own pool, its own block ids; the target's prefix cache never sees them). Catching
 // up is lazy: at each prepare() the draft compares what it holds with the request's verified
 // tokens, keeps the common prefix (that is the rollback: KV past it is simply overwritten, as
-// the target's is) and computes the rest. A new request's first drafting step therefore prefills
-// the whole prompt in the draft (in passes of at most max_pass_tokens), a steady-state step only
-// 1 or 2 tokens: the target's token after a rejection, or the last draft and the bonus token after
-// a fully accepted run. Drafting during the target's chunked prefill would hide that prompt pass
-// inside prefill steps; the lazy form is simpler and costs the draft's prefill once per request
-// (draft/target size of the target's prefill, ~4 % for 0.6B drafting for 14B).
+// the target's is) and computes the rest: in a steady-state step 1 or 2 tokens (the target's
+// token after a rejection, or the last draft and the bonus token after a fully accepted run).
+// The prompt is prefilled in the draft chunk by chunk in the steps where the target prefills it
+// (prefill(): the same tokens, KV only), so a long prompt costs each of those steps the draft's
+// share of its chunk (~4 % for 0.6B drafting for 14B) rather than one long catch-up in the
+// request's first decode step that would stall every other request's decode; prepare() catches
+// up whatever prefill() could not (its pool was short then, or the request was preempted).
 //
 // One step: pass 0 runs every request's catch-up tokens and yields draft 0 from its last row;
 // pass j (1 .. k-1) feeds draft j-1 of every request still drafting (one row each) and yields
 // draft j. Requests are batched in every pass, so the draft costs k batched forward calls per
 // step, not k per request. Draft j is chosen from the draft's row as the target would choose
-// from its own (sampler.h, the request's penalties over output + drafts[0..j)): greedy requests
+// from its own (sampler.h, the request's penalties over output + drafts[0..j), and a constrained
+// request's grammar mask after drafts[0..j), engine/spec_grammar.h): greedy requests
 // take the argmax; sampled requests draw from the processed distribution q (Philox stream
 // kDraftStream of the request's seed), which is kept for rejection sampling
 // (sampling/rejection_sampler.h).
@@ -32,6 +34,7 @@
 #include "model/kv_cache.h"
 #include "model/qwen3_model.h"
 #include "model/qwen3_weights.h"
+#include "structured/matcher.h"
 
 namespace pypto {
 
@@ -46,11 +49,17 @@ class DraftModelProposer final : public DraftProposer {
   // A draft model needs the request, not only its tokens: use prepare() / propose_for().
   void propose(std::span<const int32_t> tokens, int32_t k, std::vector<int32_t>& out) const override;
   void prepare(std::span<const Query> queries) override;
+  void prefill(std::span<const Chunk> chunks) override;
   void propose_for(const Request& req, int32_t k, std::vector<int32_t>& out) override;
   void forget(const std::string& req_id) override;
   const DraftDistribution* distribution(const std::string& req_id) const override;
 
   int64_t free_blocks() const { return int64_t(free_.size()); }
+  // Tokens the draft computed for verified positions: in prefill() beside the target's chunks,
+  // and in prepare()'s catch-up (pass 0), in all and at most in one prepare().
+  int64_t prefill_tokens() const { return prefill_tokens_; }
+  int64_t catch_up_tokens() const { return catch_up_tokens_; }
+  int64_t max_step_catch_up_tokens() const { return max_step_catch_up_tokens_; }
   const Qwen3Model& model() const { return *model_; }
 
  private:
@@ -64,13 +73,17 @@ class DraftModelProposer final : public DraftProposer {
     const Request* req;
     State* st;
     int32_t k;
+    // A constrained request's grammar state along this step's drafts (a copy: drafts are not
+    // verified tokens), so each draft is chosen under the mask the target's row will apply.
+    std::optional<structured::GrammarMatcher> grammar;
   };
   // Pass 0 (catch-up) and passes 1 .. k-1 over the requests of this step (class comment).
   void run_passes(std::span<Job> jobs);
   // Grows st.blocks to cover `tokens` positions; false (nothing taken) when the pool is short.
   bool reserve(State& st, int64_t tokens);
   // Picks draft j of `req` from the draft's logits row (modified): see the class comment.
-  int32_t choose(const Request& req, State& st, std::span<float> logits);
+  int32_t choose(const Request& req, State& st, std::optional<structured::GrammarMatcher>& grammar,
+                 std::span<float> logits);
   // Runs batch_ and returns its logits rows.
   void forward();
 
@@ -84,6 +97,7 @@ class DraftModelProposer final : public DraftProposer {
   ForwardBatch batch_;
   std::vector<float> logits_;  // [rows of batch_, vocab]
   bool warned_short_ = false;
+  int64_t prefill_tokens_ = 0, catch_up_tokens_ = 0, max_step_catch_up_tokens_ = 0;
 };
 
 }  // namespace pypto

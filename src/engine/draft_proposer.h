@@ -41,6 +41,17 @@ class DraftProposer {
     int32_t k = 0;
   };
   virtual void prepare(std::span<const Query> queries) { (void)queries; }
+  // The prompt chunks (or a preempted request's recompute chunks) the target computes this step:
+  // tokens [0, end) of request->all_token_ids will have the target's KV after it. A drafter with
+  // a model computes the same positions now (after scheduling, before the target's forward), so
+  // a long prompt is prefilled in the draft chunk by chunk beside the target's prefill rather
+  // than all at once in the request's first drafting step, which would stall every other
+  // request's decode for that step.
+  struct Chunk {
+    const Request* request = nullptr;
+    int64_t end = 0;
+  };
+  virtual void prefill(std::span<const Chunk> chunks) { (void)chunks; }
   virtual void propose_for(const Request& req, int32_t k, std::vector<int32_t>& out);
   virtual void forget(const std::string& req_id) { (void)req_id; }
   // The distributions of the drafts propose_for() last returned to `req_id` (null: none, e.g. a

@@ -2,6 +2,7 @@
 
 #include "core/profiler.h"
 #include "engine/engine_trace.h"
+#include "engine/spec_grammar.h"
 #include "engine/spec_verify.h"
 #include "sampling/rejection_sampler.h"
 
@@ -46,6 +47,11 @@ Engine::Engine(const EngineConfig& config, std::unique_ptr<ModelExecutor> execut
       fail("--speculative-config: method draft_model, but no draft model was loaded for this engine");
     scheduler_.set_drafter(config_.drafter);
   }
+  // A constrained request's drafts end at the first one its grammar forbids (engine/spec_grammar.h).
+  scheduler_.set_draft_filter([this](const Request& r, std::span<const int32_t> drafts) {
+    const auto& m = sequences_.at(r.request_id).matcher;
+    return m ? grammar_draft_limit(*m, drafts) : drafts.size();
+  });
 }
 
 void Engine::validate_request(const EngineRequest& req) const {
@@ -84,16 +90,16 @@ void Engine::add_request(const EngineRequest& req) {
       seq->sampling_params.max_tokens = 0;  // prefill only (Scheduler::check_request)
     }
     if (n > 1) seq->group_id = req.request_id;
-    // Drafts would have to follow the grammar at every position and roll back with the KV: not
-    // built, so a request with a grammar decodes one token per step.
-    if (req.grammar) seq->speculate = false;
+    std::shared_ptr<structured::GrammarMatcher> matcher;
+    if (req.grammar) matcher = std::make_shared<structured::GrammarMatcher>(req.grammar, req.grammar_options);
+    seq->grammar = matcher;
     if (k > 0 && config_.cache.enable_prefix_caching)
       parent.deferred.push_back(std::move(seq));
     else
       scheduler_.add_request(std::move(seq));
     Sequence& entry = sequences_[seq_id];
     entry = {req.request_id, k, {}, nullptr};
-    if (req.grammar) entry.matcher = std::make_shared<structured::GrammarMatcher>(req.grammar, req.grammar_options);
+    entry.matcher = std::move(matcher);
     entry.times.arrival = arrival;
     parent.seq_ids.push_back(seq_id);
   }
@@ -208,14 +214,29 @@ std::vector<RequestOutput> Engine::step() {
   // sampling below finds it cached. Cached masks (nearly every step) cost a lookup: no thread
   // is started for them, which would only compete with the model's threads for the cores. The
   // matchers are not touched by this thread until the task is joined.
+  // A constrained request verifying drafts masks each row with the state after the drafts
+  // before it (engine/spec_grammar.h); those states' masks are computed the same way.
   std::vector<structured::GrammarMatcher*> masking;
-  for (const ScheduledRequest& sr : so.scheduled)
-    if (sr.samples)
-      if (const auto& m = sequences_.at(sr.req_id).matcher; m && !m->next_mask_is_cached()) masking.push_back(m.get());
+  std::vector<std::unique_ptr<DraftGrammarStates>> draft_states(so.scheduled.size());
+  std::vector<DraftGrammarStates*> draft_masking;
+  for (size_t i = 0; i < so.scheduled.size(); ++i) {
+    const ScheduledRequest& sr = so.scheduled[i];
+    if (!sr.samples) continue;
+    const auto& m = sequences_.at(sr.req_id).matcher;
+    if (!m) continue;
+    if (sr.num_draft_tokens == 0) {
+      if (!m->next_mask_is_cached()) masking.push_back(m.get());
+      continue;
+    }
+    draft_states[i] = std::make_unique<DraftGrammarStates>(
+        *m, std::span<const int32_t>(sr.token_ids).last(size_t(sr.num_draft_tokens)));
+    if (!draft_states[i]->masks_cached()) draft_masking.push_back(draft_states[i].get());
+  }
   std::future<void> masks_ready;
-  if (!masking.empty())
-    masks_ready = std::async(std::launch::async, [&masking] {
+  if (!masking.empty() || !draft_masking.empty())
+    masks_ready = std::async(std::launch::async, [&masking, &draft_masking] {
       for (structured::GrammarMatcher* m : masking) m->next_mask();
+      for (DraftGrammarStates* d : draft_masking) d->compute_masks();
     });
   ExecutorOutput& eo = step_output_;
   std::string error;
@@ -291,7 +312,6 @@ std::vector<RequestOutput> Engine::step() {
         if (const structured::TokenMask* mask = matcher->next_mask()) rows.back().allowed_tokens = *mask;
       continue;
     }
-    PYPTO_ASSERT(!sequences_.at(s.req_id).matcher, "request ", s.req_id, " has a grammar and drafts");
     std::vector<int32_t>& h = histories.emplace_back(r->output_token_ids);
     h.insert(h.end(), s.token_ids.end() - s.num_draft_tokens, s.token_ids.end());
     if (const DraftProposer* d = scheduler_.drafter(); d && !r->sampling_params.is_greedy())
@@ -300,10 +320,13 @@ std::vector<RequestOutput> Engine::step() {
                      "request ", s.req_id, ": draft distributions do not cover its ", s.num_draft_tokens, " drafts");
         rejection[i] = q;
       }
-    for (int64_t j = 0; j <= s.num_draft_tokens; ++j)
+    for (int64_t j = 0; j <= s.num_draft_tokens; ++j) {
       rows.push_back({rejection[i] ? &kPlaceholder : &r->sampling_params, r->prompt_token_ids,
                       std::span<const int32_t>(h).first(r->output_token_ids.size() + size_t(j)), r->eos_token_ids,
                       r->seed, {}});
+      if (draft_states[i])
+        if (const structured::TokenMask* mask = draft_states[i]->mask(size_t(j))) rows.back().allowed_tokens = *mask;
+    }
   }
   const std::vector<SampledToken> sampled = sample_batch(
       eo.logits, eo.vocab_size, rows,
@@ -323,19 +346,21 @@ std::vector<RequestOutput> Engine::step() {
       for (SamplerRow& o : own) o.params = &r->sampling_params;
       runs[i] = rejection_sample(std::span<float>(eo.logits).subspan(first * V, verify.size() * V), eo.vocab_size,
                                  drafts, std::span<const float>(rejection[i]->probs).first(drafts.size() * V), own);
-      row += verify.size();
-      continue;
+    } else {
+      const size_t accepted = accepted_prefix(verify, drafts);
+      runs[i].assign(verify.begin(), verify.begin() + std::ptrdiff_t(accepted + 1));
     }
     row += verify.size();
-    const size_t accepted = accepted_prefix(verify, drafts);
-    runs[i].assign(verify.begin(), verify.begin() + std::ptrdiff_t(accepted + 1));
-    const auto& matcher = sequences_.at(s.req_id).matcher;
+    // The grammar follows the verified run only: the rejected drafts' states were copies.
     // A token outside the mask can only come from a bug: the matcher then allows only EOS, so
     // the sequence ends rather than continue with output that breaks its grammar.
-    if (matcher && !matcher->accept(runs[i][0].token_id)) {
-      if (!matcher->error().empty()) log_error("request ", s.req_id, ": its grammar failed: ", matcher->error());
-      else log_error("request ", s.req_id, ": sampled token ", runs[i][0].token_id, " that its grammar does not allow");
-    }
+    if (const auto& matcher = sequences_.at(s.req_id).matcher)
+      for (const SampledToken& t : runs[i])
+        if (!matcher->accept(t.token_id)) {
+          if (!matcher->error().empty()) log_error("request ", s.req_id, ": its grammar failed: ", matcher->error());
+          else log_error("request ", s.req_id, ": sampled token ", t.token_id, " that its grammar does not allow");
+          break;
+        }
   }
   stats_.sample_seconds += seconds_since(t);
 

@@ -4,6 +4,7 @@
 // in the cache), and every step schedules some of the gap. Chunked prefill, prefix-cache hits
 // and recompute after preemption are only different values of num_computed_tokens.
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -15,6 +16,10 @@
 #include "sampling/sampling_params.h"
 
 namespace pypto {
+
+namespace structured {
+class GrammarMatcher;
+}
 
 enum class RequestStatus {
   Waiting,          // queued, holds no blocks
@@ -63,9 +68,11 @@ struct Request {
   // it finishes (Stop) without a token, and the step's output row for it is its result
   // (engine/engine_pooling.cpp). sampling_params.max_tokens is 0.
   bool pooling = false;
-  // Speculative decoding: whether drafts may be proposed for it (the engine clears it for
-  // requests whose grammar would have to follow drafts), and its adaptive draft length.
+  // Speculative decoding: whether drafts may be proposed for it, and its adaptive draft length.
   bool speculate = true;
+  // The sequence's grammar state (structured outputs, tool calls; null: free), owned by the
+  // engine, which advances it over verified tokens only: a draft model drafts under its masks.
+  std::shared_ptr<const structured::GrammarMatcher> grammar;
   SpecThrottle spec_throttle;
 
   int64_t num_prompt_tokens() const { return int64_t(prompt_token_ids.size()); }

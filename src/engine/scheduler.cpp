@@ -77,6 +77,7 @@ void Scheduler::propose_drafts(Request& req, int64_t max_drafts, std::vector<int
   const int64_t k = std::min(draft_limit(req, /*consume=*/true), max_drafts);
   if (k <= 0) return;
   proposer_->propose_for(req, int32_t(k), drafts);
+  if (draft_filter_ && !drafts.empty()) drafts.resize(std::min(drafts.size(), draft_filter_(req, drafts)));
 }
 
 void Scheduler::preempt(Request* req, SchedulerOutput& out) {
@@ -202,7 +203,30 @@ SchedulerOutput Scheduler::schedule() {
     emit(req, n, true, kv_.block_ids(req->request_id));
     out.scheduled.back().state_restore = hit.state_entry;
   }
+  prefill_drafts(out);
   return out;
+}
+
+void Scheduler::prefill_drafts(const SchedulerOutput& out) {
+  if (!proposer_) return;
+  std::vector<DraftProposer::Chunk> chunks;
+  for (const ScheduledRequest& s : out.scheduled) {
+    const Request* req = requests_.at(s.req_id).get();
+    const int64_t end = s.num_computed_tokens + s.num_scheduled_tokens;
+    // Prompt (or recompute) chunks of requests that will draft; a decode's one token is
+    // prepare()'s to catch up, and only if the request drafts then.
+    const bool decode = s.num_scheduled_tokens == 1 && end == req->num_tokens();
+    if (s.num_draft_tokens > 0 || decode || req->pooling || !req->speculate || req->spec_throttle.peek_k() == 0 ||
+        req->sampling_params.max_tokens - req->num_output_tokens() < 2)
+      continue;
+    chunks.push_back({req, end});
+  }
+  if (chunks.empty()) return;
+  try {
+    proposer_->prefill(chunks);
+  } catch (const std::exception& e) {
+    log_error("speculative decoding: the drafter failed to prefill, its requests catch up when they draft: ", e.what());
+  }
 }
 
 std::optional<RequestStatus> Scheduler::check_stop(const Request& req) const {

@@ -22,6 +22,7 @@
 // and is overwritten by the next step.
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -98,6 +99,10 @@ class Scheduler {
   void set_drafter(std::shared_ptr<DraftProposer> drafter);
   // The drafter (null: speculation off, or a draft model not set yet).
   DraftProposer* drafter() const { return proposer_.get(); }
+  // How many of a request's proposed drafts are worth verifying (the engine cuts a constrained
+  // request's drafts after the first one its grammar forbids, engine/spec_grammar.h). Unset: all.
+  using DraftFilter = std::function<size_t(const Request&, std::span<const int32_t> drafts)>;
+  void set_draft_filter(DraftFilter filter) { draft_filter_ = std::move(filter); }
 
  private:
   int64_t cap_new_tokens(int64_t gap, int64_t budget) const;
@@ -112,6 +117,9 @@ class Scheduler {
   // speculate; else its throttled k, bounded by its max_tokens. `consume`: counts a paused step
   // (once per step, when its drafts are taken; the drafter's look-ahead only peeks).
   int64_t draft_limit(Request& req, bool consume) const;
+  // Hands this step's prompt chunks of requests that will draft to a drafter with a model, which
+  // prefills them beside the target (DraftProposer::prefill).
+  void prefill_drafts(const SchedulerOutput& out);
 
   SchedulerConfig config_;
   KVCacheManager kv_;
@@ -121,6 +129,7 @@ class Scheduler {
   std::vector<std::string> finished_since_last_step_;
   int64_t num_preemptions_ = 0;
   std::shared_ptr<DraftProposer> proposer_;  // null: speculation off
+  DraftFilter draft_filter_;
   SpecDecodeStats spec_stats_;
 };
 

@@ -128,7 +128,7 @@ TEST_F(SpeculativeCli, ParallelLayoutsGiveTheSameTokens) {
 }
 
 // A draft model that is the target's own checkpoint: the same tokens as without speculation and
-// every draft accepted, in an offline run of two prompts batched; --tp with a draft is refused.
+// every draft accepted, in an offline run of two prompts batched, alone and under --tp, --pp, --dp.
 TEST_F(SpeculativeCli, TheTargetAsItsOwnDraftModelAcceptsEveryDraft) {
   const std::string base = "--model " + model() + " --kv-cache-memory 16MiB --max-model-len 256 --prompt "
                            "'one two three four' --prompt 'alpha beta gamma delta' "
@@ -150,9 +150,21 @@ TEST_F(SpeculativeCli, TheTargetAsItsOwnDraftModelAcceptsEveryDraft) {
   ASSERT_TRUE(std::regex_search(sped.output, m, std::regex(R"(\[speculative\] (\d+) drafts, (\d+) draft tokens, (\d+) accepted \(100.0 %\))")))
       << sped.output;
   EXPECT_GT(std::stoll(m[2].str()), 0) << sped.output;
-  const RunResult tp = run(base + " --tp 2 --devices 0,1" + spec);
-  EXPECT_NE(tp.exit_code, 0);
-  EXPECT_TRUE(has(tp.output, "method draft_model runs on one rank of one replica so far")) << tp.output;
+  // The draft runs unsharded on rank 0 of each replica (each --dp replica has its own draft and
+  // KV pool), with rank processes (the default for --tp / --pp) or threads (the default for
+  // --dp): every layout prints the plain single-rank tokens and accepts every draft.
+  for (const char* layout : {"--tp 2 --devices 0,1", "--pp 2 --devices 0,1", "--dp 2 --devices 0,1"}) {
+    const RunResult r = run(base + " " + layout + spec);
+    ASSERT_EQ(r.exit_code, 0) << layout << "\n" << r.output;
+    EXPECT_EQ(ids(r.output), ids(plain.output)) << layout << "\n" << r.output;
+    ASSERT_TRUE(std::regex_search(r.output, m, std::regex(R"(\[speculative\] (\d+) drafts, (\d+) draft tokens, (\d+) accepted \(100.0 %\))")))
+        << layout << "\n" << r.output;
+    EXPECT_GT(std::stoll(m[2].str()), 0) << layout;
+  }
+  // Virtual pipeline engines share a replica's rank 0 between engines: refused by name.
+  const RunResult ve = run(base + " --pp 2 --devices 0,1 --pp-virtual-engines" + spec);
+  EXPECT_NE(ve.exit_code, 0);
+  EXPECT_TRUE(has(ve.output, "--pp-virtual-engines (engines sharing a replica's rank 0) cannot run it")) << ve.output;
 }
 
 TEST_F(SpeculativeCli, BadConfigsAndHybridTargetsAreRefused) {

@@ -96,10 +96,15 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
     fail("--runner ", runner_name(opt.engine.runner), " runs its --tp / --pp ranks as threads of one process: use "
          "--distributed-executor-backend threads (the default for --runner pooling and rerank)");
   const bool draft_model = opt.engine.scheduler.speculative.method == SpeculativeMethod::DraftModel;
-  if (draft_model && (opt.process_comm || opt.layout.tp > 1 || opt.layout.pp > 1 || opt.layout.dp > 1))
-    fail("--speculative-config: method draft_model runs on one rank of one replica so far (the draft is not ",
-         "sharded or replicated): leave out --tp, --pp and --dp (got --tp ", opt.layout.tp, " --pp ", opt.layout.pp,
-         " --dp ", opt.layout.dp, "), or use {\"method\": \"ngram\", ...}, which works with them");
+  // A draft model runs unsharded on each replica's rank 0 (vLLM's draft_tensor_parallel_size 1),
+  // on the engine thread's backend. Virtual engines share a replica's rank 0 between engines, and
+  // with rank processes the engines of replicas 1.. run in rank 0's process without a backend.
+  if (draft_model && (opt.pp_virtual_engines || (opt.process_comm && opt.layout.dp > 1)))
+    fail("--speculative-config: method draft_model runs the draft on rank 0 of each replica, beside its engine: ",
+         opt.pp_virtual_engines ? "--pp-virtual-engines (engines sharing a replica's rank 0)"
+                                : "--dp with rank processes (--distributed-executor-backend mp / mpi)",
+         " cannot run it; --tp, --pp, and --dp with --distributed-executor-backend threads can. Or use "
+         "{\"method\": \"ngram\", ...}, which works with both");
   if (opt.process_comm) return load_process_rank0(opt);
   const EngineLoadOptions& eo = opt.engine;
   const ParallelLayout& L = opt.layout;
@@ -274,8 +279,9 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   ec.vocab_size = cfg.vocab_size;
   ec.eos_token_ids = cfg.eos_token_ids;
   if (cfg.pooling.pooling()) ec.pooled_width = slices[0]->pooling.width(cfg.vocab_size, cfg.hidden_size);
-  // The draft runs on the target's rank-0 backend (the engine thread's pool), between its steps.
-  if (draft) ec.drafter = make_draft_proposer(draft, *backends[0][0], eo, out.capacity.num_blocks);
+  // The draft (weights shared, read only) runs unsharded on each replica's rank-0 backend (the
+  // engine thread's pool) between the target's steps, with a KV pool of its own per replica.
+  // Under --tp / --pp the other ranks' threads idle while it drafts.
 
   // --pp-virtual-engines: each replica runs pp engines over its stages (step_pipeline.h), each
   // with 1/pp of its KV blocks.
@@ -318,11 +324,13 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
                                per_engine, " KV blocks over ", nr, " rank threads, their steps in flight together");
       continue;
     }
+    EngineConfig rc = ec;
+    if (draft) rc.drafter = make_draft_proposer(draft, *parts[0].backend, eo, out.capacity.num_blocks);
     auto runner = std::make_unique<TpModelRunner>(std::move(parts), out.capacity.num_blocks, eo.cache.block_size,
                                                   eo.kv_cache_dtype, L.dp > 1 ? str_cat("replica ", i, " ") : "", L.pp,
                                                   opt.pp_micro_batches);
     if (eo.prefault_kv_cache) runner->prefault_kv_caches();
-    add_engine(out, replicas, ec, std::move(runner));
+    add_engine(out, replicas, rc, std::move(runner));
 
     std::string line = str_cat("replica ", i, ":");
     for (int r = 0; r < nr; ++r)

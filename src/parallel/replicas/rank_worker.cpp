@@ -9,12 +9,14 @@
 #include "core/kv_dtype.h"
 #include "core/log.h"
 #include "core/memory.h"
+#include "engine/draft_model_proposer.h"
 #include "engine/engine.h"
 #include "io/checkpoint.h"
 #include "model/weight_staging.h"
 #include "parallel/mpi_communicator.h"
 #include "parallel/rank_health.h"
 #include "parallel/replicas/batch_codec.h"
+#include "parallel/replicas/draft_load.h"
 #include "parallel/replicas/load_replicas.h"
 #include "parallel/replicas/replica_link.h"
 #include "parallel/replicas/step_pipeline.h"
@@ -317,12 +319,18 @@ LoadedEngine load_process_rank0(const ReplicaLoadOptions& opt) {
   out.pp = L.pp;
   std::unique_ptr<Backend> backend;
   std::shared_ptr<const Qwen3Weights> weights;
+  std::shared_ptr<const Qwen3Weights> draft;  // --speculative-config draft model: unsharded, on rank 0
   std::string error;
   try {
     if (!kv_dtype_supported(eo.kv_cache_dtype))
       fail("--kv-cache-dtype must be one of ", kKvCacheDtypeHelp, ", got ", dtype_name(eo.kv_cache_dtype));
     backend = rank_backend(opt, 0);
     weights = stage_own_slice(eo, pos, /*engine_rank=*/true);
+    check_speculative_target(eo.scheduler.speculative, weights->config, eo.model_dir);  // draft vocab / tokenizer
+    if (eo.scheduler.speculative.method == SpeculativeMethod::DraftModel) {
+      auto stager = make_cpu_backend(cpu_count(), {}, eo.matmul_precision, eo.cpu_linear_kernel);
+      draft = stage_draft_weights(eo.scheduler.speculative, eo, *stager);
+    }
   } catch (const std::exception& e) {
     error = e.what();
   }
@@ -332,6 +340,7 @@ LoadedEngine load_process_rank0(const ReplicaLoadOptions& opt) {
   out.threads = rank_threads(opt, 0);
   out.config = weights->config;
   out.weight_bytes = weights->resident_bytes * size_t(L.ranks_per_replica());  // about: stages differ a little
+  if (draft) out.weight_bytes += draft->resident_bytes;
   out.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const ModelConfig& cfg = weights->config;
 
@@ -342,7 +351,8 @@ LoadedEngine load_process_rank0(const ReplicaLoadOptions& opt) {
   int64_t num_blocks = -1;
   try {
     const int64_t block_bytes = kv_bytes_per_block(cfg.num_hidden_layers, eo.cache.block_size, weights->n_kv_heads,
-                                                   cfg.head_dim, eo.kv_cache_dtype) * L.tp;
+                                                   cfg.head_dim, eo.kv_cache_dtype) * L.tp +
+                                (draft ? draft_kv_bytes_per_block(*draft, eo) : 0);  // the draft's block beside each
     out.capacity =
         plan_kv_capacity(kv_capacity_request(eo, block_bytes, static_cast<int64_t>(available_memory_bytes()) / L.dp));
     num_blocks = out.capacity.num_blocks;
@@ -370,6 +380,8 @@ LoadedEngine load_process_rank0(const ReplicaLoadOptions& opt) {
   ec.vocab_size = cfg.vocab_size;
   ec.eos_token_ids = cfg.eos_token_ids;
   if (opt.pp_virtual_engines) return pipelined_rank0(opt, std::move(out), std::move(backend), weights, ec);
+  // The draft runs on rank 0's backend (the engine thread's pool) between the target's steps.
+  if (draft) ec.drafter = make_draft_proposer(draft, *backend, eo, num_blocks);
   auto runner = std::make_unique<ProcessTpExecutor>(std::move(backend), weights, replica_comm, opt.stage_comm, L.pp,
                                                     opt.pp_micro_batches, num_blocks, eo.cache.block_size,
                                                     eo.kv_cache_dtype);
