@@ -31,6 +31,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cli_checks import check_close, engine_logits, run  # noqa: E402
+import kv_quant_reference  # noqa: E402
 from qwen3_reference import Qwen3Reference  # noqa: E402
 
 YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}
@@ -92,6 +93,7 @@ def check_long(a, T):
     """YaRN over a T-token prompt: the last 8 positions' logits with each KV dtype against the
     reference storing K/V the same way and against its fp32 K/V (KV_BOUNDS), and (T small enough
     for the command line) the greedy continuation with fp32 KV equal to the reference's."""
+    kv_quant_reference._self_check()  # the reference's E4M3 rounding on every code and midpoint
     model = os.path.join(a.work_dir, f"tiny-yarn-{T}")
     run([a.binary, "make-test-model", "--preset", "tiny", "--seed", "7", "--out", model])
     cfg_path = os.path.join(model, "config.json")
