@@ -96,7 +96,9 @@ RequestTiming send_completion(const Endpoint& ep, const std::string& prompt, int
   RequestTiming r;
   r.prompt_len = prompt_len;
   httplib::Client cli(ep.base_url);
-  cli.set_read_timeout(3600, 0);
+  // A request queued behind others' 32K-token prefills on a CPU can wait long for its first byte:
+  // 6 hours, as vLLM's benchmark client allows.
+  cli.set_read_timeout(6 * 3600, 0);
   cli.set_connection_timeout(10, 0);
   cli.set_keep_alive(false);
 

@@ -59,6 +59,7 @@ double parse_rate(const std::string& s) {
 // the served checkpoint directory there).
 struct ServedModel {
   std::string id, root;
+  int64_t max_model_len = 0;  // 0: the server did not say
 };
 ServedModel served_model(const std::string& base) {
   httplib::Client cli(base);
@@ -72,7 +73,21 @@ ServedModel served_model(const std::string& base) {
   ServedModel m;
   m.id = j["data"][0]["id"].get<std::string>();
   if (auto r = j["data"][0].find("root"); r != j["data"][0].end() && r->is_string()) m.root = r->get<std::string>();
+  if (auto r = j["data"][0].find("max_model_len"); r != j["data"][0].end() && r->is_number_integer())
+    m.max_model_len = r->get<int64_t>();
   return m;
+}
+
+// Long prompts (--input-len 32000): a server started with a shorter --max-model-len would refuse
+// every request, after a dataset that takes a while to build; say so first, naming the flag.
+void check_server_context(const ServedModel& m, int64_t input_len, int64_t output_len, double ratio) {
+  auto hi = [&](int64_t len) { return ratio > 0 ? int64_t(std::ceil(double(len) * (1 + ratio))) : len; };
+  const int64_t need = hi(input_len) + hi(output_len);
+  if (m.max_model_len > 0 && need > m.max_model_len)
+    fail("bench serve: --input-len ", input_len, " + --output-len ", output_len,
+         ratio > 0 ? str_cat(" (x ", 1 + ratio, " with --random-range-ratio)") : std::string(), " need ", need,
+         " tokens of context, but the server's max_model_len is ", m.max_model_len, " (", "/v1/models of model '",
+         m.id, "'): start the server with --max-model-len ", need, " or more");
 }
 
 // bench serve without --tokenizer: the --model directory when it is one, else the server's
@@ -240,7 +255,19 @@ int cmd_bench(int argc, char** argv) {
     so.request_rate = parse_rate(rate);
     so.burstiness = burstiness;
     so.seed = s_seed;
-    so.endpoint.model = model_name.empty() || std::filesystem::is_directory(model_name) ? served_model(so.endpoint.base_url).id : model_name;
+    const bool model_from_server = model_name.empty() || std::filesystem::is_directory(model_name);
+    ServedModel served;
+    if (model_from_server) {
+      served = served_model(so.endpoint.base_url);
+    } else {
+      try {  // a model NAME given: the server need not answer /v1/models; then its limit is not checked here
+        served = served_model(so.endpoint.base_url);
+      } catch (const Error& e) {
+        log_info("bench serve: the prompts' length is not checked against the server's max_model_len: ", e.what());
+      }
+    }
+    so.endpoint.model = model_from_server ? served.id : model_name;
+    if (!endpoint.ends_with("/embeddings")) check_server_context(served, s_in, s_out, s_ratio);
     const std::vector<int> cs = parse_concurrency_list(concurrency);
     auto tok = Tokenizer::load(tokenizer_dir);
     bench::RandomDatasetOptions dopt{s_in, s_out, s_ratio, s_n, s_seed};

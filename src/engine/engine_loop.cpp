@@ -121,6 +121,7 @@ void EngineLoop::refresh_stats_locked() {
   stats_.kv_usage = pool.usage();
   stats_.prefix_cache = sched.kv_cache_manager().prefix_cache_stats();
   stats_.num_preemptions = sched.num_preemptions();
+  stats_.prefill = sched.prefill_progress();
   stats_.speculative = sched.config().speculative.enabled();
   stats_.num_speculative_tokens = sched.config().speculative.num_speculative_tokens;
   stats_.spec_decode = sched.spec_decode_stats();

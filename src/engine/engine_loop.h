@@ -54,6 +54,7 @@ struct EngineLoopStats {
   double kv_usage = 0;  // fraction of blocks held by requests
   PrefixCacheStats prefix_cache;
   int64_t num_preemptions = 0;
+  PrefillProgress prefill;  // engine/prefill_progress.h
   bool speculative = false;  // --speculative-config is on: spec_decode counts
   int32_t num_speculative_tokens = 0;
   SpecDecodeStats spec_decode;

@@ -85,6 +85,7 @@ void Scheduler::preempt(Request* req, SchedulerOutput& out) {
   // so the recompute often starts from a hit) and the request restarts from its tokens so far.
   kv_.free(*req);
   if (proposer_) proposer_->forget(req->request_id);  // a draft model's KV goes too; it catches up later
+  prefill_.forget(req->request_id);
   req->status = RequestStatus::Preempted;
   req->num_computed_tokens = 0;
   ++req->num_preemptions;
@@ -273,6 +274,7 @@ std::vector<EngineCoreOutput> Scheduler::update_from_output(const SchedulerOutpu
     // rejected drafts lies beyond num_computed_tokens and will be overwritten.
     const int64_t accepted = s.num_draft_tokens > 0 ? int64_t(run.size()) - 1 : 0;
     req->num_computed_tokens += s.num_scheduled_tokens - s.num_draft_tokens + accepted;
+    prefill_.on_step(*req, s.num_computed_tokens);
     if (s.num_draft_tokens > 0) {
       spec_stats_.observe(s.num_draft_tokens, accepted);
       req->spec_throttle.observe(int32_t(s.num_draft_tokens), int32_t(accepted));
@@ -329,6 +331,7 @@ std::vector<EngineCoreOutput> Scheduler::update_from_output(const SchedulerOutpu
 void Scheduler::retire(Request* req, RequestStatus status) {
   kv_.free(*req);
   if (proposer_) proposer_->forget(req->request_id);
+  prefill_.forget(req->request_id);
   auto r = std::find(running_.begin(), running_.end(), req);
   if (r != running_.end()) running_.erase(r);
   auto w = std::find(waiting_.begin(), waiting_.end(), req);

@@ -32,6 +32,7 @@
 
 #include "engine/engine_config.h"
 #include "engine/kv_cache_manager.h"
+#include "engine/prefill_progress.h"
 #include "engine/request.h"
 #include "engine/draft_proposer.h"
 #include "engine/scheduler_output.h"
@@ -94,6 +95,8 @@ class Scheduler {
   KVCacheManager& kv_cache_manager() { return kv_; }
   const KVCacheManager& kv_cache_manager() const { return kv_; }
   int64_t num_preemptions() const { return num_preemptions_; }
+  // Prompts being prefilled (engine/prefill_progress.h), for /metrics.
+  PrefillProgress prefill_progress() const { return prefill_.progress(running_); }
   const SpecDecodeStats& spec_decode_stats() const { return spec_stats_; }
   // Method draft_model: the drafter (engine/draft_model_proposer.h), set once before any request.
   void set_drafter(std::shared_ptr<DraftProposer> drafter);
@@ -131,6 +134,7 @@ class Scheduler {
   std::shared_ptr<DraftProposer> proposer_;  // null: speculation off
   DraftFilter draft_filter_;
   SpecDecodeStats spec_stats_;
+  PrefillTracker prefill_;
 };
 
 }  // namespace pypto

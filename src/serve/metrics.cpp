@@ -210,6 +210,17 @@ std::string ServerMetrics::render(const std::string& model_name, const std::vect
   counter("pypto:prefix_cache_tokens_without_state_total",
           "Hybrid models: cached tokens a hit could not use because no state snapshot ends there.",
           [](const EngineGauges& g) { return g.prefix_cache_tokens_without_state; });
+  // Long prompts' prefill (engine/prefill_progress.h): the gauges move with every chunk.
+  gauge("pypto:prefill_requests", "Running requests whose prompt is still being prefilled.",
+        [](const EngineGauges& g) { return g.prefill.requests; });
+  gauge("pypto:prefill_prompt_tokens_computed",
+        "Of the prompts being prefilled, tokens whose KV is in the cache (prefix-cache hits included).",
+        [](const EngineGauges& g) { return g.prefill.computed_tokens; });
+  gauge("pypto:prefill_prompt_tokens", "Prompt tokens of the requests being prefilled.",
+        [](const EngineGauges& g) { return g.prefill.prompt_tokens; });
+  counter("pypto:prefill_tokens_computed_total",
+          "Prompt tokens computed by the model, counted per step (not prefix-cache hits; recompute counts again).",
+          [](const EngineGauges& g) { return g.prefill.computed_total; });
   render_spec_decode_metrics(out, gauges, labels);
   gauge("pypto:engine_active_requests", "Requests (sequences) the engine loop holds: queued, running or finishing.",
         [](const EngineGauges& g) { return g.num_active_requests; });

@@ -65,6 +65,7 @@ struct EngineGauges {
   int64_t state_snapshots_saved = 0;
   int64_t state_snapshots_evicted = 0;
   int64_t prefix_cache_tokens_without_state = 0;
+  PrefillProgress prefill;  // prompts being prefilled, and prompt tokens computed (counter)
   // Speculative decoding (engine/spec_decode_stats.h); exported only when it is on.
   bool speculative = false;
   int32_t num_speculative_tokens = 0;  // k

@@ -43,6 +43,7 @@ std::vector<EngineGauges> ServerState::gauges() const {
     e.state_snapshots_saved = st.prefix_cache.state.saved;
     e.state_snapshots_evicted = st.prefix_cache.state.evicted;
     e.prefix_cache_tokens_without_state = st.prefix_cache.tokens_without_state;
+    e.prefill = st.prefill;
     e.speculative = st.speculative;
     e.num_speculative_tokens = st.num_speculative_tokens;
     e.spec_decode = st.spec_decode;

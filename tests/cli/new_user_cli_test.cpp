@@ -324,4 +324,19 @@ TEST_F(NewUserCli, BenchServeSaysWhatToPassWhenTheRootIsNotLocal) {
   EXPECT_TRUE(has(r.output, "'remote-model'")) << r.output;
 }
 
+// bench serve --input-len 32000 against a server started with a shorter --max-model-len fails
+// at once (before building 32K-token prompts and sending any), naming the server's limit and the
+// flag that raises it.
+TEST_F(NewUserCli, BenchServeLongPromptsNameTheServersMaxModelLen) {
+  ServerProcess server("--model " + model() + " --max-model-len 512 --kv-cache-memory 16MiB", dir_ / "server3.log");
+  const int port = server.wait_port(120);
+  ASSERT_GT(port, 0) << server.log();
+  RunResult r = run("bench serve --url http://127.0.0.1:" + std::to_string(port) +
+                    " --input-len 32000 --output-len 8 --num-prompts 2 --no-save");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(has(r.output, "need 32008 tokens of context, but the server's max_model_len is 512")) << r.output;
+  EXPECT_TRUE(has(r.output, "start the server with --max-model-len 32008 or more")) << r.output;
+  EXPECT_FALSE(has(r.output, "test request")) << r.output;  // refused before the first request
+}
+
 }  // namespace

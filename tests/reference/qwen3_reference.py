@@ -40,6 +40,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from checkpoint_reader import read_checkpoint  # noqa: E402
+from kv_quant_reference import kv_store  # noqa: E402
 from rope_reference import rope_parameters  # noqa: E402
 
 
@@ -74,11 +75,12 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 class Qwen3Reference:
-    def __init__(self, model_dir: str, transform=None, kv_bf16=False):
+    def __init__(self, model_dir: str, transform=None, kv_bf16=False, kv_dtype=None):
         """transform(name, tensor) -> tensor, applied to every weight as loaded (tests use it to
-        quantize and dequantize weights the way an engine option does). kv_bf16: keys (after RoPE)
-        and values are rounded to bf16 as a bf16 KV cache stores them."""
-        self.kv_bf16 = kv_bf16
+        quantize and dequantize weights the way an engine option does). kv_dtype ("bf16", "int8",
+        "fp8"; kv_bf16 is "bf16"): keys (after RoPE) and values are stored as a KV cache of that
+        dtype stores them (kv_quant_reference.py) before attention reads them."""
+        self.kv_dtype = "bf16" if kv_bf16 and kv_dtype is None else kv_dtype
         cfg, w = read_checkpoint(model_dir)
         self.headless = "embed_tokens.weight" in w  # Qwen3-Embedding: flat names, no lm_head
         if self.headless:
@@ -165,8 +167,8 @@ class Qwen3Reference:
         q = self._rope(q.transpose(0, 1), positions)  # [nq, T, hd]
         k = self._rope(k.transpose(0, 1), positions)  # [nkv, T, hd]
         v = v.transpose(0, 1)
-        if self.kv_bf16:
-            k, v = k.to(torch.bfloat16).float(), v.to(torch.bfloat16).float()
+        if self.kv_dtype is not None:
+            k, v = kv_store(k, self.kv_dtype), kv_store(v, self.kv_dtype)
         if cache is not None:  # contiguous per-layer cache of earlier positions
             if "k" in cache:
                 k = torch.cat((cache["k"], k), dim=1)

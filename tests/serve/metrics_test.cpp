@@ -113,5 +113,19 @@ TEST(ServerMetrics, PhaseHistogramsInTheExposition) {
   EXPECT_DOUBLE_EQ(sample(text, "vllm:request_prefill_time_seconds_sum"), 1.0);
 }
 
+// A long prompt's prefill progress (engine/prefill_progress.h) as gauges and a counter per engine.
+TEST(ServerMetrics, PrefillProgressInTheExposition) {
+  ServerMetrics m(1, 40000);
+  std::vector<EngineGauges> gauges(1);
+  gauges[0].prefill = PrefillProgress{1, 12288, 32000, 14336};
+  const std::string text = m.render("m", gauges);
+  EXPECT_NE(text.find("# TYPE pypto:prefill_prompt_tokens_computed gauge\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("# TYPE pypto:prefill_tokens_computed_total counter\n"), std::string::npos) << text;
+  EXPECT_EQ(sample(text, "pypto:prefill_requests"), 1);
+  EXPECT_EQ(sample(text, "pypto:prefill_prompt_tokens_computed"), 12288);
+  EXPECT_EQ(sample(text, "pypto:prefill_prompt_tokens"), 32000);
+  EXPECT_EQ(sample(text, "pypto:prefill_tokens_computed_total"), 14336);
+}
+
 }  // namespace
 }  // namespace pypto
