@@ -47,6 +47,12 @@ int cmd_make_test_model(int argc, char** argv) {
   app.add_flag("--text-only", opt.text_only,
                "Qwen3.5 / Qwen3.6 presets: write the text-only Qwen3_5(Moe)ForCausalLM layout instead of the "
                "published vision-language wrapper (text_config, model.language_model.*)");
+  app.add_option("--mtp", opt.mtp,
+                 "Qwen3.5 / Qwen3.6 presets: the MTP head's weights: random, oracle (the head drafts exactly what "
+                 "the target emits: zero mixer / FFN output projections, fc passing the embedding through) or "
+                 "oracle-perturbed (the same with another mtp.norm: partial acceptance)")
+      ->check(CLI::IsMember({"random", "oracle", "oracle-perturbed"}))
+      ->capture_default_str();
   app.add_option("--seed", opt.seed, "random seed")->capture_default_str();
   app.add_option("--out", opt.out_dir, "output directory")->required();
   CLI11_PARSE(app, argc, argv);

@@ -90,6 +90,7 @@ void build_forward_batch(const SchedulerOutput& so, BlockTables& tables, int32_t
     if (const int32_t slot = tables.state_slot(s.req_id); slot >= 0) {
       batch.state_slots.push_back(slot);
       batch.state_restore.push_back(s.state_restore);
+      batch.draft_rows.push_back(static_cast<int32_t>(s.num_draft_tokens));  // rollback points (model/gdn_rollback.h)
       const int32_t seq = batch.num_seqs() - 1;
       for (const StateSave& v : s.state_saves)
         batch.state_saves.push_back({seq, static_cast<int32_t>(v.position - s.num_computed_tokens), v.entry});

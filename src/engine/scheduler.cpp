@@ -22,8 +22,10 @@ Scheduler::Scheduler(const SchedulerConfig& config, const CacheConfig& cache, Bl
 }
 
 void Scheduler::set_drafter(std::shared_ptr<DraftProposer> drafter) {
-  PYPTO_ASSERT(drafter != nullptr && config_.speculative.method == SpeculativeMethod::DraftModel && requests_.empty(),
-               "a drafter is set once, before any request, for method draft_model");
+  PYPTO_ASSERT(drafter != nullptr && requests_.empty() &&
+                   (config_.speculative.method == SpeculativeMethod::DraftModel ||
+                    config_.speculative.method == SpeculativeMethod::Mtp),
+               "a drafter is set once, before any request, for method draft_model or mtp");
   proposer_ = std::move(drafter);
 }
 
@@ -116,7 +118,8 @@ SchedulerOutput Scheduler::schedule() {
     s.is_new = is_new;
     s.block_ids = std::move(block_ids);
     s.samples = req->num_computed_tokens + verified == req->num_tokens();
-    s.state_saves = kv_.plan_state_saves(*req, req->num_computed_tokens, verified);  // never at a draft
+    // Saves may fall on drafts; update_from_output commits only those at verified positions.
+    s.state_saves = kv_.plan_state_saves(*req, req->num_computed_tokens, n);
     out.total_num_scheduled_tokens += n;
     budget -= n;
     out.scheduled.push_back(std::move(s));
@@ -317,7 +320,12 @@ std::vector<EngineCoreOutput> Scheduler::update_from_output(const SchedulerOutpu
     // Blocks are published once the tokens they hold are in all_token_ids (block hashes cover
     // only appended tokens), and only up to num_computed_tokens: verified tokens alone.
     kv_.cache_blocks(*req);
-    kv_.commit_state_saves(*req, s.state_saves);
+    // Snapshots taken at rejected drafts (past num_computed_tokens) are never committed: the step's
+    // end frees them. The prefix cache holds verified tokens and states only.
+    std::vector<StateSave> saves;
+    for (const StateSave& v : s.state_saves)
+      if (v.position <= req->num_computed_tokens) saves.push_back(v);
+    kv_.commit_state_saves(*req, saves);
     if (st) {
       o.finish_reason = finish_reason(*st);
       retire(req, *st);

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "engine/mtp_config.h"
 #include "io/json_fields.h"
 #include "io/model_config.h"
 
@@ -14,6 +15,7 @@ namespace {
 constexpr const char* kWhere = "--speculative-config";
 constexpr const char* kAllowedKeys =
     "method, num_speculative_tokens, prompt_lookup_max, prompt_lookup_min (ngram), model, quantization (draft_model)";
+// (method mtp takes method and num_speculative_tokens only)
 
 int32_t positive_int(const JsonFields& f, const char* key, int64_t max) {
   const int64_t v = f.req_int(key);
@@ -54,6 +56,7 @@ const char* speculative_method_name(SpeculativeMethod m) {
     case SpeculativeMethod::None: return "none";
     case SpeculativeMethod::Ngram: return "ngram";
     case SpeculativeMethod::DraftModel: return "draft_model";
+    case SpeculativeMethod::Mtp: return "mtp";
   }
   return "none";
 }
@@ -87,16 +90,24 @@ SpeculativeConfig parse_speculative_config(const std::string& json_text) {
 
   // vLLM infers the method from `model` when it is left out; without a model it is required.
   std::string method = f.opt_string("method").value_or(f.has("model") ? "draft_model" : "");
-  if (method.empty()) fail(kWhere, ": 'method' is required without 'model'; allowed methods: ngram, draft_model");
+  if (method.empty()) fail(kWhere, ": 'method' is required without 'model'; allowed methods: ngram, draft_model, mtp");
   if (method == "ngram") {
     c.method = SpeculativeMethod::Ngram;
   } else if (method == "draft_model") {
     c.method = SpeculativeMethod::DraftModel;
+  } else if (is_mtp_method(method)) {
+    c.method = SpeculativeMethod::Mtp;  // engine/mtp_config.h
   } else {
-    fail(kWhere, ": method \"", method, "\" is not supported; allowed methods: ngram, draft_model (EAGLE, MTP and ",
+    fail(kWhere, ": method \"", method, "\" is not supported; allowed methods: ngram, draft_model, mtp (EAGLE and ",
          "suffix decoding are not built)");
   }
   c.num_speculative_tokens = positive_int(f, "num_speculative_tokens", kMaxSpeculativeTokens);
+  if (c.method == SpeculativeMethod::Mtp) {
+    for (const char* key : {"model", "quantization", "prompt_lookup_min", "prompt_lookup_max"})
+      if (f.has(key)) fail(kWhere, ": '", key, "' does not apply to method mtp (the MTP head is the target checkpoint's own)");
+    c.validate();
+    return c;
+  }
 
   if (c.method == SpeculativeMethod::Ngram) {
     for (const char* key : {"model", "quantization"})
@@ -121,12 +132,10 @@ SpeculativeConfig parse_speculative_config(const std::string& json_text) {
 
 void check_speculative_target(const SpeculativeConfig& spec, const ModelConfig& target, const std::string& target_dir) {
   if (!spec.enabled()) return;
-  if (target.hybrid())
-    fail(kWhere, ": ", target.architecture, " is a hybrid (Gated DeltaNet) model, whose recurrent state cannot be ",
-         "rolled back past rejected drafts yet (issue 37): leave --speculative-config out for this model");
   if (target.pooling.pooling())
     fail(kWhere, ": a pooling model (--runner pooling: embeddings, scores) generates no tokens to speculate on: "
          "leave --speculative-config out");
+  if (spec.method == SpeculativeMethod::Mtp) check_mtp_target(spec, target, target_dir);
   if (spec.method != SpeculativeMethod::DraftModel) return;
   namespace fs = std::filesystem;
   const std::string cfg_path = spec.draft_model + "/config.json";

@@ -3,6 +3,8 @@
 // are vLLM's, so a vLLM command line works unchanged:
 //   {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": M, "prompt_lookup_min": m}
 //   {"model": DIR, "num_speculative_tokens": k, "quantization": "int8"}   (method draft_model)
+//   {"method": "mtp", "num_speculative_tokens": k}   (the checkpoint's own MTP head: Qwen3.5 / Qwen3.6;
+//   the older names qwen3_5_mtp and qwen3_next_mtp are accepted with a warning)
 // Unknown keys, unknown methods and keys of the other method are refused by name, never ignored.
 #include <cstdint>
 #include <string>
@@ -11,7 +13,7 @@ namespace pypto {
 
 struct ModelConfig;
 
-enum class SpeculativeMethod { None, Ngram, DraftModel };
+enum class SpeculativeMethod { None, Ngram, DraftModel, Mtp };
 
 const char* speculative_method_name(SpeculativeMethod m);
 
@@ -40,9 +42,9 @@ constexpr int32_t kMaxSpeculativeTokens = 16;
 // Parses --speculative-config. Empty text: speculation off. Throws Error naming the key.
 SpeculativeConfig parse_speculative_config(const std::string& json_text);
 
-// Checks the config against the target model (at start-up, once config.json is read): a hybrid
-// (Gated DeltaNet) target cannot roll its recurrent state back, and a draft model must share the
-// target's vocabulary and tokenizer. `target_dir` holds the target's tokenizer.json.
+// Checks the config against the target model (at start-up, once config.json is read): a draft
+// model must share the target's vocabulary and tokenizer. (Hybrid targets roll their Gated
+// DeltaNet state back past rejected drafts: model/gdn_rollback.h.) `target_dir` holds the target's tokenizer.json.
 void check_speculative_target(const SpeculativeConfig& spec, const ModelConfig& target, const std::string& target_dir);
 
 }  // namespace pypto

@@ -52,6 +52,10 @@ void ForwardBatch::validate(int64_t num_cache_blocks, int32_t block_size) const 
   }
   PYPTO_ASSERT(state_slots.empty() || int32_t(state_slots.size()) == S, "state_slots size");
   PYPTO_ASSERT(state_restore.empty() || int32_t(state_restore.size()) == S, "state_restore size");
+  PYPTO_ASSERT(draft_rows.empty() || int32_t(draft_rows.size()) == S, "draft_rows size");
+  for (size_t s = 0; s < draft_rows.size(); ++s)
+    PYPTO_ASSERT(draft_rows[s] >= 0 && draft_rows[s] < query_start[s + 1] - query_start[s], "sequence ", s, ": ",
+                 draft_rows[s], " draft rows in ", query_start[s + 1] - query_start[s]);
   for (size_t i = 0; i < state_saves.size(); ++i) {
     const StateSave& v = state_saves[i];
     PYPTO_ASSERT(v.seq >= 0 && v.seq < S && v.rows >= 1 && v.rows <= query_start[v.seq + 1] - query_start[v.seq],

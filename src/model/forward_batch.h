@@ -40,6 +40,11 @@ struct ForwardBatch {
     int32_t seq = 0, rows = 0, entry = 0;
   };
   std::vector<StateSave> state_saves;
+  // Hybrid models with speculative decoding (model/gdn_rollback.h): per sequence, how many of its
+  // last rows are drafts under verification (0: none; the vector may be empty when no sequence
+  // verifies). The step keeps the state after each row before them, so a rejected draft can be
+  // rolled back from.
+  std::vector<int32_t> draft_rows;
 
   int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }
   int32_t num_seqs() const { return query_start.empty() ? 0 : static_cast<int32_t>(query_start.size()) - 1; }
@@ -56,6 +61,7 @@ struct ForwardBatch {
     state_slots.clear();
     state_restore.clear();
     state_saves.clear();
+    draft_rows.clear();
     max_blocks_per_seq = 0;
   }
 

@@ -1,5 +1,6 @@
 #include "model/gated_deltanet.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -80,7 +81,7 @@ void GatedDeltaNet::conv_silu(const GdnLayerWeights& W, int64_t r0, int64_t n, f
 }
 
 void GatedDeltaNet::forward(const GdnLayerWeights& W, const float* h, const ForwardBatch& batch, GdnStatePool& states,
-                            int32_t layer, float* out) {
+                            int32_t layer, float* out, GdnRollbackStates* rollback) {
   Backend& be = backend_;
   const int64_t T = batch.num_tokens(), P = proj_dim_, C = conv_dim_;
   PYPTO_ASSERT(T <= rows_, "GDN scratch holds ", rows_, " rows, the step has ", T);
@@ -110,6 +111,19 @@ void GatedDeltaNet::forward(const GdnLayerWeights& W, const float* h, const Forw
   for (const ForwardBatch::StateSave& v : batch.state_saves)
     saves_[size_t(v.seq)].push_back(
         {v.rows, states.snapshot_conv(v.entry, layer), states.snapshot_recurrent(v.entry, layer)});
+  // Speculative verify rows: the state after each row before a draft (rollback entries 0 .. d-1).
+  for (size_t s = 0; s < batch.draft_rows.size(); ++s) {
+    const int32_t d = batch.draft_rows[s];
+    if (d == 0) continue;
+    PYPTO_ASSERT(rollback != nullptr && d <= rollback->depth(), "sequence ", s, " verifies ", d,
+                 " drafts without rollback entries for them");
+    const int64_t n = batch.query_start[s + 1] - batch.query_start[s];
+    const int32_t slot = batch.state_slots[s];
+    for (int32_t j = 0; j < d; ++j)
+      saves_[s].push_back({n - d + j, rollback->conv(slot, j, layer), rollback->recurrent(slot, j, layer)});
+    std::stable_sort(saves_[s].begin(), saves_[s].end(),
+                     [](const SavePoint& a, const SavePoint& b) { return a.rows < b.rows; });
+  }
 
   PYPTO_PROF_OP("gdn.conv");
   for (int32_t s = 0; s < batch.num_seqs(); ++s) {

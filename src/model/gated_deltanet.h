@@ -17,6 +17,7 @@
 #include "io/model_config.h"
 #include "kernels/backend.h"
 #include "model/forward_batch.h"
+#include "model/gdn_rollback.h"
 #include "model/gdn_state.h"
 #include "model/hybrid_weights.h"
 
@@ -33,8 +34,10 @@ class GatedDeltaNet {
   // and updates slot batch.state_slots[s] of `states` at GDN layer index `layer`, and copies this
   // layer's state into the snapshot entries batch.state_saves names, at the rows they name (the
   // sequence's rows run in segments between them: the same arithmetic, token by token).
+  // A sequence verifying d drafts (batch.draft_rows) also leaves its state after each of its rows
+  // n - d .. n - 1 in `rollback` entries 0 .. d - 1 of its slot (model/gdn_rollback.h).
   void forward(const GdnLayerWeights& W, const float* h, const ForwardBatch& batch, GdnStatePool& states,
-               int32_t layer, float* out);
+               int32_t layer, float* out, GdnRollbackStates* rollback = nullptr);
 
  private:
   // A point inside one sequence's rows where its state is copied out: after `rows` new tokens,

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <set>
 #include <span>
 
@@ -386,12 +387,11 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
   release(embed);
   if (has_head) w.final_norm = vec_f32(P + "norm.weight", 1.0f);
 
-  for (int i = lb; i < le; ++i) {
-    auto N = [&](const char* s) { return lname(c, i, s); };
-    Qwen3LayerWeights& L = w.layers.emplace_back();
+  // One decoder layer (a main-stack layer, or the MTP head's): N(suffix) names its tensors.
+  auto stage_layer = [&](Qwen3LayerWeights& L, const std::function<std::string(const std::string&)>& N, bool full) {
     L.input_norm = vec_f32(N("input_layernorm.weight"), 1.0f);
     L.post_norm = vec_f32(N("post_attention_layernorm.weight"), 1.0f);
-    if (c.full_attention_layer(i)) {
+    if (full) {
       // q_proj rows per head h: [h·2hd, h·2hd + hd) query, [h·2hd + hd, (h+1)·2hd) gate.
       L.mixer = LayerMixer::GatedAttention;
       const TensorRef& q = ck.get(N("self_attn.q_proj.weight"));
@@ -442,7 +442,7 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
       L.gate_up = pack(gu, H);
       L.down = pack_cols(whole(N("mlp.down_proj.weight")), c.intermediate_size, i0, i0 + I);
       done({N("mlp.gate_proj.weight"), N("mlp.up_proj.weight"), N("mlp.down_proj.weight")});
-      continue;
+      return;
     }
     // Qwen3.5-MoE: every layer sparse; the router stays float like the other architectures'.
     L.sparse = true;
@@ -453,7 +453,7 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
     const Rows router = whole(N("mlp.gate.weight"));
     L.router = pack_float(std::span<const Rows>(&router, 1), H);
     done({N("mlp.gate.weight")});
-    if (fused_experts(ck, i)) {  // gate_up_proj [E, 2I, H] (gate rows first), down_proj [E, H, I]
+    if (ck.find(N("mlp.experts.gate_up_proj")) != nullptr) {  // gate_up_proj [E, 2I, H] (gate rows first), down_proj [E, H, I]
       const TensorRef& gu = ck.get(N("mlp.experts.gate_up_proj"));
       const TensorRef& dn = ck.get(N("mlp.experts.down_proj"));
       for (int64_t e = e0; e < e1; ++e) {
@@ -470,12 +470,12 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
       for (int64_t e = 0; e < c.num_experts; ++e) {
         const std::string x = str_cat("mlp.experts.", e, ".");
         if (e < e0 || e >= e1) {  // another rank's expert
-          done({lname(c, i, x + "gate_proj.weight"), lname(c, i, x + "up_proj.weight"), lname(c, i, x + "down_proj.weight")});
+          done({N(x + "gate_proj.weight"), N(x + "up_proj.weight"), N(x + "down_proj.weight")});
           continue;
         }
-        const Rows g[] = {rows_of(lname(c, i, x + "gate_proj.weight"), m0, mIr), rows_of(lname(c, i, x + "up_proj.weight"), m0, mIr)};
-        L.experts.push_back({pack(g, H), pack_cols(whole(lname(c, i, x + "down_proj.weight")), mI, m0, m0 + mIr)});
-        done({lname(c, i, x + "gate_proj.weight"), lname(c, i, x + "up_proj.weight"), lname(c, i, x + "down_proj.weight")});
+        const Rows g[] = {rows_of(N(x + "gate_proj.weight"), m0, mIr), rows_of(N(x + "up_proj.weight"), m0, mIr)};
+        L.experts.push_back({pack(g, H), pack_cols(whole(N(x + "down_proj.weight")), mI, m0, m0 + mIr)});
+        done({N(x + "gate_proj.weight"), N(x + "up_proj.weight"), N(x + "down_proj.weight")});
       }
     }
     const Rows sgu[] = {rows_of(N("mlp.shared_expert.gate_proj.weight"), s0, sIr),
@@ -486,6 +486,23 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
     L.shared_expert.gate = pack_float(std::span<const Rows>(&sg, 1), H);
     done({N("mlp.shared_expert.gate_proj.weight"), N("mlp.shared_expert.up_proj.weight"),
           N("mlp.shared_expert.down_proj.weight"), N("mlp.shared_expert_gate.weight")});
+  };
+  for (int i = lb; i < le; ++i)
+    stage_layer(w.layers.emplace_back(), [&](const std::string& s) { return lname(c, i, s); }, c.full_attention_layer(i));
+  // The MTP head (speculative decoding, model/mtp_head.h): its norms, fc and one gated-attention
+  // layer; embed_tokens and lm_head are the target's (staged above).
+  if (opt.mtp) {
+    if (ck.find("mtp.fc.weight") == nullptr)
+      fail(ck.dir(), ": --speculative-config method mtp needs the checkpoint's MTP head (mtp.* tensors), and it has ",
+           "none (mtp.fc.weight is missing): use another method (ngram, draft_model)");
+    w.mtp.present = true;
+    w.mtp.norm_embed = vec_f32("mtp.pre_fc_norm_embedding.weight", 1.0f);
+    w.mtp.norm_hidden = vec_f32("mtp.pre_fc_norm_hidden.weight", 1.0f);
+    const Rows fc = whole("mtp.fc.weight");
+    w.mtp.fc = pack(std::span<const Rows>(&fc, 1), 2 * H);  // [H, 2H]: [embedding | hidden] inputs
+    done({"mtp.fc.weight"});
+    stage_layer(w.mtp.layer, [](const std::string& s) { return "mtp.layers.0." + s; }, /*full=*/true);
+    w.mtp.norm = vec_f32("mtp.norm.weight", 1.0f);
   }
   w.weight_formats = fmt.describe();
   w.layer_format = fmt.layers;

@@ -89,6 +89,7 @@ Qwen3Model::Qwen3Model(const Qwen3Weights& weights, Backend& backend, Communicat
     const ModelConfig rc = gdn_rank_config(c, w_.tp_size);
     gdn_ = std::make_unique<GatedDeltaNet>(backend_, rc);
     states_ = GdnStatePool(rc, w_.state_slots, n_gdn, w_.state_snapshots);
+    rollback_ = GdnRollbackStates(rc, w_.state_slots, n_gdn, w_.state_rollback);
   }
   PYPTO_ASSERT(w_.vocab_rows > 0 && w_.vocab_begin >= 0 && w_.vocab_begin + w_.vocab_rows <= c.vocab_size,
                "vocabulary slice [", w_.vocab_begin, ", +", w_.vocab_rows, ") of ", c.vocab_size);
@@ -156,6 +157,16 @@ void Qwen3Model::begin_hybrid_step(const ForwardBatch& batch) {
              states_.snapshot_tokens(e), " tokens");
       states_.restore(slot, e);
     }
+    const int32_t drafts = batch.draft_rows.empty() ? 0 : batch.draft_rows[size_t(s)];
+    if (drafts > rollback_.depth())
+      fail("hybrid model: a sequence verifies ", drafts, " drafts in one step, but the model keeps Gated DeltaNet ",
+           "states for rollback at ", rollback_.depth(), " draft positions (num_speculative_tokens at load)");
+    // Speculative decoding: the previous step verified drafts and some were rejected, so the
+    // sequence continues before the end of its slot's state; the state at the last accepted token
+    // was kept (model/gdn_rollback.h). Either way the entries are used up now.
+    if (start > 0 && states_.tokens(slot) > start && (batch.state_restore.empty() || batch.state_restore[size_t(s)] < 0))
+      rollback_.roll_back(states_, slot, start);
+    if (rollback_.depth() > 0) rollback_.forget(slot);
     if (start == 0) {
       states_.reset(slot);
     } else if (states_.tokens(slot) != start) {
@@ -170,6 +181,13 @@ void Qwen3Model::begin_hybrid_step(const ForwardBatch& batch) {
 
 void Qwen3Model::end_hybrid_step(const ForwardBatch& batch) {
   for (int32_t s = 0; s < batch.num_seqs(); ++s) states_.set_tokens(batch.state_slots[size_t(s)], batch.context_len[size_t(s)]);
+  // Rollback entry j of a sequence verifying d drafts: the state after its first n - d + j rows.
+  for (size_t s = 0; s < batch.draft_rows.size(); ++s) {
+    const int32_t d = batch.draft_rows[s];
+    const int64_t n = batch.query_start[s + 1] - batch.query_start[s];
+    for (int32_t j = 0; j < d; ++j)
+      rollback_.set_tokens(batch.state_slots[s], j, batch.context_len[s] - n + (n - d + j));
+  }
   for (const ForwardBatch::StateSave& v : batch.state_saves) {
     const int64_t n = batch.query_start[size_t(v.seq) + 1] - batch.query_start[size_t(v.seq)];
     states_.set_snapshot_tokens(v.entry, batch.context_len[size_t(v.seq)] - n + v.rows);
@@ -324,7 +342,7 @@ void Qwen3Model::forward_stage(const ForwardBatch& batch, KvCache& cache, const 
     // --- attention block ---
     be.rms_norm(x_, L.input_norm, T, hidden_, eps, h_);        // h [T, hidden]
     if (L.mixer == LayerMixer::GatedDeltaNet) {  // Qwen3.5 linear attention (no KV cache)
-      gdn_->forward(L.gdn, h_, batch, states_, gdn_layer_[size_t(i)], tmp_);  // tmp [T, hidden] (partial under TP)
+      gdn_->forward(L.gdn, h_, batch, states_, gdn_layer_[size_t(i)], tmp_, &rollback_);  // tmp [T, hidden] (partial under TP)
       PYPTO_PROF_OP("residual.add");
       all_reduce(tmp_, T * hidden_);
       be.add_inplace(x_, tmp_, T * hidden_);
@@ -361,6 +379,11 @@ void Qwen3Model::forward_stage(const ForwardBatch& batch, KvCache& cache, const 
     be.synchronize();
     std::memcpy(hidden_out, x_, sizeof(float) * size_t(T * hidden_));  // to the next stage
     return;
+  }
+  if (normed_hidden_out_ != nullptr) {  // MTP drafting reads every row's (set_normed_hidden_out)
+    PYPTO_PROF_OP("norm.final_all_rows");
+    be.rms_norm(x_, w_.final_norm, T, hidden_, eps, normed_hidden_out_);
+    be.synchronize();
   }
   PYPTO_PROF_OP("host.gather");
   const int64_t n = batch.num_logits();

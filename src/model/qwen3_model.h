@@ -11,6 +11,7 @@
 #include "kernels/backend.h"
 #include "model/forward_batch.h"
 #include "model/gated_deltanet.h"
+#include "model/gdn_rollback.h"
 #include "model/gdn_state.h"
 #include "model/hybrid_blocks.h"
 #include "model/kv_cache.h"
@@ -47,6 +48,8 @@ class Qwen3Model {
   // Hybrid configs: the state slots of every rank and stage (Qwen3Weights::state_slots), also on a
   // pipeline stage that holds no GDN layer; 0 for the other architectures.
   int32_t state_slot_count() const { return w_.config.hybrid() ? w_.state_slots : 0; }
+  // Speculative decoding on a hybrid: the states kept at draft positions (model/gdn_rollback.h).
+  const GdnRollbackStates& rollback_states() const { return rollback_; }
 
   // Runs batch.num_tokens() tokens through the model. Writes their K/V into `cache` at
   // batch.slot_mapping and logits_out[r, :] (f32, [batch.num_logits(), vocab]) for token row
@@ -76,6 +79,11 @@ class Qwen3Model {
   // Bytes of MoE expert weights the forward calls so far have read (MoeBlock::expert_bytes_read;
   // 0 for a dense model): the part of a step's reads that depends on the routing.
   uint64_t moe_expert_bytes_read() const { return moe_ ? moe_->expert_bytes_read() : 0; }
+
+  // Speculative decoding (MTP, model/mtp_head.h): while set, each forward of the last stage also
+  // writes the final normed hidden state of every row (what lm_head reads for the rows it
+  // computes) into out [batch.num_tokens(), hidden]. Null: off (the default).
+  void set_normed_hidden_out(float* out) { normed_hidden_out_ = out; }
 
   // The tensor-parallel rank that receives the gathered logits (and samples).
   static constexpr int kLogitsRank = 0;
@@ -113,6 +121,7 @@ class Qwen3Model {
   // the partial-RoPE dims.
   std::unique_ptr<GatedDeltaNet> gdn_;
   GdnStatePool states_;
+  GdnRollbackStates rollback_;  // speculative decoding: states at draft positions (Qwen3Weights::state_rollback)
   std::unique_ptr<SharedExpert> shared_;
   std::vector<int32_t> kv_layer_, gdn_layer_;
   int32_t n_kv_layers_ = 0;
@@ -123,6 +132,7 @@ class Qwen3Model {
   // The attention block of staged layer i over h_ [T, hidden], its output added into x_.
   void attention(const Qwen3LayerWeights& L, int32_t i, const ForwardBatch& batch, KvCache& cache, int64_t T);
   void end_hybrid_step(const ForwardBatch& batch);
+  float* normed_hidden_out_ = nullptr;
   float *x_ = nullptr, *h_ = nullptr, *tmp_ = nullptr, *qkv_ = nullptr, *q_ = nullptr, *k_ = nullptr,
         *v_ = nullptr, *attn_ = nullptr, *gate_up_ = nullptr, *act_ = nullptr;
 };

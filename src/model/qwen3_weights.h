@@ -48,6 +48,17 @@ struct Qwen3LayerWeights {
   SharedExpertWeights shared_expert;
 };
 
+// The MTP head of a Qwen3.5 / Qwen3.6 checkpoint (mtp.*, model/mtp_head.h), staged when
+// --speculative-config asks for method mtp. Norms staged as (1 + w).
+struct MtpHeadWeights {
+  bool present = false;
+  const float* norm_embed = nullptr;   // [hidden] pre_fc_norm_embedding
+  const float* norm_hidden = nullptr;  // [hidden] pre_fc_norm_hidden
+  LinearWeight fc;                     // [hidden, 2 hidden]: inputs [normed embedding | normed hidden]
+  Qwen3LayerWeights layer;             // one gated full-attention layer with its FFN / MoE
+  const float* norm = nullptr;         // [hidden] mtp.norm, before the shared lm_head
+};
+
 struct Qwen3Weights {
   ModelConfig config;
   int tp_rank = 0, tp_size = 1;
@@ -80,12 +91,16 @@ struct Qwen3Weights {
   int layer_begin = 0, layer_end = 0;
   bool has_embed = true, has_head = true;
   std::vector<Qwen3LayerWeights> layers;
+  MtpHeadWeights mtp;  // hybrids staged with StagingOptions::mtp; else absent
   // Hybrid models: how many sequences' Gated DeltaNet states the model keeps (its state pool,
   // model/gdn_state.h); the loader sets it to --max-num-seqs. Ignored by the other architectures.
   int32_t state_slots = 1;
   // Hybrid models with prefix caching: snapshot entries of that state beside the slots (copies at
   // cached block boundaries, model/gdn_state.h); the loader sizes them at start-up. 0: none.
   int32_t state_snapshots = 0;
+  // Hybrid models with speculative decoding: per state slot, the states a verify step keeps at
+  // its draft positions for rollback (model/gdn_rollback.h): the largest k. 0: no speculation.
+  int32_t state_rollback = 0;
   size_t resident_bytes = 0;            // size of the slab holding all of the above
   bool from_compile_cache = false;      // the slab was read back from the compile cache
   std::shared_ptr<void> storage;        // keeps the slab (or mapping) alive

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "model/test_model_hybrid.h"
 
 namespace fs = std::filesystem;
 
@@ -41,7 +42,8 @@ std::string test_model_key(const TestModelOptions& o) {
   return str_cat("preset=", o.preset, " layers=", o.layers ? *o.layers : -1, " dtype=", dtype_name(o.dtype),
                  " shards=", o.shards, " qk_norm=", o.qk_norm, " qwen2=", o.qwen2, " seed=", o.seed,
                  " quant=", quant_method_name(o.quant), " quant_group=", o.quant_group,
-                 o.text_only ? " text_only=1" : "");  // (absent when false: older keys stay valid)
+                 o.text_only ? " text_only=1" : "",  // (absent when false: older keys stay valid)
+                 is_hybrid_test_model_preset(o.preset) ? " mtp=" + o.mtp : "");  // hybrids: the MTP head's kind
 }
 
 void build_directory_once(const std::string& dir, const std::function<void(const std::string& tmp)>& make) {

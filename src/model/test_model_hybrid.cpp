@@ -1,6 +1,7 @@
 #include "model/test_model_hybrid.h"
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -57,6 +58,81 @@ void write_text(const fs::path& p, const std::string& text) {
   std::ofstream f(p, std::ios::binary);
   f << text;
   if (!f) fail(p.string(), ": cannot write");
+}
+
+// The MTP block (fact sheet §3.6): mtp.pre_fc_norm_{embedding,hidden} [H], mtp.fc [H, 2H] (input:
+// the normed embedding, then the normed hidden), one gated full-attention layer mtp.layers.0.*
+// with the target's shapes and a dense FFN or (MoE) a router, per-expert 2-D experts and a shared
+// expert, and mtp.norm [H]. Oracle checkpoints (test_model.h): fc = [I | 0], pre_fc_norm_embedding
+// 0 (unit gain), zero output projections in the layer, mtp.norm = the target's final norm (drawn
+// from the same seed as `target_norm`) or, perturbed, redrawn wider.
+void add_mtp_head(const ModelConfig& c, const TestModelOptions& opt, int64_t H, float gamma_std,
+                  const std::string& target_norm, std::vector<SafetensorWrite>& tensors) {
+  const float sqrt3 = std::sqrt(3.0f);
+  const DType dt = opt.dtype;
+  const bool oracle = opt.mtp != "random";
+  auto add_from = [&](const std::string& name, const std::string& seed_name, Shape shape, float center, float std) {
+    const int64_t n = shape_numel(shape);
+    const uint64_t s = name_seed(opt.seed, seed_name);
+    tensors.push_back({name, dt, shape, [=](uint8_t* dst) { fill_uniform(dst, dt, n, s, center, std * sqrt3); }});
+  };
+  auto add = [&](const std::string& name, Shape shape, float center, float std) { add_from(name, name, shape, center, std); };
+  auto proj = [&](const std::string& name, Shape shape) {
+    add(name, shape, 0.0f, 1.0f / std::sqrt(static_cast<float>(shape.back())));
+  };
+  auto out_proj = [&](const std::string& name, Shape shape) {
+    if (oracle) add(name, shape, 0.0f, 0.0f);
+    else proj(name, shape);
+  };
+  const std::string m = "mtp.", l = "mtp.layers.0.";
+  add(m + "pre_fc_norm_embedding.weight", {H}, 0.0f, oracle ? 0.0f : gamma_std);
+  add(m + "pre_fc_norm_hidden.weight", {H}, 0.0f, gamma_std);
+  if (oracle) {  // [I | 0]: output channel i reads embedding channel i
+    tensors.push_back({m + "fc.weight", dt, {H, 2 * H}, [=](uint8_t* dst) {
+                         std::memset(dst, 0, size_t(H * 2 * H) * dtype_size(dt));
+                         const size_t es = dtype_size(dt);
+                         for (int64_t i = 0; i < H; ++i) {
+                           uint8_t* e = dst + size_t(i * 2 * H + i) * es;
+                           if (dt == DType::F32) {
+                             const float one = 1.0f;
+                             std::memcpy(e, &one, sizeof one);
+                           } else {
+                             const uint16_t one = dt == DType::BF16 ? 0x3F80 : 0x3C00;
+                             std::memcpy(e, &one, sizeof one);
+                           }
+                         }
+                       }});
+  } else {
+    proj(m + "fc.weight", {H, 2 * H});
+  }
+  add(l + "input_layernorm.weight", {H}, 0.0f, gamma_std);
+  add(l + "post_attention_layernorm.weight", {H}, 0.0f, gamma_std);
+  proj(l + "self_attn.q_proj.weight", {2 * c.q_size(), H});  // per head: query rows, then gate rows
+  proj(l + "self_attn.k_proj.weight", {c.kv_size(), H});
+  proj(l + "self_attn.v_proj.weight", {c.kv_size(), H});
+  out_proj(l + "self_attn.o_proj.weight", {H, c.q_size()});
+  add(l + "self_attn.q_norm.weight", {c.head_dim}, 0.0f, gamma_std);
+  add(l + "self_attn.k_norm.weight", {c.head_dim}, 0.0f, gamma_std);
+  if (c.num_experts == 0) {
+    proj(l + "mlp.gate_proj.weight", {c.intermediate_size, H});
+    proj(l + "mlp.up_proj.weight", {c.intermediate_size, H});
+    out_proj(l + "mlp.down_proj.weight", {H, c.intermediate_size});
+  } else {
+    const int64_t mI = c.moe_intermediate_size, sI = c.shared_expert_intermediate_size;
+    proj(l + "mlp.gate.weight", {c.num_experts, H});
+    for (int64_t e = 0; e < c.num_experts; ++e) {
+      const std::string x = l + "mlp.experts." + std::to_string(e) + ".";
+      proj(x + "gate_proj.weight", {mI, H});
+      proj(x + "up_proj.weight", {mI, H});
+      out_proj(x + "down_proj.weight", {H, mI});
+    }
+    proj(l + "mlp.shared_expert.gate_proj.weight", {sI, H});
+    proj(l + "mlp.shared_expert.up_proj.weight", {sI, H});
+    out_proj(l + "mlp.shared_expert.down_proj.weight", {H, sI});
+    proj(l + "mlp.shared_expert_gate.weight", {1, H});
+  }
+  if (opt.mtp == "oracle") add_from(m + "norm.weight", target_norm, {H}, 0.0f, gamma_std);  // the same values
+  else add(m + "norm.weight", {H}, 0.0f, opt.mtp == "oracle-perturbed" ? 4 * gamma_std : gamma_std);
 }
 
 }  // namespace
@@ -126,6 +202,9 @@ void make_hybrid_test_model(const TestModelOptions& opt) {
   if (opt.dtype != DType::BF16 && opt.dtype != DType::F16 && opt.dtype != DType::F32)
     fail("--dtype must be bf16, f16 or f32");
   if (opt.out_dir.empty()) fail("--out DIR is required");
+  // Oracle MTP checkpoints write lm_head apart from the embedding: tied, the target's next token
+  // would be the current one (a row's best match is itself), and every draft trivially right.
+  if (opt.mtp != "random") c.tie_word_embeddings = false;
   const std::string tok_dir = qwen3_tokenizer_dir();
   fs::create_directories(opt.out_dir);
   const fs::path out(opt.out_dir);
@@ -153,6 +232,14 @@ void make_hybrid_test_model(const TestModelOptions& opt) {
     add(name, shape, 0.0f, 1.0f / std::sqrt(static_cast<float>(shape.back())));
   };
   const float gamma_std = 0.2f / sqrt3;
+  if (opt.mtp != "random" && opt.mtp != "oracle" && opt.mtp != "oracle-perturbed")
+    fail("--mtp must be random, oracle or oracle-perturbed, got \"", opt.mtp, "\"");
+  // oracle checkpoints: the output projections of every mixer and FFN are zero (see test_model.h).
+  const bool oracle = opt.mtp != "random";
+  auto out_proj = [&](const std::string& name, Shape shape) {
+    if (oracle) add(name, shape, 0.0f, 0.0f);
+    else proj(name, shape);
+  };
   add(P + "embed_tokens.weight", {V, H}, 0.0f, 2.0f / std::sqrt(static_cast<float>(H)));
   for (int i = 0; i < c.num_hidden_layers; ++i) {
     const std::string l = P + "layers." + std::to_string(i) + ".";
@@ -162,7 +249,7 @@ void make_hybrid_test_model(const TestModelOptions& opt) {
       proj(l + "self_attn.q_proj.weight", {2 * c.q_size(), H});  // per head: query rows, then gate rows
       proj(l + "self_attn.k_proj.weight", {c.kv_size(), H});
       proj(l + "self_attn.v_proj.weight", {c.kv_size(), H});
-      proj(l + "self_attn.o_proj.weight", {H, c.q_size()});
+      out_proj(l + "self_attn.o_proj.weight", {H, c.q_size()});
       add(l + "self_attn.q_norm.weight", {hd}, 0.0f, gamma_std);
       add(l + "self_attn.k_norm.weight", {hd}, 0.0f, gamma_std);
     } else {
@@ -175,24 +262,25 @@ void make_hybrid_test_model(const TestModelOptions& opt) {
       add(g + "dt_bias", {nv}, 0.0f, 0.5f / sqrt3);
       add_dt(g + "A_log", DType::F32, {nv}, 0.0f, 1.0f / sqrt3);  // f32 in the published checkpoints
       add(g + "norm.weight", {c.linear_value_head_dim}, 1.0f, gamma_std);
-      proj(g + "out_proj.weight", {H, value_dim});
+      out_proj(g + "out_proj.weight", {H, value_dim});
     }
     if (!moe) {
       proj(l + "mlp.gate_proj.weight", {c.intermediate_size, H});
       proj(l + "mlp.up_proj.weight", {c.intermediate_size, H});
-      proj(l + "mlp.down_proj.weight", {H, c.intermediate_size});
+      out_proj(l + "mlp.down_proj.weight", {H, c.intermediate_size});
       continue;
     }
     const int64_t E = c.num_experts, mI = c.moe_intermediate_size, sI = c.shared_expert_intermediate_size;
     proj(l + "mlp.gate.weight", {E, H});
     proj(l + "mlp.experts.gate_up_proj", {E, 2 * mI, H});  // gate rows [0, I), up rows [I, 2I)
-    proj(l + "mlp.experts.down_proj", {E, H, mI});
+    out_proj(l + "mlp.experts.down_proj", {E, H, mI});
     proj(l + "mlp.shared_expert.gate_proj.weight", {sI, H});
     proj(l + "mlp.shared_expert.up_proj.weight", {sI, H});
-    proj(l + "mlp.shared_expert.down_proj.weight", {H, sI});
+    out_proj(l + "mlp.shared_expert.down_proj.weight", {H, sI});
     proj(l + "mlp.shared_expert_gate.weight", {1, H});
   }
   add(P + "norm.weight", {H}, 0.0f, gamma_std);
+  add_mtp_head(c, opt, H, gamma_std, P + "norm.weight", tensors);
   if (!c.tie_word_embeddings) add("lm_head.weight", {V, H}, 0.0f, 2.0f / std::sqrt(static_cast<float>(H)));
   // A stand-in for the vision tower: the loader must skip model.visual.* (wrapper layout only).
   if (!opt.text_only) add("model.visual.merger.linear_fc2.weight", {H, 16}, 0.0f, 0.25f);

@@ -5,7 +5,9 @@
 // model.language_model.*, one small model.visual.* tensor standing in for the vision tower) or,
 // with TestModelOptions::text_only, the Qwen3_5(Moe)ForCausalLM layout. MoE experts are written
 // fused as Qwen3.5 stores them: mlp.experts.gate_up_proj [E, 2I, H], mlp.experts.down_proj
-// [E, H, I]. The mtp.* tensors are not written (the MTP head is not served yet).
+// [E, H, I]. The MTP head (mtp.*) is written as the published checkpoints carry it: its own gated
+// attention layer with a dense FFN, or for MoE per-expert 2-D experts.{e}.* tensors and a shared
+// expert (TestModelOptions::mtp: random, or an always-accepting "oracle" checkpoint).
 //
 // The tokenizer files are Qwen3's (the Qwen3.5 tokenizer is not obtainable here); the vocabulary
 // size and the embedding / lm_head shapes are the real models' 248,320 rows, of which the

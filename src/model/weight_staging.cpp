@@ -335,6 +335,9 @@ void validate_qwen3_checkpoint(const Checkpoint& ck) {
 
 Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, const StagingOptions& opt) {
   if (ck.config().hybrid()) return stage_hybrid_weights(ck, backend, opt);
+  if (opt.mtp)
+    fail(ck.dir(), ": --speculative-config method mtp needs an MTP head (mtp.* tensors), which only Qwen3.5 / ",
+         "Qwen3.6 checkpoints carry; ", ck.config().architecture, " has none: use method ngram or draft_model");
   validate_qwen3_checkpoint(ck);
   const ModelConfig& c = ck.config();
   const int tp = opt.tp_size, rank = opt.tp_rank;

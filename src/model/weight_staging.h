@@ -36,6 +36,9 @@ struct StagingOptions {
   // --enable-expert-parallel: under --tp, each rank holds whole experts (num_experts / tp of
   // them) instead of every expert's share of intermediate columns (model/moe_staging.h).
   bool expert_parallel = false;
+  // Qwen3.5 / Qwen3.6 hybrids: also stage the MTP head (mtp.*) for speculative decoding (an Error
+  // naming the missing tensor when the checkpoint has none).
+  bool mtp = false;
 };
 
 // A stage's decoder layers [begin, end) (end -1: through the last layer).

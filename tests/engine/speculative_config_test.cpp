@@ -1,6 +1,10 @@
 // --speculative-config parsing (engine/speculative_config.h): vLLM's keys and defaults, and a
 // clear refusal naming the key for anything else.
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "core/error.h"
 #include "engine/speculative_config.h"
@@ -66,20 +70,57 @@ TEST(SpeculativeConfig, BadInputIsRefusedByName) {
   EXPECT_TRUE(has(error_of("{"), "invalid JSON"));
 }
 
-TEST(SpeculativeConfig, HybridTargetsAreRefused) {
+// Hybrid targets speculate (their Gated DeltaNet state rolls back: model/gdn_rollback.h).
+TEST(SpeculativeConfig, HybridTargetsAreAccepted) {
   ModelConfig target;
   target.arch = ModelArch::Qwen35;
   target.architecture = "Qwen3_5ForConditionalGeneration";
   const SpeculativeConfig c = parse_speculative_config(R"({"method": "ngram", "num_speculative_tokens": 2})");
-  try {
-    check_speculative_target(c, target, "/nonexistent");
-    FAIL() << "a hybrid target was accepted";
-  } catch (const Error& e) {
-    EXPECT_TRUE(has(e.what(), "hybrid")) << e.what();
-    EXPECT_TRUE(has(e.what(), "issue 37")) << e.what();
-  }
+  EXPECT_NO_THROW(check_speculative_target(c, target, "/nonexistent"));
   target.arch = ModelArch::Qwen3;
   EXPECT_NO_THROW(check_speculative_target(c, target, "/nonexistent"));
+}
+
+// Method mtp: its names, its keys, and what the target's config.json must declare.
+TEST(SpeculativeConfig, MtpIsParsedAndCheckedAgainstTheTarget) {
+  for (const char* name : {"mtp", "qwen3_5_mtp", "qwen3_next_mtp"}) {
+    const SpeculativeConfig c =
+        parse_speculative_config(std::string(R"({"method": ")") + name + R"(", "num_speculative_tokens": 3})");
+    EXPECT_EQ(c.method, SpeculativeMethod::Mtp) << name;
+    EXPECT_EQ(c.num_speculative_tokens, 3);
+  }
+  EXPECT_TRUE(has(error_of(R"({"method": "mtp", "num_speculative_tokens": 2, "model": "/x"})"),
+                  "'model' does not apply to method mtp"));
+  EXPECT_TRUE(has(error_of(R"({"method": "mtp", "num_speculative_tokens": 17})"), "[1, 16]"));
+
+  const SpeculativeConfig c = parse_speculative_config(R"({"method": "mtp", "num_speculative_tokens": 2})");
+  ModelConfig target;
+  target.arch = ModelArch::Qwen3;
+  target.architecture = "Qwen3ForCausalLM";
+  auto error = [&](const std::string& dir) {
+    try {
+      check_speculative_target(c, target, dir);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_TRUE(has(error("/nonexistent"), "Qwen3ForCausalLM has none")) << error("/nonexistent");
+  target.arch = ModelArch::Qwen35;
+  target.architecture = "Qwen3_5ForConditionalGeneration";
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("pypto-mtp-cfg-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto with = [&](const std::string& text_config) {
+    std::ofstream(dir / "config.json") << R"({"text_config": )" << text_config << "}";
+    return error(dir.string());
+  };
+  EXPECT_TRUE(has(with("{}"), "mtp_num_hidden_layers is absent")) << with("{}");
+  EXPECT_TRUE(has(with(R"({"mtp_num_hidden_layers": 0})"), "mtp_num_hidden_layers is 0"));
+  EXPECT_TRUE(has(with(R"({"mtp_num_hidden_layers": 2})"), "only 1"));
+  EXPECT_TRUE(has(with(R"({"mtp_num_hidden_layers": 1, "mtp_use_dedicated_embeddings": true})"),
+                  "mtp_use_dedicated_embeddings"));
+  EXPECT_EQ(with(R"({"mtp_num_hidden_layers": 1})"), "");
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

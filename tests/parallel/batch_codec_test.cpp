@@ -20,6 +20,7 @@ ForwardBatch sample_batch() {
   b.state_slots = {2, 0};
   b.state_restore = {-1, 7};
   b.state_saves = {{0, 3, 4}, {1, 1, 6}};
+  b.draft_rows = {0, 1};  // speculative verify rows (model/gdn_rollback.h)
   return b;
 }
 
@@ -39,6 +40,7 @@ TEST(BatchCodec, RoundTripKeepsTheRecurrentStateFields) {
   EXPECT_EQ(d.max_blocks_per_seq, b.max_blocks_per_seq);
   EXPECT_EQ(d.state_slots, b.state_slots);
   EXPECT_EQ(d.state_restore, b.state_restore);
+  EXPECT_EQ(d.draft_rows, b.draft_rows);
   ASSERT_EQ(d.state_saves.size(), 2u);
   EXPECT_EQ(d.state_saves[1].seq, 1);
   EXPECT_EQ(d.state_saves[1].rows, 1);

@@ -32,8 +32,16 @@ Written from the semantics of transformers' modeling_qwen3_5.py / modeling_qwen3
     mlp.experts.down_proj [E, H, I] (or per-expert 2-D tensors), plus the shared expert's SwiGLU
     scaled by sigmoid(shared_expert_gate(x)).
   - lm_head is the embedding table when tie_word_embeddings is set.
+  - The MTP head (mtp.*, when the checkpoint has it), from the semantics of vLLM's Qwen3.5 MTP
+    module: at position t it takes the target's final *normed* hidden state h_t and the next
+    token x_{t+1}:  e = norm1p(embed(x_{t+1}); pre_fc_norm_embedding), h = norm1p(h_t;
+    pre_fc_norm_hidden), m = fc(concat[e, h]) (embedding first), then one gated full-attention
+    decoder layer (mtp.layers.0.*, its own causal KV over the MTP's rows, RoPE at position t + 1)
+    with its FFN / MoE, and logits(x_{t+2}) = lm_head(norm1p(m; mtp.norm)); embed_tokens and
+    lm_head are the target's.
 
 Usage: qwen35_reference.py --model DIR --token-ids 1,2,3 --out logits.npy [--greedy N]
+                           [--mtp-out mtp_logits.npy]  (row t: the MTP's logits for token t + 2)
 """
 import argparse
 import math
@@ -101,44 +109,51 @@ class Qwen35Reference:
         self.embed = w[prefix + "embed_tokens.weight"]
         self.lm_head = prepare_linear(self.embed if tie else w.pop("lm_head.weight"))
         self.final_norm = w[prefix + "norm.weight"]
-        self.layers = []
-        for i in range(self.n_layers):
-            p = f"{prefix}layers.{i}."
-            L = {"input_norm": w[p + "input_layernorm.weight"], "post_norm": w[p + "post_attention_layernorm.weight"]}
-            if self.full[i]:
-                for key in ("q", "k", "v", "o"):
-                    L[key] = prepare_linear(w.pop(p + f"self_attn.{key}_proj.weight"))
-                L["q_norm"] = w[p + "self_attn.q_norm.weight"]
-                L["k_norm"] = w[p + "self_attn.k_norm.weight"]
-            else:
-                g = p + "linear_attn."
-                for key in ("qkv", "z", "b", "a"):
-                    L[key] = prepare_linear(w.pop(g + f"in_proj_{key}.weight"))
-                L["conv"] = w[g + "conv1d.weight"][:, 0, :]  # [C, K]
-                L["dt_bias"] = w[g + "dt_bias"]
-                L["A_log"] = w[g + "A_log"]
-                L["gdn_norm"] = w[g + "norm.weight"]
-                L["out"] = prepare_linear(w.pop(g + "out_proj.weight"))
-            if not self.moe:
-                L["mlp"] = tuple(prepare_linear(w.pop(p + f"mlp.{n}_proj.weight")) for n in ("gate", "up", "down"))
-            else:
-                L["router"] = prepare_linear(w.pop(p + "mlp.gate.weight"))
-                experts = []
-                if p + "mlp.experts.gate_up_proj" in w:
-                    gu, dn = w.pop(p + "mlp.experts.gate_up_proj"), w.pop(p + "mlp.experts.down_proj")
-                    inter = gu.shape[1] // 2
-                    for e in range(self.n_experts):
-                        experts.append(tuple(prepare_linear(m.contiguous())
-                                             for m in (gu[e, :inter], gu[e, inter:], dn[e])))
-                else:
-                    for e in range(self.n_experts):
-                        experts.append(tuple(prepare_linear(w.pop(p + f"mlp.experts.{e}.{n}_proj.weight"))
-                                             for n in ("gate", "up", "down")))
-                L["experts"] = experts
-                L["shared"] = tuple(prepare_linear(w.pop(p + f"mlp.shared_expert.{n}_proj.weight"))
-                                    for n in ("gate", "up", "down"))
-                L["shared_gate"] = prepare_linear(w.pop(p + "mlp.shared_expert_gate.weight"))
-            self.layers.append(L)
+        self.layers = [self._load_layer(w, f"{prefix}layers.{i}.", self.full[i]) for i in range(self.n_layers)]
+        self.mtp = None
+        if "mtp.fc.weight" in w:
+            self.mtp = {
+                "norm_embed": w["mtp.pre_fc_norm_embedding.weight"],
+                "norm_hidden": w["mtp.pre_fc_norm_hidden.weight"],
+                "fc": prepare_linear(w.pop("mtp.fc.weight")),
+                "layer": self._load_layer(w, "mtp.layers.0.", True),
+                "norm": w["mtp.norm.weight"],
+            }
+
+    def _load_layer(self, w, p, full):
+        L = {"input_norm": w[p + "input_layernorm.weight"], "post_norm": w[p + "post_attention_layernorm.weight"]}
+        if full:
+            for key in ("q", "k", "v", "o"):
+                L[key] = prepare_linear(w.pop(p + f"self_attn.{key}_proj.weight"))
+            L["q_norm"] = w[p + "self_attn.q_norm.weight"]
+            L["k_norm"] = w[p + "self_attn.k_norm.weight"]
+        else:
+            g = p + "linear_attn."
+            for key in ("qkv", "z", "b", "a"):
+                L[key] = prepare_linear(w.pop(g + f"in_proj_{key}.weight"))
+            L["conv"] = w[g + "conv1d.weight"][:, 0, :]  # [C, K]
+            L["dt_bias"] = w[g + "dt_bias"]
+            L["A_log"] = w[g + "A_log"]
+            L["gdn_norm"] = w[g + "norm.weight"]
+            L["out"] = prepare_linear(w.pop(g + "out_proj.weight"))
+        if not self.moe:
+            L["mlp"] = tuple(prepare_linear(w.pop(p + f"mlp.{n}_proj.weight")) for n in ("gate", "up", "down"))
+            return L
+        L["router"] = prepare_linear(w.pop(p + "mlp.gate.weight"))
+        experts = []
+        if p + "mlp.experts.gate_up_proj" in w:
+            gu, dn = w.pop(p + "mlp.experts.gate_up_proj"), w.pop(p + "mlp.experts.down_proj")
+            inter = gu.shape[1] // 2
+            for e in range(self.n_experts):
+                experts.append(tuple(prepare_linear(m.contiguous()) for m in (gu[e, :inter], gu[e, inter:], dn[e])))
+        else:
+            for e in range(self.n_experts):
+                experts.append(tuple(prepare_linear(w.pop(p + f"mlp.experts.{e}.{n}_proj.weight"))
+                                     for n in ("gate", "up", "down")))
+        L["experts"] = experts
+        L["shared"] = tuple(prepare_linear(w.pop(p + f"mlp.shared_expert.{n}_proj.weight")) for n in ("gate", "up", "down"))
+        L["shared_gate"] = prepare_linear(w.pop(p + "mlp.shared_expert_gate.weight"))
+        return L
 
     # --- mixers ----------------------------------------------------------------------------------
     def _rope(self, x, positions):
@@ -217,9 +232,10 @@ class Qwen35Reference:
         return out + torch.sigmoid(linear(x, L["shared_gate"])) * swiglu(*L["shared"], x)
 
     @torch.no_grad()
-    def forward(self, ids, caches, start):
+    def forward(self, ids, caches, start, hidden_out=None):
         """Logits [T, vocab] of tokens `ids` at positions start.. ; caches: per-layer dicts holding
-        the KV of attention layers and the conv / recurrent state of GDN layers."""
+        the KV of attention layers and the conv / recurrent state of GDN layers. hidden_out (a
+        list): receives the final normed hidden states [T, hidden] (what the MTP head reads)."""
         ids = torch.tensor(ids, dtype=torch.int64)
         positions = torch.arange(start, start + ids.shape[0])
         x = self.embed[ids]
@@ -227,7 +243,35 @@ class Qwen35Reference:
             h = norm1p(x, L["input_norm"], self.eps)
             x = x + (self._attention(L, h, positions, caches[i]) if self.full[i] else self._gdn(L, h, caches[i]))
             x = x + self._mlp(L, norm1p(x, L["post_norm"], self.eps))
-        return linear(norm1p(x, self.final_norm, self.eps), self.lm_head)
+        normed = norm1p(x, self.final_norm, self.eps)
+        if hidden_out is not None:
+            hidden_out.append(normed)
+        return linear(normed, self.lm_head)
+
+    @torch.no_grad()
+    def mtp_forward(self, hidden, next_ids, start, cache):
+        """The MTP head over rows t = start.. : hidden [T, hidden] the target's normed hidden states at
+        positions t, next_ids the tokens at t + 1; returns the logits [T, vocab] of the tokens at
+        t + 2. cache: the MTP layer's own KV (a dict), its rows at positions t + 1."""
+        M = self.mtp
+        ids = torch.tensor(next_ids, dtype=torch.int64)
+        e = norm1p(self.embed[ids], M["norm_embed"], self.eps)
+        h = norm1p(hidden, M["norm_hidden"], self.eps)
+        x = linear(torch.cat((e, h), dim=-1), M["fc"])
+        L = M["layer"]
+        positions = torch.arange(start + 1, start + 1 + ids.shape[0])
+        x = x + self._attention(L, norm1p(x, L["input_norm"], self.eps), positions, cache)
+        x = x + self._mlp(L, norm1p(x, L["post_norm"], self.eps))
+        return linear(norm1p(x, M["norm"], self.eps), self.lm_head)
+
+    def mtp_logits(self, ids) -> np.ndarray:
+        """Row t (t < len(ids) - 1): the MTP's logits for token t + 2, from the target's hidden
+        state at t and token ids[t + 1] (the whole prompt teacher-forced)."""
+        if self.mtp is None:
+            raise SystemExit("the checkpoint has no mtp.* tensors")
+        hidden = []
+        self.forward(list(ids), [dict() for _ in self.layers], 0, hidden)
+        return self.mtp_forward(hidden[0][:-1], list(ids)[1:], 0, dict()).numpy().astype(np.float32)
 
     def logits(self, ids) -> np.ndarray:
         return self.forward(list(ids), [dict() for _ in self.layers], 0).numpy().astype(np.float32)
@@ -250,11 +294,14 @@ def main():
     ap.add_argument("--token-ids", required=True)
     ap.add_argument("--out")
     ap.add_argument("--greedy", type=int, default=0)
+    ap.add_argument("--mtp-out")
     args = ap.parse_args()
     model = Qwen35Reference(args.model)
     ids = parse_ids(args.token_ids)
     if args.out:
         np.save(args.out, model.logits(ids))
+    if args.mtp_out:
+        np.save(args.mtp_out, model.mtp_logits(ids))
     if args.greedy:
         print(",".join(map(str, model.greedy(ids, args.greedy))))
 

@@ -12,6 +12,7 @@ struct Header {
   int32_t max_blocks_per_seq, pad;
   // Hybrid models: the sequences' GDN state slots, snapshot restores and saves.
   int64_t n_state_slots, n_state_restore, n_state_saves;
+  int64_t n_draft_rows;  // speculative decoding on a hybrid (model/gdn_rollback.h)
 };
 
 template <typename T>
@@ -42,7 +43,8 @@ void encode_batch(const ForwardBatch& b, std::vector<uint8_t>& out) {
            0,
            int64_t(b.state_slots.size()),
            int64_t(b.state_restore.size()),
-           int64_t(b.state_saves.size())};
+           int64_t(b.state_saves.size()),
+           int64_t(b.draft_rows.size())};
   PYPTO_ASSERT(b.context_len.size() == size_t(b.num_seqs()), "context_len size");
   out.resize(sizeof h);
   std::memcpy(out.data(), &h, sizeof h);
@@ -56,6 +58,7 @@ void encode_batch(const ForwardBatch& b, std::vector<uint8_t>& out) {
   put(out, b.state_slots);
   put(out, b.state_restore);
   put(out, b.state_saves);
+  put(out, b.draft_rows);
 }
 
 void decode_batch(const uint8_t* bytes, size_t size, ForwardBatch& b) {
@@ -74,6 +77,7 @@ void decode_batch(const uint8_t* bytes, size_t size, ForwardBatch& b) {
   take(p, end, h.n_state_slots, b.state_slots);
   take(p, end, h.n_state_restore, b.state_restore);
   take(p, end, h.n_state_saves, b.state_saves);
+  take(p, end, h.n_draft_rows, b.draft_rows);
   b.max_blocks_per_seq = h.max_blocks_per_seq;
   if (p != end) fail("batch message has ", end - p, " trailing bytes");
 }

@@ -13,6 +13,7 @@
 #include "model/gdn_state.h"
 #include "model/weight_staging.h"
 #include "parallel/replicas/draft_load.h"
+#include "parallel/replicas/mtp_load.h"
 #include "parallel/replicas/pooling_load.h"
 #include "parallel/replicas/rank_worker.h"
 #include "parallel/replicas/step_pipeline.h"
@@ -105,6 +106,8 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
                                 : "--dp with rank processes (--distributed-executor-backend mp / mpi)",
          " cannot run it; --tp, --pp, and --dp with --distributed-executor-backend threads can. Or use "
          "{\"method\": \"ngram\", ...}, which works with both");
+  const bool mtp = opt.engine.scheduler.speculative.method == SpeculativeMethod::Mtp;  // parallel/replicas/mtp_load.h
+  if (mtp) check_mtp_layout(opt.layout.tp, opt.layout.pp, opt.layout.dp, opt.process_comm != nullptr);
   if (opt.process_comm) return load_process_rank0(opt);
   const EngineLoadOptions& eo = opt.engine;
   const ParallelLayout& L = opt.layout;
@@ -200,10 +203,12 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
     so.quantization = eo.quantization;
     so.expert_parallel = eo.expert_parallel;
     so.int4_group = eo.int4_group;
+    so.mtp = mtp;  // the MTP head rides with the target's weights
     Qwen3Weights w = stage_qwen3_weights(*ck, *stager, so);
     if (w.config.hybrid()) {
       w.state_slots = eo.scheduler.max_num_seqs;  // one GDN state per running sequence
       w.state_snapshots = snapshots;               // prefix caching: copies at cached block boundaries
+      w.state_rollback = eo.scheduler.speculative.num_speculative_tokens;  // speculative: states at drafts (0: off)
     }
     staged.push_back(std::move(w));
   }
@@ -245,11 +250,20 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
     bytes_per_block += kv_bytes_per_block(kv_layers, eo.cache.block_size, sw.n_kv_heads, cfg.head_dim, eo.kv_cache_dtype);
   }
   if (draft) bytes_per_block += draft_kv_bytes_per_block(*draft, eo);  // the draft's KV block beside each target block
+  if (mtp) bytes_per_block += mtp_kv_bytes_per_block(*slices[0], eo);  // the MTP layer's KV block beside it
   int64_t state_bytes = 0;
   if (cfg.hybrid()) {
     const int32_t gdn_layers = cfg.num_hidden_layers - cfg.num_full_attention_layers();
     const size_t per_seq = GdnStatePool::bytes_per_slot(cfg, gdn_layers);
-    state_bytes = int64_t(per_seq) * (eo.scheduler.max_num_seqs + snapshots) * L.dp;
+    // Speculative decoding keeps k more states per sequence for rollback (model/gdn_rollback.h).
+    const int64_t rollback = int64_t(eo.scheduler.max_num_seqs) * eo.scheduler.speculative.num_speculative_tokens;
+    state_bytes = int64_t(per_seq) * (eo.scheduler.max_num_seqs + snapshots + rollback) * L.dp;
+    if (rollback > 0) {
+      char r[32];
+      log_info("GDN rollback states (speculative decoding): ", eo.scheduler.max_num_seqs, " sequences x ",
+               eo.scheduler.speculative.num_speculative_tokens, " draft positions = ",
+               format_bytes(size_t(per_seq) * size_t(rollback), r, sizeof r), " per replica");
+    }
     char a[32], b[32], c[32];
     log_info("Gated DeltaNet state pool: ", eo.scheduler.max_num_seqs, " sequences (--max-num-seqs) x ",
              format_bytes(per_seq, a, sizeof a), " (", gdn_layers, " GDN layers: conv [", cfg.linear_conv_kernel_dim - 1,
@@ -322,6 +336,14 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
                    std::make_unique<VirtualEngineExecutor>(pipeline, int32_t(g * per_engine), eo.cache.block_size));
       out.placement += str_cat(out.placement.empty() ? "" : "\n", "replica ", i, ": ", L.pp, " virtual engines of ",
                                per_engine, " KV blocks over ", nr, " rank threads, their steps in flight together");
+      continue;
+    }
+    if (mtp) {  // one rank (check_mtp_layout): the target with its hidden states for the MTP drafter
+      EngineConfig me = ec;
+      auto exec = make_mtp_executor(parts[0].weights, std::move(parts[0].backend), out.capacity.num_blocks, eo, &me.drafter);
+      add_engine(out, replicas, me, std::move(exec));
+      out.placement += str_cat(out.placement.empty() ? "" : "\n", "replica 0: one rank with the MTP drafter, cores ",
+                               L.pinned ? format_core_list(L.rank_cores(0, 0)) : std::string("any"));
       continue;
     }
     EngineConfig rc = ec;

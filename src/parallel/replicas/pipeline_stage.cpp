@@ -92,6 +92,7 @@ void split_micro_batches(const ForwardBatch& b, int m, std::vector<ForwardBatch>
     if (!b.state_restore.empty()) p.state_restore.assign(b.state_restore.begin() + s0, b.state_restore.begin() + s1);
     for (const ForwardBatch::StateSave& sv : b.state_saves)
       if (sv.seq >= s0 && sv.seq < s1) p.state_saves.push_back({sv.seq - s0, sv.rows, sv.entry});
+    if (!b.draft_rows.empty()) p.draft_rows.assign(b.draft_rows.begin() + s0, b.draft_rows.begin() + s1);
     s0 = s1;
   }
   PYPTO_ASSERT(li == b.logits_indices.size(), "logits rows left after the split");

@@ -1,0 +1,245 @@
+#include "engine/mtp_proposer.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "engine/request.h"
+#include "sampling/philox.h"
+#include "sampling/rejection_sampler.h"
+#include "sampling/sampler.h"
+
+namespace pypto {
+
+MtpProposer::MtpProposer(const Qwen3Weights& target, Backend& backend, int64_t num_blocks, int32_t block_size,
+                         DType kv_dtype)
+    : target_(target),
+      H_(target.config.hidden_size),
+      head_(target, backend),
+      cache_(head_.kv_cache_spec(num_blocks, block_size, kv_dtype)),
+      block_size_(block_size) {
+  PYPTO_ASSERT(num_blocks > 0 && num_blocks < (int64_t(1) << 31), "MTP KV blocks: ", num_blocks);
+  free_.reserve(size_t(num_blocks));
+  for (int64_t b = num_blocks - 1; b >= 0; --b) free_.push_back(int32_t(b));  // lowest ids first out
+}
+
+void MtpProposer::propose(std::span<const int32_t>, int32_t, std::vector<int32_t>& out) const {
+  out.clear();  // unreachable through the scheduler, which calls propose_for()
+}
+
+bool MtpProposer::reserve(State& st, int64_t positions) {
+  const size_t need = size_t((positions + block_size_ - 1) / block_size_);
+  if (need <= st.blocks.size()) return true;
+  if (need - st.blocks.size() > free_.size()) {
+    if (!warned_short_)
+      log_warn("speculative decoding: the MTP head's KV pool (", free_.size(), " free blocks) is short; requests ",
+               "decode without drafts until blocks free up (logged once)");
+    warned_short_ = true;
+    return false;
+  }
+  while (st.blocks.size() < need) {
+    st.blocks.push_back(free_.back());
+    free_.pop_back();
+  }
+  return true;
+}
+
+void MtpProposer::forget(const std::string& req_id) {
+  auto it = states_.find(req_id);
+  if (it == states_.end()) return;
+  free_.insert(free_.end(), it->second.blocks.rbegin(), it->second.blocks.rend());
+  states_.erase(it);
+}
+
+// As DraftModelProposer chooses: the request's history as the target's row j will see it
+// (output + drafts[0..j)); greedy requests take the argmax, sampled ones draw from q (Philox
+// stream kDraftStream), which rejection sampling needs.
+int32_t MtpProposer::choose(const Request& req, State& st, std::span<float> logits) {
+  std::vector<int32_t> history(req.output_token_ids);
+  history.insert(history.end(), st.drafts.begin(), st.drafts.end());
+  const SamplerRow row{&req.sampling_params, req.prompt_token_ids, history, req.eos_token_ids, req.seed, {}};
+  if (req.sampling_params.is_greedy()) return sample_row(logits, row).token_id;
+  std::vector<float> q;
+  sampling_distribution(logits, row, q);
+  const int32_t x = draw_from_weights(q, philox_uniform(req.seed, kDraftStream | uint64_t(history.size())));
+  st.dist.vocab = int64_t(q.size());
+  st.dist.probs.insert(st.dist.probs.end(), q.begin(), q.end());
+  return x;
+}
+
+void MtpProposer::run(const std::vector<float>& hidden_rows) {
+  logits_.resize(size_t(batch_.num_logits() * target_.config.vocab_size));
+  out_.resize(size_t(batch_.num_tokens() * H_));
+  if (batch_.num_tokens() > 0) head_.forward(batch_, hidden_rows.data(), cache_, logits_.data(), out_.data());
+}
+
+void MtpProposer::observe(const SchedulerOutput& so, const ForwardBatch& batch, const float* hidden) {
+  PYPTO_ASSERT(batch.num_seqs() == int32_t(so.scheduled.size()), "one sequence per scheduled request");
+  batch_.clear();
+  rows_hidden_.clear();
+  int32_t max_blocks = 1;
+  std::vector<std::pair<State*, int64_t>> advanced;  // state, its valid rows after this pass
+  // Blocks first (max_blocks_per_seq must be known before the first add_sequence).
+  struct Rows {
+    State* st;
+    size_t seq;
+    int64_t first, end;  // MTP rows for target positions [first, end)
+  };
+  std::vector<Rows> plan;
+  for (size_t i = 0; i < so.scheduled.size(); ++i) {
+    const ScheduledRequest& s = so.scheduled[i];
+    const int64_t start = s.num_computed_tokens, n = s.num_scheduled_tokens;
+    auto it = states_.find(s.req_id);
+    if (s.is_new && it != states_.end()) {  // resumed (preempted earlier): a fresh MTP context
+      forget(s.req_id);
+      it = states_.end();
+    }
+    State& st = it != states_.end() ? it->second : states_[s.req_id];
+    if (it == states_.end()) st.base = start;
+    // Rows past start - 2 may hold rejected drafts, so row start - 1 is recomputed with x_start,
+    // unless prepare() just computed it from the verified token (then rows < start are verified).
+    const int64_t verified_rows = st.prepared == start ? start - st.base : start - 1 - st.base;
+    st.prepared = -1;
+    st.valid = std::clamp<int64_t>(st.valid, 0, std::max<int64_t>(0, verified_rows));
+    int64_t first = st.base + st.valid;
+    const bool have_prev = st.hidden_start >= 0 && st.hidden_start <= start - 1 &&
+                           start - 1 < st.hidden_start + int64_t(st.hidden.size()) / H_;
+    if (first < start - 1 || (first == start - 1 && !have_prev)) {
+      // A gap the kept rows cannot fill (no x_{t+1} for them): the MTP context restarts here.
+      st.base = have_prev ? start - 1 : start;
+      st.valid = 0;
+      first = st.base;
+    }
+    const int64_t end = start + n - 1;  // row t needs x_{t+1}: the step's tokens reach start + n - 1
+    if (end > first && reserve(st, end - st.base)) {
+      plan.push_back({&st, i, first, end});
+      max_blocks = std::max(max_blocks, int32_t(st.blocks.size()));
+    } else if (end > first) {
+      st.valid = 0;  // no room: this request's MTP context restarts later
+      st.base = end;
+    }
+  }
+  batch_.max_blocks_per_seq = max_blocks;
+  std::vector<int32_t> ids;
+  for (const Rows& r : plan) {
+    const ScheduledRequest& s = so.scheduled[r.seq];
+    const int64_t start = s.num_computed_tokens;
+    const int64_t q0 = batch.query_start[r.seq];
+    ids.clear();
+    for (int64_t t = r.first; t < r.end; ++t) {
+      ids.push_back(s.token_ids[size_t(t + 1 - start)]);  // x_{t+1}
+      const float* h = t >= start ? hidden + (q0 + t - start) * H_
+                                  : r.st->hidden.data() + (t - r.st->hidden_start) * H_;  // h_{start-1}: kept
+      rows_hidden_.insert(rows_hidden_.end(), h, h + H_);
+    }
+    batch_.add_sequence(ids.data(), int32_t(ids.size()), int32_t(r.first - r.st->base), r.st->blocks.data(),
+                        int32_t(r.st->blocks.size()), block_size_, ForwardBatch::Logits::None);
+    advanced.push_back({r.st, r.end - r.st->base});
+  }
+  try {
+    run(rows_hidden_);
+  } catch (...) {
+    for (const Rows& r : plan) r.st->valid = 0, r.st->base = r.end;  // KV written or not: start over
+    throw;
+  }
+  for (auto& [st, valid] : advanced) st->valid = valid;
+  // Keep each request's rows for the next step (its last row, or the last accepted one).
+  for (size_t i = 0; i < so.scheduled.size(); ++i) {
+    const ScheduledRequest& s = so.scheduled[i];
+    State& st = states_.at(s.req_id);
+    const int64_t q0 = batch.query_start[i], n = batch.query_start[i + 1] - q0;
+    st.hidden.assign(hidden + q0 * H_, hidden + (q0 + n) * H_);
+    st.hidden_start = s.num_computed_tokens;
+  }
+}
+
+void MtpProposer::prepare(std::span<const Query> queries) {
+  for (auto& [id, st] : states_) {  // last step's proposals are spent
+    st.drafts.clear();
+    st.dist = {};
+  }
+  struct Job {
+    const Request* req;
+    State* st;
+    int32_t k;
+    int64_t p;  // verified tokens computed by the target; the token at p is the newest
+  };
+  std::vector<Job> jobs;
+  int32_t max_blocks = 1, max_k = 0;
+  for (const Query& q : queries) {
+    if (q.k <= 0) continue;
+    const Request& r = *q.request;
+    auto it = states_.find(r.request_id);
+    if (it == states_.end()) continue;
+    State& st = it->second;
+    const int64_t p = r.num_computed_tokens;
+    PYPTO_ASSERT(r.num_tokens() == p + 1, "request ", r.request_id, " drafts with ", r.num_tokens() - p, " new tokens");
+    if (!(st.hidden_start >= 0 && st.hidden_start <= p - 1 && p - 1 < st.hidden_start + int64_t(st.hidden.size()) / H_))
+      continue;  // the target's row p - 1 was not seen (cannot happen after a step that computed it)
+    // Rollback: MTP rows from p - 1 on held drafts (or are recomputed now).
+    st.valid = std::clamp<int64_t>(st.valid, 0, std::max<int64_t>(0, p - 1 - st.base));
+    if (st.base + st.valid < p - 1) {  // a gap: restart the MTP context at p - 1
+      st.base = p - 1;
+      st.valid = 0;
+    }
+    if (!reserve(st, p - 1 - st.base + q.k)) continue;
+    jobs.push_back({&r, &st, q.k, p});
+    max_blocks = std::max(max_blocks, int32_t(st.blocks.size()));
+    max_k = std::max(max_k, q.k);
+  }
+  if (jobs.empty()) return;
+  const size_t V = size_t(target_.config.vocab_size);
+  try {
+    for (int32_t d = 0; d < max_k; ++d) {
+      // Pass d: row (h_{p-1}, x_p) at p - 1 for d = 0, else (the previous row's output, draft d-1).
+      batch_.clear();
+      batch_.max_blocks_per_seq = max_blocks;
+      rows_hidden_.clear();
+      std::vector<Job*> rows;
+      for (Job& j : jobs) {
+        if (j.k <= d) continue;
+        State& st = *j.st;
+        const int32_t tok = d == 0 ? j.req->all_token_ids[size_t(j.p)] : st.drafts[size_t(d - 1)];
+        const float* h = d == 0 ? st.hidden.data() + (j.p - 1 - st.hidden_start) * H_ : st.out.data();
+        rows_hidden_.insert(rows_hidden_.end(), h, h + H_);
+        batch_.add_sequence(&tok, 1, int32_t(j.p - 1 - st.base + d), st.blocks.data(), int32_t(st.blocks.size()),
+                            block_size_, ForwardBatch::Logits::Last);
+        rows.push_back(&j);
+      }
+      run(rows_hidden_);
+      for (size_t r = 0; r < rows.size(); ++r) {
+        State& st = *rows[r]->st;
+        if (d == 0) {  // row p - 1 is verified: (h_{p-1}, x_p)
+          st.valid = rows[r]->p - st.base;
+          st.prepared = rows[r]->p;
+        }
+        st.out.assign(out_.begin() + int64_t(r) * H_, out_.begin() + int64_t(r + 1) * H_);
+        st.drafts.push_back(choose(*rows[r]->req, st, std::span<float>(logits_.data() + r * V, V)));
+      }
+    }
+  } catch (...) {
+    for (const Job& j : jobs) {  // which KV got written is unknown: these contexts restart
+      j.st->valid = 0;
+      j.st->base = j.p - 1;
+      j.st->drafts.clear();
+      j.st->dist = {};
+    }
+    throw;
+  }
+}
+
+void MtpProposer::propose_for(const Request& req, int32_t k, std::vector<int32_t>& out) {
+  out.clear();
+  auto it = states_.find(req.request_id);
+  if (it == states_.end()) return;
+  const std::vector<int32_t>& d = it->second.drafts;
+  out.assign(d.begin(), d.begin() + std::min<ptrdiff_t>(k, ptrdiff_t(d.size())));
+}
+
+const DraftDistribution* MtpProposer::distribution(const std::string& req_id) const {
+  auto it = states_.find(req_id);
+  return it == states_.end() || it->second.dist.empty() ? nullptr : &it->second.dist;
+}
+
+}  // namespace pypto

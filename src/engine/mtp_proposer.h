@@ -1,0 +1,86 @@
+#pragma once
+// The MTP drafter (--speculative-config '{"method": "mtp", "num_speculative_tokens": k}'): the
+// target checkpoint's own multi-token-prediction head (model/mtp_head.h) drafts from the
+// target's final normed hidden states, one MTP layer reused for each of the k draft positions.
+//
+// Data flow. The MTP row at position t pairs the target's hidden state h_t with token x_{t+1}
+// and lives in the MTP's own paged KV cache (its own blocks; position t - base, where base is the
+// first position the MTP saw of the request: a prefix-cache hit or a resumed request starts its
+// MTP context there, so drafts for it attend to less context, never to anything wrong).
+//  - observe() (MtpExecutor, after every target step): the step's hidden rows h_t for positions
+//    [s, s + n) of each request. Rows t in [s - 1, s + n - 1) whose x_{t+1} the step holds are
+//    computed right away (prompt chunks and verify rows alike); the n hidden rows are kept until
+//    the next step, because after a verify the last accepted row is not known yet.
+//  - prepare() (the scheduler, before the next step): for a request whose verified tokens end at
+//    p (the token at p, just sampled, not yet computed), MTP rows past p - 1 are dropped (they
+//    held rejected drafts: the rollback, as the target's KV past num_computed_tokens), row p - 1 is
+//    computed from h_{p-1} and x_p and gives draft 1; draft j + 1 comes from the row pairing the
+//    previous MTP row's output (RMSNorm1p(m; mtp.norm), what its lm_head read) with draft j at the
+//    next position. Requests are batched in each pass: k batched MTP forwards per step.
+// Drafts are chosen as DraftModelProposer chooses (greedy: argmax; sampled: a draw from the
+// processed distribution q, kept for rejection sampling).
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/draft_proposer.h"
+#include "engine/scheduler_output.h"
+#include "model/forward_batch.h"
+#include "model/kv_cache.h"
+#include "model/mtp_head.h"
+
+namespace pypto {
+
+class MtpProposer final : public DraftProposer {
+ public:
+  // `target` (staged with its MTP head, one rank) and `backend` (the target's: the MTP runs on
+  // the engine thread between and inside the target's steps) must outlive the proposer.
+  // num_blocks of block_size tokens: the MTP layer's KV pool.
+  MtpProposer(const Qwen3Weights& target, Backend& backend, int64_t num_blocks, int32_t block_size, DType kv_dtype);
+
+  void propose(std::span<const int32_t> tokens, int32_t k, std::vector<int32_t>& out) const override;
+  void prepare(std::span<const Query> queries) override;
+  void propose_for(const Request& req, int32_t k, std::vector<int32_t>& out) override;
+  void forget(const std::string& req_id) override;
+  const DraftDistribution* distribution(const std::string& req_id) const override;
+
+  // After the target's step `so` (its batch `batch`): hidden [batch.num_tokens(), H], the final
+  // normed hidden state of every row.
+  void observe(const SchedulerOutput& so, const ForwardBatch& batch, const float* hidden);
+
+  const MtpHead& head() const { return head_; }
+  // Parts the proposer keeps alive (the loader's weights and backend).
+  void keep_alive(std::vector<std::shared_ptr<const void>> parts) { parts_ = std::move(parts); }
+  int64_t free_blocks() const { return int64_t(free_.size()); }
+
+ private:
+  struct State {
+    int64_t base = 0;               // target position of MTP position 0
+    int64_t valid = 0;              // MTP rows [0, valid) hold verified (h_t, x_{t+1}) pairs
+    int64_t prepared = -1;          // prepare() computed row p - 1 from the verified x_p (p), this step
+    std::vector<int32_t> blocks;    // MTP KV blocks, in position order
+    int64_t hidden_start = -1;      // target position of hidden row 0 (-1: none)
+    std::vector<float> hidden;      // [rows, H] the last step's hidden rows
+    std::vector<int32_t> drafts;    // this step's proposal
+    std::vector<float> out;         // [H] the last MTP row's output (fed to the next pass)
+    DraftDistribution dist;         // sampled requests: q of each draft
+  };
+  bool reserve(State& st, int64_t positions);
+  int32_t choose(const Request& req, State& st, std::span<float> logits);
+  void run(const std::vector<float>& hidden_rows);  // head_ over batch_ → logits_, out_
+
+  std::vector<std::shared_ptr<const void>> parts_;  // destroyed last
+  const Qwen3Weights& target_;
+  int64_t H_;
+  MtpHead head_;
+  KvCache cache_;
+  int32_t block_size_;
+  std::vector<int32_t> free_;
+  std::unordered_map<std::string, State> states_;
+  ForwardBatch batch_;
+  std::vector<float> rows_hidden_, logits_, out_;  // per pass: [T, H] input, [T, V], [T, H]
+  bool warned_short_ = false;
+};
+
+}  // namespace pypto

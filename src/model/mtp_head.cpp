@@ -1,0 +1,69 @@
+#include "model/mtp_head.h"
+
+#include <cstring>
+
+#include "core/error.h"
+
+namespace pypto {
+
+MtpHead::MtpHead(const Qwen3Weights& target, Backend& backend) : target_(target), backend_(backend) {
+  if (!target.mtp.present) fail("the MTP head was not staged (the checkpoint has no mtp.* tensors)");
+  PYPTO_ASSERT(target.tp_size == 1 && target.has_embed && target.has_head, "the MTP head runs on one whole-model rank");
+  const ModelConfig& c = target.config;
+  layer_.config = c;
+  layer_.config.num_hidden_layers = 2;  // the MTP layer sits as the last layer of a two-layer model
+  layer_.config.full_attention = {0, 1};
+  layer_.tp_rank = 0;
+  layer_.tp_size = 1;
+  layer_.n_heads = target.n_heads;
+  layer_.n_kv_heads = target.n_kv_heads;
+  layer_.inter = target.inter;
+  layer_.moe_inter = target.moe_inter;
+  layer_.vocab_begin = target.vocab_begin;
+  layer_.vocab_rows = target.vocab_rows;
+  layer_.lm_head = target.lm_head;  // shared: the same staged rows
+  layer_.final_norm = target.mtp.norm;
+  layer_.layer_begin = 1;
+  layer_.layer_end = 2;
+  layer_.has_embed = false;
+  layer_.has_head = true;
+  layer_.layers = {target.mtp.layer};
+  layer_.layer_format = target.layer_format;
+  model_ = std::make_unique<Qwen3Model>(layer_, backend_);
+}
+
+void MtpHead::forward(const ForwardBatch& batch, const float* hidden, KvCache& cache, float* logits_out,
+                      float* out_hidden) {
+  const int64_t T = batch.num_tokens(), H = target_.config.hidden_size;
+  if (T == 0) return;
+  const float eps = float(target_.config.rms_norm_eps);
+  Backend& be = backend_;
+  for (int64_t t = 0; t < T; ++t) {
+    const int32_t id = batch.token_ids[size_t(t)];
+    if (id < 0 || id >= target_.config.vocab_size)
+      fail("token id ", id, " is outside the vocabulary [0, ", target_.config.vocab_size, ")");
+  }
+  e_.resize(size_t(T * H));
+  cat_.resize(size_t(T * 2 * H));
+  x_.resize(size_t(T * H));
+  // e [T, H]: the target's embedding rows (as Qwen3Model looks them up).
+  if (target_.embed_in_lm_head) be.weight_rows(batch.token_ids.data(), T, target_.lm_head, e_.data());
+  else if (target_.embed_rows.data) be.weight_rows(batch.token_ids.data(), T, target_.embed_rows, e_.data());
+  else be.embedding(batch.token_ids.data(), T, target_.embed, target_.embed_dtype, H, e_.data());
+  be.synchronize();
+  // cat [T, 2H] = [RMSNorm1p(e) | RMSNorm1p(hidden)] (the staged norm weights are 1 + w).
+  be.rms_norm(e_.data(), target_.mtp.norm_embed, T, H, eps, e_.data());
+  be.rms_norm(hidden, target_.mtp.norm_hidden, T, H, eps, x_.data());
+  be.synchronize();
+  for (int64_t t = 0; t < T; ++t) {
+    std::memcpy(cat_.data() + t * 2 * H, e_.data() + t * H, size_t(H) * sizeof(float));
+    std::memcpy(cat_.data() + t * 2 * H + H, x_.data() + t * H, size_t(H) * sizeof(float));
+  }
+  be.linear(cat_.data(), T, target_.mtp.fc, nullptr, x_.data());  // x [T, H] = fc(cat)
+  be.synchronize();
+  model_->set_normed_hidden_out(out_hidden);
+  model_->forward_stage(batch, cache, x_.data(), nullptr, logits_out);
+  model_->set_normed_hidden_out(nullptr);
+}
+
+}  // namespace pypto

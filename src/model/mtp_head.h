@@ -1,0 +1,57 @@
+#pragma once
+// The multi-token-prediction (MTP) head of a Qwen3.5 / Qwen3.6 checkpoint (mtp.*, fact sheet
+// qwen35-hybrid.md §3.6 and §4.6), which drafts the token after next for speculative decoding.
+// For a row pairing the target's final normed hidden state h_t (after its final norm, the state
+// its lm_head reads) with the next token x_{t+1}:
+//   e = RMSNorm1p(embed(x_{t+1}); pre_fc_norm_embedding)        [H]  (RMSNorm1p: x̂ · (1 + w))
+//   h = RMSNorm1p(h_t; pre_fc_norm_hidden)                        [H]
+//   m = fc([e | h])                                               [H]  (fc [H, 2H], embedding half first)
+//   m = DecoderLayer(m)     one gated full-attention layer with its FFN / MoE, its own KV cache;
+//                           the row sits at position t, so the MTP's cache holds positions
+//                           0, 1, .. like the target's (the fact sheet places it at t + 1: RoPE
+//                           is relative, so shifting every MTP position by one changes nothing
+//                           but rounding; the PyTorch reference uses t + 1)
+//   out = RMSNorm1p(m; mtp.norm),  logits(x_{t+2}) = lm_head(out)     (embed and lm_head: the target's)
+// A second draft step feeds `out` back as the hidden state with the first draft as the token:
+// one MTP layer reused step after step.
+//
+// The decoder layer runs through Qwen3Model as a one-layer last pipeline stage (its input the fc
+// output instead of embeddings), so attention, MoE and the KV cache are the target's own code.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "model/forward_batch.h"
+#include "model/kv_cache.h"
+#include "model/qwen3_model.h"
+#include "model/qwen3_weights.h"
+
+namespace pypto {
+
+class MtpHead {
+ public:
+  // `target` (staged with StagingOptions::mtp, one rank: tp_size 1) and `backend` must outlive the head.
+  MtpHead(const Qwen3Weights& target, Backend& backend);
+
+  // The MTP layer's KV cache: one full-attention layer of the target's attention shape.
+  KvCacheSpec kv_cache_spec(int64_t num_blocks, int32_t block_size, DType dtype) const {
+    return model_->kv_cache_spec(num_blocks, block_size, dtype);
+  }
+
+  // batch: the MTP's rows (token_ids: the next tokens x_{t+1}; positions t; slots in `cache`;
+  // logits_indices: the rows whose drafts are wanted). hidden [T, H]: row r's h_t (the target's
+  // final normed hidden state, or the previous MTP step's `out`). logits_out [num_logits, vocab];
+  // out_hidden (may be null) [T, H]: `out` of every row.
+  void forward(const ForwardBatch& batch, const float* hidden, KvCache& cache, float* logits_out,
+               float* out_hidden = nullptr);
+
+ private:
+  const Qwen3Weights& target_;
+  Backend& backend_;
+  Qwen3Weights layer_;  // the one-layer view: mtp.layers.0 as layer 1 of 2, mtp.norm, the target's lm_head
+  std::unique_ptr<Qwen3Model> model_;
+  std::vector<float> e_, cat_, x_;  // [T, H] embeddings, [T, 2H] fc input, [T, H] fc output
+};
+
+}  // namespace pypto

@@ -1,0 +1,105 @@
+// --speculative-config on a hybrid (Gated DeltaNet) target through the real binary: n-gram drafts
+// on a repetitive prompt print the same tokens as a run without speculation, and the run reports
+// its acceptance (rejected drafts roll the recurrent state back, model/gdn_rollback.h). Method mtp
+// on an always-accepting checkpoint (make-test-model --mtp oracle) accepts every draft and prints
+// the same tokens; the deprecated method names work with a warning; a target without an MTP head
+// and the layouts it does not run under are refused by name.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <regex>
+#include <string>
+
+#include "model/test_model.h"
+#include "run_binary.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using pypto::test::RunResult;
+using pypto::test::run;
+
+class HybridSpeculativeCli : public ::testing::Test {
+ protected:
+  static fs::path dir_;
+  static void SetUpTestSuite() {
+    dir_ = fs::temp_directory_path() / ("pypto_hybrid_spec_cli_" + std::to_string(getpid()));
+    for (const char* mtp : {"random", "oracle"}) {
+      pypto::TestModelOptions o;
+      o.preset = "tiny-hybrid";
+      o.mtp = mtp;
+      o.out_dir = (dir_ / (std::string("tiny-hybrid-") + mtp)).string();
+      o.show_progress = false;
+      pypto::make_test_model(o);
+    }
+    pypto::TestModelOptions d;
+    d.out_dir = (dir_ / "tiny").string();
+    d.show_progress = false;
+    pypto::make_test_model(d);
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+  static std::string model(const char* name = "tiny-hybrid-random") { return (dir_ / name).string(); }
+};
+fs::path HybridSpeculativeCli::dir_;
+
+std::string token_ids(const std::string& output) {
+  std::smatch m;
+  return std::regex_search(output, m, std::regex(R"(token_ids: \[([^\]]*)\])")) ? m[1].str() : "";
+}
+
+TEST_F(HybridSpeculativeCli, NgramOutputIsUnchangedAndDraftsAreReported) {
+  const std::string base = "--model " + model() + " --kv-cache-memory 16MiB --max-model-len 256 --prompt "
+                           "'one two three one two three one two three one two three' --generate-config "
+                           "'{\"max_tokens\": 24, \"temperature\": 0}'";
+  const RunResult plain = run(base);
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  const RunResult spec = run(base + " --speculative-config '{\"method\": \"ngram\", \"num_speculative_tokens\": 3, "
+                                    "\"prompt_lookup_min\": 1, \"prompt_lookup_max\": 4}'");
+  ASSERT_EQ(spec.exit_code, 0) << spec.output;
+  ASSERT_FALSE(token_ids(plain.output).empty()) << plain.output;
+  EXPECT_EQ(token_ids(spec.output), token_ids(plain.output)) << spec.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(spec.output, m, std::regex(R"(\[speculative\] (\d+) drafts, (\d+) draft tokens, (\d+) accepted)")))
+      << spec.output;
+  EXPECT_GT(std::stoll(m[2].str()), 0) << spec.output;
+  EXPECT_NE(spec.output.find("GDN rollback states"), std::string::npos) << spec.output;
+}
+
+bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+
+TEST_F(HybridSpeculativeCli, MtpOnTheOracleCheckpointAcceptsEveryDraftAndChangesNothing) {
+  const std::string base = "--model " + model("tiny-hybrid-oracle") + " --kv-cache-memory 16MiB --max-model-len 256 "
+                           "--prompt 'the quick brown fox' --generate-config '{\"max_tokens\": 20, \"temperature\": 0}'";
+  const RunResult plain = run(base);
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  for (const char* method : {"mtp", "qwen3_5_mtp"}) {
+    const RunResult spec = run(base + " --speculative-config '{\"method\": \"" + method + "\", \"num_speculative_tokens\": 2}'");
+    ASSERT_EQ(spec.exit_code, 0) << spec.output;
+    EXPECT_EQ(token_ids(spec.output), token_ids(plain.output)) << spec.output;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(spec.output, m, std::regex(R"(\[speculative\] (\d+) drafts, (\d+) draft tokens, (\d+) accepted)")))
+        << spec.output;
+    EXPECT_GT(std::stoll(m[2].str()), 0) << spec.output;
+    EXPECT_EQ(m[2].str(), m[3].str()) << spec.output;
+    EXPECT_EQ(has(spec.output, "deprecated"), std::string(method) != "mtp") << spec.output;
+  }
+}
+
+TEST_F(HybridSpeculativeCli, MtpIsRefusedWithoutAHeadOrUnderParallelLayouts) {
+  const std::string rest = " --kv-cache-memory 16MiB --max-model-len 256 --prompt hi --speculative-config "
+                           "'{\"method\": \"mtp\", \"num_speculative_tokens\": 2}'";
+  RunResult r = run("--model " + model("tiny") + rest);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(has(r.output, "has none: use method ngram or draft_model")) << r.output;
+  r = run("--model " + model("tiny-hybrid-oracle") + rest + " --tp 2 --devices 0,1");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(has(r.output, "method mtp runs on one rank of one replica so far")) << r.output;
+  r = run("--model " + model("tiny-hybrid-oracle") + " --kv-cache-memory 16MiB --max-model-len 256 --prompt hi "
+          "--speculative-config '{\"method\": \"mtp\", \"num_speculative_tokens\": 2, \"model\": \"x\"}'");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(has(r.output, "'model' does not apply to method mtp")) << r.output;
+}
+
+}  // namespace
