@@ -87,9 +87,12 @@ BENCHMARK(BM_Attention)->Args({128, 1})->Args({2048, 1})->Args({512, 512})->Repe
 // the blocks shuffled, as in a long-running paged cache; 0: each sequence's blocks consecutive
 // (as right after prefill), a stride the hardware prefetchers follow. GB/s counts the K and V
 // bytes read (8-bit caches: codes and row scales). Fourth argument: the KV dtype (kv_dtype_arg).
+// Fifth (optional): the head shape, 0 = Qwen3-0.6B / 14B-like (16 query / 8 KV heads of 128), 1 =
+// the Qwen3.5 / 3.6 MoE hybrids' gated attention (16 query / 2 KV heads of 256: GQA groups of 8).
 void BM_AttentionDecodeBatch(benchmark::State& state) {
   const int32_t ctx = static_cast<int32_t>(state.range(0)), seqs = static_cast<int32_t>(state.range(1));
-  const int32_t nh = 16, nkv = 8, hd = 128, bs = 16;
+  const bool hybrid_heads = state.range(4) == 1;
+  const int32_t nh = 16, nkv = hybrid_heads ? 2 : 8, hd = hybrid_heads ? 256 : 128, bs = 16;
   const DType dt = kv_dtype_arg(state.range(3));
   const double row_bytes = double(kv_row_bytes(dt, hd));
   // Enough batches of sequences that their caches together far exceed the L3 (>= 192 MiB).
@@ -120,12 +123,14 @@ void BM_AttentionDecodeBatch(benchmark::State& state) {
   state.counters["GB/s"] = benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(std::string(be->name()) + " kv " + kv_cache_dtype_name(dt));
 }
-BENCHMARK(BM_AttentionDecodeBatch)->Args({512, 16, 1, 0})->Args({300, 16, 1, 0})->Args({512, 16, 0, 0})
-    ->Args({128, 1, 1, 0})
+BENCHMARK(BM_AttentionDecodeBatch)->Args({512, 16, 1, 0, 0})->Args({300, 16, 1, 0, 0})->Args({512, 16, 0, 0, 0})
+    ->Args({128, 1, 1, 0, 0})
     // The 8-bit caches beside bf16: one sequence at 2,560 tokens (bench/model/kv8_long_context.sh's
     // context) and 16 sequences at 512.
-    ->Args({2560, 1, 1, 0})->Args({2560, 1, 1, 1})->Args({2560, 1, 1, 2})
-    ->Args({512, 16, 1, 1})->Args({512, 16, 1, 2})
+    ->Args({2560, 1, 1, 0, 0})->Args({2560, 1, 1, 1, 0})->Args({2560, 1, 1, 2, 0})
+    ->Args({512, 16, 1, 1, 0})->Args({512, 16, 1, 2, 0})
+    // The hybrids' attention heads at a long context: one sequence of 32K tokens, bf16 and int8.
+    ->Args({32768, 1, 1, 0, 1})->Args({32768, 1, 1, 1, 1})->Args({32768, 1, 1, 0, 0})->Args({32768, 1, 1, 1, 0})
     ->Repetitions(5)->ReportAggregatesOnly(true)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace
