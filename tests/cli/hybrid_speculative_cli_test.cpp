@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <regex>
 #include <string>
 
 #include "model/test_model.h"
@@ -19,7 +18,9 @@ namespace fs = std::filesystem;
 namespace {
 
 using pypto::test::RunResult;
+using pypto::test::printed_token_ids;
 using pypto::test::run;
+using pypto::test::speculative_line;
 
 class HybridSpeculativeCli : public ::testing::Test {
  protected:
@@ -44,11 +45,6 @@ class HybridSpeculativeCli : public ::testing::Test {
 };
 fs::path HybridSpeculativeCli::dir_;
 
-std::string token_ids(const std::string& output) {
-  std::smatch m;
-  return std::regex_search(output, m, std::regex(R"(token_ids: \[([^\]]*)\])")) ? m[1].str() : "";
-}
-
 TEST_F(HybridSpeculativeCli, NgramOutputIsUnchangedAndDraftsAreReported) {
   const std::string base = "--model " + model() + " --kv-cache-memory 16MiB --max-model-len 256 --prompt "
                            "'one two three one two three one two three one two three' --generate-config "
@@ -58,12 +54,11 @@ TEST_F(HybridSpeculativeCli, NgramOutputIsUnchangedAndDraftsAreReported) {
   const RunResult spec = run(base + " --speculative-config '{\"method\": \"ngram\", \"num_speculative_tokens\": 3, "
                                     "\"prompt_lookup_min\": 1, \"prompt_lookup_max\": 4}'");
   ASSERT_EQ(spec.exit_code, 0) << spec.output;
-  ASSERT_FALSE(token_ids(plain.output).empty()) << plain.output;
-  EXPECT_EQ(token_ids(spec.output), token_ids(plain.output)) << spec.output;
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(spec.output, m, std::regex(R"(\[speculative\] (\d+) drafts, (\d+) draft tokens, (\d+) accepted)")))
-      << spec.output;
-  EXPECT_GT(std::stoll(m[2].str()), 0) << spec.output;
+  ASSERT_FALSE(printed_token_ids(plain.output).empty()) << plain.output;
+  EXPECT_EQ(printed_token_ids(spec.output), printed_token_ids(plain.output)) << spec.output;
+  const auto sl = speculative_line(spec.output);
+  ASSERT_TRUE(sl) << spec.output;
+  EXPECT_GT(sl->draft_tokens, 0) << spec.output;
   EXPECT_NE(spec.output.find("GDN rollback states"), std::string::npos) << spec.output;
 }
 
@@ -77,12 +72,11 @@ TEST_F(HybridSpeculativeCli, MtpOnTheOracleCheckpointAcceptsEveryDraftAndChanges
   for (const char* method : {"mtp", "qwen3_5_mtp"}) {
     const RunResult spec = run(base + " --speculative-config '{\"method\": \"" + method + "\", \"num_speculative_tokens\": 2}'");
     ASSERT_EQ(spec.exit_code, 0) << spec.output;
-    EXPECT_EQ(token_ids(spec.output), token_ids(plain.output)) << spec.output;
-    std::smatch m;
-    ASSERT_TRUE(std::regex_search(spec.output, m, std::regex(R"(\[speculative\] (\d+) drafts, (\d+) draft tokens, (\d+) accepted)")))
-        << spec.output;
-    EXPECT_GT(std::stoll(m[2].str()), 0) << spec.output;
-    EXPECT_EQ(m[2].str(), m[3].str()) << spec.output;
+    EXPECT_EQ(printed_token_ids(spec.output), printed_token_ids(plain.output)) << spec.output;
+    const auto sl = speculative_line(spec.output);
+    ASSERT_TRUE(sl) << spec.output;
+    EXPECT_GT(sl->draft_tokens, 0) << spec.output;
+    EXPECT_EQ(sl->accepted, sl->draft_tokens) << spec.output;
     EXPECT_EQ(has(spec.output, "deprecated"), std::string(method) != "mtp") << spec.output;
   }
 }

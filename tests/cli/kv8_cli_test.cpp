@@ -17,6 +17,7 @@ namespace fs = std::filesystem;
 namespace {
 
 using pypto::test::RunResult;
+using pypto::test::printed_token_ids;
 using pypto::test::run;
 
 class Kv8Cli : public ::testing::Test {
@@ -35,12 +36,6 @@ class Kv8Cli : public ::testing::Test {
 };
 fs::path Kv8Cli::dir_;
 
-std::string token_ids(const std::string& out) {
-  static const std::regex re(R"(token_ids: \[[^\]]*\])");
-  std::string all;
-  for (std::sregex_iterator it(out.begin(), out.end(), re), end; it != end; ++it) all += it->str() + "\n";
-  return all;
-}
 
 long long pool_tokens(const std::string& out) {
   std::smatch m;
@@ -57,14 +52,14 @@ TEST_F(Kv8Cli, EightBitCachesThroughEveryLayout) {
   for (const char* kv : {"int8", "fp8", "fp8_e4m3"}) {
     const RunResult one = run(base + " --kv-cache-dtype " + kv);
     ASSERT_EQ(one.exit_code, 0) << kv << "\n" << one.output;
-    ASSERT_FALSE(token_ids(one.output).empty()) << one.output;
+    ASSERT_FALSE(printed_token_ids(one.output).empty()) << one.output;
     // The tiny model's rows are 32 wide: 32 + 4 bytes against bf16's 64, 1.78x the tokens in the
     // same memory (1.94x at head_dim 128).
     EXPECT_GE(pool_tokens(one.output) * 100, pool_tokens(bf16.output) * 177) << kv << "\n" << one.output;
     for (const char* layout : {"--tp 2 --devices 0,1", "--pp 2 --devices 0,1"}) {
       const RunResult r = run(base + " --kv-cache-dtype " + kv + " " + layout);
       ASSERT_EQ(r.exit_code, 0) << kv << " " << layout << "\n" << r.output;
-      EXPECT_EQ(token_ids(r.output), token_ids(one.output)) << kv << " " << layout << "\n" << r.output;
+      EXPECT_EQ(printed_token_ids(r.output), printed_token_ids(one.output)) << kv << " " << layout << "\n" << r.output;
     }
   }
 }

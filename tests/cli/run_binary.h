@@ -5,6 +5,8 @@
 
 #include <array>
 #include <cstdio>
+#include <optional>
+#include <regex>
 #include <string>
 
 namespace pypto::test {
@@ -29,5 +31,24 @@ inline RunResult run_shell(const std::string& cmd) {
 
 // `pypto-serving ARGS 2>&1` through the shell (ARGS may hold redirections and quotes).
 inline RunResult run(const std::string& args) { return run_shell(kBinary + " " + args); }
+
+// Every `token_ids: [...]` line an offline run prints (one per prompt, in order), joined.
+inline std::string printed_token_ids(const std::string& out) {
+  static const std::regex re(R"(token_ids: \[[^\]]*\])");
+  std::string all;
+  for (std::sregex_iterator it(out.begin(), out.end(), re), end; it != end; ++it) all += it->str() + "\n";
+  return all;
+}
+
+// An offline run's `[speculative] D drafts, T draft tokens, A accepted ...` line; nullopt without one.
+struct SpeculativeLine {
+  long long drafts = 0, draft_tokens = 0, accepted = 0;
+};
+inline std::optional<SpeculativeLine> speculative_line(const std::string& out) {
+  static const std::regex re(R"(\[speculative\] (\d+) drafts, (\d+) draft tokens, (\d+) accepted)");
+  std::smatch m;
+  if (!std::regex_search(out, m, re)) return std::nullopt;
+  return SpeculativeLine{std::stoll(m[1].str()), std::stoll(m[2].str()), std::stoll(m[3].str())};
+}
 
 }  // namespace pypto::test

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <regex>
 #include <string>
 
 #include "model/test_model.h"
@@ -16,7 +15,9 @@ namespace fs = std::filesystem;
 namespace {
 
 using pypto::test::RunResult;
+using pypto::test::printed_token_ids;
 using pypto::test::run;
+using pypto::test::speculative_line;
 
 bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
 
@@ -38,11 +39,6 @@ class SpeculativeCli : public ::testing::Test {
 };
 fs::path SpeculativeCli::dir_;
 
-std::string token_ids(const std::string& output) {
-  std::smatch m;
-  return std::regex_search(output, m, std::regex(R"(token_ids: \[([^\]]*)\])")) ? m[1].str() : "";
-}
-
 // A prompt of repeated text; the tiny model's greedy output repeats a token, so drafts are
 // proposed and accepted.
 TEST_F(SpeculativeCli, OfflineOutputIsUnchangedAndAcceptanceIsReported) {
@@ -54,12 +50,11 @@ TEST_F(SpeculativeCli, OfflineOutputIsUnchangedAndAcceptanceIsReported) {
   const RunResult spec = run(base + " --speculative-config '{\"method\": \"ngram\", \"num_speculative_tokens\": 4, "
                                     "\"prompt_lookup_min\": 2, \"prompt_lookup_max\": 4}'");
   ASSERT_EQ(spec.exit_code, 0) << spec.output;
-  ASSERT_FALSE(token_ids(plain.output).empty()) << plain.output;
-  EXPECT_EQ(token_ids(spec.output), token_ids(plain.output)) << spec.output;
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(spec.output, m, std::regex(R"(\[speculative\] (\d+) drafts, (\d+) draft tokens, (\d+) accepted)")))
-      << spec.output;
-  EXPECT_GT(std::stoll(m[3].str()), 0) << spec.output;
+  ASSERT_FALSE(printed_token_ids(plain.output).empty()) << plain.output;
+  EXPECT_EQ(printed_token_ids(spec.output), printed_token_ids(plain.output)) << spec.output;
+  const auto sl = speculative_line(spec.output);
+  ASSERT_TRUE(sl) << spec.output;
+  EXPECT_GT(sl->accepted, 0) << spec.output;
   EXPECT_FALSE(has(plain.output, "[speculative]")) << plain.output;
 }
 
@@ -109,20 +104,13 @@ TEST_F(SpeculativeCli, ParallelLayoutsGiveTheSameTokens) {
                            "--generate-config '{\"max_tokens\": 20, \"temperature\": 0}'";
   const std::string spec = " --speculative-config '{\"method\": \"ngram\", \"num_speculative_tokens\": 4, "
                            "\"prompt_lookup_min\": 2, \"prompt_lookup_max\": 4}'";
-  auto ids = [](const std::string& out) {
-    static const std::regex re(R"(token_ids: \[[^\]]*\])");
-    std::string all;
-    for (std::sregex_iterator it(out.begin(), out.end(), re), end; it != end; ++it)
-      all += it->str() + "\n";
-    return all;
-  };
   const RunResult one = run(base);
   ASSERT_EQ(one.exit_code, 0) << one.output;
-  ASSERT_FALSE(ids(one.output).empty()) << one.output;
+  ASSERT_FALSE(printed_token_ids(one.output).empty()) << one.output;
   for (const char* layout : {"--tp 2 --devices 0,1", "--pp 2 --devices 0,1", "--dp 2 --devices 0,1"}) {
     const RunResult r = run(base + " " + layout + spec);
     ASSERT_EQ(r.exit_code, 0) << layout << "\n" << r.output;
-    EXPECT_EQ(ids(r.output), ids(one.output)) << layout << "\n" << r.output;
+    EXPECT_EQ(printed_token_ids(r.output), printed_token_ids(one.output)) << layout << "\n" << r.output;
     EXPECT_TRUE(has(r.output, "[speculative]")) << layout;
   }
 }
@@ -138,28 +126,23 @@ TEST_F(SpeculativeCli, TheTargetAsItsOwnDraftModelAcceptsEveryDraft) {
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
   const RunResult sped = run(base + spec);
   ASSERT_EQ(sped.exit_code, 0) << sped.output;
-  static const std::regex ids_re(R"(token_ids: \[[^\]]*\])");
-  auto ids = [](const std::string& out) {
-    std::string all;
-    for (std::sregex_iterator it(out.begin(), out.end(), ids_re), end; it != end; ++it) all += it->str() + "\n";
-    return all;
-  };
-  ASSERT_FALSE(ids(plain.output).empty()) << plain.output;
-  EXPECT_EQ(ids(sped.output), ids(plain.output)) << sped.output;
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(sped.output, m, std::regex(R"(\[speculative\] (\d+) drafts, (\d+) draft tokens, (\d+) accepted \(100.0 %\))")))
-      << sped.output;
-  EXPECT_GT(std::stoll(m[2].str()), 0) << sped.output;
+  ASSERT_FALSE(printed_token_ids(plain.output).empty()) << plain.output;
+  EXPECT_EQ(printed_token_ids(sped.output), printed_token_ids(plain.output)) << sped.output;
+  const auto sl = speculative_line(sped.output);
+  ASSERT_TRUE(sl) << sped.output;
+  EXPECT_GT(sl->draft_tokens, 0) << sped.output;
+  EXPECT_EQ(sl->accepted, sl->draft_tokens) << sped.output;
   // The draft runs unsharded on rank 0 of each replica (each --dp replica has its own draft and
   // KV pool), with rank processes (the default for --tp / --pp) or threads (the default for
   // --dp): every layout prints the plain single-rank tokens and accepts every draft.
   for (const char* layout : {"--tp 2 --devices 0,1", "--pp 2 --devices 0,1", "--dp 2 --devices 0,1"}) {
     const RunResult r = run(base + " " + layout + spec);
     ASSERT_EQ(r.exit_code, 0) << layout << "\n" << r.output;
-    EXPECT_EQ(ids(r.output), ids(plain.output)) << layout << "\n" << r.output;
-    ASSERT_TRUE(std::regex_search(r.output, m, std::regex(R"(\[speculative\] (\d+) drafts, (\d+) draft tokens, (\d+) accepted \(100.0 %\))")))
-        << layout << "\n" << r.output;
-    EXPECT_GT(std::stoll(m[2].str()), 0) << layout;
+    EXPECT_EQ(printed_token_ids(r.output), printed_token_ids(plain.output)) << layout << "\n" << r.output;
+    const auto rl = speculative_line(r.output);
+    ASSERT_TRUE(rl) << layout << "\n" << r.output;
+    EXPECT_GT(rl->draft_tokens, 0) << layout;
+    EXPECT_EQ(rl->accepted, rl->draft_tokens) << layout << "\n" << r.output;
   }
   // Virtual pipeline engines share a replica's rank 0 between engines: refused by name.
   const RunResult ve = run(base + " --pp 2 --devices 0,1 --pp-virtual-engines" + spec);
