@@ -2,6 +2,7 @@
 // checkpoint with an MTP head, one request at a time (batch 1):
 //
 //   bench_mtp --model DIR [--k 1,2,3] [--tokens 48] [--prompt-len 64] [--repeats 3]
+//             [--quantization none|int8|int4] [--threads N]
 //
 // Made for the always-accepting checkpoint (make-test-model --preset qwen3.5-0.8b --mtp oracle):
 // every draft is accepted, so the figures show the costs. Per k, plain and speculative runs
@@ -21,6 +22,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "engine/model_runner.h"
+#include "model/weight_staging.h"
 #include "parallel/replicas/load_replicas.h"
 
 using namespace pypto;
@@ -31,7 +33,8 @@ namespace {
 struct Args {
   std::string model;
   std::vector<int> ks = {1, 2, 3};
-  int tokens = 48, prompt_len = 64, repeats = 3;
+  int tokens = 48, prompt_len = 64, repeats = 3, threads = 0;
+  std::string quantization = "none";  // both engines' weights (the MTP head's too)
 };
 
 struct Measured {
@@ -47,6 +50,8 @@ LoadedEngine load(const Args& a, int k) {
   o.scheduler.max_model_len = a.prompt_len + a.tokens + 64;
   o.kv_cache_memory = int64_t(256) << 20;
   o.show_progress = false;
+  o.quantization = parse_quantization(a.quantization);
+  o.threads = a.threads;
   if (k > 0) {
     o.scheduler.speculative.method = SpeculativeMethod::Mtp;
     o.scheduler.speculative.num_speculative_tokens = k;
@@ -147,7 +152,10 @@ int main(int argc, char** argv) {
     else if (f == "--tokens") a.tokens = std::stoi(next());
     else if (f == "--prompt-len") a.prompt_len = std::stoi(next());
     else if (f == "--repeats") a.repeats = std::stoi(next());
-    else fail("unknown flag ", f, " (bench_mtp --model DIR [--k 1,2,3] [--tokens N] [--prompt-len N] [--repeats N])");
+    else if (f == "--quantization") a.quantization = next();
+    else if (f == "--threads") a.threads = std::stoi(next());
+    else fail("unknown flag ", f, " (bench_mtp --model DIR [--k 1,2,3] [--tokens N] [--prompt-len N] [--repeats N] ",
+              "[--quantization none|int8|int4] [--threads N])");
   }
   if (a.model.empty()) fail("--model DIR is required");
   try {
