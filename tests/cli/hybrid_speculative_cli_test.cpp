@@ -81,6 +81,27 @@ TEST_F(HybridSpeculativeCli, MtpOnTheOracleCheckpointAcceptsEveryDraftAndChanges
   }
 }
 
+// --dp replicas (threads) each run the target with their own MTP drafter and KV pool over the
+// shared weights: two prompts spread over two replicas print the single-replica tokens, every
+// draft accepted.
+TEST_F(HybridSpeculativeCli, MtpUnderDataParallelReplicasChangesNothing) {
+  const std::string base = "--model " + model("tiny-hybrid-oracle") + " --kv-cache-memory 16MiB --max-model-len 256 "
+                           "--prompt 'the quick brown fox' --prompt 'one two three four five' "
+                           "--generate-config '{\"max_tokens\": 16, \"temperature\": 0}'";
+  const RunResult plain = run(base);
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  ASSERT_FALSE(printed_token_ids(plain.output).empty()) << plain.output;
+  const RunResult dp = run(base + " --dp 2 --devices 0,1 --speculative-config '{\"method\": \"mtp\", "
+                           "\"num_speculative_tokens\": 2}'");
+  ASSERT_EQ(dp.exit_code, 0) << dp.output;
+  EXPECT_TRUE(has(dp.output, "replica 1: one rank with the MTP drafter")) << dp.output;
+  EXPECT_EQ(printed_token_ids(dp.output), printed_token_ids(plain.output)) << dp.output;
+  const auto sl = speculative_line(dp.output);
+  ASSERT_TRUE(sl) << dp.output;
+  EXPECT_GT(sl->draft_tokens, 0) << dp.output;
+  EXPECT_EQ(sl->accepted, sl->draft_tokens) << dp.output;
+}
+
 TEST_F(HybridSpeculativeCli, MtpIsRefusedWithoutAHeadOrUnderParallelLayouts) {
   const std::string rest = " --kv-cache-memory 16MiB --max-model-len 256 --prompt hi --speculative-config "
                            "'{\"method\": \"mtp\", \"num_speculative_tokens\": 2}'";
@@ -89,7 +110,10 @@ TEST_F(HybridSpeculativeCli, MtpIsRefusedWithoutAHeadOrUnderParallelLayouts) {
   EXPECT_TRUE(has(r.output, "has none: use method ngram or draft_model")) << r.output;
   r = run("--model " + model("tiny-hybrid-oracle") + rest + " --tp 2 --devices 0,1");
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_TRUE(has(r.output, "method mtp runs on one rank of one replica so far")) << r.output;
+  EXPECT_TRUE(has(r.output, "method mtp runs the target on one rank per replica so far")) << r.output;
+  r = run("--model " + model("tiny-hybrid-oracle") + rest + " --pp 2 --devices 0,1");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(has(r.output, "not sharded across --tp ranks or --pp stages")) << r.output;
   r = run("--model " + model("tiny-hybrid-oracle") + " --kv-cache-memory 16MiB --max-model-len 256 --prompt hi "
           "--speculative-config '{\"method\": \"mtp\", \"num_speculative_tokens\": 2, \"model\": \"x\"}'");
   EXPECT_NE(r.exit_code, 0);

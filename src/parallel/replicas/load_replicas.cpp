@@ -107,7 +107,7 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
          " cannot run it; --tp, --pp, and --dp with --distributed-executor-backend threads can. Or use "
          "{\"method\": \"ngram\", ...}, which works with both");
   const bool mtp = opt.engine.scheduler.speculative.method == SpeculativeMethod::Mtp;  // parallel/replicas/mtp_load.h
-  if (mtp) check_mtp_layout(opt.layout.tp, opt.layout.pp, opt.layout.dp, opt.process_comm != nullptr);
+  if (mtp) check_mtp_layout(opt.layout.tp, opt.layout.pp, opt.process_comm != nullptr);
   if (opt.process_comm) return load_process_rank0(opt);
   const EngineLoadOptions& eo = opt.engine;
   const ParallelLayout& L = opt.layout;
@@ -338,12 +338,13 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
                                per_engine, " KV blocks over ", nr, " rank threads, their steps in flight together");
       continue;
     }
-    if (mtp) {  // one rank (check_mtp_layout): the target with its hidden states for the MTP drafter
-      EngineConfig me = ec;
+    if (mtp) {  // one rank per replica (check_mtp_layout): the target with its hidden states for the MTP drafter
+      EngineConfig me = ec;  // each replica: its own executor, MTP KV pool and drafter over the shared weights
       auto exec = make_mtp_executor(parts[0].weights, std::move(parts[0].backend), out.capacity.num_blocks, eo, &me.drafter);
       add_engine(out, replicas, me, std::move(exec));
-      out.placement += str_cat(out.placement.empty() ? "" : "\n", "replica 0: one rank with the MTP drafter, cores ",
-                               L.pinned ? format_core_list(L.rank_cores(0, 0)) : std::string("any"));
+      out.placement += str_cat(out.placement.empty() ? "" : "\n", "replica ", i, ": one rank with the MTP drafter, device ",
+                               L.devices[size_t(i * nr)], " cores ",
+                               L.pinned ? format_core_list(L.rank_cores(i, 0)) : std::string("any"));
       continue;
     }
     EngineConfig rc = ec;

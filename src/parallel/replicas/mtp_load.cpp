@@ -7,11 +7,14 @@
 
 namespace pypto {
 
-void check_mtp_layout(int tp, int pp, int dp, bool process_comm) {
-  if (process_comm || tp > 1 || pp > 1 || dp > 1)
-    fail("--speculative-config: method mtp runs on one rank of one replica so far (the MTP head is not sharded or ",
-         "replicated): leave out --tp, --pp and --dp (got --tp ", tp, " --pp ", pp, " --dp ", dp, "), or use ",
-         "{\"method\": \"ngram\", ...}, which works with them");
+void check_mtp_layout(int tp, int pp, bool process_comm) {
+  if (tp > 1 || pp > 1)
+    fail("--speculative-config: method mtp runs the target on one rank per replica so far (the MTP head is not ",
+         "sharded across --tp ranks or --pp stages): leave out --tp and --pp (got --tp ", tp, " --pp ", pp,
+         "; --dp works), or use {\"method\": \"ngram\", ...}, which works with them");
+  if (process_comm)
+    fail("--speculative-config: method mtp runs its --dp replicas as threads of one process: use "
+         "--distributed-executor-backend threads (the default for --dp)");
 }
 
 int64_t mtp_kv_bytes_per_block(const Qwen3Weights& target, const EngineLoadOptions& eo) {

@@ -2,7 +2,7 @@
 // Start-up for --speculative-config method mtp: the target is staged with its MTP head
 // (StagingOptions::mtp), the MTP layer's KV pool is sized with the target's (its bytes per block
 // are added to the target's, so one memory budget covers both), and the engine runs the target
-// through MtpExecutor (the hidden states the drafter reads) on one rank.
+// through MtpExecutor (the hidden states the drafter reads) on one rank per replica.
 #include <cstdint>
 #include <memory>
 
@@ -15,9 +15,9 @@ namespace pypto {
 class DraftProposer;
 struct ReplicaLoadOptions;
 
-// Refuses the layouts the MTP drafter does not run under yet (--tp, --pp, --dp, a process rank),
-// naming them.
-void check_mtp_layout(int tp, int pp, int dp, bool process_comm);
+// Refuses the layouts the MTP drafter does not run under yet (--tp, --pp, rank processes), naming
+// them. --dp replicas (threads) each get their own executor and drafter over the shared weights.
+void check_mtp_layout(int tp, int pp, bool process_comm);
 
 // KV bytes of one block of the MTP layer (one full-attention layer of the target's shape).
 int64_t mtp_kv_bytes_per_block(const Qwen3Weights& target, const EngineLoadOptions& eo);
