@@ -34,10 +34,11 @@ void walk_sizes(const ModelConfig& c, const Backend& be, DType wdt, const Staged
     if (head) take(packed(f.head, V, H));
   }
   if (head) vec(H);
-  for (int i = first; i < first + layers; ++i) {
+  // One decoder layer; the MTP head's layer is a full-attention one.
+  auto layer = [&](bool full) {
     vec(H);
     vec(H);
-    if (c.full_attention_layer(i)) {
+    if (full) {
       lin((2 * c.q_size() + 2 * c.kv_size()) / tp, H);
       lin(H, c.q_size() / tp);
       vec(hd);
@@ -59,7 +60,7 @@ void walk_sizes(const ModelConfig& c, const Backend& be, DType wdt, const Staged
     if (c.arch != ModelArch::Qwen35Moe) {
       lin(2 * c.intermediate_size / tp, H);
       lin(H, c.intermediate_size / tp);
-      continue;
+      return;
     }
     flin(c.num_experts, H);
     const ExpertShard es = expert_shard(c, tp_rank, tp, f.expert_parallel, f.layers, f.group);
@@ -70,6 +71,16 @@ void walk_sizes(const ModelConfig& c, const Backend& be, DType wdt, const Staged
     lin(2 * c.shared_expert_intermediate_size / tp, H);
     lin(H, c.shared_expert_intermediate_size / tp);
     flin(1, H);
+  };
+  for (int i = first; i < first + layers; ++i) layer(c.full_attention_layer(i));
+  // The MTP head (staged after the layers): its two input norms, fc [H, 2H], one full-attention
+  // layer and its final norm.
+  if (f.mtp && head) {
+    vec(H);
+    vec(H);
+    lin(H, 2 * H);
+    layer(true);
+    vec(H);
   }
 }
 

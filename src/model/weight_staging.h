@@ -57,6 +57,8 @@ struct StagedFormats {
   // How Qwen3-MoE experts are divided among TP ranks (StagingOptions::expert_parallel): not a
   // format, but it shapes the slab the same way, so staged_slab_bytes sees it here.
   bool expert_parallel = false;
+  // The hybrid's MTP head is staged too (StagingOptions::mtp): on the rank holding the last layer.
+  bool mtp = false;
   std::string describe() const;  // "float", "int8", "int4/g64", "fp8/b128 (checkpoint)", ...
 };
 StagedFormats staged_formats(const Checkpoint& ck, WeightFormat quantization, int32_t int4_group);

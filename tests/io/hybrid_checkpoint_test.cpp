@@ -175,6 +175,38 @@ TEST(HybridCheckpoint, QuantizedStagingKeepsTheGatesFloat) {
   EXPECT_GT(staged_slab_bytes(*ck, *be, 0, 1, -1, nullptr), w.resident_bytes);
 }
 
+// --speculative-config method mtp stages the MTP head beside the target: its bytes are in the
+// start-up estimate (StagedFormats::mtp), float and int4, and only on the rank with the lm_head.
+TEST(HybridCheckpoint, TheMtpHeadIsInTheStagedBytesEstimate) {
+  TestModelOptions o;
+  o.preset = "tiny-hybrid-moe";
+  o.text_only = true;
+  o.mtp = "random";
+  const auto dir = make_model_in_temp("hybrid_moe_mtp_bytes", o);
+  auto ck = Checkpoint::open(dir.string());
+  auto be = make_reference_backend();
+  for (const WeightFormat q : {WeightFormat::Float, WeightFormat::Int4}) {
+    StagingOptions so;
+    so.show_progress = false;
+    so.quantization = q;
+    so.int4_group = 16;
+    so.mtp = true;
+    const Qwen3Weights w = stage_qwen3_weights(*ck, *be, so);
+    ASSERT_TRUE(w.mtp.present);
+    StagedFormats f = staged_formats(*ck, q, so.int4_group);
+    const size_t without = staged_slab_bytes(*ck, *be, 0, 1, -1, &f);
+    f.mtp = true;
+    EXPECT_EQ(w.resident_bytes, staged_slab_bytes(*ck, *be, 0, 1, -1, &f)) << f.describe();
+    EXPECT_GT(w.resident_bytes, without) << f.describe();
+    // A first pipeline stage (no lm_head) does not hold the head.
+    const int n = ck->config().num_hidden_layers;
+    StagedFormats plain = f;
+    plain.mtp = false;
+    EXPECT_EQ(staged_slab_bytes(*ck, *be, 0, 1, -1, &f, {0, n / 2}),
+              staged_slab_bytes(*ck, *be, 0, 1, -1, &plain, {0, n / 2}));
+  }
+}
+
 TEST(HybridCheckpoint, RefusesLayerTypesThatDisagreeWithTheTensors) {
   TestModelOptions o;
   o.preset = "tiny-hybrid";

@@ -41,6 +41,7 @@ StagedFormats staged_formats_for(const Checkpoint& ck, const EngineLoadOptions& 
     fail("--enable-expert-parallel: ", ck.dir(), " (", ck.config().architecture,
          ") has no mixture-of-experts layers; leave the flag out");
   f.expert_parallel = eo.expert_parallel;
+  f.mtp = eo.scheduler.speculative.method == SpeculativeMethod::Mtp;  // the head rides with the target
   return f;
 }
 
