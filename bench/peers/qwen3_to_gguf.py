@@ -49,6 +49,39 @@ def as_bf16_bytes(dtype, shape, raw):
     return bf.view(np.uint8).reshape(*shape[:-1], shape[-1] * 2)
 
 
+def add_vocab(w, gguf, cfg, tok):
+    """Byte-level BPE vocabulary: ids 0..vocab-1, added tokens marked control, the rest padded."""
+    vocab_size = cfg["vocab_size"]
+    tokens = [f"[PAD{i}]" for i in range(vocab_size)]
+    types = [gguf.TokenType.UNUSED] * vocab_size
+    for t, i in tok["model"]["vocab"].items():
+        tokens[i], types[i] = t, gguf.TokenType.NORMAL
+    for at in tok.get("added_tokens", []):
+        i = at["id"]
+        if i < vocab_size:
+            tokens[i] = at["content"]
+            types[i] = gguf.TokenType.CONTROL if at.get("special") else gguf.TokenType.USER_DEFINED
+    merges = [m if isinstance(m, str) else " ".join(m) for m in tok["model"]["merges"]]
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("qwen2")
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges(merges)
+    eos = cfg.get("eos_token_id", 151645)
+    w.add_eos_token_id(eos if isinstance(eos, int) else eos[0])
+    w.add_pad_token_id(151643)
+    w.add_bos_token_id(151643)
+    w.add_add_bos_token(False)
+
+
+def as_f32(dtype, shape, raw):
+    """The tensor as a float32 numpy array of `shape`."""
+    data = raw.view({"BF16": np.uint16, "F16": np.float16, "F32": np.float32}[dtype])
+    if dtype == "BF16":
+        data = (data.astype(np.uint32) << 16).view(np.float32)
+    return np.ascontiguousarray(data.astype(np.float32)).reshape(shape)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", required=True)
@@ -86,28 +119,7 @@ def main():
     w.add_rope_freq_base(cfg.get("rope_theta", 1000000.0))
     w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
 
-    # Byte-level BPE vocabulary: ids 0..vocab-1, added tokens marked control, the rest padded.
-    vocab_size = cfg["vocab_size"]
-    tokens = [f"[PAD{i}]" for i in range(vocab_size)]
-    types = [gguf.TokenType.UNUSED] * vocab_size
-    for t, i in tok["model"]["vocab"].items():
-        tokens[i], types[i] = t, gguf.TokenType.NORMAL
-    for at in tok.get("added_tokens", []):
-        i = at["id"]
-        if i < vocab_size:
-            tokens[i] = at["content"]
-            types[i] = gguf.TokenType.CONTROL if at.get("special") else gguf.TokenType.USER_DEFINED
-    merges = [m if isinstance(m, str) else " ".join(m) for m in tok["model"]["merges"]]
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("qwen2")
-    w.add_token_list(tokens)
-    w.add_token_types(types)
-    w.add_token_merges(merges)
-    eos = cfg.get("eos_token_id", 151645)
-    w.add_eos_token_id(eos if isinstance(eos, int) else eos[0])
-    w.add_pad_token_id(151643)
-    w.add_bos_token_id(151643)
-    w.add_add_bos_token(False)
+    add_vocab(w, gguf, cfg, tok)
 
     names = {
         "model.embed_tokens.weight": "token_embd.weight",
@@ -128,10 +140,7 @@ def main():
             continue  # lm_head absent: tied to the embedding
         dtype, shape, raw = tensors[hf]
         if gg.endswith("norm.weight"):  # norms in f32, as llama.cpp's converter writes them
-            data = raw.view({"BF16": np.uint16, "F16": np.float16, "F32": np.float32}[dtype])
-            if dtype == "BF16":
-                data = (data.astype(np.uint32) << 16).view(np.float32)
-            w.add_tensor(gg, np.ascontiguousarray(data.astype(np.float32)).reshape(shape))
+            w.add_tensor(gg, as_f32(dtype, shape, raw))
         else:
             w.add_tensor(gg, np.ascontiguousarray(as_bf16_bytes(dtype, shape, raw)), raw_dtype=gguf.GGMLQuantizationType.BF16)
         print(f"  {hf} -> {gg} {shape}", file=sys.stderr)

@@ -4,10 +4,12 @@
 #
 #   bench/peers/side_by_side.sh MODEL_DIR MODEL.gguf LLAMA_BENCH [ROUNDS=3] [THREADS=2] [QUANT=none] [PRECISION=high]
 #
-# A Qwen3-MoE MODEL_DIR is measured with bench_moe (decode of one sequence at context 128, prefill
-# 512) instead of bench_model, against llama.cpp's qwen3moe on the same weights.
+# A Qwen3-MoE or Qwen3.5 / Qwen3.6 hybrid MODEL_DIR is measured with bench_moe (decode of one
+# sequence at context 128, prefill 512) instead of bench_model, against llama.cpp's qwen3moe /
+# qwen35 / qwen35moe on the same weights.
 #
-# MODEL.gguf is MODEL_DIR converted with bench/peers/qwen3_to_gguf.py (bf16, same tensors), or
+# MODEL.gguf is MODEL_DIR converted with bench/peers/qwen3_to_gguf.py or, for the hybrids,
+# bench/peers/qwen35_to_gguf.py (bf16, same tensors), or
 # that file quantized with llama-quantize (q8_0, q4_0) when QUANT (our --quantization: int8, int4)
 # is given: each side then runs its own format of the same weights;
 # LLAMA_BENCH is a llama-bench built beside the project (never inside it). bench_model runs at
@@ -19,7 +21,7 @@ model="$1" gguf="$2" llama="$3" rounds="${4:-3}" threads="${5:-2}" quant="${6:-n
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 bm="$here/build/bench/model/bench_model"
 moe=0
-grep -q '"model_type": *"qwen3_moe"' "$model/config.json" && moe=1 && bm="$here/build/bench/model/bench_moe"
+grep -Eq '"model_type": *"qwen3(_moe|_5)' "$model/config.json" && moe=1 && bm="$here/build/bench/model/bench_moe"
 ours_pp=() ours_tg=() peer_pp=() peer_tg=()
 for r in $(seq "$rounds"); do
   echo "[side-by-side] round $r/$rounds: llama-bench" >&2
