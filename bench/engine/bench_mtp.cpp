@@ -2,7 +2,7 @@
 // checkpoint with an MTP head, one request at a time (batch 1):
 //
 //   bench_mtp --model DIR [--k 1,2,3] [--tokens 48] [--prompt-len 64] [--repeats 3]
-//             [--quantization none|int8|int4] [--threads N]
+//             [--quantization none|int8|int4] [--threads N] [--matmul-precision high|medium|highest]
 //
 // Made for the always-accepting checkpoint (make-test-model --preset qwen3.5-0.8b --mtp oracle):
 // every draft is accepted, so the figures show the costs. Per k, plain and speculative runs
@@ -35,6 +35,7 @@ struct Args {
   std::vector<int> ks = {1, 2, 3};
   int tokens = 48, prompt_len = 64, repeats = 3, threads = 0;
   std::string quantization = "none";  // both engines' weights (the MTP head's too)
+  std::string matmul_precision = matmul_precision_name(kDefaultMatmulPrecision);
 };
 
 struct Measured {
@@ -52,6 +53,7 @@ LoadedEngine load(const Args& a, int k) {
   o.show_progress = false;
   o.quantization = parse_quantization(a.quantization);
   o.threads = a.threads;
+  o.matmul_precision = parse_matmul_precision(a.matmul_precision);
   if (k > 0) {
     o.scheduler.speculative.method = SpeculativeMethod::Mtp;
     o.scheduler.speculative.num_speculative_tokens = k;
@@ -154,8 +156,9 @@ int main(int argc, char** argv) {
     else if (f == "--repeats") a.repeats = std::stoi(next());
     else if (f == "--quantization") a.quantization = next();
     else if (f == "--threads") a.threads = std::stoi(next());
+    else if (f == "--matmul-precision") a.matmul_precision = next();
     else fail("unknown flag ", f, " (bench_mtp --model DIR [--k 1,2,3] [--tokens N] [--prompt-len N] [--repeats N] ",
-              "[--quantization none|int8|int4] [--threads N])");
+              "[--quantization none|int8|int4] [--threads N] [--matmul-precision high])");
   }
   if (a.model.empty()) fail("--model DIR is required");
   try {

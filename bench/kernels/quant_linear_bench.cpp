@@ -114,7 +114,7 @@ void BM_QuantLinear(benchmark::State& state) {
 void QuantArgs(benchmark::internal::Benchmark* b) {
   for (int64_t shape = 0; shape < 8; ++shape)
     for (int64_t fmt = 0; fmt < 5; ++fmt)
-      for (int64_t m : {1, 4, 16, 512})
+      for (int64_t m : {1, 2, 3, 4, 16, 512})  // 2..4: a speculative verify step or a small decode batch
         for (int64_t act : {2, 1, 0}) b->Args({shape, fmt, m, act});
 }
 BENCHMARK(BM_QuantLinear)->Apply(QuantArgs)->UseRealTime()->MinTime(0.2);

@@ -7,7 +7,9 @@
 // A decode step is bound by reading the weights, which a (k + 1)-row step reads once too, so its
 // time should grow far slower than k + 1; each accepted draft then costs only that growth. The
 // row counts are timed in turn within each run (1, 2, ..., k + 1, then again), so load from other
-// tenants falls on all of them alike; medians over --runs.
+// tenants falls on all of them alike; medians over --runs. Hybrids (Qwen3.5 / Qwen3.6) verify
+// with their Gated DeltaNet rollback on (a state copy after each draft row), each step accepting
+// no draft, so the next starts one token later.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -57,13 +59,21 @@ int main(int argc, char** argv) {
     so.quantization = parse_quantization(quantization);
     Qwen3Weights w = stage_qwen3_weights(*ck, *backend, so);
     ck.reset();
+    const bool hybrid = w.config.hybrid();
+    if (hybrid) {  // one Gated DeltaNet state, with rollback entries at each draft row (model/gdn_rollback.h)
+      w.state_slots = 1;
+      w.state_rollback = max_k;
+    }
     Qwen3Model m(w, *backend);
     const int32_t bs = 16;
-    const int32_t nblocks = (context + max_k + 1 + bs - 1) / bs + 1;
+    // Every timed step of a hybrid accepts no draft: the next starts one token later (its state
+    // rolled back to the verified token), so the context grows by one per timed step.
+    const int timed_steps = runs * (max_k + 1) + 1;
+    const int32_t nblocks = (context + timed_steps + max_k + 1 + bs - 1) / bs + 1;
     KvCache cache(m.kv_cache_spec(nblocks, bs, DType::BF16));
     std::vector<int32_t> table(static_cast<size_t>(nblocks));
     std::iota(table.begin(), table.end(), 0);
-    std::vector<int32_t> ids(size_t(context + max_k + 1));
+    std::vector<int32_t> ids(size_t(context + timed_steps + max_k + 1));
     for (size_t i = 0; i < ids.size(); i++) ids[i] = int32_t(1000 + (i * 7919) % 50000);
     std::vector<float> logits(size_t(w.config.vocab_size) * size_t(max_k + 1));
     ForwardBatch fb;
@@ -72,15 +82,24 @@ int main(int argc, char** argv) {
       fb.clear();
       fb.max_blocks_per_seq = nblocks;
       fb.add_sequence(ids.data() + start, n, start, table.data(), nblocks, bs, want);
+      if (hybrid) {
+        fb.state_slots.push_back(0);
+        fb.draft_rows.push_back(want == ForwardBatch::Logits::All ? n - 1 : 0);
+      }
       const auto t0 = Clock::now();
       m.forward(fb, cache, logits.data());
       return std::chrono::duration<double>(Clock::now() - t0).count();
     };
     for (int s = 0; s < context; s += 512) step(s, std::min(512, context - s), ForwardBatch::Logits::Last);
-    step(context, 1, ForwardBatch::Logits::All);  // warm-up
+    int pos = context;  // a dense model repeats its steps at `context`; a hybrid moves on by one
+    step(pos, 1, ForwardBatch::Logits::All);  // warm-up
+    if (hybrid) ++pos;
     std::vector<std::vector<double>> t(size_t(max_k + 2));
     for (int r = 0; r < runs; ++r)
-      for (int n = 1; n <= max_k + 1; ++n) t[size_t(n)].push_back(step(context, n, ForwardBatch::Logits::All));
+      for (int n = 1; n <= max_k + 1; ++n) {
+        t[size_t(n)].push_back(step(pos, n, ForwardBatch::Logits::All));
+        if (hybrid) ++pos;
+      }
     auto median = [](std::vector<double> v) {
       std::sort(v.begin(), v.end());
       return v[v.size() / 2];

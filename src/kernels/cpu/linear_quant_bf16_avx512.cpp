@@ -203,17 +203,21 @@ void q4_super(const QuantLinearTask& t, int64_t i0, int64_t sp) {
       }
 }
 
-// Columns [n0, n1), n0 a multiple of 64 (whole super-panels): rows two at a time per super-panel;
-// a lone row takes two super-panels per pass (two streams).
+// Columns [n0, n1), n0 a multiple of 64 (whole super-panels): rows two at a time per super-panel,
+// an odd last row on the same super-panel while it is in L2 (as linear_quant_vnni.cpp's
+// linear_cols_q4); a lone row (m = 1) takes two super-panels per pass (two streams).
 void linear_cols_q4_bf16(const QuantLinearTask& t, int64_t n0, int64_t n1) {
   const int64_t sp1 = (n1 + 63) / 64;
-  for (int64_t sp = n0 / 64; sp < sp1; ++sp)
+  if (t.m == 1) {
+    int64_t sp = n0 / 64;
+    for (; sp + 1 < sp1; sp += 2) q4_super<1, 2>(t, 0, sp);
+    if (sp < sp1) q4_super<1, 1>(t, 0, sp);
+    return;
+  }
+  for (int64_t sp = n0 / 64; sp < sp1; ++sp) {
     for (int64_t i = 0; i + 1 < t.m; i += 2) q4_super<2, 1>(t, i, sp);
-  if (t.m % 2 == 0) return;
-  const int64_t last = t.m - 1;
-  int64_t sp = n0 / 64;
-  for (; sp + 1 < sp1; sp += 2) q4_super<1, 2>(t, last, sp);
-  if (sp < sp1) q4_super<1, 1>(t, last, sp);
+    if (t.m % 2 == 1) q4_super<1, 1>(t, t.m - 1, sp);
+  }
 }
 
 // --- activations -------------------------------------------------------------------------------
