@@ -222,8 +222,9 @@ std::vector<int> layout_cores(const RunOptions& o) {
 
 namespace {
 // Whether this run's --tp / --pp ranks must be threads of one process (what
-// --distributed-executor-backend auto picks then): the rank-process path carries neither pooling
-// heads (load_replicas.cpp) nor the hybrids' Gated DeltaNet state pools. A pooling runner: --runner
+// --distributed-executor-backend auto picks then): the rank-process path carries no pooling heads
+// (load_replicas.cpp); hybrids run there when asked for (mp / mpi) but default to threads, the
+// layout their logits checks cover (tests/reference/check_hybrid_logits_cli.py). A pooling runner: --runner
 // pooling | rerank, or under auto a local checkpoint with sentence-transformers files (what auto
 // serves as an embedding model) or vLLM's reranker overrides; any other pooling checkpoint is
 // refused later with the flag to add. A hybrid: config.json with --hf-overrides applied says so;

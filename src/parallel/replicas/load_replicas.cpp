@@ -69,6 +69,47 @@ void check_weights_fit(const Checkpoint& ck, const Backend& stager, int tp, size
        ": free memory or choose a smaller checkpoint");
 }
 
+int32_t hybrid_state_snapshots(const ModelConfig& cfg, const EngineLoadOptions& eo) {
+  eo.cache.validate_state_snapshots();
+  if (!cfg.hybrid() || !eo.cache.enable_prefix_caching) return 0;
+  return eo.cache.state_snapshots > 0 ? eo.cache.state_snapshots : std::max(4, eo.scheduler.max_num_seqs);
+}
+
+void set_hybrid_state_pool(Qwen3Weights& w, const EngineLoadOptions& eo) {
+  if (!w.config.hybrid()) return;
+  w.state_slots = eo.scheduler.max_num_seqs;                // one GDN state per running sequence
+  w.state_snapshots = hybrid_state_snapshots(w.config, eo);  // prefix caching: copies at cached block boundaries
+  w.state_rollback = eo.scheduler.speculative.num_speculative_tokens;  // speculative: states at drafts (0: off)
+}
+
+int64_t hybrid_state_bytes(const ModelConfig& cfg, const EngineLoadOptions& eo) {
+  if (!cfg.hybrid()) return 0;
+  const int32_t snapshots = hybrid_state_snapshots(cfg, eo);
+  const int32_t gdn_layers = cfg.num_hidden_layers - cfg.num_full_attention_layers();
+  const size_t per_seq = GdnStatePool::bytes_per_slot(cfg, gdn_layers);
+  // Speculative decoding keeps k more states per sequence for rollback (model/gdn_rollback.h).
+  const int64_t rollback = int64_t(eo.scheduler.max_num_seqs) * eo.scheduler.speculative.num_speculative_tokens;
+  if (rollback > 0) {
+    char r[32];
+    log_info("GDN rollback states (speculative decoding): ", eo.scheduler.max_num_seqs, " sequences x ",
+             eo.scheduler.speculative.num_speculative_tokens, " draft positions = ",
+             format_bytes(size_t(per_seq) * size_t(rollback), r, sizeof r), " per replica");
+  }
+  char a[32], b[32], c[32];
+  log_info("Gated DeltaNet state pool: ", eo.scheduler.max_num_seqs, " sequences (--max-num-seqs) x ",
+           format_bytes(per_seq, a, sizeof a), " (", gdn_layers, " GDN layers: conv [", cfg.linear_conv_kernel_dim - 1,
+           ", ", cfg.gdn_conv_dim(), "] + recurrent [", cfg.linear_num_value_heads, ", ", cfg.linear_key_head_dim, ", ",
+           cfg.linear_value_head_dim, "] f32) = ", format_bytes(size_t(per_seq) * size_t(eo.scheduler.max_num_seqs), b, sizeof b),
+           " per replica; the KV cache covers the ", cfg.num_full_attention_layers(), " full-attention layers only");
+  if (snapshots > 0)
+    log_info("GDN state snapshots: ", snapshots, " x ", format_bytes(per_seq, a, sizeof a), " = ",
+             format_bytes(size_t(per_seq) * size_t(snapshots), c, sizeof c),
+             " per replica (prefix caching resumes a hybrid only where one was taken: at each prompt chunk's and "
+             "turn's last block boundary, every ", eo.cache.block_size, " tokens while decoding (the latest kept), "
+             "and every ", eo.cache.snapshot_interval_tokens(), " tokens (0: none); least recently used first out)");
+  return int64_t(per_seq) * (eo.scheduler.max_num_seqs + snapshots + rollback);
+}
+
 void add_engine(LoadedEngine& out, std::vector<ReplicaSet::Replica>& engines, const EngineConfig& ec,
                 std::unique_ptr<ModelExecutor> executor) {
   ReplicaSet::Replica r;
@@ -129,6 +170,12 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   ModelConfig cfg = ck->config();  // a copy: the checkpoint is released after staging
   cfg.pooling = resolve_runner(*ck, eo);  // generate, or embed / score (pooling_load.h)
   if (cfg.pooling.pooling() && opt.pp_virtual_engines) fail("--pp-virtual-engines does not apply to --runner pooling");
+  // The virtual engines of a replica share its stages' models, and so one Gated DeltaNet state
+  // pool, whose slots each engine would hand out on its own.
+  if (cfg.hybrid() && opt.pp_virtual_engines)
+    fail("--pp-virtual-engines: ", eo.model_dir, " (", cfg.architecture, ", a Gated DeltaNet hybrid) keeps one recurrent ",
+         "state per running sequence, which engines sharing a pipeline cannot divide yet: use --pp without ",
+         "--pp-virtual-engines");
   check_max_model_len(cfg, eo.scheduler.max_model_len);
   check_speculative_target(eo.scheduler.speculative, cfg, eo.model_dir);  // hybrid / pooling / draft checks
   if (eo.weight_dtype && ck->find("model.embed_tokens.weight") &&
@@ -186,10 +233,7 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   // Hybrid models with prefix caching: snapshots of the Gated DeltaNet state where cached
   // prefixes end (engine/state_snapshots.h), as many as the cache config asks, else one per
   // running sequence (at least 4): each costs what a running sequence's state does.
-  eo.cache.validate_state_snapshots();
-  const int32_t snapshots = !cfg.hybrid() || !eo.cache.enable_prefix_caching ? 0
-                            : eo.cache.state_snapshots > 0                    ? eo.cache.state_snapshots
-                                                                              : std::max(4, eo.scheduler.max_num_seqs);
+  const int32_t snapshots = hybrid_state_snapshots(cfg, eo);
   std::vector<Qwen3Weights> staged;  // per rank of a replica
   staged.reserve(size_t(nr));
   for (int r = 0; r < nr; ++r) {
@@ -206,11 +250,7 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
     so.int4_group = eo.int4_group;
     so.mtp = mtp;  // the MTP head rides with the target's weights
     Qwen3Weights w = stage_qwen3_weights(*ck, *stager, so);
-    if (w.config.hybrid()) {
-      w.state_slots = eo.scheduler.max_num_seqs;  // one GDN state per running sequence
-      w.state_snapshots = snapshots;               // prefix caching: copies at cached block boundaries
-      w.state_rollback = eo.scheduler.speculative.num_speculative_tokens;  // speculative: states at drafts (0: off)
-    }
+    set_hybrid_state_pool(w, eo);
     staged.push_back(std::move(w));
   }
   attach_pooling_heads(staged, cfg.pooling, eo.model_dir, *stager);  // after all: the head rows may be on any rank
@@ -252,32 +292,7 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   }
   if (draft) bytes_per_block += draft_kv_bytes_per_block(*draft, eo);  // the draft's KV block beside each target block
   if (mtp) bytes_per_block += mtp_kv_bytes_per_block(*slices[0], eo);  // the MTP layer's KV block beside it
-  int64_t state_bytes = 0;
-  if (cfg.hybrid()) {
-    const int32_t gdn_layers = cfg.num_hidden_layers - cfg.num_full_attention_layers();
-    const size_t per_seq = GdnStatePool::bytes_per_slot(cfg, gdn_layers);
-    // Speculative decoding keeps k more states per sequence for rollback (model/gdn_rollback.h).
-    const int64_t rollback = int64_t(eo.scheduler.max_num_seqs) * eo.scheduler.speculative.num_speculative_tokens;
-    state_bytes = int64_t(per_seq) * (eo.scheduler.max_num_seqs + snapshots + rollback) * L.dp;
-    if (rollback > 0) {
-      char r[32];
-      log_info("GDN rollback states (speculative decoding): ", eo.scheduler.max_num_seqs, " sequences x ",
-               eo.scheduler.speculative.num_speculative_tokens, " draft positions = ",
-               format_bytes(size_t(per_seq) * size_t(rollback), r, sizeof r), " per replica");
-    }
-    char a[32], b[32], c[32];
-    log_info("Gated DeltaNet state pool: ", eo.scheduler.max_num_seqs, " sequences (--max-num-seqs) x ",
-             format_bytes(per_seq, a, sizeof a), " (", gdn_layers, " GDN layers: conv [", cfg.linear_conv_kernel_dim - 1,
-             ", ", cfg.gdn_conv_dim(), "] + recurrent [", cfg.linear_num_value_heads, ", ", cfg.linear_key_head_dim, ", ",
-             cfg.linear_value_head_dim, "] f32) = ", format_bytes(size_t(per_seq) * size_t(eo.scheduler.max_num_seqs), b, sizeof b),
-             " per replica; the KV cache covers the ", cfg.num_full_attention_layers(), " full-attention layers only");
-    if (snapshots > 0)
-      log_info("GDN state snapshots: ", snapshots, " x ", format_bytes(per_seq, a, sizeof a), " = ",
-               format_bytes(size_t(per_seq) * size_t(snapshots), c, sizeof c),
-               " per replica (prefix caching resumes a hybrid only where one was taken: at each prompt chunk's and "
-               "turn's last block boundary, every ", eo.cache.block_size, " tokens while decoding (the latest kept), "
-               "and every ", eo.cache.snapshot_interval_tokens(), " tokens (0: none); least recently used first out)");
-  }
+  const int64_t state_bytes = hybrid_state_bytes(cfg, eo) * L.dp;
   out.capacity = plan_kv_capacity(kv_capacity_request(
       eo, bytes_per_block, (static_cast<int64_t>(available_memory_bytes()) - state_bytes) / L.dp));
 

@@ -84,6 +84,17 @@ void check_weights_fit(const Checkpoint& ck, const Backend& stager, int tp, size
 // experts' split among TP ranks (--enable-expert-parallel: an Error when the model has no experts).
 StagedFormats staged_formats_for(const Checkpoint& ck, const EngineLoadOptions& eo);
 
+// Hybrid models (Gated DeltaNet): the state snapshots for prefix caching (engine/state_snapshots.h)
+// the cache config asks for, else one per running sequence (at least 4); 0 for other models or
+// without prefix caching.
+int32_t hybrid_state_snapshots(const ModelConfig& cfg, const EngineLoadOptions& eo);
+// Sets a rank's staged hybrid weights' state pool: a slot per running sequence, the snapshots and
+// the speculative rollback depth (every rank of a replica must agree: the engine numbers them).
+void set_hybrid_state_pool(Qwen3Weights& w, const EngineLoadOptions& eo);
+// Bytes of the Gated DeltaNet state pools of one replica (slots, snapshots, rollback states; 0 for
+// other models), logged as the threads backend logs them.
+int64_t hybrid_state_bytes(const ModelConfig& cfg, const EngineLoadOptions& eo);
+
 // One rank, one replica (tp = dp = 1) on opt.cores (empty: every core, threads unpinned): the same
 // start-up as the server's, so the sampler runs on the kernel pool here too (bench_engine, tests).
 LoadedEngine load_engine(const EngineLoadOptions& opt);

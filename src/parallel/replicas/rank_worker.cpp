@@ -53,10 +53,6 @@ std::shared_ptr<const Qwen3Weights> stage_own_slice(const EngineLoadOptions& eo,
     fail(ck->dir(), ": an embedding / reranker model runs its --tp / --pp ranks as threads of one process: add "
          "--distributed-executor-backend threads (or --runner pooling / rerank, which picks it)");
   const ModelConfig& cfg = ck->config();
-  // Rank processes carry no Gated DeltaNet state pools yet; the threads backend does.
-  if (cfg.hybrid())
-    fail(ck->dir(), ": ", cfg.architecture, " (a Gated DeltaNet hybrid) runs its ranks as threads of one process: ",
-         "pass --distributed-executor-backend threads (the default for hybrids)");
   check_max_model_len(cfg, eo.scheduler.max_model_len);
   if (cfg.num_key_value_heads % tp != 0)
     fail("--tp ", tp, " does not divide num_key_value_heads (", cfg.num_key_value_heads,
@@ -90,7 +86,11 @@ std::shared_ptr<const Qwen3Weights> stage_own_slice(const EngineLoadOptions& eo,
   so.quantization = eo.quantization;
   so.expert_parallel = eo.expert_parallel;
   so.int4_group = eo.int4_group;
-  return std::make_shared<const Qwen3Weights>(stage_qwen3_weights(*ck, *stager, so));
+  Qwen3Weights w = stage_qwen3_weights(*ck, *stager, so);
+  // Hybrids: every rank keeps the state of its own Gated DeltaNet heads for the same slots,
+  // snapshots and rollback entries, which rank 0's engine numbers (load_replicas.h).
+  set_hybrid_state_pool(w, eo);
+  return std::make_shared<const Qwen3Weights>(std::move(w));
 }
 
 std::unique_ptr<KvCache> make_cache(const Qwen3Model& model, int64_t num_blocks, int32_t block_size, DType dtype) {
@@ -117,7 +117,9 @@ int64_t agree_num_blocks(Communicator& comm, int64_t mine) {
 
 // What this host could hold of this rank's own layers' KV (90 % of its free memory).
 int64_t own_kv_bound(const Qwen3Weights& w, const EngineLoadOptions& eo) {
-  const int64_t per_block = kv_bytes_per_block(int32_t(w.layers.size()), eo.cache.block_size, w.n_kv_heads,
+  int32_t kv_layers = 0;  // a hybrid's Gated DeltaNet layers keep no KV
+  for (const Qwen3LayerWeights& l : w.layers) kv_layers += l.mixer != LayerMixer::GatedDeltaNet;
+  const int64_t per_block = kv_bytes_per_block(std::max<int32_t>(1, kv_layers), eo.cache.block_size, w.n_kv_heads,
                                                w.config.head_dim, eo.kv_cache_dtype);
   return std::max<int64_t>(1, int64_t(double(available_memory_bytes()) * 0.9) / std::max<int64_t>(1, per_block));
 }
@@ -326,6 +328,10 @@ LoadedEngine load_process_rank0(const ReplicaLoadOptions& opt) {
       fail("--kv-cache-dtype must be one of ", kKvCacheDtypeHelp, ", got ", dtype_name(eo.kv_cache_dtype));
     backend = rank_backend(opt, 0);
     weights = stage_own_slice(eo, pos, /*engine_rank=*/true);
+    if (weights->config.hybrid() && opt.pp_virtual_engines)  // as load_replicas refuses it for threads
+      fail("--pp-virtual-engines: ", eo.model_dir, " (", weights->config.architecture, ", a Gated DeltaNet hybrid) ",
+           "keeps one recurrent state per running sequence, which engines sharing a pipeline cannot divide yet: use ",
+           "--pp without --pp-virtual-engines");
     check_speculative_target(eo.scheduler.speculative, weights->config, eo.model_dir);  // draft vocab / tokenizer
     if (eo.scheduler.speculative.method == SpeculativeMethod::DraftModel) {
       auto stager = make_cpu_backend(cpu_count(), {}, eo.matmul_precision, eo.cpu_linear_kernel);
@@ -350,11 +356,15 @@ LoadedEngine load_process_rank0(const ReplicaLoadOptions& opt) {
   // --dp replicas as with threads; every replica uses the agreed block count.
   int64_t num_blocks = -1;
   try {
-    const int64_t block_bytes = kv_bytes_per_block(cfg.num_hidden_layers, eo.cache.block_size, weights->n_kv_heads,
+    // A hybrid keeps K/V for its full-attention layers only, and its Gated DeltaNet states (every
+    // rank its heads' share: one replica's worth in all) come out of the memory first.
+    const int32_t kv_layers = cfg.hybrid() ? std::max<int32_t>(1, cfg.num_full_attention_layers()) : cfg.num_hidden_layers;
+    const int64_t block_bytes = kv_bytes_per_block(kv_layers, eo.cache.block_size, weights->n_kv_heads,
                                                    cfg.head_dim, eo.kv_cache_dtype) * L.tp +
                                 (draft ? draft_kv_bytes_per_block(*draft, eo) : 0);  // the draft's block beside each
-    out.capacity =
-        plan_kv_capacity(kv_capacity_request(eo, block_bytes, static_cast<int64_t>(available_memory_bytes()) / L.dp));
+    const int64_t state_bytes = hybrid_state_bytes(cfg, eo) * L.dp;
+    out.capacity = plan_kv_capacity(kv_capacity_request(
+        eo, block_bytes, (static_cast<int64_t>(available_memory_bytes()) - state_bytes) / L.dp));
     num_blocks = out.capacity.num_blocks;
   } catch (...) {
     mark_ranks_stopping();
@@ -379,6 +389,10 @@ LoadedEngine load_process_rank0(const ReplicaLoadOptions& opt) {
   ec.cache.num_blocks = static_cast<int32_t>(num_blocks);
   ec.vocab_size = cfg.vocab_size;
   ec.eos_token_ids = cfg.eos_token_ids;
+  if (cfg.hybrid()) {  // as load_replicas: a prefix-cache hit resumes only at a state snapshot
+    ec.cache.recurrent_state = true;
+    ec.cache.state_snapshots = hybrid_state_snapshots(cfg, eo);
+  }
   if (opt.pp_virtual_engines) return pipelined_rank0(opt, std::move(out), std::move(backend), weights, ec);
   // The draft runs on rank 0's backend (the engine thread's pool) between the target's steps.
   if (draft) ec.drafter = make_draft_proposer(draft, *backend, eo, num_blocks);
