@@ -29,6 +29,7 @@ struct HybridPreset {
   bool tie;
   int experts = 0, top_k = 0;
   int64_t moe_inter = 0, shared_inter = 0;
+  bool next = false;  // Qwen3NextForCausalLM: fused per-key-head GDN projections, Qwen3's vocabulary
 };
 
 // The published shapes (docs/status.md, issue 36): Qwen3.5-0.8B, Qwen3.6-27B (= Qwen3.5-27B) and
@@ -43,7 +44,12 @@ constexpr HybridPreset kHybridPresets[] = {
     {"qwen3.5-0.8b", 1024, 3584, 24, 8, 2, 256, 4, 16, 16, 128, 128, true},
     {"qwen3.6-27b", 5120, 17408, 64, 24, 4, 256, 4, 16, 48, 128, 128, false},
     {"qwen3.6-35b-a3b", 2048, 0, 40, 16, 2, 256, 4, 16, 32, 128, 128, false, 256, 8, 512, 512},
+    // Qwen3-Next-80B-A3B (transformers' Qwen3NextConfig defaults = the published config), and a
+    // tiny one of the same kind (tiny-hybrid-moe's shapes).
+    {"qwen3-next-80b-a3b", 2048, 5120, 48, 16, 2, 256, 4, 16, 32, 128, 128, false, 512, 10, 512, 512, true},
+    {"tiny-next", 64, 128, 4, 4, 2, 32, 2, 2, 4, 16, 32, false, 8, 2, 32, 48, true},
 };
+constexpr int64_t kQwen3NextVocab = 151936;
 constexpr int64_t kQwen35Vocab = 248320;
 constexpr int kConvKernel = 4;
 constexpr double kPartialRotary = 0.25;
@@ -151,10 +157,12 @@ ModelConfig hybrid_test_model_config(const std::string& preset) {
   ModelConfig c;
   const bool moe = p->experts > 0;
   c.arch = moe ? ModelArch::Qwen35Moe : ModelArch::Qwen35;
-  c.architecture = moe ? "Qwen3_5MoeForConditionalGeneration" : "Qwen3_5ForConditionalGeneration";
-  c.multimodal_wrapper = true;
-  c.tensor_prefix = "model.language_model.";
-  c.vocab_size = kQwen35Vocab;
+  c.architecture = p->next ? "Qwen3NextForCausalLM"
+                   : moe   ? "Qwen3_5MoeForConditionalGeneration"
+                           : "Qwen3_5ForConditionalGeneration";
+  c.multimodal_wrapper = !p->next;
+  c.tensor_prefix = p->next ? "model." : "model.language_model.";
+  c.vocab_size = p->next ? kQwen3NextVocab : kQwen35Vocab;
   c.hidden_size = p->hidden;
   c.intermediate_size = p->inter;
   c.num_hidden_layers = p->layers;
@@ -198,6 +206,8 @@ void make_hybrid_test_model(const TestModelOptions& opt) {
   if (opt.qwen2 || opt.quant != QuantMethod::None || !opt.qk_norm || opt.outlier_channels != 0)
     fail("preset ", opt.preset, " is a Qwen3.5 hybrid: --qwen2, --quant-format, --no-qk-norm and --outlier-channels ",
          "do not apply to it (yet)");
+  if (p.next && opt.mtp != "random")
+    fail("preset ", opt.preset, ": --mtp ", opt.mtp, " is not available for Qwen3-Next (its MTP head is not served)");
   if (opt.shards != 1) fail("preset ", opt.preset, ": --shards is not supported for the hybrid presets yet (one file)");
   if (opt.dtype != DType::BF16 && opt.dtype != DType::F16 && opt.dtype != DType::F32)
     fail("--dtype must be bf16, f16 or f32");
@@ -213,7 +223,8 @@ void make_hybrid_test_model(const TestModelOptions& opt) {
   const int64_t H = c.hidden_size, V = c.vocab_size, hd = c.head_dim;
   const int64_t value_dim = c.gdn_value_dim(), conv_dim = c.gdn_conv_dim();
   const int64_t nv = c.linear_num_value_heads;
-  const std::string P = opt.text_only ? "model." : "model.language_model.";
+  const bool next = p.next, text_only = opt.text_only || next;  // Qwen3-Next has only the CausalLM layout
+  const std::string P = text_only ? "model." : "model.language_model.";
 
   // Init: projections uniform with std 1/sqrt(fan_in); zero-centred norms (the (1 + w) ones)
   // 0 ± 0.2 and the GDN output norm 1 ± 0.2, so a norm read the wrong way is visible; A_log in
@@ -254,10 +265,15 @@ void make_hybrid_test_model(const TestModelOptions& opt) {
       add(l + "self_attn.k_norm.weight", {hd}, 0.0f, gamma_std);
     } else {
       const std::string g = l + "linear_attn.";
-      proj(g + "in_proj_qkv.weight", {conv_dim, H});
-      proj(g + "in_proj_z.weight", {value_dim, H});
-      proj(g + "in_proj_b.weight", {nv, H});
-      proj(g + "in_proj_a.weight", {nv, H});
+      if (next) {  // per key head [q | k | v | z] and [b | a] (model/qwen3_next_layout.h)
+        proj(g + "in_proj_qkvz.weight", {conv_dim + value_dim, H});
+        proj(g + "in_proj_ba.weight", {2 * nv, H});
+      } else {
+        proj(g + "in_proj_qkv.weight", {conv_dim, H});
+        proj(g + "in_proj_z.weight", {value_dim, H});
+        proj(g + "in_proj_b.weight", {nv, H});
+        proj(g + "in_proj_a.weight", {nv, H});
+      }
       add(g + "conv1d.weight", {conv_dim, 1, kConvKernel}, 0.0f, 0.5f);
       add(g + "dt_bias", {nv}, 0.0f, 0.5f / sqrt3);
       add_dt(g + "A_log", DType::F32, {nv}, 0.0f, 1.0f / sqrt3);  // f32 in the published checkpoints
@@ -272,8 +288,17 @@ void make_hybrid_test_model(const TestModelOptions& opt) {
     }
     const int64_t E = c.num_experts, mI = c.moe_intermediate_size, sI = c.shared_expert_intermediate_size;
     proj(l + "mlp.gate.weight", {E, H});
-    proj(l + "mlp.experts.gate_up_proj", {E, 2 * mI, H});  // gate rows [0, I), up rows [I, 2I)
-    out_proj(l + "mlp.experts.down_proj", {E, H, mI});
+    if (next) {  // Qwen3-Next's checkpoints store each expert's 2-D projections
+      for (int64_t e = 0; e < E; ++e) {
+        const std::string x = l + "mlp.experts." + std::to_string(e) + ".";
+        proj(x + "gate_proj.weight", {mI, H});
+        proj(x + "up_proj.weight", {mI, H});
+        out_proj(x + "down_proj.weight", {H, mI});
+      }
+    } else {
+      proj(l + "mlp.experts.gate_up_proj", {E, 2 * mI, H});  // gate rows [0, I), up rows [I, 2I)
+      out_proj(l + "mlp.experts.down_proj", {E, H, mI});
+    }
     proj(l + "mlp.shared_expert.gate_proj.weight", {sI, H});
     proj(l + "mlp.shared_expert.up_proj.weight", {sI, H});
     out_proj(l + "mlp.shared_expert.down_proj.weight", {H, sI});
@@ -283,7 +308,7 @@ void make_hybrid_test_model(const TestModelOptions& opt) {
   add_mtp_head(c, opt, H, gamma_std, P + "norm.weight", tensors);
   if (!c.tie_word_embeddings) add("lm_head.weight", {V, H}, 0.0f, 2.0f / std::sqrt(static_cast<float>(H)));
   // A stand-in for the vision tower: the loader must skip model.visual.* (wrapper layout only).
-  if (!opt.text_only) add("model.visual.merger.linear_fc2.weight", {H, 16}, 0.0f, 0.25f);
+  if (!text_only) add("model.visual.merger.linear_fc2.weight", {H, 16}, 0.0f, 0.25f);
 
   size_t total = 0;
   for (const auto& t : tensors) total += static_cast<size_t>(shape_numel(t.shape)) * dtype_size(t.dtype);
@@ -341,7 +366,45 @@ void make_hybrid_test_model(const TestModelOptions& opt) {
   const nlohmann::ordered_json marker = {{"preset", opt.preset}, {"seed", opt.seed}, {"random_weights", true},
                                          {"tokenizer", "Qwen3's (the real vocabulary is 248,320 rows as here)"}};
   nlohmann::ordered_json cfg;
-  if (opt.text_only) {
+  if (next) {
+    // The keys and values of Qwen3-Next-80B-A3B's config.json (transformers' Qwen3NextConfig):
+    // full_attention_interval instead of layer_types, top-level rope_theta and
+    // partial_rotary_factor, norm_topk_prob, decoder_sparse_step and mlp_only_layers.
+    cfg = {{"architectures", {"Qwen3NextForCausalLM"}},
+           {"model_type", "qwen3_next"},
+           {"vocab_size", V},
+           {"hidden_size", H},
+           {"intermediate_size", c.intermediate_size},  // unused: every layer is sparse
+           {"num_hidden_layers", c.num_hidden_layers},
+           {"full_attention_interval", p.interval},
+           {"num_attention_heads", c.num_attention_heads},
+           {"num_key_value_heads", c.num_key_value_heads},
+           {"head_dim", hd},
+           {"attention_bias", false},
+           {"attention_dropout", 0.0},
+           {"linear_num_key_heads", c.linear_num_key_heads},
+           {"linear_num_value_heads", c.linear_num_value_heads},
+           {"linear_key_head_dim", c.linear_key_head_dim},
+           {"linear_value_head_dim", c.linear_value_head_dim},
+           {"linear_conv_kernel_dim", c.linear_conv_kernel_dim},
+           {"hidden_act", "silu"},
+           {"rms_norm_eps", c.rms_norm_eps},
+           {"rope_theta", c.rope_theta},
+           {"partial_rotary_factor", kPartialRotary},
+           {"rope_scaling", nullptr},
+           {"max_position_embeddings", c.max_position_embeddings},
+           {"num_experts", c.num_experts},
+           {"num_experts_per_tok", c.num_experts_per_tok},
+           {"moe_intermediate_size", c.moe_intermediate_size},
+           {"shared_expert_intermediate_size", c.shared_expert_intermediate_size},
+           {"norm_topk_prob", true},
+           {"decoder_sparse_step", 1},
+           {"mlp_only_layers", nlohmann::ordered_json::array()},
+           {"tie_word_embeddings", c.tie_word_embeddings},
+           {"torch_dtype", dtype_name_hf},
+           {"bos_token_id", 151643},
+           {"eos_token_id", 151645}};
+  } else if (opt.text_only) {
     cfg = {{"architectures", {moe ? "Qwen3_5MoeForCausalLM" : "Qwen3_5ForCausalLM"}}};
     for (auto it = text.begin(); it != text.end(); ++it) cfg[it.key()] = it.value();
   } else {
@@ -358,7 +421,8 @@ void make_hybrid_test_model(const TestModelOptions& opt) {
   for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
     fs::copy_file(fs::path(tok_dir) / f, out / f, fs::copy_options::overwrite_existing);
   // Qwen3.5's chat template replaces Qwen3's, so a served hybrid test model thinks by default and
-  // is asked for XML tool calls as the real checkpoints are.
+  // is asked for XML tool calls as the real checkpoints are. Qwen3-Next keeps Qwen3's files.
+  if (next) return;
   nlohmann::ordered_json tc = nlohmann::ordered_json::parse(read_text_file((out / "tokenizer_config.json").string()));
   tc["chat_template"] = qwen35_chat_template();
   write_text(out / "tokenizer_config.json", tc.dump(2) + "\n");
