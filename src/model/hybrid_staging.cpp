@@ -278,9 +278,13 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
   // True when the parts are FP8 (all of them: a linear fused from FP8 and float tensors is refused).
   auto fp8_parts = [&](std::span<const Rows> parts) {
     size_t n = 0;
-    for (const Rows& r : parts) n += !r.fp8.empty();
+    std::string fp8;
+    for (const Rows& r : parts) {
+      n += !r.fp8.empty();
+      if (!r.fp8.empty()) fp8 = r.fp8;
+    }
     if (n != 0 && n != parts.size())
-      fail(ck.dir(), ": ", parts[0].fp8.empty() ? parts.back().fp8 : parts[0].fp8, " is block FP8 but a tensor fused ",
+      fail(ck.dir(), ": ", fp8, " is block FP8 but a tensor fused ",
            "with it into one staged projection is not (", c.architecture, " stages [q | k | v | z], [b | a], gate | up ",
            "together: they must be quantized alike)");
     return n != 0;
@@ -432,13 +436,12 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
     if (full) {
       // q_proj rows per head h: [h·2hd, h·2hd + hd) query, [h·2hd + hd, (h+1)·2hd) gate.
       L.mixer = LayerMixer::GatedAttention;
-      const TensorRef& q = ck.get(N("self_attn.q_proj.weight"));
-      const size_t row = size_t(H) * esz;
+      const std::string q = N("self_attn.q_proj.weight");
       std::vector<Rows> parts;
-      for (int64_t h = h0; h < h0 + nh; ++h) parts.push_back({q.data() + size_t(2 * h * hd) * row, hd});
+      for (int64_t h = h0; h < h0 + nh; ++h) parts.push_back(rows_of(q, 2 * h * hd, hd));
       parts.push_back(rows_of(N("self_attn.k_proj.weight"), g0 * hd, nkv * hd));
       parts.push_back(rows_of(N("self_attn.v_proj.weight"), g0 * hd, nkv * hd));
-      for (int64_t h = h0; h < h0 + nh; ++h) parts.push_back({q.data() + size_t((2 * h + 1) * hd) * row, hd});
+      for (int64_t h = h0; h < h0 + nh; ++h) parts.push_back(rows_of(q, (2 * h + 1) * hd, hd));
       L.qkv = pack(parts, H);  // [q (nq hd) | k | v | gate (nq hd)] of this rank's heads
       PYPTO_ASSERT(L.qkv.n_out == (2 * q_rows + 2 * kv_rows) / tp);
       L.o_proj = pack_cols(whole(N("self_attn.o_proj.weight")), q_rows, h0 * hd, (h0 + nh) * hd);

@@ -11,6 +11,7 @@
 #include "io/json_fields.h"
 #include "io/safetensors.h"
 #include "model/qwen35_chat_template.h"
+#include "model/test_model_quant.h"
 
 namespace fs = std::filesystem;
 
@@ -141,6 +142,48 @@ void add_mtp_head(const ModelConfig& c, const TestModelOptions& opt, int64_t H, 
   else add(m + "norm.weight", {H}, 0.0f, opt.mtp == "oracle-perturbed" ? 4 * gamma_std : gamma_std);
 }
 
+// One projection as Qwen's *-FP8 releases store it (test_model_quant.h): the bf16 weights the
+// float checkpoint of the same seed holds, quantized in 128 x 128 tiles: `name` F8_E4M3 codes
+// [n, k] and `<stem>.weight_scale_inv` bf16 [ceil(n / 128), ceil(k / 128)]. The first fill makes
+// both, the last frees them (memory stays at one projection).
+constexpr int32_t kFp8Block = 128;
+void add_fp8_projection(std::vector<SafetensorWrite>& tensors, const std::string& name, int64_t n, int64_t k,
+                        uint64_t seed, float a) {
+  struct Quantized {
+    std::vector<uint8_t> codes;
+    std::vector<uint16_t> scales;
+    int pending = 2;
+  };
+  auto q = std::make_shared<Quantized>();
+  const int64_t gn = (n + kFp8Block - 1) / kFp8Block, gk = (k + kFp8Block - 1) / kFp8Block;
+  auto ensure = [=] {
+    if (!q->scales.empty()) return;
+    std::vector<uint16_t> src(size_t(n * k));
+    fill_uniform(reinterpret_cast<uint8_t*>(src.data()), DType::BF16, n * k, seed, 0.0f, a);
+    std::vector<float> w(src.size());
+    for (size_t i = 0; i < src.size(); ++i) w[i] = bf16_to_f32(src[i]);
+    q->codes.resize(size_t(n * k));
+    q->scales.resize(size_t(gn * gk));
+    quantize_fp8_blocks(w.data(), n, k, kFp8Block, kFp8Block, q->codes.data(), q->scales.data());
+  };
+  auto done = [=] {
+    if (--q->pending == 0) {
+      std::vector<uint8_t>().swap(q->codes);
+      std::vector<uint16_t>().swap(q->scales);
+    }
+  };
+  tensors.push_back({name, DType::F8_E4M3, {n, k}, [=](uint8_t* dst) {
+                       ensure();
+                       std::memcpy(dst, q->codes.data(), q->codes.size());
+                       done();
+                     }});
+  tensors.push_back({name.substr(0, name.size() - 7) + ".weight_scale_inv", DType::BF16, {gn, gk}, [=](uint8_t* dst) {
+                       ensure();
+                       std::memcpy(dst, q->scales.data(), q->scales.size() * sizeof(uint16_t));
+                       done();
+                     }});
+}
+
 }  // namespace
 
 std::vector<std::string> hybrid_test_model_presets() {
@@ -203,9 +246,13 @@ void make_hybrid_test_model(const TestModelOptions& opt) {
     c.full_attention.assign(size_t(c.num_hidden_layers), 0);
     for (int i = 0; i < c.num_hidden_layers; ++i) c.full_attention[size_t(i)] = (i + 1) % p.interval == 0;
   }
-  if (opt.qwen2 || opt.quant != QuantMethod::None || !opt.qk_norm || opt.outlier_channels != 0)
-    fail("preset ", opt.preset, " is a Qwen3.5 hybrid: --qwen2, --quant-format, --no-qk-norm and --outlier-channels ",
-         "do not apply to it (yet)");
+  if (opt.qwen2 || !opt.qk_norm || opt.outlier_channels != 0)
+    fail("preset ", opt.preset, " is a hybrid: --qwen2, --no-qk-norm and --outlier-channels do not apply to it");
+  if (opt.quant != QuantMethod::None && opt.quant != QuantMethod::Fp8)
+    fail("preset ", opt.preset, ": --quant-format ", quant_method_name(opt.quant), " is not available for the hybrids ",
+         "(fp8 is)");
+  if (opt.quant == QuantMethod::Fp8 && opt.mtp != "random")
+    fail("preset ", opt.preset, ": --mtp ", opt.mtp, " with --quant-format fp8 is not available");
   if (p.next && opt.mtp != "random")
     fail("preset ", opt.preset, ": --mtp ", opt.mtp, " is not available for Qwen3-Next (its MTP head is not served)");
   if (opt.shards != 1) fail("preset ", opt.preset, ": --shards is not supported for the hybrid presets yet (one file)");
@@ -242,6 +289,20 @@ void make_hybrid_test_model(const TestModelOptions& opt) {
   auto proj = [&](const std::string& name, Shape shape) {
     add(name, shape, 0.0f, 1.0f / std::sqrt(static_cast<float>(shape.back())));
   };
+  // --quant-format fp8: the projections in block FP8, as Qwen's *-FP8 releases; the GDN's b / a
+  // projections, the router, the shared expert's gate, the embedding and lm_head stay in --dtype
+  // (listed in modules_to_not_convert).
+  const bool fp8 = opt.quant == QuantMethod::Fp8;
+  nlohmann::ordered_json not_converted = nlohmann::ordered_json::array({"lm_head"});
+  auto qproj = [&](const std::string& name, Shape shape) {
+    if (!fp8) return proj(name, shape);
+    const float a = sqrt3 / std::sqrt(static_cast<float>(shape.back()));
+    add_fp8_projection(tensors, name, shape[0], shape[1], name_seed(opt.seed, name), a);
+  };
+  auto keep = [&](const std::string& name, Shape shape) {  // a projection left unquantized
+    proj(name, shape);
+    if (fp8) not_converted.push_back(name.substr(0, name.size() - 7));
+  };
   const float gamma_std = 0.2f / sqrt3;
   if (opt.mtp != "random" && opt.mtp != "oracle" && opt.mtp != "oracle-perturbed")
     fail("--mtp must be random, oracle or oracle-perturbed, got \"", opt.mtp, "\"");
@@ -249,7 +310,7 @@ void make_hybrid_test_model(const TestModelOptions& opt) {
   const bool oracle = opt.mtp != "random";
   auto out_proj = [&](const std::string& name, Shape shape) {
     if (oracle) add(name, shape, 0.0f, 0.0f);
-    else proj(name, shape);
+    else qproj(name, shape);
   };
   add(P + "embed_tokens.weight", {V, H}, 0.0f, 2.0f / std::sqrt(static_cast<float>(H)));
   for (int i = 0; i < c.num_hidden_layers; ++i) {
@@ -257,22 +318,22 @@ void make_hybrid_test_model(const TestModelOptions& opt) {
     add(l + "input_layernorm.weight", {H}, 0.0f, gamma_std);
     add(l + "post_attention_layernorm.weight", {H}, 0.0f, gamma_std);
     if (c.full_attention_layer(i)) {
-      proj(l + "self_attn.q_proj.weight", {2 * c.q_size(), H});  // per head: query rows, then gate rows
-      proj(l + "self_attn.k_proj.weight", {c.kv_size(), H});
-      proj(l + "self_attn.v_proj.weight", {c.kv_size(), H});
+      qproj(l + "self_attn.q_proj.weight", {2 * c.q_size(), H});  // per head: query rows, then gate rows
+      qproj(l + "self_attn.k_proj.weight", {c.kv_size(), H});
+      qproj(l + "self_attn.v_proj.weight", {c.kv_size(), H});
       out_proj(l + "self_attn.o_proj.weight", {H, c.q_size()});
       add(l + "self_attn.q_norm.weight", {hd}, 0.0f, gamma_std);
       add(l + "self_attn.k_norm.weight", {hd}, 0.0f, gamma_std);
     } else {
       const std::string g = l + "linear_attn.";
       if (next) {  // per key head [q | k | v | z] and [b | a] (model/qwen3_next_layout.h)
-        proj(g + "in_proj_qkvz.weight", {conv_dim + value_dim, H});
-        proj(g + "in_proj_ba.weight", {2 * nv, H});
+        qproj(g + "in_proj_qkvz.weight", {conv_dim + value_dim, H});
+        keep(g + "in_proj_ba.weight", {2 * nv, H});
       } else {
-        proj(g + "in_proj_qkv.weight", {conv_dim, H});
-        proj(g + "in_proj_z.weight", {value_dim, H});
-        proj(g + "in_proj_b.weight", {nv, H});
-        proj(g + "in_proj_a.weight", {nv, H});
+        qproj(g + "in_proj_qkv.weight", {conv_dim, H});
+        qproj(g + "in_proj_z.weight", {value_dim, H});
+        keep(g + "in_proj_b.weight", {nv, H});
+        keep(g + "in_proj_a.weight", {nv, H});
       }
       add(g + "conv1d.weight", {conv_dim, 1, kConvKernel}, 0.0f, 0.5f);
       add(g + "dt_bias", {nv}, 0.0f, 0.5f / sqrt3);
@@ -281,28 +342,28 @@ void make_hybrid_test_model(const TestModelOptions& opt) {
       out_proj(g + "out_proj.weight", {H, value_dim});
     }
     if (!moe) {
-      proj(l + "mlp.gate_proj.weight", {c.intermediate_size, H});
-      proj(l + "mlp.up_proj.weight", {c.intermediate_size, H});
+      qproj(l + "mlp.gate_proj.weight", {c.intermediate_size, H});
+      qproj(l + "mlp.up_proj.weight", {c.intermediate_size, H});
       out_proj(l + "mlp.down_proj.weight", {H, c.intermediate_size});
       continue;
     }
     const int64_t E = c.num_experts, mI = c.moe_intermediate_size, sI = c.shared_expert_intermediate_size;
-    proj(l + "mlp.gate.weight", {E, H});
-    if (next) {  // Qwen3-Next's checkpoints store each expert's 2-D projections
+    keep(l + "mlp.gate.weight", {E, H});
+    if (next || fp8) {  // Qwen3-Next's checkpoints (and FP8 ones here) store each expert's 2-D projections
       for (int64_t e = 0; e < E; ++e) {
         const std::string x = l + "mlp.experts." + std::to_string(e) + ".";
-        proj(x + "gate_proj.weight", {mI, H});
-        proj(x + "up_proj.weight", {mI, H});
+        qproj(x + "gate_proj.weight", {mI, H});
+        qproj(x + "up_proj.weight", {mI, H});
         out_proj(x + "down_proj.weight", {H, mI});
       }
     } else {
       proj(l + "mlp.experts.gate_up_proj", {E, 2 * mI, H});  // gate rows [0, I), up rows [I, 2I)
       out_proj(l + "mlp.experts.down_proj", {E, H, mI});
     }
-    proj(l + "mlp.shared_expert.gate_proj.weight", {sI, H});
-    proj(l + "mlp.shared_expert.up_proj.weight", {sI, H});
+    qproj(l + "mlp.shared_expert.gate_proj.weight", {sI, H});
+    qproj(l + "mlp.shared_expert.up_proj.weight", {sI, H});
     out_proj(l + "mlp.shared_expert.down_proj.weight", {H, sI});
-    proj(l + "mlp.shared_expert_gate.weight", {1, H});
+    keep(l + "mlp.shared_expert_gate.weight", {1, H});
   }
   add(P + "norm.weight", {H}, 0.0f, gamma_std);
   add_mtp_head(c, opt, H, gamma_std, P + "norm.weight", tensors);
@@ -415,6 +476,14 @@ void make_hybrid_test_model(const TestModelOptions& opt) {
            {"tie_word_embeddings", c.tie_word_embeddings}};
   }
   cfg["pypto_test_model"] = marker;
+  if (fp8) {  // at the top level, as transformers writes it for the wrapper too
+    cfg["quantization_config"] = {{"activation_scheme", "dynamic"},
+                                  {"fmt", "e4m3"},
+                                  {"quant_method", "fp8"},
+                                  {"weight_block_size", {kFp8Block, kFp8Block}},
+                                  {"modules_to_not_convert", not_converted}};
+    cfg["pypto_test_model"]["quant_format"] = "fp8";
+  }
   write_text(out / "config.json", cfg.dump(2) + "\n");
   nlohmann::ordered_json gen = {{"bos_token_id", 151643}, {"eos_token_id", {151645, 151643}}, {"do_sample", false}};
   write_text(out / "generation_config.json", gen.dump(2) + "\n");
