@@ -178,7 +178,7 @@ void validate_hybrid_checkpoint(const Checkpoint& ck) {
     throw Error(msg);
   }
   if (visual > 0) log_info(ck.dir(), ": skipping ", visual, " model.visual.* tensors (the vision tower; text only)");
-  if (mtp > 0) log_info(ck.dir(), ": skipping ", mtp, " mtp.* tensors (the MTP head is not served yet)");
+  if (mtp > 0) log_info(ck.dir(), ": skipping ", mtp, " mtp.* tensors (the MTP head: staged only for --speculative-config method mtp)");
 }
 
 Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, const StagingOptions& opt) {
