@@ -257,16 +257,12 @@ ModelConfig parse_hybrid_config(const nlohmann::json& j, const std::string& path
     }
     if (f == &top && !arch->wrapper) break;
   }
-  // Qwen's FP8 releases (block e4m3, weight_scale_inv; model/hybrid_fp8.h). The wrapper writes
-  // quantization_config at the top level; a text_config copy is read when the top has none.
+  // Pre-quantized releases (block FP8, AWQ, GPTQ-Int4; model/hybrid_prequant.h). The wrapper
+  // writes quantization_config at the top level; a text_config copy is read when the top has none.
   if (top.has("quantization_config") || t.has("quantization_config")) {
     const bool at_top = top.has("quantization_config");
     c.quant = parse_quant_config(at_top ? j.at("quantization_config") : text->at("quantization_config"),
                                  at_top ? path : tpath);
-    if (c.quant.method != QuantMethod::Fp8)
-      fail(path, ": quantization_config.quant_method is ", quant_method_name(c.quant.method), ": ", name,
-           " checkpoints are served unquantized or as block FP8 (supported: fp8); use the bf16 release, with ",
-           "--quantization int8 or int4 to quantize it while loading");
   }
   c.bos_token_ids = id_list(t, "bos_token_id");
   c.eos_token_ids = id_list(t, "eos_token_id");

@@ -14,7 +14,7 @@
 #include "core/log.h"
 #include "core/memory.h"
 #include "core/tensor.h"
-#include "model/hybrid_fp8.h"
+#include "model/hybrid_prequant.h"
 #include "model/hybrid_split.h"
 #include "model/moe_staging.h"
 #include "model/quant_rows.h"
@@ -128,10 +128,6 @@ struct HybridSlabs {
 void validate_hybrid_checkpoint(const Checkpoint& ck) {
   const ModelConfig& c = ck.config();
   PYPTO_ASSERT(c.hybrid(), c.architecture);
-  if (c.quant.method != QuantMethod::None && c.quant.method != QuantMethod::Fp8)
-    fail(ck.dir(), ": ", quant_method_name(c.quant.method), " checkpoints of ", c.architecture,
-         " (config.json quantization_config) are not supported yet (supported: fp8); use the bf16 checkpoint, with ",
-         "--quantization int8 or int4 to quantize it while loading");
   if (c.linear_conv_kernel_dim > 16)
     fail(ck.dir(), ": linear_conv_kernel_dim ", c.linear_conv_kernel_dim, " is larger than the supported 16");
   const TensorRef* embed = ck.find(c.tensor_prefix + "embed_tokens.weight");
@@ -140,6 +136,10 @@ void validate_hybrid_checkpoint(const Checkpoint& ck) {
   std::set<std::string> known;
   for (const Expected& e : expected_tensors(ck)) {
     known.insert(e.name);
+    if (e.matrix) {  // float, or pre-quantized as stored (model/hybrid_prequant.h)
+      check_hybrid_projection(ck, e.name, e.shape, wdt, problems, known);
+      continue;
+    }
     const TensorRef* r = ck.find(e.name);
     if (!r) {
       problems.push_back(str_cat(e.name, ": missing (expected ", shape_str(e.shape), ")"));
@@ -148,8 +148,7 @@ void validate_hybrid_checkpoint(const Checkpoint& ck) {
     if (r->info->shape != e.shape)
       problems.push_back(str_cat(e.name, ": shape ", shape_str(r->info->shape), ", expected ", shape_str(e.shape)));
     const DType dt = r->info->dtype;
-    if (e.matrix && r->info->shape == e.shape) check_hybrid_projection(ck, e.name, e.shape, wdt, problems, known);
-    if (!e.matrix && dt != DType::F32 && dt != DType::BF16 && dt != DType::F16)
+    if (dt != DType::F32 && dt != DType::BF16 && dt != DType::F16)
       problems.push_back(str_cat(e.name, ": dtype ", dtype_name(dt), " (allowed: F32, BF16, F16)"));
   }
   if (wdt != DType::BF16 && wdt != DType::F16 && wdt != DType::F32)
@@ -266,44 +265,58 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
     return static_cast<const float*>(out);
   };
   // A linear stacked by rows from parts (each a row range of a 2-D tensor, or a pointer to rows).
-  // A part of a block-FP8 checkpoint (model/hybrid_fp8.h) is rows [r0, r0 + rows) of the
-  // projection `fp8` (its stem, without ".weight"): its codes and tile scales are staged as stored.
+  // A part of a pre-quantized checkpoint (model/hybrid_prequant.h) is rows [r0, r0 + rows) of the
+  // projection `packed` (its stem, without ".weight"), staged in its format as stored.
   struct Rows {
     const uint8_t* data;
     int64_t rows;
-    std::string fp8 = {};
+    std::string packed = {};
     int64_t r0 = 0;
   };
   std::vector<uint8_t> scratch;
-  // True when the parts are FP8 (all of them: a linear fused from FP8 and float tensors is refused).
-  auto fp8_parts = [&](std::span<const Rows> parts) {
+  // True when the parts are pre-quantized (all of them: a linear fused from quantized and float
+  // tensors is refused).
+  auto packed_parts = [&](std::span<const Rows> parts) {
     size_t n = 0;
-    std::string fp8;
+    std::string stem;
     for (const Rows& r : parts) {
-      n += !r.fp8.empty();
-      if (!r.fp8.empty()) fp8 = r.fp8;
+      n += !r.packed.empty();
+      if (!r.packed.empty()) stem = r.packed;
     }
     if (n != 0 && n != parts.size())
-      fail(ck.dir(), ": ", fp8, " is block FP8 but a tensor fused ",
-           "with it into one staged projection is not (", c.architecture, " stages [q | k | v | z], [b | a], gate | up ",
+      fail(ck.dir(), ": ", stem, " is stored quantized (", quant_method_name(c.quant.method), ") but a tensor fused with ",
+           "it into one staged projection is not (", c.architecture, " stages [q | k | v | z], [b | a], gate | up ",
            "together: they must be quantized alike)");
     return n != 0;
   };
-  // FP8 parts as stored: each row keeps its tile's scale, so rows of several tensors stack exactly.
-  auto fp8_rows = [&](std::span<const Rows> parts, int64_t k) {
-    QuantRows q(WeightFormat::Fp8, k, c.quant.fp8_block_k);
-    for (const Rows& r : parts) q.append(read_fp8_projection(ck, r.fp8), r.r0, r.r0 + r.rows);
+  // Pre-quantized parts as stored: each row keeps its own scales (FP8: its tile's; 4-bit: its
+  // groups'), so rows of several tensors stack exactly. A 4-bit projection is decoded once for all
+  // the row ranges taken from it (Qwen3-Next takes 4 per key head).
+  std::string decoded_stem;
+  AwqSource decoded;
+  auto prequant_rows = [&](std::span<const Rows> parts, int64_t k) {
+    QuantRows q(fmt.layers, k, fmt.group);
+    for (const Rows& r : parts) {
+      if (c.quant.method == QuantMethod::Fp8) {
+        q.append(read_fp8_projection(ck, r.packed), r.r0, r.r0 + r.rows);
+        continue;
+      }
+      if (decoded_stem != r.packed) {
+        decoded = read_int4_projection(ck, r.packed);
+        decoded_stem = r.packed;
+      }
+      q.append(decoded, r.r0, r.r0 + r.rows);
+    }
     return q;
   };
-  auto pack_fp8 = [&](const QuantRows& q) {
-    const int32_t group = c.quant.fp8_block_k;
-    uint8_t* dst = slabs->take(backend.packed_quantized_bytes(WeightFormat::Fp8, q.rows(), q.k(), group));
+  auto pack_prequant = [&](const QuantRows& q) {
+    uint8_t* dst = slabs->take(backend.packed_quantized_bytes(fmt.layers, q.rows(), q.k(), fmt.group));
     backend.pack_quantized(q.view(), dst);
-    return LinearWeight{dst, wdt, q.rows(), q.k(), WeightFormat::Fp8, group};
+    return LinearWeight{dst, wdt, q.rows(), q.k(), fmt.layers, fmt.group};
   };
   // A projection in float, whatever --quantization says.
   auto pack_float = [&](std::span<const Rows> parts, int64_t k) {
-    if (fp8_parts(parts)) return pack_fp8(fp8_rows(parts, k));  // as stored
+    if (packed_parts(parts)) return pack_prequant(prequant_rows(parts, k));  // as stored
     int64_t n = 0;
     for (const Rows& r : parts) n += r.rows;
     if (parts.size() == 1) {  // one tensor (or slice): packed straight from the mapping
@@ -325,8 +338,8 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
   // Quantized: each part quantized by rows (scales per row, or per row and group, so stacking
   // parts never changes a value), then packed as one weight.
   auto pack_as = [&](WeightFormat f, std::span<const Rows> parts, int64_t k) {
-    if (fp8_parts(parts)) return pack_fp8(fp8_rows(parts, k));
-    if (f == WeightFormat::Fp8) return pack_float(parts, k);  // an FP8 checkpoint left it float
+    if (packed_parts(parts)) return pack_prequant(prequant_rows(parts, k));
+    if (c.quant.method != QuantMethod::None) return pack_float(parts, k);  // a quantized checkpoint left it float
     const int32_t group = f == WeightFormat::Int8 ? 0 : fmt.group;
     QuantRows q(f, k, group);
     for (const Rows& r : parts) q.append_quantized(r.data, wdt, 0, r.rows);
@@ -343,8 +356,8 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
   // holds exactly the values one rank would.
   auto pack_cols = [&](const Rows& r, int64_t k, int64_t c0, int64_t c1) {
     if (c0 == 0 && c1 == k) return pack(std::span<const Rows>(&r, 1), k);
-    if (!r.fp8.empty()) return pack_fp8(fp8_rows(std::span<const Rows>(&r, 1), k).slice_cols(c0, c1));
-    if (quantized && fmt.layers != WeightFormat::Fp8) {
+    if (!r.packed.empty()) return pack_prequant(prequant_rows(std::span<const Rows>(&r, 1), k).slice_cols(c0, c1));
+    if (quantized && c.quant.method == QuantMethod::None) {
       const int32_t group = fmt.layers == WeightFormat::Int8 ? 0 : fmt.group;
       QuantRows q(fmt.layers, k, group);
       q.append_quantized(r.data, wdt, 0, r.rows);
@@ -362,17 +375,22 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
   };
   // Rows [b, b + n) of a 2-D tensor.
   auto rows_of = [&](const std::string& name, int64_t b, int64_t n) -> Rows {
-    if (hybrid_fp8_tensor(ck, name)) return {nullptr, n, fp8_stem(name), b};
+    if (std::string stem = prequantized_stem(ck, name); !stem.empty()) return {nullptr, n, stem, b};
     const TensorRef& r = ck.get(name);
     return {r.data() + size_t(b * r.info->shape[1]) * esz, n};
   };
   auto whole = [&](const std::string& name) -> Rows {
+    if (std::string stem = prequantized_stem(ck, name); !stem.empty())
+      return {nullptr, prequantized_shape(ck, stem)[0], stem, 0};
     const TensorRef& r = ck.get(name);
-    if (hybrid_fp8_tensor(ck, name)) return {nullptr, r.info->shape[0], fp8_stem(name), 0};
     return {r.data(), r.info->shape[0]};
   };
+  auto release_tensor = [&](const std::string& name) {  // a float tensor, or a projection's packed ones
+    if (std::string stem = prequantized_stem(ck, name); !stem.empty()) release_projection(ck, stem);
+    else release(ck.get(name));
+  };
   auto done = [&](std::initializer_list<std::string> names) {
-    for (const std::string& n : names) release(ck.get(n));
+    for (const std::string& n : names) release_tensor(n);
   };
 
   // Embedding and lm_head: a tied table is staged once, as the lm_head (looked up through it).
@@ -479,7 +497,7 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
       }
       PYPTO_ASSERT(G.in_proj.n_out + G.in_proj_ba.n_out == (C + Vd + 2 * nv) / tp);
       G.out_proj = pack_cols(whole(N("linear_attn.out_proj.weight")), Vd, v0 * dv, (v0 + nvr) * dv);
-      for (const std::string& n : sources) release(ck.get(n));
+      for (const std::string& n : sources) release_tensor(n);
       done({N("linear_attn.out_proj.weight")});
       // [C, 1, K] → [C_rank, K]: the taps of this rank's q, k and v channels, in in_proj's order.
       G.conv = vec_f32_ranges(N("linear_attn.conv1d.weight"), {{k0 * dk * Kc, (k0 + nk) * dk * Kc},

@@ -16,10 +16,10 @@
 // embedding with layer 0 and the final norm and lm_head with the last layer.
 // Qwen3NextForCausalLM: the GDN's in_proj_qkvz / in_proj_ba rows are picked per key head into the
 // same [q | k | v | z | b | a] order (model/qwen3_next_layout.h); experts per expert.
-// Block-FP8 checkpoints (model/hybrid_fp8.h): each projection stored F8_E4M3 with its
-// weight_scale_inv is staged in FP8 as stored (rows regrouped and fused like float ones), the
-// others in the checkpoint's float dtype.
-// Not yet: AWQ / GPTQ checkpoints, the compile cache (each refused by name).
+// Pre-quantized checkpoints (block FP8, AWQ, GPTQ-Int4; model/hybrid_prequant.h): each projection
+// stored quantized is staged in its format as stored (rows regrouped and fused like float ones),
+// the others in the checkpoint's float dtype.
+// Not yet: the compile cache (refused by name).
 // The --tp checks and the staged sizes: model/hybrid_split.h.
 #include <cstddef>
 

@@ -142,46 +142,31 @@ void add_mtp_head(const ModelConfig& c, const TestModelOptions& opt, int64_t H, 
   else add(m + "norm.weight", {H}, 0.0f, opt.mtp == "oracle-perturbed" ? 4 * gamma_std : gamma_std);
 }
 
-// One projection as Qwen's *-FP8 releases store it (test_model_quant.h): the bf16 weights the
-// float checkpoint of the same seed holds, quantized in 128 x 128 tiles: `name` F8_E4M3 codes
-// [n, k] and `<stem>.weight_scale_inv` bf16 [ceil(n / 128), ceil(k / 128)]. The first fill makes
-// both, the last frees them (memory stays at one projection).
-constexpr int32_t kFp8Block = 128;
-void add_fp8_projection(std::vector<SafetensorWrite>& tensors, const std::string& name, int64_t n, int64_t k,
-                        uint64_t seed, float a) {
-  struct Quantized {
-    std::vector<uint8_t> codes;
-    std::vector<uint16_t> scales;
-    int pending = 2;
+constexpr int32_t kFp8Block = 128;  // Qwen's weight_block_size [128, 128]
+
+// The 4-bit group along in_features: `requested`, or the largest power of two from 128 down
+// that divides every quantized projection's in_features.
+int32_t hybrid_int4_group(const ModelConfig& c, int32_t requested) {
+  std::vector<int64_t> ins = {c.hidden_size, c.q_size(), c.gdn_value_dim()};
+  if (c.num_experts > 0) {
+    ins.push_back(c.moe_intermediate_size);
+    ins.push_back(c.shared_expert_intermediate_size);
+  } else {
+    ins.push_back(c.intermediate_size);
+  }
+  auto divides_all = [&](int64_t g) {
+    for (int64_t in : ins)
+      if (in % g) return false;
+    return true;
   };
-  auto q = std::make_shared<Quantized>();
-  const int64_t gn = (n + kFp8Block - 1) / kFp8Block, gk = (k + kFp8Block - 1) / kFp8Block;
-  auto ensure = [=] {
-    if (!q->scales.empty()) return;
-    std::vector<uint16_t> src(size_t(n * k));
-    fill_uniform(reinterpret_cast<uint8_t*>(src.data()), DType::BF16, n * k, seed, 0.0f, a);
-    std::vector<float> w(src.size());
-    for (size_t i = 0; i < src.size(); ++i) w[i] = bf16_to_f32(src[i]);
-    q->codes.resize(size_t(n * k));
-    q->scales.resize(size_t(gn * gk));
-    quantize_fp8_blocks(w.data(), n, k, kFp8Block, kFp8Block, q->codes.data(), q->scales.data());
-  };
-  auto done = [=] {
-    if (--q->pending == 0) {
-      std::vector<uint8_t>().swap(q->codes);
-      std::vector<uint16_t>().swap(q->scales);
-    }
-  };
-  tensors.push_back({name, DType::F8_E4M3, {n, k}, [=](uint8_t* dst) {
-                       ensure();
-                       std::memcpy(dst, q->codes.data(), q->codes.size());
-                       done();
-                     }});
-  tensors.push_back({name.substr(0, name.size() - 7) + ".weight_scale_inv", DType::BF16, {gn, gk}, [=](uint8_t* dst) {
-                       ensure();
-                       std::memcpy(dst, q->scales.data(), q->scales.size() * sizeof(uint16_t));
-                       done();
-                     }});
+  if (requested > 0) {
+    if (!divides_all(requested))
+      fail("--quant-group ", requested, " does not divide every quantized projection's in_features");
+    return requested;
+  }
+  for (int32_t g = 128; g >= 8; g /= 2)
+    if (divides_all(g)) return g;
+  fail("no 4-bit group size from 128 down to 8 divides every projection's in_features");
 }
 
 }  // namespace
@@ -248,11 +233,10 @@ void make_hybrid_test_model(const TestModelOptions& opt) {
   }
   if (opt.qwen2 || !opt.qk_norm || opt.outlier_channels != 0)
     fail("preset ", opt.preset, " is a hybrid: --qwen2, --no-qk-norm and --outlier-channels do not apply to it");
-  if (opt.quant != QuantMethod::None && opt.quant != QuantMethod::Fp8)
-    fail("preset ", opt.preset, ": --quant-format ", quant_method_name(opt.quant), " is not available for the hybrids ",
-         "(fp8 is)");
-  if (opt.quant == QuantMethod::Fp8 && opt.mtp != "random")
-    fail("preset ", opt.preset, ": --mtp ", opt.mtp, " with --quant-format fp8 is not available");
+  if (opt.quant != QuantMethod::None && opt.mtp != "random")
+    fail("preset ", opt.preset, ": --mtp ", opt.mtp, " with --quant-format is not available");
+  const bool int4 = opt.quant == QuantMethod::Awq || opt.quant == QuantMethod::Gptq;
+  if (!int4 && opt.quant_group != 0) fail("--quant-group applies to --quant-format awq and gptq only");
   if (p.next && opt.mtp != "random")
     fail("preset ", opt.preset, ": --mtp ", opt.mtp, " is not available for Qwen3-Next (its MTP head is not served)");
   if (opt.shards != 1) fail("preset ", opt.preset, ": --shards is not supported for the hybrid presets yet (one file)");
@@ -289,19 +273,21 @@ void make_hybrid_test_model(const TestModelOptions& opt) {
   auto proj = [&](const std::string& name, Shape shape) {
     add(name, shape, 0.0f, 1.0f / std::sqrt(static_cast<float>(shape.back())));
   };
-  // --quant-format fp8: the projections in block FP8, as Qwen's *-FP8 releases; the GDN's b / a
-  // projections, the router, the shared expert's gate, the embedding and lm_head stay in --dtype
-  // (listed in modules_to_not_convert).
-  const bool fp8 = opt.quant == QuantMethod::Fp8;
+  // --quant-format fp8 | awq | gptq: the projections pre-quantized (test_model_quant.h), as Qwen's
+  // *-FP8 releases and the AWQ / GPTQ-Int4 ones; the GDN's b / a projections, the router, the
+  // shared expert's gate, the embedding and lm_head stay in --dtype (listed in
+  // modules_to_not_convert).
+  const bool fp8 = opt.quant == QuantMethod::Fp8, quant = opt.quant != QuantMethod::None;
+  const int32_t group = fp8 ? kFp8Block : int4 ? hybrid_int4_group(c, opt.quant_group) : 0;
   nlohmann::ordered_json not_converted = nlohmann::ordered_json::array({"lm_head"});
   auto qproj = [&](const std::string& name, Shape shape) {
-    if (!fp8) return proj(name, shape);
+    if (!quant) return proj(name, shape);
     const float a = sqrt3 / std::sqrt(static_cast<float>(shape.back()));
-    add_fp8_projection(tensors, name, shape[0], shape[1], name_seed(opt.seed, name), a);
+    add_quantized_projection(tensors, opt.quant, name, shape[0], shape[1], group, name_seed(opt.seed, name), a);
   };
   auto keep = [&](const std::string& name, Shape shape) {  // a projection left unquantized
     proj(name, shape);
-    if (fp8) not_converted.push_back(name.substr(0, name.size() - 7));
+    if (quant) not_converted.push_back(name.substr(0, name.size() - 7));
   };
   const float gamma_std = 0.2f / sqrt3;
   if (opt.mtp != "random" && opt.mtp != "oracle" && opt.mtp != "oracle-perturbed")
@@ -349,7 +335,7 @@ void make_hybrid_test_model(const TestModelOptions& opt) {
     }
     const int64_t E = c.num_experts, mI = c.moe_intermediate_size, sI = c.shared_expert_intermediate_size;
     keep(l + "mlp.gate.weight", {E, H});
-    if (next || fp8) {  // Qwen3-Next's checkpoints (and FP8 ones here) store each expert's 2-D projections
+    if (next || quant) {  // Qwen3-Next's checkpoints (and pre-quantized ones) store each expert's 2-D projections
       for (int64_t e = 0; e < E; ++e) {
         const std::string x = l + "mlp.experts." + std::to_string(e) + ".";
         qproj(x + "gate_proj.weight", {mI, H});
@@ -476,14 +462,21 @@ void make_hybrid_test_model(const TestModelOptions& opt) {
            {"tie_word_embeddings", c.tie_word_embeddings}};
   }
   cfg["pypto_test_model"] = marker;
-  if (fp8) {  // at the top level, as transformers writes it for the wrapper too
+  // At the top level, as transformers writes it for the wrapper too (io/quant_config.h's fields).
+  if (fp8)
     cfg["quantization_config"] = {{"activation_scheme", "dynamic"},
                                   {"fmt", "e4m3"},
                                   {"quant_method", "fp8"},
                                   {"weight_block_size", {kFp8Block, kFp8Block}},
                                   {"modules_to_not_convert", not_converted}};
-    cfg["pypto_test_model"]["quant_format"] = "fp8";
-  }
+  if (opt.quant == QuantMethod::Awq)
+    cfg["quantization_config"] = {{"bits", 4},          {"group_size", group}, {"modules_to_not_convert", not_converted},
+                                  {"quant_method", "awq"}, {"version", "gemm"}, {"zero_point", true}};
+  if (opt.quant == QuantMethod::Gptq)
+    cfg["quantization_config"] = {{"bits", 4},          {"group_size", group},       {"desc_act", false},
+                                  {"sym", true},         {"quant_method", "gptq"},    {"checkpoint_format", "gptq"},
+                                  {"modules_to_not_convert", not_converted}};
+  if (quant) cfg["pypto_test_model"]["quant_format"] = quant_method_name(opt.quant);
   write_text(out / "config.json", cfg.dump(2) + "\n");
   nlohmann::ordered_json gen = {{"bos_token_id", 151643}, {"eos_token_id", {151645, 151643}}, {"do_sample", false}};
   write_text(out / "generation_config.json", gen.dump(2) + "\n");

@@ -249,5 +249,50 @@ TEST(HybridCheckpoint, Qwen3NextStagesTheGroupedProjections) {
   EXPECT_NE(e.find("layers.0.linear_attn.in_proj_qkvz.weight: not part of the model"), std::string::npos) << e;
 }
 
+// A pre-quantized hybrid (make-test-model --quant-format fp8 / gptq): the projections stay in the
+// checkpoint's format, the GDN's b | a, the router, the shared expert's gate and lm_head float,
+// and the staged bytes are what staged_slab_bytes predicts; FP8 codes without an fp8
+// quantization_config are refused naming the tensor.
+TEST(HybridCheckpoint, PrequantizedStagingKeepsTheStoredFormats) {
+  for (QuantMethod m : {QuantMethod::Fp8, QuantMethod::Gptq}) {
+    TestModelOptions o;
+    o.preset = "tiny-hybrid-moe";
+    o.text_only = true;
+    o.quant = m;
+    if (m == QuantMethod::Gptq) o.dtype = DType::F16;
+    const auto dir = make_model_in_temp(str_cat("hybrid_moe_", quant_method_name(m)), o);
+    auto ck = Checkpoint::open(dir.string());
+    EXPECT_EQ(open_error(dir), "");
+    const WeightFormat want = m == QuantMethod::Fp8 ? WeightFormat::Fp8 : WeightFormat::Int4;
+    auto be = make_reference_backend();
+    StagingOptions so;
+    so.show_progress = false;
+    const Qwen3Weights w = stage_qwen3_weights(*ck, *be, so);
+    EXPECT_EQ(w.lm_head.format, WeightFormat::Float);
+    for (const Qwen3LayerWeights& l : w.layers) {
+      EXPECT_EQ(l.router.format, WeightFormat::Float);
+      EXPECT_EQ(l.shared_expert.gate.format, WeightFormat::Float);
+      EXPECT_EQ(l.shared_expert.gate_up.format, want);
+      EXPECT_EQ(l.experts[7].down.format, want);
+      if (l.mixer == LayerMixer::GatedDeltaNet) {
+        EXPECT_EQ(l.gdn.in_proj.format, want);
+        EXPECT_EQ(l.gdn.in_proj_ba.format, WeightFormat::Float);
+        EXPECT_EQ(l.gdn.out_proj.format, want);
+      } else {
+        EXPECT_EQ(l.qkv.format, want);
+      }
+    }
+    const StagedFormats f = staged_formats(*ck, WeightFormat::Float, 64);
+    EXPECT_EQ(w.resident_bytes, staged_slab_bytes(*ck, *be, 0, 1, -1, &f)) << quant_method_name(m);
+    if (m != QuantMethod::Fp8) continue;
+    edit_config(dir, [](nlohmann::json& j) { j.erase("quantization_config"); });
+    const std::string e = open_error(dir);
+    EXPECT_NE(e.find("model.layers.0.linear_attn.in_proj_qkv.weight: stored F8_E4M3, but config.json's "
+                     "quantization_config is none"),
+              std::string::npos)
+        << e;
+  }
+}
+
 }  // namespace
 }  // namespace pypto::test
