@@ -14,12 +14,14 @@ struct HybridArch {
   const char* name;
   bool moe, wrapper;
   const char* model_type;  // the top-level model_type config.json must carry (when present)
+  bool next = false;       // Qwen3-Next: in_proj_qkvz / in_proj_ba grouped per key head
 };
 constexpr HybridArch kArchs[] = {
     {"Qwen3_5ForConditionalGeneration", false, true, "qwen3_5"},
     {"Qwen3_5MoeForConditionalGeneration", true, true, "qwen3_5_moe"},
     {"Qwen3_5ForCausalLM", false, false, "qwen3_5_text"},
     {"Qwen3_5MoeForCausalLM", true, false, "qwen3_5_moe_text"},
+    {"Qwen3NextForCausalLM", true, false, "qwen3_next", true},
 };
 
 int32_t positive(const JsonFields& f, const char* key, int64_t v) {
@@ -76,7 +78,8 @@ void parse_rope(const JsonFields& t, ModelConfig& c) {
   double theta = t.opt_number("rope_theta").value_or(10000.0);
   double factor = t.opt_number("partial_rotary_factor").value_or(1.0);
   if (t.has("rope_scaling") && !t.has("rope_parameters"))
-    fail(path, ": field 'rope_scaling' is not used by this architecture; it takes 'rope_parameters'");
+    fail(path, ": field 'rope_scaling' is set (", t.at("rope_scaling").dump(), "); this architecture is served with its ",
+         "default RoPE only (leave rope_scaling null, or give rope_parameters with rope_type \"default\")");
   if (t.has("rope_parameters")) {
     const nlohmann::json& rp = t.at("rope_parameters");
     if (!rp.is_object()) t.bad("rope_parameters", "an object");
@@ -105,7 +108,7 @@ void parse_rope(const JsonFields& t, ModelConfig& c) {
   c.rotary_dim = rot;
 }
 
-void parse_moe(const JsonFields& t, ModelConfig& c) {
+void parse_moe(const JsonFields& t, ModelConfig& c, bool next) {
   const std::string& path = t.path();
   c.num_experts = req_positive(t, "num_experts");
   const int64_t k = t.req_int("num_experts_per_tok");
@@ -115,21 +118,27 @@ void parse_moe(const JsonFields& t, ModelConfig& c) {
   c.moe_intermediate_size = req_positive(t, "moe_intermediate_size");
   c.shared_expert_intermediate_size = req_positive(t, "shared_expert_intermediate_size");
   // Qwen3.5-MoE removed these: every layer is sparse and the top-k is always renormalised. A
-  // config asking otherwise describes another model.
-  if (auto v = t.opt_bool("norm_topk_prob"); v && !*v)
-    fail(path, ": field 'norm_topk_prob' is false; Qwen3.5-MoE always renormalises its top-k (only true is supported)");
+  // config asking otherwise describes another model. Qwen3-Next keeps norm_topk_prob as a flag
+  // (transformers' Qwen3NextTopKRouter; default true) and decoder_sparse_step / mlp_only_layers,
+  // of which we serve the published all-sparse setting.
+  const char* model = next ? "Qwen3-Next" : "Qwen3.5-MoE";
+  if (next) {
+    c.norm_topk_prob = t.opt_bool("norm_topk_prob").value_or(true);
+  } else {
+    if (auto v = t.opt_bool("norm_topk_prob"); v && !*v)
+      fail(path, ": field 'norm_topk_prob' is false; Qwen3.5-MoE always renormalises its top-k (only true is supported)");
+    c.norm_topk_prob = true;
+  }
   if (auto v = t.opt_int("decoder_sparse_step"); v && *v != 1)
-    fail(path, ": field 'decoder_sparse_step' is ", *v, "; every Qwen3.5-MoE layer is sparse (only 1 is supported)");
+    fail(path, ": field 'decoder_sparse_step' is ", *v, "; only 1 (every ", model, " layer sparse) is supported");
   if (t.has("mlp_only_layers") && !(t.at("mlp_only_layers").is_array() && t.at("mlp_only_layers").empty()))
-    fail(path, ": field 'mlp_only_layers' lists dense layers; every Qwen3.5-MoE layer is sparse (only [] is supported)");
+    fail(path, ": field 'mlp_only_layers' lists dense layers; only [] (every ", model, " layer sparse) is supported");
   c.decoder_sparse_step = 1;
-  c.norm_topk_prob = true;
 }
 
 }  // namespace
 
 bool is_hybrid_architecture(const std::string& name) {
-  if (name == "Qwen3NextForCausalLM") return true;
   for (const HybridArch& a : kArchs)
     if (name == a.name) return true;
   return false;
@@ -137,16 +146,12 @@ bool is_hybrid_architecture(const std::string& name) {
 
 const char* hybrid_architecture_list() {
   return "Qwen3_5ForConditionalGeneration, Qwen3_5MoeForConditionalGeneration, Qwen3_5ForCausalLM, "
-         "Qwen3_5MoeForCausalLM";
+         "Qwen3_5MoeForCausalLM, Qwen3NextForCausalLM";
 }
 
 ModelConfig parse_hybrid_config(const nlohmann::json& j, const std::string& path) {
   JsonFields top(j, path);
   const std::string name = j.at("architectures")[0].get<std::string>();
-  if (name == "Qwen3NextForCausalLM")
-    fail(path, ": architecture Qwen3NextForCausalLM is not supported yet: its Gated DeltaNet projections are fused per ",
-         "key head (in_proj_qkvz / in_proj_ba), a different layout from Qwen3.5's in_proj_qkv / z / b / a (supported: ",
-         hybrid_architecture_list(), ")");
   const HybridArch* arch = nullptr;
   for (const HybridArch& a : kArchs)
     if (name == a.name) arch = &a;
@@ -158,7 +163,10 @@ ModelConfig parse_hybrid_config(const nlohmann::json& j, const std::string& path
   c.tensor_prefix = arch->wrapper ? "model.language_model." : "model.";
   // Text-only configs may call themselves qwen3_5 too (transformers' text config is written
   // either way); the wrapper must be the wrapper's type.
-  if (auto mt = top.opt_string("model_type")) {
+  if (auto mt = top.opt_string("model_type"); mt && arch->next) {
+    if (*mt != arch->model_type)
+      fail(path, ": field 'model_type' is '", *mt, "' but architectures names ", name, " (model_type qwen3_next)");
+  } else if (mt) {
     const std::string base = arch->moe ? "qwen3_5_moe" : "qwen3_5";
     if (arch->wrapper ? *mt != base : (*mt != base && *mt != base + "_text"))
       fail(path, ": field 'model_type' is '", *mt, "' but architectures names ", name, " (model_type ", base,
@@ -218,8 +226,11 @@ ModelConfig parse_hybrid_config(const nlohmann::json& j, const std::string& path
   parse_rope(t, c);
   c.max_position_embeddings = req_positive(t, "max_position_embeddings");
 
+  if (arch->next && !(t.has("num_experts") && t.req_int("num_experts") > 0))
+    fail(tpath, ": field 'num_experts' is 0 or missing; Qwen3NextForCausalLM is served as the MoE model it is published as ",
+         "(dense Qwen3-Next layers are not supported)");
   if (arch->moe) {
-    parse_moe(t, c);
+    parse_moe(t, c, arch->next);
     if (t.has("intermediate_size")) c.intermediate_size = req_positive(t, "intermediate_size");
   } else {
     if (t.has("num_experts") && t.req_int("num_experts") != 0)
@@ -246,8 +257,13 @@ ModelConfig parse_hybrid_config(const nlohmann::json& j, const std::string& path
     }
     if (f == &top && !arch->wrapper) break;
   }
-  if (top.has("quantization_config") || t.has("quantization_config"))
-    fail(path, ": quantized ", name, " checkpoints are not supported yet (quantization_config); use the bf16 release");
+  // Pre-quantized releases (block FP8, AWQ, GPTQ-Int4; model/hybrid_prequant.h). The wrapper
+  // writes quantization_config at the top level; a text_config copy is read when the top has none.
+  if (top.has("quantization_config") || t.has("quantization_config")) {
+    const bool at_top = top.has("quantization_config");
+    c.quant = parse_quant_config(at_top ? j.at("quantization_config") : text->at("quantization_config"),
+                                 at_top ? path : tpath);
+  }
   c.bos_token_ids = id_list(t, "bos_token_id");
   c.eos_token_ids = id_list(t, "eos_token_id");
   if (arch->wrapper) {

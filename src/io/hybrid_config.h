@@ -12,7 +12,11 @@
 // rope_parameters {rope_theta, partial_rotary_factor, mrope_section} (text-only positions make
 // MRoPE plain partial RoPE), and for MoE the routed experts (always renormalised top-k) plus a
 // shared expert of shared_expert_intermediate_size scaled by sigmoid(shared_expert_gate(x)).
-// Qwen3NextForCausalLM (fused in_proj_qkvz / in_proj_ba) is recognised and refused for now.
+// Qwen3NextForCausalLM (model_type qwen3_next, transformers' Qwen3NextConfig): the same text model
+// with the GDN input projections fused per key head (in_proj_qkvz / in_proj_ba, regrouped at
+// staging: model/qwen3_next_layout.h), top-level rope_theta / partial_rotary_factor (default
+// 0.25), per-expert tensors, and norm_topk_prob as a flag (default true). Served as published:
+// MoE in every layer (decoder_sparse_step 1, mlp_only_layers []; anything else is refused).
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -20,7 +24,7 @@
 
 namespace pypto {
 
-// True for the architecture names above (Qwen3-Next included, so its refusal can name why).
+// True for the architecture names above.
 bool is_hybrid_architecture(const std::string& name);
 // "Qwen3_5ForCausalLM, ..." for error messages.
 const char* hybrid_architecture_list();

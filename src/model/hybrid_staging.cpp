@@ -14,9 +14,12 @@
 #include "core/log.h"
 #include "core/memory.h"
 #include "core/tensor.h"
+#include "model/hybrid_prequant.h"
 #include "model/hybrid_split.h"
 #include "model/moe_staging.h"
 #include "model/quant_rows.h"
+#include "model/quantized_source.h"
+#include "model/qwen3_next_layout.h"
 
 namespace pypto {
 namespace {
@@ -56,10 +59,15 @@ std::vector<Expected> expected_tensors(const Checkpoint& ck) {
       add("self_attn.q_norm.weight", {hd}, false);
       add("self_attn.k_norm.weight", {hd}, false);
     } else {
-      add("linear_attn.in_proj_qkv.weight", {C, H}, true);
-      add("linear_attn.in_proj_z.weight", {Vd, H}, true);
-      add("linear_attn.in_proj_b.weight", {nv, H}, true);
-      add("linear_attn.in_proj_a.weight", {nv, H}, true);
+      if (gdn_grouped_projections(c)) {  // Qwen3-Next (model/qwen3_next_layout.h)
+        add("linear_attn.in_proj_qkvz.weight", {C + Vd, H}, true);
+        add("linear_attn.in_proj_ba.weight", {2 * nv, H}, true);
+      } else {
+        add("linear_attn.in_proj_qkv.weight", {C, H}, true);
+        add("linear_attn.in_proj_z.weight", {Vd, H}, true);
+        add("linear_attn.in_proj_b.weight", {nv, H}, true);
+        add("linear_attn.in_proj_a.weight", {nv, H}, true);
+      }
       add("linear_attn.conv1d.weight", {C, 1, c.linear_conv_kernel_dim}, false);
       add("linear_attn.dt_bias", {nv}, false);
       add("linear_attn.A_log", {nv}, false);
@@ -120,10 +128,6 @@ struct HybridSlabs {
 void validate_hybrid_checkpoint(const Checkpoint& ck) {
   const ModelConfig& c = ck.config();
   PYPTO_ASSERT(c.hybrid(), c.architecture);
-  if (c.quant.method != QuantMethod::None)
-    fail(ck.dir(), ": ", quant_method_name(c.quant.method), " checkpoints of ", c.architecture,
-         " (config.json quantization_config) are not supported yet; use the bf16 checkpoint, with --quantization "
-         "int8 or int4 to quantize it while loading");
   if (c.linear_conv_kernel_dim > 16)
     fail(ck.dir(), ": linear_conv_kernel_dim ", c.linear_conv_kernel_dim, " is larger than the supported 16");
   const TensorRef* embed = ck.find(c.tensor_prefix + "embed_tokens.weight");
@@ -132,6 +136,10 @@ void validate_hybrid_checkpoint(const Checkpoint& ck) {
   std::set<std::string> known;
   for (const Expected& e : expected_tensors(ck)) {
     known.insert(e.name);
+    if (e.matrix) {  // float, or pre-quantized as stored (model/hybrid_prequant.h)
+      check_hybrid_projection(ck, e.name, e.shape, wdt, problems, known);
+      continue;
+    }
     const TensorRef* r = ck.find(e.name);
     if (!r) {
       problems.push_back(str_cat(e.name, ": missing (expected ", shape_str(e.shape), ")"));
@@ -140,10 +148,7 @@ void validate_hybrid_checkpoint(const Checkpoint& ck) {
     if (r->info->shape != e.shape)
       problems.push_back(str_cat(e.name, ": shape ", shape_str(r->info->shape), ", expected ", shape_str(e.shape)));
     const DType dt = r->info->dtype;
-    if (e.matrix && dt != wdt)
-      problems.push_back(str_cat(e.name, ": dtype ", dtype_name(dt), ", expected ", dtype_name(wdt), " like ",
-                                 c.tensor_prefix, "embed_tokens.weight"));
-    if (!e.matrix && dt != DType::F32 && dt != DType::BF16 && dt != DType::F16)
+    if (dt != DType::F32 && dt != DType::BF16 && dt != DType::F16)
       problems.push_back(str_cat(e.name, ": dtype ", dtype_name(dt), " (allowed: F32, BF16, F16)"));
   }
   if (wdt != DType::BF16 && wdt != DType::F16 && wdt != DType::F32)
@@ -260,23 +265,58 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
     return static_cast<const float*>(out);
   };
   // A linear stacked by rows from parts (each a row range of a 2-D tensor, or a pointer to rows).
+  // A part of a pre-quantized checkpoint (model/hybrid_prequant.h) is rows [r0, r0 + rows) of the
+  // projection `packed` (its stem, without ".weight"), staged in its format as stored.
   struct Rows {
     const uint8_t* data;
     int64_t rows;
+    std::string packed = {};
+    int64_t r0 = 0;
   };
   std::vector<uint8_t> scratch;
-  // Quantized: each part quantized by rows (scales per row, or per row and group, so stacking
-  // parts never changes a value), then packed as one weight.
-  auto pack_as = [&](WeightFormat f, std::span<const Rows> parts, int64_t k) {
-    const int32_t group = f == WeightFormat::Int8 ? 0 : fmt.group;
-    QuantRows q(f, k, group);
-    for (const Rows& r : parts) q.append_quantized(r.data, wdt, 0, r.rows);
-    uint8_t* dst = slabs->take(backend.packed_quantized_bytes(f, q.rows(), k, group));
+  // True when the parts are pre-quantized (all of them: a linear fused from quantized and float
+  // tensors is refused).
+  auto packed_parts = [&](std::span<const Rows> parts) {
+    size_t n = 0;
+    std::string stem;
+    for (const Rows& r : parts) {
+      n += !r.packed.empty();
+      if (!r.packed.empty()) stem = r.packed;
+    }
+    if (n != 0 && n != parts.size())
+      fail(ck.dir(), ": ", stem, " is stored quantized (", quant_method_name(c.quant.method), ") but a tensor fused with ",
+           "it into one staged projection is not (", c.architecture, " stages [q | k | v | z], [b | a], gate | up ",
+           "together: they must be quantized alike)");
+    return n != 0;
+  };
+  // Pre-quantized parts as stored: each row keeps its own scales (FP8: its tile's; 4-bit: its
+  // groups'), so rows of several tensors stack exactly. A 4-bit projection is decoded once for all
+  // the row ranges taken from it (Qwen3-Next takes 4 per key head).
+  std::string decoded_stem;
+  AwqSource decoded;
+  auto prequant_rows = [&](std::span<const Rows> parts, int64_t k) {
+    QuantRows q(fmt.layers, k, fmt.group);
+    for (const Rows& r : parts) {
+      if (c.quant.method == QuantMethod::Fp8) {
+        q.append(read_fp8_projection(ck, r.packed), r.r0, r.r0 + r.rows);
+        continue;
+      }
+      if (decoded_stem != r.packed) {
+        decoded = read_int4_projection(ck, r.packed);
+        decoded_stem = r.packed;
+      }
+      q.append(decoded, r.r0, r.r0 + r.rows);
+    }
+    return q;
+  };
+  auto pack_prequant = [&](const QuantRows& q) {
+    uint8_t* dst = slabs->take(backend.packed_quantized_bytes(fmt.layers, q.rows(), q.k(), fmt.group));
     backend.pack_quantized(q.view(), dst);
-    return LinearWeight{dst, wdt, q.rows(), k, f, group};
+    return LinearWeight{dst, wdt, q.rows(), q.k(), fmt.layers, fmt.group};
   };
   // A projection in float, whatever --quantization says.
   auto pack_float = [&](std::span<const Rows> parts, int64_t k) {
+    if (packed_parts(parts)) return pack_prequant(prequant_rows(parts, k));  // as stored
     int64_t n = 0;
     for (const Rows& r : parts) n += r.rows;
     if (parts.size() == 1) {  // one tensor (or slice): packed straight from the mapping
@@ -295,6 +335,18 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
     backend.pack_weight(scratch.data(), wdt, n, k, dst);
     return LinearWeight{dst, wdt, n, k, WeightFormat::Float, 0};
   };
+  // Quantized: each part quantized by rows (scales per row, or per row and group, so stacking
+  // parts never changes a value), then packed as one weight.
+  auto pack_as = [&](WeightFormat f, std::span<const Rows> parts, int64_t k) {
+    if (packed_parts(parts)) return pack_prequant(prequant_rows(parts, k));
+    if (c.quant.method != QuantMethod::None) return pack_float(parts, k);  // a quantized checkpoint left it float
+    const int32_t group = f == WeightFormat::Int8 ? 0 : fmt.group;
+    QuantRows q(f, k, group);
+    for (const Rows& r : parts) q.append_quantized(r.data, wdt, 0, r.rows);
+    uint8_t* dst = slabs->take(backend.packed_quantized_bytes(f, q.rows(), k, group));
+    backend.pack_quantized(q.view(), dst);
+    return LinearWeight{dst, wdt, q.rows(), k, f, group};
+  };
   // A projection in the layer format.
   auto pack = [&](std::span<const Rows> parts, int64_t k) {
     return quantized ? pack_as(fmt.layers, parts, k) : pack_float(parts, k);
@@ -304,7 +356,8 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
   // holds exactly the values one rank would.
   auto pack_cols = [&](const Rows& r, int64_t k, int64_t c0, int64_t c1) {
     if (c0 == 0 && c1 == k) return pack(std::span<const Rows>(&r, 1), k);
-    if (quantized) {
+    if (!r.packed.empty()) return pack_prequant(prequant_rows(std::span<const Rows>(&r, 1), k).slice_cols(c0, c1));
+    if (quantized && c.quant.method == QuantMethod::None) {
       const int32_t group = fmt.layers == WeightFormat::Int8 ? 0 : fmt.group;
       QuantRows q(fmt.layers, k, group);
       q.append_quantized(r.data, wdt, 0, r.rows);
@@ -322,15 +375,22 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
   };
   // Rows [b, b + n) of a 2-D tensor.
   auto rows_of = [&](const std::string& name, int64_t b, int64_t n) -> Rows {
+    if (std::string stem = prequantized_stem(ck, name); !stem.empty()) return {nullptr, n, stem, b};
     const TensorRef& r = ck.get(name);
     return {r.data() + size_t(b * r.info->shape[1]) * esz, n};
   };
   auto whole = [&](const std::string& name) -> Rows {
+    if (std::string stem = prequantized_stem(ck, name); !stem.empty())
+      return {nullptr, prequantized_shape(ck, stem)[0], stem, 0};
     const TensorRef& r = ck.get(name);
     return {r.data(), r.info->shape[0]};
   };
+  auto release_tensor = [&](const std::string& name) {  // a float tensor, or a projection's packed ones
+    if (std::string stem = prequantized_stem(ck, name); !stem.empty()) release_projection(ck, stem);
+    else release(ck.get(name));
+  };
   auto done = [&](std::initializer_list<std::string> names) {
-    for (const std::string& n : names) release(ck.get(n));
+    for (const std::string& n : names) release_tensor(n);
   };
 
   // Embedding and lm_head: a tied table is staged once, as the lm_head (looked up through it).
@@ -394,13 +454,12 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
     if (full) {
       // q_proj rows per head h: [h·2hd, h·2hd + hd) query, [h·2hd + hd, (h+1)·2hd) gate.
       L.mixer = LayerMixer::GatedAttention;
-      const TensorRef& q = ck.get(N("self_attn.q_proj.weight"));
-      const size_t row = size_t(H) * esz;
+      const std::string q = N("self_attn.q_proj.weight");
       std::vector<Rows> parts;
-      for (int64_t h = h0; h < h0 + nh; ++h) parts.push_back({q.data() + size_t(2 * h * hd) * row, hd});
+      for (int64_t h = h0; h < h0 + nh; ++h) parts.push_back(rows_of(q, 2 * h * hd, hd));
       parts.push_back(rows_of(N("self_attn.k_proj.weight"), g0 * hd, nkv * hd));
       parts.push_back(rows_of(N("self_attn.v_proj.weight"), g0 * hd, nkv * hd));
-      for (int64_t h = h0; h < h0 + nh; ++h) parts.push_back({q.data() + size_t((2 * h + 1) * hd) * row, hd});
+      for (int64_t h = h0; h < h0 + nh; ++h) parts.push_back(rows_of(q, (2 * h + 1) * hd, hd));
       L.qkv = pack(parts, H);  // [q (nq hd) | k | v | gate (nq hd)] of this rank's heads
       PYPTO_ASSERT(L.qkv.n_out == (2 * q_rows + 2 * kv_rows) / tp);
       L.o_proj = pack_cols(whole(N("self_attn.o_proj.weight")), q_rows, h0 * hd, (h0 + nh) * hd);
@@ -411,21 +470,35 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
     } else {
       L.mixer = LayerMixer::GatedDeltaNet;
       GdnLayerWeights& G = L.gdn;
-      // This rank's q, k (its key heads) and v (their value heads) rows of in_proj_qkv, its z, b, a.
-      const std::string qkv = N("linear_attn.in_proj_qkv.weight");
-      const Rows in[] = {rows_of(qkv, k0 * dk, nk * dk), rows_of(qkv, KD + k0 * dk, nk * dk),
-                         rows_of(qkv, 2 * KD + v0 * dv, nvr * dv), rows_of(N("linear_attn.in_proj_z.weight"), v0 * dv, nvr * dv),
-                         rows_of(N("linear_attn.in_proj_b.weight"), v0, nvr), rows_of(N("linear_attn.in_proj_a.weight"), v0, nvr)};
-      if (!quantized) {
-        G.in_proj = pack_float(in, H);  // [qkv (C) | z (Vd) | b (n_v) | a (n_v)]
+      // This rank's q, k (its key heads) and v (their value heads) rows, its z, then its b, a:
+      // from Qwen3.5's separate in_proj_qkv / z / b / a, or picked out of Qwen3-Next's per-key-head
+      // groups of in_proj_qkvz / in_proj_ba (model/qwen3_next_layout.h).
+      std::vector<Rows> qkvz, ba;  // [q | k | v | z], [b | a]
+      std::vector<std::string> sources;
+      if (gdn_grouped_projections(c)) {
+        sources = {N("linear_attn.in_proj_qkvz.weight"), N("linear_attn.in_proj_ba.weight")};
+        const GroupedGdnRows g = qwen3_next_gdn_rows(c, k0, nk);
+        for (const RowRange& r : g.qkvz) qkvz.push_back(rows_of(sources[0], r.begin, r.rows));
+        for (const RowRange& r : g.ba) ba.push_back(rows_of(sources[1], r.begin, r.rows));
       } else {
-        G.in_proj = pack(std::span<const Rows>(in, 4), H);                 // [qkv (C) | z (Vd)]
-        G.in_proj_ba = pack_float(std::span<const Rows>(in + 4, 2), H);  // [b (n_v) | a (n_v)]
+        sources = {N("linear_attn.in_proj_qkv.weight"), N("linear_attn.in_proj_z.weight"),
+                   N("linear_attn.in_proj_b.weight"), N("linear_attn.in_proj_a.weight")};
+        qkvz = {rows_of(sources[0], k0 * dk, nk * dk), rows_of(sources[0], KD + k0 * dk, nk * dk),
+                rows_of(sources[0], 2 * KD + v0 * dv, nvr * dv), rows_of(sources[1], v0 * dv, nvr * dv)};
+        ba = {rows_of(sources[2], v0, nvr), rows_of(sources[3], v0, nvr)};
+      }
+      if (!quantized) {
+        std::vector<Rows> all = qkvz;
+        all.insert(all.end(), ba.begin(), ba.end());
+        G.in_proj = pack_float(all, H);  // [qkv (C) | z (Vd) | b (n_v) | a (n_v)]
+      } else {
+        G.in_proj = pack(qkvz, H);          // [qkv (C) | z (Vd)]
+        G.in_proj_ba = pack_float(ba, H);  // [b (n_v) | a (n_v)]
       }
       PYPTO_ASSERT(G.in_proj.n_out + G.in_proj_ba.n_out == (C + Vd + 2 * nv) / tp);
       G.out_proj = pack_cols(whole(N("linear_attn.out_proj.weight")), Vd, v0 * dv, (v0 + nvr) * dv);
-      done({N("linear_attn.in_proj_qkv.weight"), N("linear_attn.in_proj_z.weight"), N("linear_attn.in_proj_b.weight"),
-            N("linear_attn.in_proj_a.weight"), N("linear_attn.out_proj.weight")});
+      for (const std::string& n : sources) release_tensor(n);
+      done({N("linear_attn.out_proj.weight")});
       // [C, 1, K] → [C_rank, K]: the taps of this rank's q, k and v channels, in in_proj's order.
       G.conv = vec_f32_ranges(N("linear_attn.conv1d.weight"), {{k0 * dk * Kc, (k0 + nk) * dk * Kc},
                                                               {(KD + k0 * dk) * Kc, (KD + (k0 + nk) * dk) * Kc},
@@ -492,6 +565,9 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
   // The MTP head (speculative decoding, model/mtp_head.h): its norms, fc and one gated-attention
   // layer; embed_tokens and lm_head are the target's (staged above).
   if (opt.mtp) {
+    if (gdn_grouped_projections(c))
+      fail(ck.dir(), ": --speculative-config method mtp is not supported on ", c.architecture,
+           " yet (its MTP head is not checked against a reference); use another method (ngram, draft_model)");
     if (ck.find("mtp.fc.weight") == nullptr)
       fail(ck.dir(), ": --speculative-config method mtp needs the checkpoint's MTP head (mtp.* tensors), and it has ",
            "none (mtp.fc.weight is missing): use another method (ngram, draft_model)");

@@ -14,7 +14,12 @@
 // shared-expert intermediate columns (or whole routed experts with --enable-expert-parallel) and
 // the vocabulary (model/gdn_state.h gdn_rank_config). --pp N: a stage stages its layer range, the
 // embedding with layer 0 and the final norm and lm_head with the last layer.
-// Not yet: pre-quantized (FP8, AWQ, GPTQ) checkpoints, the compile cache (each refused by name).
+// Qwen3NextForCausalLM: the GDN's in_proj_qkvz / in_proj_ba rows are picked per key head into the
+// same [q | k | v | z | b | a] order (model/qwen3_next_layout.h); experts per expert.
+// Pre-quantized checkpoints (block FP8, AWQ, GPTQ-Int4; model/hybrid_prequant.h): each projection
+// stored quantized is staged in its format as stored (rows regrouped and fused like float ones),
+// the others in the checkpoint's float dtype.
+// Not yet: the compile cache (refused by name).
 // The --tp checks and the staged sizes: model/hybrid_split.h.
 #include <cstddef>
 

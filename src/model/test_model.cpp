@@ -131,66 +131,6 @@ const Preset& find_preset(const std::string& name) {
   for (const std::string& h : hybrid_test_model_presets()) allowed += ", " + h;
   fail("unknown preset '", name, "' (allowed: ", allowed, ")");
 }
-// One projection of a pre-quantized checkpoint. Its 2 (FP8), 3 (AWQ) or 4 (GPTQ) tensors are written one
-// after another: the first fill generates the bf16 source weights and quantizes them, each fill
-// copies its part out, and the last frees everything, so memory stays at one projection.
-struct QuantizedProjection {
-  QuantMethod method = QuantMethod::None;
-  int64_t n = 0, k = 0;
-  int32_t group = 0;  // FP8: the tile is group × group; AWQ / GPTQ: the group size along k
-  uint64_t seed = 0;
-  float a = 0;        // uniform half-width of the source weights
-  int pending = 0;
-  std::vector<uint8_t> codes;
-  std::vector<uint16_t> scales;
-  std::vector<int32_t> qweight, qzeros, g_idx;
-
-  void ensure() {
-    if (!scales.empty()) return;
-    std::vector<uint16_t> src(static_cast<size_t>(n * k));
-    fill_uniform(reinterpret_cast<uint8_t*>(src.data()), DType::BF16, n * k, seed, 0.0f, a);
-    std::vector<float> w(src.size());
-    for (size_t i = 0; i < src.size(); i++) w[i] = bf16_to_f32(src[i]);
-    std::vector<uint16_t>().swap(src);
-    if (method == QuantMethod::Fp8) {
-      const int64_t gn = (n + group - 1) / group, gk = (k + group - 1) / group;
-      codes.resize(static_cast<size_t>(n * k));
-      scales.resize(static_cast<size_t>(gn * gk));
-      quantize_fp8_blocks(w.data(), n, k, group, group, codes.data(), scales.data());
-    } else if (method == QuantMethod::Gptq) {
-      qweight.resize(static_cast<size_t>(k / 8 * n));
-      qzeros.resize(static_cast<size_t>(k / group * n / 8));
-      scales.resize(static_cast<size_t>(k / group * n));
-      g_idx.resize(static_cast<size_t>(k));
-      quantize_gptq_sym(w.data(), n, k, group, qweight.data(), qzeros.data(), scales.data(), g_idx.data());
-    } else {
-      qweight.resize(static_cast<size_t>(k * n / 8));
-      qzeros.resize(static_cast<size_t>(k / group * n / 8));
-      scales.resize(static_cast<size_t>(k / group * n));
-      quantize_awq_gemm(w.data(), n, k, group, qweight.data(), qzeros.data(), scales.data());
-    }
-  }
-};
-
-// The fill of one of q's tensors: the member vector `part` once q is quantized.
-template <typename T>
-std::function<void(uint8_t*)> fill_part(const std::shared_ptr<QuantizedProjection>& q,
-                                        std::vector<T> QuantizedProjection::*part) {
-  q->pending++;
-  return [q, part](uint8_t* dst) {
-    q->ensure();
-    const std::vector<T>& buf = (*q).*part;
-    std::memcpy(dst, buf.data(), buf.size() * sizeof(T));
-    if (--q->pending == 0) {  // swap with empties: `v = {}` would keep the capacity
-      std::vector<uint8_t>().swap(q->codes);
-      std::vector<uint16_t>().swap(q->scales);
-      std::vector<int32_t>().swap(q->qweight);
-      std::vector<int32_t>().swap(q->qzeros);
-      std::vector<int32_t>().swap(q->g_idx);
-    }
-  };
-}
-
 // The AWQ / GPTQ group: `requested` if it divides every in_features, else an Error; 0 picks 128
 // or the largest smaller power of two that divides them all (the tiny presets' hidden size is 64).
 int32_t int4_group_for(const ModelConfig& c, int requested) {
@@ -316,36 +256,9 @@ void make_test_model(const TestModelOptions& opt) {
   auto proj = [&](const std::string& name, int64_t out_f, int64_t in_f) {
     const float std = 1.0f / std::sqrt(static_cast<float>(in_f));
     if (opt.quant == QuantMethod::None) return add(name, {out_f, in_f}, 0.0f, std);
-    // `name` ends in ".weight"; the seed is the unquantized tensor's, so the weights are the same.
-    const std::string stem = name.substr(0, name.size() - 7);
-    auto q = std::make_shared<QuantizedProjection>();
-    q->method = opt.quant;
-    q->n = out_f;
-    q->k = in_f;
-    q->group = opt.quant == QuantMethod::Fp8 ? kFp8Block : int4_group;
-    q->seed = name_seed(opt.seed, name);
-    q->a = std * sqrt3;
-    if (opt.quant == QuantMethod::Fp8) {
-      const int64_t gn = (out_f + kFp8Block - 1) / kFp8Block, gk = (in_f + kFp8Block - 1) / kFp8Block;
-      tensors.push_back({name, DType::F8_E4M3, {out_f, in_f}, fill_part(q, &QuantizedProjection::codes)});
-      tensors.push_back({stem + ".weight_scale_inv", DType::BF16, {gn, gk}, fill_part(q, &QuantizedProjection::scales)});
-    } else if (opt.quant == QuantMethod::Gptq) {
-      // AutoGPTQ's QuantLinear buffers, as Qwen/Qwen3-*-GPTQ-Int4 store them.
-      if (out_f % 8 || in_f % 8) fail("GPTQ packs 8 inputs / 8 outputs per int32: ", name, " is [", out_f, ", ", in_f, "]");
-      tensors.push_back({stem + ".qweight", DType::I32, {in_f / 8, out_f}, fill_part(q, &QuantizedProjection::qweight)});
-      tensors.push_back(
-          {stem + ".qzeros", DType::I32, {in_f / int4_group, out_f / 8}, fill_part(q, &QuantizedProjection::qzeros)});
-      tensors.push_back(
-          {stem + ".scales", DType::F16, {in_f / int4_group, out_f}, fill_part(q, &QuantizedProjection::scales)});
-      tensors.push_back({stem + ".g_idx", DType::I32, {in_f}, fill_part(q, &QuantizedProjection::g_idx)});
-    } else {
-      if (out_f % 8) fail("AWQ packs 8 output features per int32: ", name, " has ", out_f);
-      tensors.push_back({stem + ".qweight", DType::I32, {in_f, out_f / 8}, fill_part(q, &QuantizedProjection::qweight)});
-      tensors.push_back(
-          {stem + ".qzeros", DType::I32, {in_f / int4_group, out_f / 8}, fill_part(q, &QuantizedProjection::qzeros)});
-      tensors.push_back(
-          {stem + ".scales", DType::F16, {in_f / int4_group, out_f}, fill_part(q, &QuantizedProjection::scales)});
-    }
+    // The seed is the unquantized tensor's, so the weights are the same.
+    add_quantized_projection(tensors, opt.quant, name, out_f, in_f, opt.quant == QuantMethod::Fp8 ? kFp8Block : int4_group,
+                             name_seed(opt.seed, name), std * sqrt3);
   };
   const float gamma_a = 0.2f / sqrt3;
   if (opt.outlier_channels < 0 || opt.outlier_channels > H) fail("--outlier-channels must be in [0, ", H, "]");

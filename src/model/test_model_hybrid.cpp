@@ -11,6 +11,7 @@
 #include "io/json_fields.h"
 #include "io/safetensors.h"
 #include "model/qwen35_chat_template.h"
+#include "model/test_model_quant.h"
 
 namespace fs = std::filesystem;
 
@@ -29,6 +30,7 @@ struct HybridPreset {
   bool tie;
   int experts = 0, top_k = 0;
   int64_t moe_inter = 0, shared_inter = 0;
+  bool next = false;  // Qwen3NextForCausalLM: fused per-key-head GDN projections, Qwen3's vocabulary
 };
 
 // The published shapes (docs/status.md, issue 36): Qwen3.5-0.8B, Qwen3.6-27B (= Qwen3.5-27B) and
@@ -43,7 +45,12 @@ constexpr HybridPreset kHybridPresets[] = {
     {"qwen3.5-0.8b", 1024, 3584, 24, 8, 2, 256, 4, 16, 16, 128, 128, true},
     {"qwen3.6-27b", 5120, 17408, 64, 24, 4, 256, 4, 16, 48, 128, 128, false},
     {"qwen3.6-35b-a3b", 2048, 0, 40, 16, 2, 256, 4, 16, 32, 128, 128, false, 256, 8, 512, 512},
+    // Qwen3-Next-80B-A3B (transformers' Qwen3NextConfig defaults = the published config), and a
+    // tiny one of the same kind (tiny-hybrid-moe's shapes).
+    {"qwen3-next-80b-a3b", 2048, 5120, 48, 16, 2, 256, 4, 16, 32, 128, 128, false, 512, 10, 512, 512, true},
+    {"tiny-next", 64, 128, 4, 4, 2, 32, 2, 2, 4, 16, 32, false, 8, 2, 32, 48, true},
 };
+constexpr int64_t kQwen3NextVocab = 151936;
 constexpr int64_t kQwen35Vocab = 248320;
 constexpr int kConvKernel = 4;
 constexpr double kPartialRotary = 0.25;
@@ -135,6 +142,33 @@ void add_mtp_head(const ModelConfig& c, const TestModelOptions& opt, int64_t H, 
   else add(m + "norm.weight", {H}, 0.0f, opt.mtp == "oracle-perturbed" ? 4 * gamma_std : gamma_std);
 }
 
+constexpr int32_t kFp8Block = 128;  // Qwen's weight_block_size [128, 128]
+
+// The 4-bit group along in_features: `requested`, or the largest power of two from 128 down
+// that divides every quantized projection's in_features.
+int32_t hybrid_int4_group(const ModelConfig& c, int32_t requested) {
+  std::vector<int64_t> ins = {c.hidden_size, c.q_size(), c.gdn_value_dim()};
+  if (c.num_experts > 0) {
+    ins.push_back(c.moe_intermediate_size);
+    ins.push_back(c.shared_expert_intermediate_size);
+  } else {
+    ins.push_back(c.intermediate_size);
+  }
+  auto divides_all = [&](int64_t g) {
+    for (int64_t in : ins)
+      if (in % g) return false;
+    return true;
+  };
+  if (requested > 0) {
+    if (!divides_all(requested))
+      fail("--quant-group ", requested, " does not divide every quantized projection's in_features");
+    return requested;
+  }
+  for (int32_t g = 128; g >= 8; g /= 2)
+    if (divides_all(g)) return g;
+  fail("no 4-bit group size from 128 down to 8 divides every projection's in_features");
+}
+
 }  // namespace
 
 std::vector<std::string> hybrid_test_model_presets() {
@@ -151,10 +185,12 @@ ModelConfig hybrid_test_model_config(const std::string& preset) {
   ModelConfig c;
   const bool moe = p->experts > 0;
   c.arch = moe ? ModelArch::Qwen35Moe : ModelArch::Qwen35;
-  c.architecture = moe ? "Qwen3_5MoeForConditionalGeneration" : "Qwen3_5ForConditionalGeneration";
-  c.multimodal_wrapper = true;
-  c.tensor_prefix = "model.language_model.";
-  c.vocab_size = kQwen35Vocab;
+  c.architecture = p->next ? "Qwen3NextForCausalLM"
+                   : moe   ? "Qwen3_5MoeForConditionalGeneration"
+                           : "Qwen3_5ForConditionalGeneration";
+  c.multimodal_wrapper = !p->next;
+  c.tensor_prefix = p->next ? "model." : "model.language_model.";
+  c.vocab_size = p->next ? kQwen3NextVocab : kQwen35Vocab;
   c.hidden_size = p->hidden;
   c.intermediate_size = p->inter;
   c.num_hidden_layers = p->layers;
@@ -195,9 +231,14 @@ void make_hybrid_test_model(const TestModelOptions& opt) {
     c.full_attention.assign(size_t(c.num_hidden_layers), 0);
     for (int i = 0; i < c.num_hidden_layers; ++i) c.full_attention[size_t(i)] = (i + 1) % p.interval == 0;
   }
-  if (opt.qwen2 || opt.quant != QuantMethod::None || !opt.qk_norm || opt.outlier_channels != 0)
-    fail("preset ", opt.preset, " is a Qwen3.5 hybrid: --qwen2, --quant-format, --no-qk-norm and --outlier-channels ",
-         "do not apply to it (yet)");
+  if (opt.qwen2 || !opt.qk_norm || opt.outlier_channels != 0)
+    fail("preset ", opt.preset, " is a hybrid: --qwen2, --no-qk-norm and --outlier-channels do not apply to it");
+  if (opt.quant != QuantMethod::None && opt.mtp != "random")
+    fail("preset ", opt.preset, ": --mtp ", opt.mtp, " with --quant-format is not available");
+  const bool int4 = opt.quant == QuantMethod::Awq || opt.quant == QuantMethod::Gptq;
+  if (!int4 && opt.quant_group != 0) fail("--quant-group applies to --quant-format awq and gptq only");
+  if (p.next && opt.mtp != "random")
+    fail("preset ", opt.preset, ": --mtp ", opt.mtp, " is not available for Qwen3-Next (its MTP head is not served)");
   if (opt.shards != 1) fail("preset ", opt.preset, ": --shards is not supported for the hybrid presets yet (one file)");
   if (opt.dtype != DType::BF16 && opt.dtype != DType::F16 && opt.dtype != DType::F32)
     fail("--dtype must be bf16, f16 or f32");
@@ -213,7 +254,8 @@ void make_hybrid_test_model(const TestModelOptions& opt) {
   const int64_t H = c.hidden_size, V = c.vocab_size, hd = c.head_dim;
   const int64_t value_dim = c.gdn_value_dim(), conv_dim = c.gdn_conv_dim();
   const int64_t nv = c.linear_num_value_heads;
-  const std::string P = opt.text_only ? "model." : "model.language_model.";
+  const bool next = p.next, text_only = opt.text_only || next;  // Qwen3-Next has only the CausalLM layout
+  const std::string P = text_only ? "model." : "model.language_model.";
 
   // Init: projections uniform with std 1/sqrt(fan_in); zero-centred norms (the (1 + w) ones)
   // 0 ± 0.2 and the GDN output norm 1 ± 0.2, so a norm read the wrong way is visible; A_log in
@@ -231,6 +273,22 @@ void make_hybrid_test_model(const TestModelOptions& opt) {
   auto proj = [&](const std::string& name, Shape shape) {
     add(name, shape, 0.0f, 1.0f / std::sqrt(static_cast<float>(shape.back())));
   };
+  // --quant-format fp8 | awq | gptq: the projections pre-quantized (test_model_quant.h), as Qwen's
+  // *-FP8 releases and the AWQ / GPTQ-Int4 ones; the GDN's b / a projections, the router, the
+  // shared expert's gate, the embedding and lm_head stay in --dtype (listed in
+  // modules_to_not_convert).
+  const bool fp8 = opt.quant == QuantMethod::Fp8, quant = opt.quant != QuantMethod::None;
+  const int32_t group = fp8 ? kFp8Block : int4 ? hybrid_int4_group(c, opt.quant_group) : 0;
+  nlohmann::ordered_json not_converted = nlohmann::ordered_json::array({"lm_head"});
+  auto qproj = [&](const std::string& name, Shape shape) {
+    if (!quant) return proj(name, shape);
+    const float a = sqrt3 / std::sqrt(static_cast<float>(shape.back()));
+    add_quantized_projection(tensors, opt.quant, name, shape[0], shape[1], group, name_seed(opt.seed, name), a);
+  };
+  auto keep = [&](const std::string& name, Shape shape) {  // a projection left unquantized
+    proj(name, shape);
+    if (quant) not_converted.push_back(name.substr(0, name.size() - 7));
+  };
   const float gamma_std = 0.2f / sqrt3;
   if (opt.mtp != "random" && opt.mtp != "oracle" && opt.mtp != "oracle-perturbed")
     fail("--mtp must be random, oracle or oracle-perturbed, got \"", opt.mtp, "\"");
@@ -238,7 +296,7 @@ void make_hybrid_test_model(const TestModelOptions& opt) {
   const bool oracle = opt.mtp != "random";
   auto out_proj = [&](const std::string& name, Shape shape) {
     if (oracle) add(name, shape, 0.0f, 0.0f);
-    else proj(name, shape);
+    else qproj(name, shape);
   };
   add(P + "embed_tokens.weight", {V, H}, 0.0f, 2.0f / std::sqrt(static_cast<float>(H)));
   for (int i = 0; i < c.num_hidden_layers; ++i) {
@@ -246,18 +304,23 @@ void make_hybrid_test_model(const TestModelOptions& opt) {
     add(l + "input_layernorm.weight", {H}, 0.0f, gamma_std);
     add(l + "post_attention_layernorm.weight", {H}, 0.0f, gamma_std);
     if (c.full_attention_layer(i)) {
-      proj(l + "self_attn.q_proj.weight", {2 * c.q_size(), H});  // per head: query rows, then gate rows
-      proj(l + "self_attn.k_proj.weight", {c.kv_size(), H});
-      proj(l + "self_attn.v_proj.weight", {c.kv_size(), H});
+      qproj(l + "self_attn.q_proj.weight", {2 * c.q_size(), H});  // per head: query rows, then gate rows
+      qproj(l + "self_attn.k_proj.weight", {c.kv_size(), H});
+      qproj(l + "self_attn.v_proj.weight", {c.kv_size(), H});
       out_proj(l + "self_attn.o_proj.weight", {H, c.q_size()});
       add(l + "self_attn.q_norm.weight", {hd}, 0.0f, gamma_std);
       add(l + "self_attn.k_norm.weight", {hd}, 0.0f, gamma_std);
     } else {
       const std::string g = l + "linear_attn.";
-      proj(g + "in_proj_qkv.weight", {conv_dim, H});
-      proj(g + "in_proj_z.weight", {value_dim, H});
-      proj(g + "in_proj_b.weight", {nv, H});
-      proj(g + "in_proj_a.weight", {nv, H});
+      if (next) {  // per key head [q | k | v | z] and [b | a] (model/qwen3_next_layout.h)
+        qproj(g + "in_proj_qkvz.weight", {conv_dim + value_dim, H});
+        keep(g + "in_proj_ba.weight", {2 * nv, H});
+      } else {
+        qproj(g + "in_proj_qkv.weight", {conv_dim, H});
+        qproj(g + "in_proj_z.weight", {value_dim, H});
+        keep(g + "in_proj_b.weight", {nv, H});
+        keep(g + "in_proj_a.weight", {nv, H});
+      }
       add(g + "conv1d.weight", {conv_dim, 1, kConvKernel}, 0.0f, 0.5f);
       add(g + "dt_bias", {nv}, 0.0f, 0.5f / sqrt3);
       add_dt(g + "A_log", DType::F32, {nv}, 0.0f, 1.0f / sqrt3);  // f32 in the published checkpoints
@@ -265,25 +328,34 @@ void make_hybrid_test_model(const TestModelOptions& opt) {
       out_proj(g + "out_proj.weight", {H, value_dim});
     }
     if (!moe) {
-      proj(l + "mlp.gate_proj.weight", {c.intermediate_size, H});
-      proj(l + "mlp.up_proj.weight", {c.intermediate_size, H});
+      qproj(l + "mlp.gate_proj.weight", {c.intermediate_size, H});
+      qproj(l + "mlp.up_proj.weight", {c.intermediate_size, H});
       out_proj(l + "mlp.down_proj.weight", {H, c.intermediate_size});
       continue;
     }
     const int64_t E = c.num_experts, mI = c.moe_intermediate_size, sI = c.shared_expert_intermediate_size;
-    proj(l + "mlp.gate.weight", {E, H});
-    proj(l + "mlp.experts.gate_up_proj", {E, 2 * mI, H});  // gate rows [0, I), up rows [I, 2I)
-    out_proj(l + "mlp.experts.down_proj", {E, H, mI});
-    proj(l + "mlp.shared_expert.gate_proj.weight", {sI, H});
-    proj(l + "mlp.shared_expert.up_proj.weight", {sI, H});
+    keep(l + "mlp.gate.weight", {E, H});
+    if (next || quant) {  // Qwen3-Next's checkpoints (and pre-quantized ones) store each expert's 2-D projections
+      for (int64_t e = 0; e < E; ++e) {
+        const std::string x = l + "mlp.experts." + std::to_string(e) + ".";
+        qproj(x + "gate_proj.weight", {mI, H});
+        qproj(x + "up_proj.weight", {mI, H});
+        out_proj(x + "down_proj.weight", {H, mI});
+      }
+    } else {
+      proj(l + "mlp.experts.gate_up_proj", {E, 2 * mI, H});  // gate rows [0, I), up rows [I, 2I)
+      out_proj(l + "mlp.experts.down_proj", {E, H, mI});
+    }
+    qproj(l + "mlp.shared_expert.gate_proj.weight", {sI, H});
+    qproj(l + "mlp.shared_expert.up_proj.weight", {sI, H});
     out_proj(l + "mlp.shared_expert.down_proj.weight", {H, sI});
-    proj(l + "mlp.shared_expert_gate.weight", {1, H});
+    keep(l + "mlp.shared_expert_gate.weight", {1, H});
   }
   add(P + "norm.weight", {H}, 0.0f, gamma_std);
   add_mtp_head(c, opt, H, gamma_std, P + "norm.weight", tensors);
   if (!c.tie_word_embeddings) add("lm_head.weight", {V, H}, 0.0f, 2.0f / std::sqrt(static_cast<float>(H)));
   // A stand-in for the vision tower: the loader must skip model.visual.* (wrapper layout only).
-  if (!opt.text_only) add("model.visual.merger.linear_fc2.weight", {H, 16}, 0.0f, 0.25f);
+  if (!text_only) add("model.visual.merger.linear_fc2.weight", {H, 16}, 0.0f, 0.25f);
 
   size_t total = 0;
   for (const auto& t : tensors) total += static_cast<size_t>(shape_numel(t.shape)) * dtype_size(t.dtype);
@@ -341,7 +413,45 @@ void make_hybrid_test_model(const TestModelOptions& opt) {
   const nlohmann::ordered_json marker = {{"preset", opt.preset}, {"seed", opt.seed}, {"random_weights", true},
                                          {"tokenizer", "Qwen3's (the real vocabulary is 248,320 rows as here)"}};
   nlohmann::ordered_json cfg;
-  if (opt.text_only) {
+  if (next) {
+    // The keys and values of Qwen3-Next-80B-A3B's config.json (transformers' Qwen3NextConfig):
+    // full_attention_interval instead of layer_types, top-level rope_theta and
+    // partial_rotary_factor, norm_topk_prob, decoder_sparse_step and mlp_only_layers.
+    cfg = {{"architectures", {"Qwen3NextForCausalLM"}},
+           {"model_type", "qwen3_next"},
+           {"vocab_size", V},
+           {"hidden_size", H},
+           {"intermediate_size", c.intermediate_size},  // unused: every layer is sparse
+           {"num_hidden_layers", c.num_hidden_layers},
+           {"full_attention_interval", p.interval},
+           {"num_attention_heads", c.num_attention_heads},
+           {"num_key_value_heads", c.num_key_value_heads},
+           {"head_dim", hd},
+           {"attention_bias", false},
+           {"attention_dropout", 0.0},
+           {"linear_num_key_heads", c.linear_num_key_heads},
+           {"linear_num_value_heads", c.linear_num_value_heads},
+           {"linear_key_head_dim", c.linear_key_head_dim},
+           {"linear_value_head_dim", c.linear_value_head_dim},
+           {"linear_conv_kernel_dim", c.linear_conv_kernel_dim},
+           {"hidden_act", "silu"},
+           {"rms_norm_eps", c.rms_norm_eps},
+           {"rope_theta", c.rope_theta},
+           {"partial_rotary_factor", kPartialRotary},
+           {"rope_scaling", nullptr},
+           {"max_position_embeddings", c.max_position_embeddings},
+           {"num_experts", c.num_experts},
+           {"num_experts_per_tok", c.num_experts_per_tok},
+           {"moe_intermediate_size", c.moe_intermediate_size},
+           {"shared_expert_intermediate_size", c.shared_expert_intermediate_size},
+           {"norm_topk_prob", true},
+           {"decoder_sparse_step", 1},
+           {"mlp_only_layers", nlohmann::ordered_json::array()},
+           {"tie_word_embeddings", c.tie_word_embeddings},
+           {"torch_dtype", dtype_name_hf},
+           {"bos_token_id", 151643},
+           {"eos_token_id", 151645}};
+  } else if (opt.text_only) {
     cfg = {{"architectures", {moe ? "Qwen3_5MoeForCausalLM" : "Qwen3_5ForCausalLM"}}};
     for (auto it = text.begin(); it != text.end(); ++it) cfg[it.key()] = it.value();
   } else {
@@ -352,13 +462,29 @@ void make_hybrid_test_model(const TestModelOptions& opt) {
            {"tie_word_embeddings", c.tie_word_embeddings}};
   }
   cfg["pypto_test_model"] = marker;
+  // At the top level, as transformers writes it for the wrapper too (io/quant_config.h's fields).
+  if (fp8)
+    cfg["quantization_config"] = {{"activation_scheme", "dynamic"},
+                                  {"fmt", "e4m3"},
+                                  {"quant_method", "fp8"},
+                                  {"weight_block_size", {kFp8Block, kFp8Block}},
+                                  {"modules_to_not_convert", not_converted}};
+  if (opt.quant == QuantMethod::Awq)
+    cfg["quantization_config"] = {{"bits", 4},          {"group_size", group}, {"modules_to_not_convert", not_converted},
+                                  {"quant_method", "awq"}, {"version", "gemm"}, {"zero_point", true}};
+  if (opt.quant == QuantMethod::Gptq)
+    cfg["quantization_config"] = {{"bits", 4},          {"group_size", group},       {"desc_act", false},
+                                  {"sym", true},         {"quant_method", "gptq"},    {"checkpoint_format", "gptq"},
+                                  {"modules_to_not_convert", not_converted}};
+  if (quant) cfg["pypto_test_model"]["quant_format"] = quant_method_name(opt.quant);
   write_text(out / "config.json", cfg.dump(2) + "\n");
   nlohmann::ordered_json gen = {{"bos_token_id", 151643}, {"eos_token_id", {151645, 151643}}, {"do_sample", false}};
   write_text(out / "generation_config.json", gen.dump(2) + "\n");
   for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
     fs::copy_file(fs::path(tok_dir) / f, out / f, fs::copy_options::overwrite_existing);
   // Qwen3.5's chat template replaces Qwen3's, so a served hybrid test model thinks by default and
-  // is asked for XML tool calls as the real checkpoints are.
+  // is asked for XML tool calls as the real checkpoints are. Qwen3-Next keeps Qwen3's files.
+  if (next) return;
   nlohmann::ordered_json tc = nlohmann::ordered_json::parse(read_text_file((out / "tokenizer_config.json").string()));
   tc["chat_template"] = qwen35_chat_template();
   write_text(out / "tokenizer_config.json", tc.dump(2) + "\n");

@@ -2,11 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include "core/dtype.h"
 #include "core/error.h"
 #include "io/quant_config.h"
+#include "model/test_model.h"
 
 namespace pypto {
 
@@ -107,6 +111,102 @@ void quantize_gptq_sym(const float* w, int64_t n, int64_t k, int32_t g, int32_t*
   for (int s = 0; s < 8; s++) zword |= static_cast<uint32_t>(kZero - 1) << (4 * s);
   for (int64_t i = 0; i < groups * (n / 8); i++) qzeros[i] = static_cast<int32_t>(zword);
   for (int64_t c = 0; c < k; c++) g_idx[c] = static_cast<int32_t>(c / g);
+}
+
+namespace {
+
+using test_model_detail::fill_uniform;
+
+// One projection of a pre-quantized checkpoint. Its 2 (FP8), 3 (AWQ) or 4 (GPTQ) tensors are written one
+// after another: the first fill generates the bf16 source weights and quantizes them, each fill
+// copies its part out, and the last frees everything, so memory stays at one projection.
+struct QuantizedProjection {
+  QuantMethod method = QuantMethod::None;
+  int64_t n = 0, k = 0;
+  int32_t group = 0;  // FP8: the tile is group × group; AWQ / GPTQ: the group size along k
+  uint64_t seed = 0;
+  float a = 0;        // uniform half-width of the source weights
+  int pending = 0;
+  std::vector<uint8_t> codes;
+  std::vector<uint16_t> scales;
+  std::vector<int32_t> qweight, qzeros, g_idx;
+
+  void ensure() {
+    if (!scales.empty()) return;
+    std::vector<uint16_t> src(static_cast<size_t>(n * k));
+    fill_uniform(reinterpret_cast<uint8_t*>(src.data()), DType::BF16, n * k, seed, 0.0f, a);
+    std::vector<float> w(src.size());
+    for (size_t i = 0; i < src.size(); i++) w[i] = bf16_to_f32(src[i]);
+    std::vector<uint16_t>().swap(src);
+    if (method == QuantMethod::Fp8) {
+      const int64_t gn = (n + group - 1) / group, gk = (k + group - 1) / group;
+      codes.resize(static_cast<size_t>(n * k));
+      scales.resize(static_cast<size_t>(gn * gk));
+      quantize_fp8_blocks(w.data(), n, k, group, group, codes.data(), scales.data());
+    } else if (method == QuantMethod::Gptq) {
+      qweight.resize(static_cast<size_t>(k / 8 * n));
+      qzeros.resize(static_cast<size_t>(k / group * n / 8));
+      scales.resize(static_cast<size_t>(k / group * n));
+      g_idx.resize(static_cast<size_t>(k));
+      quantize_gptq_sym(w.data(), n, k, group, qweight.data(), qzeros.data(), scales.data(), g_idx.data());
+    } else {
+      qweight.resize(static_cast<size_t>(k * n / 8));
+      qzeros.resize(static_cast<size_t>(k / group * n / 8));
+      scales.resize(static_cast<size_t>(k / group * n));
+      quantize_awq_gemm(w.data(), n, k, group, qweight.data(), qzeros.data(), scales.data());
+    }
+  }
+};
+
+// The fill of one of q's tensors: the member vector `part` once q is quantized.
+template <typename T>
+std::function<void(uint8_t*)> fill_part(const std::shared_ptr<QuantizedProjection>& q,
+                                        std::vector<T> QuantizedProjection::*part) {
+  q->pending++;
+  return [q, part](uint8_t* dst) {
+    q->ensure();
+    const std::vector<T>& buf = (*q).*part;
+    std::memcpy(dst, buf.data(), buf.size() * sizeof(T));
+    if (--q->pending == 0) {  // swap with empties: `v = {}` would keep the capacity
+      std::vector<uint8_t>().swap(q->codes);
+      std::vector<uint16_t>().swap(q->scales);
+      std::vector<int32_t>().swap(q->qweight);
+      std::vector<int32_t>().swap(q->qzeros);
+      std::vector<int32_t>().swap(q->g_idx);
+    }
+  };
+}
+
+}  // namespace
+
+void add_quantized_projection(std::vector<SafetensorWrite>& tensors, QuantMethod method, const std::string& name,
+                              int64_t n, int64_t k, int32_t group, uint64_t seed, float a) {
+  PYPTO_ASSERT(method != QuantMethod::None && name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0, name);
+  const std::string stem = name.substr(0, name.size() - 7);
+  auto q = std::make_shared<QuantizedProjection>();
+  q->method = method;
+  q->n = n;
+  q->k = k;
+  q->group = group;
+  q->seed = seed;
+  q->a = a;
+  if (method == QuantMethod::Fp8) {
+    const int64_t gn = (n + group - 1) / group, gk = (k + group - 1) / group;
+    tensors.push_back({name, DType::F8_E4M3, {n, k}, fill_part(q, &QuantizedProjection::codes)});
+    tensors.push_back({stem + ".weight_scale_inv", DType::BF16, {gn, gk}, fill_part(q, &QuantizedProjection::scales)});
+  } else if (method == QuantMethod::Gptq) {
+    // AutoGPTQ's QuantLinear buffers, as Qwen/Qwen3-*-GPTQ-Int4 store them.
+    if (n % 8 || k % 8) fail("GPTQ packs 8 inputs / 8 outputs per int32: ", name, " is [", n, ", ", k, "]");
+    tensors.push_back({stem + ".qweight", DType::I32, {k / 8, n}, fill_part(q, &QuantizedProjection::qweight)});
+    tensors.push_back({stem + ".qzeros", DType::I32, {k / group, n / 8}, fill_part(q, &QuantizedProjection::qzeros)});
+    tensors.push_back({stem + ".scales", DType::F16, {k / group, n}, fill_part(q, &QuantizedProjection::scales)});
+    tensors.push_back({stem + ".g_idx", DType::I32, {k}, fill_part(q, &QuantizedProjection::g_idx)});
+  } else {
+    if (n % 8) fail("AWQ packs 8 output features per int32: ", name, " has ", n);
+    tensors.push_back({stem + ".qweight", DType::I32, {k, n / 8}, fill_part(q, &QuantizedProjection::qweight)});
+    tensors.push_back({stem + ".qzeros", DType::I32, {k / group, n / 8}, fill_part(q, &QuantizedProjection::qzeros)});
+    tensors.push_back({stem + ".scales", DType::F16, {k / group, n}, fill_part(q, &QuantizedProjection::scales)});
+  }
 }
 
 }  // namespace pypto

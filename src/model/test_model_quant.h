@@ -16,8 +16,23 @@
 //     scale) + 8, 0, 15) with the f16 scale, half to even; qweight packs 8 consecutive inputs per
 //     int32 (nibble s = input 8r + s), qzeros the stored zero 8 − 1 = 7 for 8 consecutive outputs.
 #include <cstdint>
+#include <string>
+#include <vector>
+
+#include "io/quant_config.h"
+#include "io/safetensors.h"
 
 namespace pypto {
+
+// Appends the tensors of one projection `name` ("<proj>.weight", logical W [n, k]) of a
+// pre-quantized checkpoint in `method`'s form, made from the bf16 weights uniform in [-a, a] with
+// `seed` that the unquantized checkpoint of the same seed holds (so the two differ only by the
+// quantization): fp8 `name` F8_E4M3 + `<proj>.weight_scale_inv` bf16 (tiles group × group); awq
+// `<proj>.qweight` / `.qzeros` / `.scales` (n % 8 == 0); gptq the same plus `.g_idx` (n, k % 8 ==
+// 0). `group` is the FP8 tile or the 4-bit group along k. The tensors are made when the first of
+// them is written and freed after the last, so memory stays at one projection.
+void add_quantized_projection(std::vector<SafetensorWrite>& tensors, QuantMethod method, const std::string& name,
+                              int64_t n, int64_t k, int32_t group, uint64_t seed, float a);
 
 // codes [n, k] e4m3; scale_bf16 [ceil(n / bn), ceil(k / bk)].
 void quantize_fp8_blocks(const float* w, int64_t n, int64_t k, int32_t bn, int32_t bk, uint8_t* codes,

@@ -9,6 +9,7 @@
 #include "checkpoint_test_util.h"
 #include "core/dtype.h"
 #include "kernels/backend.h"
+#include "model/qwen3_next_layout.h"
 
 namespace pypto::test {
 namespace {
@@ -229,6 +230,100 @@ TEST(HybridCheckpoint, RefusesAMisshapenGdnTensorNamingIt) {
   edit_config(dir, [](nlohmann::json& j) { j["text_config"]["linear_num_value_heads"] = 2; });
   const std::string e = open_error(dir);
   EXPECT_NE(e.find("layers.0.linear_attn.in_proj_b.weight: shape [4, 64], expected [2, 64]"), std::string::npos) << e;
+}
+
+// Qwen3-Next's in_proj_qkvz / in_proj_ba rows per key head g (r = 2 value heads per key head,
+// d_k 16, d_v 32: groups of 2·16 + 2·2·32 = 160 rows): q_g at 160 g, k_g at 160 g + 16, v at
+// 160 g + 32 (64 rows), z at 160 g + 96; b_g at 4 g, a_g at 4 g + 2 (2 rows each).
+TEST(HybridCheckpoint, Qwen3NextRowsRegroupPerKeyHead) {
+  ModelConfig c;
+  c.linear_num_key_heads = 2;
+  c.linear_num_value_heads = 4;
+  c.linear_key_head_dim = 16;
+  c.linear_value_head_dim = 32;
+  auto pairs = [](const std::vector<RowRange>& v) {
+    std::vector<std::pair<int64_t, int64_t>> out;
+    for (const RowRange& r : v) out.emplace_back(r.begin, r.rows);
+    return out;
+  };
+  using P = std::vector<std::pair<int64_t, int64_t>>;
+  const GroupedGdnRows all = qwen3_next_gdn_rows(c, 0, 2);
+  EXPECT_EQ(pairs(all.qkvz), (P{{0, 16}, {160, 16}, {16, 16}, {176, 16}, {32, 64}, {192, 64}, {96, 64}, {256, 64}}));
+  EXPECT_EQ(pairs(all.ba), (P{{0, 2}, {4, 2}, {2, 2}, {6, 2}}));
+  const GroupedGdnRows rank1 = qwen3_next_gdn_rows(c, 1, 1);  // --tp 2, rank 1: key head 1, value heads 2, 3
+  EXPECT_EQ(pairs(rank1.qkvz), (P{{160, 16}, {176, 16}, {192, 64}, {256, 64}}));
+  EXPECT_EQ(pairs(rank1.ba), (P{{4, 2}, {6, 2}}));
+}
+
+TEST(HybridCheckpoint, Qwen3NextStagesTheGroupedProjections) {
+  TestModelOptions o;
+  o.preset = "tiny-next";
+  const auto dir = make_model_in_temp("qwen3_next", o);
+  auto ck = Checkpoint::open(dir.string());
+  EXPECT_EQ(ck->config().architecture, "Qwen3NextForCausalLM");
+  EXPECT_EQ(ck->get("model.layers.0.linear_attn.in_proj_qkvz.weight").info->shape, (Shape{2 * 2 * 16 + 2 * 4 * 32, 64}));
+  EXPECT_EQ(ck->get("model.layers.0.linear_attn.in_proj_ba.weight").info->shape, (Shape{8, 64}));
+  EXPECT_NE(ck->find("model.layers.0.mlp.experts.7.down_proj.weight"), nullptr) << "per-expert tensors";
+  auto be = make_reference_backend();
+  StagingOptions so;
+  so.show_progress = false;
+  const Qwen3Weights w = stage_qwen3_weights(*ck, *be, so);
+  EXPECT_EQ(w.layers[0].gdn.in_proj.n_out, (2 * 2 * 16 + 4 * 32) + 4 * 32 + 2 * 4);
+  EXPECT_EQ(w.layers[1].mixer, LayerMixer::GatedAttention);
+  EXPECT_EQ(w.layers[0].experts.size(), 8u);
+  // A Qwen3.5-style in_proj_qkv in a Qwen3-Next checkpoint is named, as is the missing fused one.
+  edit_config(dir, [](nlohmann::json& j) {
+    j["architectures"] = {"Qwen3_5MoeForCausalLM"};
+    j["model_type"] = "qwen3_5_moe_text";
+  });
+  const std::string e = open_error(dir);
+  EXPECT_NE(e.find("layers.0.linear_attn.in_proj_qkv.weight: missing"), std::string::npos) << e;
+  EXPECT_NE(e.find("layers.0.linear_attn.in_proj_qkvz.weight: not part of the model"), std::string::npos) << e;
+}
+
+// A pre-quantized hybrid (make-test-model --quant-format fp8 / gptq): the projections stay in the
+// checkpoint's format, the GDN's b | a, the router, the shared expert's gate and lm_head float,
+// and the staged bytes are what staged_slab_bytes predicts; FP8 codes without an fp8
+// quantization_config are refused naming the tensor.
+TEST(HybridCheckpoint, PrequantizedStagingKeepsTheStoredFormats) {
+  for (QuantMethod m : {QuantMethod::Fp8, QuantMethod::Gptq}) {
+    TestModelOptions o;
+    o.preset = "tiny-hybrid-moe";
+    o.text_only = true;
+    o.quant = m;
+    if (m == QuantMethod::Gptq) o.dtype = DType::F16;
+    const auto dir = make_model_in_temp(str_cat("hybrid_moe_", quant_method_name(m)), o);
+    auto ck = Checkpoint::open(dir.string());
+    EXPECT_EQ(open_error(dir), "");
+    const WeightFormat want = m == QuantMethod::Fp8 ? WeightFormat::Fp8 : WeightFormat::Int4;
+    auto be = make_reference_backend();
+    StagingOptions so;
+    so.show_progress = false;
+    const Qwen3Weights w = stage_qwen3_weights(*ck, *be, so);
+    EXPECT_EQ(w.lm_head.format, WeightFormat::Float);
+    for (const Qwen3LayerWeights& l : w.layers) {
+      EXPECT_EQ(l.router.format, WeightFormat::Float);
+      EXPECT_EQ(l.shared_expert.gate.format, WeightFormat::Float);
+      EXPECT_EQ(l.shared_expert.gate_up.format, want);
+      EXPECT_EQ(l.experts[7].down.format, want);
+      if (l.mixer == LayerMixer::GatedDeltaNet) {
+        EXPECT_EQ(l.gdn.in_proj.format, want);
+        EXPECT_EQ(l.gdn.in_proj_ba.format, WeightFormat::Float);
+        EXPECT_EQ(l.gdn.out_proj.format, want);
+      } else {
+        EXPECT_EQ(l.qkv.format, want);
+      }
+    }
+    const StagedFormats f = staged_formats(*ck, WeightFormat::Float, 64);
+    EXPECT_EQ(w.resident_bytes, staged_slab_bytes(*ck, *be, 0, 1, -1, &f)) << quant_method_name(m);
+    if (m != QuantMethod::Fp8) continue;
+    edit_config(dir, [](nlohmann::json& j) { j.erase("quantization_config"); });
+    const std::string e = open_error(dir);
+    EXPECT_NE(e.find("model.layers.0.linear_attn.in_proj_qkv.weight: stored F8_E4M3, but config.json's "
+                     "quantization_config is none"),
+              std::string::npos)
+        << e;
+  }
 }
 
 }  // namespace

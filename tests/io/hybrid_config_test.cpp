@@ -129,9 +129,65 @@ TEST(HybridConfig, DerivesLayerTypesFromTheInterval) {
   EXPECT_EQ(c.full_attention, (std::vector<uint8_t>{0, 1, 0, 1, 0}));
 }
 
-TEST(HybridConfig, NamesQwen3NextAsNotYetSupported) {
-  nlohmann::json t = moe_text();
-  t["architectures"] = {"Qwen3NextForCausalLM"};
-  const std::string e = parse_error(t);
-  EXPECT_NE(e.find("in_proj_qkvz"), std::string::npos) << e;
+// Qwen3-Next-80B-A3B-Instruct's config.json as transformers' Qwen3NextConfig reads it (its class
+// defaults are this model): top-level rope_theta / partial_rotary_factor, full_attention_interval,
+// norm_topk_prob, decoder_sparse_step and mlp_only_layers, Qwen3's vocabulary.
+nlohmann::json qwen3_next() {
+  return nlohmann::json::parse(R"({
+    "architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next", "vocab_size": 151936,
+    "hidden_size": 2048, "intermediate_size": 5120, "num_hidden_layers": 48, "num_attention_heads": 16,
+    "num_key_value_heads": 2, "head_dim": 256, "attention_bias": false, "attention_dropout": 0.0,
+    "linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128,
+    "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4, "full_attention_interval": 4,
+    "hidden_act": "silu", "rms_norm_eps": 1e-6, "rope_theta": 10000000, "partial_rotary_factor": 0.25,
+    "rope_scaling": null, "max_position_embeddings": 262144, "num_experts": 512, "num_experts_per_tok": 10,
+    "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512, "norm_topk_prob": true,
+    "decoder_sparse_step": 1, "mlp_only_layers": [], "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+    "bos_token_id": 151643, "eos_token_id": 151645})");
+}
+
+TEST(HybridConfig, ReadsQwen3Next) {
+  const ModelConfig c = parse(qwen3_next());
+  EXPECT_EQ(c.arch, ModelArch::Qwen35Moe);
+  EXPECT_EQ(c.architecture, "Qwen3NextForCausalLM");
+  EXPECT_FALSE(c.multimodal_wrapper);
+  EXPECT_EQ(c.tensor_prefix, "model.");
+  EXPECT_EQ(c.vocab_size, 151936);
+  EXPECT_EQ(c.num_experts, 512);
+  EXPECT_EQ(c.num_experts_per_tok, 10);
+  EXPECT_EQ(c.shared_expert_intermediate_size, 512);
+  EXPECT_TRUE(c.norm_topk_prob);
+  EXPECT_EQ(c.rotary_dim, 64);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 1e7);
+  EXPECT_EQ(c.num_full_attention_layers(), 12);
+  EXPECT_EQ(c.full_attention[3], 1);
+  EXPECT_EQ(c.full_attention[4], 0);
+  EXPECT_FALSE(c.tie_word_embeddings);
+  nlohmann::json flat = qwen3_next();
+  flat["norm_topk_prob"] = false;  // a flag in Qwen3-Next (refused for Qwen3.5-MoE)
+  EXPECT_FALSE(parse(flat).norm_topk_prob);
+  flat.erase("norm_topk_prob");  // the class default
+  EXPECT_TRUE(parse(flat).norm_topk_prob);
+  flat.erase("partial_rotary_factor");  // the class default 0.25
+  EXPECT_EQ(parse(flat).rotary_dim, 64);
+}
+
+TEST(HybridConfig, RefusesQwen3NextSettingsItDoesNotServe) {
+  auto error_with = [](const char* key, const nlohmann::json& value) {
+    nlohmann::json j = qwen3_next();
+    j[key] = value;
+    return parse_error(j);
+  };
+  std::string e = error_with("decoder_sparse_step", 2);
+  EXPECT_NE(e.find("decoder_sparse_step"), std::string::npos) << e;
+  e = error_with("mlp_only_layers", {1});
+  EXPECT_NE(e.find("mlp_only_layers"), std::string::npos) << e;
+  e = error_with("num_experts", 0);
+  EXPECT_NE(e.find("num_experts"), std::string::npos) << e;
+  e = error_with("model_type", "qwen3_5_moe");
+  EXPECT_NE(e.find("model_type"), std::string::npos) << e;
+  e = error_with("rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}});
+  EXPECT_NE(e.find("rope_scaling"), std::string::npos) << e;
+  e = error_with("attention_bias", true);
+  EXPECT_NE(e.find("attention_bias"), std::string::npos) << e;
 }

@@ -32,6 +32,14 @@ Written from the semantics of transformers' modeling_qwen3_5.py / modeling_qwen3
     mlp.experts.down_proj [E, H, I] (or per-expert 2-D tensors), plus the shared expert's SwiGLU
     scaled by sigmoid(shared_expert_gate(x)).
   - lm_head is the embedding table when tie_word_embeddings is set.
+  - Qwen3-Next (Qwen3NextForCausalLM, from the semantics of transformers' modeling_qwen3_next.py):
+    the same model with the GDN's input projections fused and grouped per key head. The output of
+    in_proj_qkvz [T, 2 key_dim + 2 value_dim] is viewed [T, n_k, 2 d_k + 2 r d_v] (r = n_v / n_k)
+    and split along the last axis into q (d_k), k (d_k), v (r d_v), z (r d_v); in_proj_ba's
+    [T, 2 n_v] is viewed [T, n_k, 2 r] and split into b (r), a (r); v, z, b, a then flatten to
+    value heads g r + j, and the conv runs over cat(q, k, v) flattened head-major. The router's
+    renormalisation follows the norm_topk_prob flag (default true); the config spells rope_theta
+    and partial_rotary_factor at the top level.
   - The MTP head (mtp.*, when the checkpoint has it), from the semantics of vLLM's Qwen3.5 MTP
     module: at position t it takes the target's final *normed* hidden state h_t and the next
     token x_{t+1}:  e = norm1p(embed(x_{t+1}); pre_fc_norm_embedding), h = norm1p(h_t;
@@ -80,7 +88,9 @@ class Qwen35Reference:
         wrapper = arch.endswith("ForConditionalGeneration")
         t = cfg["text_config"] if wrapper else cfg
         prefix = "model.language_model." if wrapper else "model."
-        self.moe = "Moe" in arch
+        self.next = arch == "Qwen3NextForCausalLM"
+        self.moe = "Moe" in arch or self.next
+        self.norm_topk = bool(t.get("norm_topk_prob", True)) if self.next else True
         self.hidden = t["hidden_size"]
         self.n_layers = t["num_hidden_layers"]
         self.n_heads = t["num_attention_heads"]
@@ -129,7 +139,7 @@ class Qwen35Reference:
             L["k_norm"] = w[p + "self_attn.k_norm.weight"]
         else:
             g = p + "linear_attn."
-            for key in ("qkv", "z", "b", "a"):
+            for key in (("qkvz", "ba") if self.next else ("qkv", "z", "b", "a")):
                 L[key] = prepare_linear(w.pop(g + f"in_proj_{key}.weight"))
             L["conv"] = w[g + "conv1d.weight"][:, 0, :]  # [C, K]
             L["dt_bias"] = w[g + "dt_bias"]
@@ -188,9 +198,18 @@ class Qwen35Reference:
     def _gdn(self, L, x, cache):
         T = x.shape[0]
         key_dim = self.n_k * self.d_k
-        qkv = linear(x, L["qkv"])  # [T, C]
-        z = linear(x, L["z"]).view(T, self.n_v, self.d_v)
-        b, a = linear(x, L["b"]), linear(x, L["a"])  # [T, n_v]
+        if self.next:  # per key head g: [q_g | k_g | v_g (r d_v) | z_g (r d_v)] and [b_g (r) | a_g (r)]
+            r = self.n_v // self.n_k
+            mixed = linear(x, L["qkvz"]).view(T, self.n_k, 2 * self.d_k + 2 * r * self.d_v)
+            q_, k_, v_, z = torch.split(mixed, [self.d_k, self.d_k, r * self.d_v, r * self.d_v], dim=2)
+            b, a = torch.split(linear(x, L["ba"]).view(T, self.n_k, 2 * r), [r, r], dim=2)
+            qkv = torch.cat((q_.reshape(T, -1), k_.reshape(T, -1), v_.reshape(T, -1)), dim=1)  # [T, C]
+            z = z.reshape(T, self.n_v, self.d_v)
+            b, a = b.reshape(T, self.n_v), a.reshape(T, self.n_v)
+        else:
+            qkv = linear(x, L["qkv"])  # [T, C]
+            z = linear(x, L["z"]).view(T, self.n_v, self.d_v)
+            b, a = linear(x, L["b"]), linear(x, L["a"])  # [T, n_v]
         hist = cache.get("conv", torch.zeros(self.K - 1, qkv.shape[1]))
         full = torch.cat((hist, qkv), dim=0)  # [K - 1 + T, C]
         cache["conv"] = full[full.shape[0] - (self.K - 1):].clone()
@@ -223,7 +242,8 @@ class Qwen35Reference:
             return swiglu(*L["mlp"], x)
         probs = torch.softmax(linear(x, L["router"]), dim=1, dtype=torch.float32)
         weights, chosen = torch.topk(probs, self.top_k, dim=-1)
-        weights = weights / weights.sum(dim=-1, keepdim=True)  # always renormalised
+        if self.norm_topk:  # always for Qwen3.5; Qwen3-Next's norm_topk_prob flag
+            weights = weights / weights.sum(dim=-1, keepdim=True)
         out = torch.zeros_like(x)
         mask = torch.nn.functional.one_hot(chosen, num_classes=self.n_experts).permute(2, 1, 0)
         for e in torch.greater(mask.sum(dim=(-1, -2)), 0).nonzero().flatten().tolist():
