@@ -1,28 +1,36 @@
-// Speculative decoding (n-gram) against plain decoding on a real model, one request at a time
-// (batch 1, where decode is most memory-bound and speculation pays most):
+// Speculative decoding against plain decoding on a real model, one request at a time (batch 1,
+// where decode is most memory-bound and speculation pays most), with the cost model choosing k
+// (the default, engine/spec_cost_model.h) and with speculation forced ("cost_model": false):
 //
-//   bench_spec_decode --model DIR [--k 4] [--tokens 64] [--prompt-len 64] [--lookup-min 2]
-//                     [--lookup-max 4] [--repeats 3] [--matmul-precision high]
-//                     [--quantization none|int8|int4]
+//   bench_spec_decode --model DIR [--method ngram|draft_model|mtp] [--k 4 | --k 1,2,3]
+//                     [--tokens 64] [--prompt-len 64] [--prompts copy,repeat,random]
+//                     [--lookup-min 2] [--lookup-max 4] [--repeats 3] [--threads N]
+//                     [--matmul-precision high] [--quantization none|int8|int4]
 //                     [--draft DIR [--draft-quantization none|int8|int4]]
 //
-// With --draft the speculative engine drafts with that model (method draft_model) instead of
-// n-gram lookup; --draft equal to --model is the accept-all case (acceptance 1: the speed-up
-// then shows the cost of k draft passes + one (k + 1)-row verify against k + 1 plain steps).
+// Methods: ngram (prompt lookup, the default), draft_model (--draft DIR; --draft equal to --model
+// is the accept-all case), mtp (the checkpoint's own MTP head: a hybrid with mtp.* tensors; made
+// for the always-accepting `make-test-model --mtp oracle`, where the figures show the costs).
+// This replaces bench_mtp: `bench_mtp --model DIR --k 1,2,3` is `bench_spec_decode --method mtp
+// --model DIR --k 1,2,3 --prompts random`.
 //
-// Three prompts, each decoded greedily for --tokens tokens with speculation off, then on:
+// Prompts (--prompts, default all three for ngram, random for the others):
 //   copy    a random prompt P, the model's own plain continuation C of P, then P again: the model
-//           tends to continue with C, which the n-gram proposer finds in the prompt (a random-
-//           weight model copies rarely otherwise; this is the repetitive case it can show);
+//           tends to continue with C, which the n-gram proposer finds in the prompt;
 //   repeat  a random 16-token block repeated to --prompt-len (repetitive prompt text);
-//   random  random tokens (nothing to look up: drafts are rare, speculation must cost nothing).
-// Reports decode tokens/s (first token to last), drafted / accepted tokens, mean tokens per
-// step, the model time per step, and whether the tokens equal the plain run's (they must).
+//   random  random tokens (nothing to look up for n-gram: speculation must cost nothing).
+// Per k and prompt, three engines stay loaded (plain, cost model, forced) and the runs alternate
+// plain / cost model / forced, --repeats times, so load changes on a shared host weigh on all
+// alike; medians. Reported: decode tokens/s (first token to last), the ratios against plain,
+// drafted / accepted tokens and tokens per step of both speculative engines, the model time
+// (execute: forward + the MTP rows the executor runs) and the scheduling time (the drafter's
+// passes run there) per step, and whether every output equals the plain run's (it must).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -38,8 +46,10 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 struct Args {
-  std::string model;
-  int k = 4, tokens = 64, prompt_len = 64, lookup_min = 2, lookup_max = 4, repeats = 3;
+  std::string model, method = "ngram";
+  std::vector<int> ks = {4};
+  int tokens = 64, prompt_len = 64, lookup_min = 2, lookup_max = 4, repeats = 3, threads = 0;
+  std::vector<std::string> prompts;  // empty: the method's default
   std::string draft, draft_quantization = "none", quantization = "none";
   std::string matmul_precision = matmul_precision_name(kDefaultMatmulPrecision);
 };
@@ -51,34 +61,39 @@ struct Case {
 
 struct Measured {
   std::vector<int32_t> tokens;
-  double decode_tok_s = 0;
+  double decode_tok_s = 0, execute_ms = 0, schedule_ms = 0;
   int64_t steps = 0;
-  double execute_s = 0;
   SpecDecodeStats spec;
 };
 
-LoadedEngine load(const Args& a, bool speculate) {
+// k 0: plain decoding. cost_model: whether the cost model chooses k (else every step drafts k).
+LoadedEngine load(const Args& a, int k, bool cost_model) {
   EngineLoadOptions o;
   o.model_dir = a.model;
   o.scheduler.max_num_seqs = 4;
   o.scheduler.max_model_len = 4 * a.prompt_len + 4 * a.tokens + 64;
-  o.kv_cache_memory = int64_t(1) << 30;
+  o.kv_cache_memory = int64_t(512) << 20;
   o.show_progress = false;
   o.prefault_kv_cache = true;
+  o.threads = a.threads;
   o.matmul_precision = parse_matmul_precision(a.matmul_precision);
   o.quantization = parse_quantization(a.quantization);
-  if (speculate && !a.draft.empty()) {
-    o.scheduler.speculative.method = SpeculativeMethod::DraftModel;
-    o.scheduler.speculative.num_speculative_tokens = a.k;
-    o.scheduler.speculative.draft_model = a.draft;
-    o.scheduler.speculative.draft_quantization = a.draft_quantization;
-    o.scheduler.speculative.validate();
-  } else if (speculate) {
-    o.scheduler.speculative.method = SpeculativeMethod::Ngram;
-    o.scheduler.speculative.num_speculative_tokens = a.k;
-    o.scheduler.speculative.prompt_lookup_min = a.lookup_min;
-    o.scheduler.speculative.prompt_lookup_max = a.lookup_max;
-    o.scheduler.speculative.validate();
+  SpeculativeConfig& s = o.scheduler.speculative;
+  if (k > 0) {
+    s.num_speculative_tokens = k;
+    s.cost_model = cost_model;
+    if (a.method == "draft_model") {
+      s.method = SpeculativeMethod::DraftModel;
+      s.draft_model = a.draft;
+      s.draft_quantization = a.draft_quantization;
+    } else if (a.method == "mtp") {
+      s.method = SpeculativeMethod::Mtp;
+    } else {
+      s.method = SpeculativeMethod::Ngram;
+      s.prompt_lookup_min = a.lookup_min;
+      s.prompt_lookup_max = a.lookup_max;
+    }
+    s.validate();
   }
   return load_engine(o);
 }
@@ -106,7 +121,9 @@ Measured decode(LoadedEngine& le, const std::vector<int32_t>& prompt, int tokens
   const double s = std::chrono::duration<double>(last - first).count();
   m.decode_tok_s = s > 0 ? double(m.tokens.size() - 1) / s : 0;
   m.steps = after.engine.steps - before.engine.steps;
-  m.execute_s = after.engine.execute_seconds - before.engine.execute_seconds;
+  const double steps = double(std::max<int64_t>(1, m.steps));
+  m.execute_ms = 1e3 * (after.engine.execute_seconds - before.engine.execute_seconds) / steps;
+  m.schedule_ms = 1e3 * (after.engine.schedule_seconds - before.engine.schedule_seconds) / steps;
   m.spec.num_drafts = after.spec_decode.num_drafts - before.spec_decode.num_drafts;
   m.spec.num_draft_tokens = after.spec_decode.num_draft_tokens - before.spec_decode.num_draft_tokens;
   m.spec.num_accepted_tokens = after.spec_decode.num_accepted_tokens - before.spec_decode.num_accepted_tokens;
@@ -125,67 +142,115 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
+// One speculative engine's runs of a case.
+struct Series {
+  std::vector<double> tok_s, execute_ms, schedule_ms;
+  SpecDecodeStats spec;
+  int64_t tokens = 0, steps = 0;
+  void add(const Measured& m) {
+    tok_s.push_back(m.decode_tok_s);
+    execute_ms.push_back(m.execute_ms);
+    schedule_ms.push_back(m.schedule_ms);
+    spec.num_draft_tokens += m.spec.num_draft_tokens;
+    spec.num_accepted_tokens += m.spec.num_accepted_tokens;
+    tokens += int64_t(m.tokens.size());
+    steps += m.steps;
+  }
+};
+
 int run(const Args& a) {
   std::mt19937_64 rng(7);
-  // Both engines stay loaded and the runs alternate plain / speculative, so a machine whose load
-  // changes (shared CI hosts) weighs on both alike; medians over --repeats.
-  LoadedEngine plain_engine = load(a, false);
-  LoadedEngine spec_engine = load(a, true);
-  const std::string drafter = a.draft.empty() ? "n-gram " + std::to_string(a.lookup_min) + ".." + std::to_string(a.lookup_max)
-                                              : "draft model " + a.draft + " (" + a.draft_quantization + ")";
-  std::printf("model %s, backend %s, %d threads, k %d, %s, %d tokens per request, %d repeats\n", a.model.c_str(),
-              plain_engine.backend_name.c_str(), plain_engine.threads, a.k, drafter.c_str(), a.tokens, a.repeats);
+  LoadedEngine plain_engine = load(a, 0, false);
+  const std::string drafter = a.method == "ngram" ? "n-gram " + std::to_string(a.lookup_min) + ".." + std::to_string(a.lookup_max)
+                              : a.method == "mtp" ? std::string("the checkpoint's MTP head")
+                                                  : "draft model " + a.draft + " (" + a.draft_quantization + ")";
+  std::printf("model %s (%s), backend %s, %d threads, %s, %d tokens per request, prompt %d, %d repeats\n",
+              a.model.c_str(), a.quantization.c_str(), plain_engine.backend_name.c_str(), plain_engine.threads,
+              drafter.c_str(), a.tokens, a.prompt_len, a.repeats);
   const std::vector<int32_t> p = random_tokens(rng, a.prompt_len);
   decode(plain_engine, p, 4, "warmup");
-  decode(spec_engine, p, 4, "warmup");
-  Case copy{"copy", p};
-  const std::vector<int32_t> cont = decode(plain_engine, p, a.tokens, "cont").tokens;
-  copy.prompt.insert(copy.prompt.end(), cont.begin(), cont.end());
-  copy.prompt.insert(copy.prompt.end(), p.begin(), p.end());
-  Case repeat{"repeat", {}};
-  const std::vector<int32_t> block = random_tokens(rng, 16);
-  while (int(repeat.prompt.size()) < a.prompt_len) repeat.prompt.insert(repeat.prompt.end(), block.begin(), block.end());
-  const std::vector<Case> cases = {copy, repeat, Case{"random", random_tokens(rng, a.prompt_len)}};
-
-  std::printf("%-7s %12s %12s %8s %9s %9s %9s %9s %14s %10s\n", "prompt", "plain tok/s", "spec tok/s", "speedup",
-              "drafted", "accepted", "accept %", "tok/step", "ms/step p/s", "identical");
-  bool all_identical = true;
-  for (const Case& c : cases) {
-    std::vector<double> ptoks, stoks, pms, sms;
-    SpecDecodeStats sd;
-    int64_t spec_tokens = 0, spec_steps = 0;
-    bool identical = true;
-    for (int r = 0; r < a.repeats; ++r) {
-      const std::string id = c.name + "-" + std::to_string(r);
-      const Measured pm = decode(plain_engine, c.prompt, a.tokens, "plain-" + id);
-      const Measured sm = decode(spec_engine, c.prompt, a.tokens, "spec-" + id);
-      ptoks.push_back(pm.decode_tok_s);
-      stoks.push_back(sm.decode_tok_s);
-      pms.push_back(pm.steps ? 1e3 * pm.execute_s / double(pm.steps) : 0);
-      sms.push_back(sm.steps ? 1e3 * sm.execute_s / double(sm.steps) : 0);
-      sd.num_draft_tokens += sm.spec.num_draft_tokens;
-      sd.num_accepted_tokens += sm.spec.num_accepted_tokens;
-      spec_tokens += int64_t(sm.tokens.size());
-      spec_steps += sm.steps;
-      identical = identical && pm.tokens == sm.tokens;
-    }
-    all_identical = all_identical && identical;
-    const double pt = median(ptoks), st = median(stoks);
-    std::printf("%-7s %12.2f %12.2f %7.2fx %9lld %9lld %8.1f%% %9.2f %6.1f/%-7.1f %10s\n", c.name.c_str(), pt, st,
-                pt > 0 ? st / pt : 0.0, static_cast<long long>(sd.num_draft_tokens),
-                static_cast<long long>(sd.num_accepted_tokens), 100.0 * sd.acceptance_rate(),
-                spec_steps ? double(spec_tokens) / double(spec_steps) : 0.0, median(pms), median(sms),
-                identical ? "yes" : "NO");
+  std::vector<Case> all;
+  {
+    Case copy{"copy", p};
+    const std::vector<int32_t> cont = decode(plain_engine, p, a.tokens, "cont").tokens;
+    copy.prompt.insert(copy.prompt.end(), cont.begin(), cont.end());
+    copy.prompt.insert(copy.prompt.end(), p.begin(), p.end());
+    Case repeat{"repeat", {}};
+    const std::vector<int32_t> block = random_tokens(rng, 16);
+    while (int(repeat.prompt.size()) < a.prompt_len) repeat.prompt.insert(repeat.prompt.end(), block.begin(), block.end());
+    all = {copy, repeat, Case{"random", random_tokens(rng, a.prompt_len)}};
   }
-  std::printf("(tok/s: decode, first token to last, median; ms/step: model time per engine step, median, plain/"
-              "speculative; tok/step: tokens per speculative step, the prefill step included)\n");
+  std::vector<std::string> wanted = a.prompts;
+  if (wanted.empty()) wanted = a.method == "ngram" ? std::vector<std::string>{"copy", "repeat", "random"}
+                                                   : std::vector<std::string>{"random"};
+  std::vector<Case> cases;
+  for (const std::string& w : wanted) {
+    auto it = std::find_if(all.begin(), all.end(), [&](const Case& c) { return c.name == w; });
+    if (it == all.end()) fail("--prompts: unknown prompt '", w, "'; allowed: copy, repeat, random");
+    cases.push_back(*it);
+  }
+
+  std::printf("%-3s %-7s %9s | %9s %6s %7s %7s %6s | %9s %6s %7s %7s %6s | %15s %15s %5s\n", "k", "prompt", "plain",
+              "cost-mdl", "ratio", "drafted", "accept", "tok/st", "forced", "ratio", "drafted", "accept", "tok/st",
+              "exec ms p/c/f", "sched ms p/c/f", "same");
+  bool all_identical = true;
+  for (int k : a.ks) {
+    LoadedEngine cm_engine = load(a, k, true);
+    LoadedEngine forced_engine = load(a, k, false);
+    decode(cm_engine, p, 4, "warmup");
+    decode(forced_engine, p, 4, "warmup");
+    for (const Case& c : cases) {
+      std::vector<double> ptoks, pexec, psched;
+      Series cm, forced;
+      bool identical = true;
+      for (int r = 0; r < a.repeats; ++r) {
+        const std::string id = c.name + "-" + std::to_string(k) + "-" + std::to_string(r);
+        const Measured pm = decode(plain_engine, c.prompt, a.tokens, "plain-" + id);
+        const Measured cmm = decode(cm_engine, c.prompt, a.tokens, "cm-" + id);
+        const Measured fm = decode(forced_engine, c.prompt, a.tokens, "forced-" + id);
+        ptoks.push_back(pm.decode_tok_s);
+        pexec.push_back(pm.execute_ms);
+        psched.push_back(pm.schedule_ms);
+        cm.add(cmm);
+        forced.add(fm);
+        identical = identical && pm.tokens == cmm.tokens && pm.tokens == fm.tokens;
+      }
+      all_identical = all_identical && identical;
+      const double pt = median(ptoks);
+      auto cols = [&](const Series& s) {
+        std::printf("%9.2f %5.2fx %7lld %6.1f%% %6.2f | ", median(s.tok_s), pt > 0 ? median(s.tok_s) / pt : 0.0,
+                    static_cast<long long>(s.spec.num_draft_tokens), 100.0 * s.spec.acceptance_rate(),
+                    s.steps ? double(s.tokens) / double(s.steps) : 0.0);
+      };
+      std::printf("%-3d %-7s %9.2f | ", k, c.name.c_str(), pt);
+      cols(cm);
+      cols(forced);
+      std::printf("%4.1f/%4.1f/%4.1f  %4.1f/%4.1f/%4.1f  %5s\n", median(pexec), median(cm.execute_ms),
+                  median(forced.execute_ms), median(psched), median(cm.schedule_ms), median(forced.schedule_ms),
+                  identical ? "yes" : "NO");
+    }
+  }
+  std::printf("(tok/s: decode, first token to last, median of %d; ratio: against plain in the same rounds; cost-mdl: the "
+              "cost model chooses k; forced: \"cost_model\": false; drafted: draft tokens over all rounds; tok/st: tokens "
+              "per engine step, the prefill step included; exec / sched ms: model / scheduling (drafting) time per "
+              "step, plain / cost model / forced)\n",
+              a.repeats);
   return all_identical ? 0 : 1;
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> v;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) v.push_back(item);
+  return v;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   Args a;
+  bool method_given = false;
   for (int i = 1; i < argc; i++) {
     auto next = [&]() -> const char* {
       if (i + 1 >= argc) {
@@ -196,13 +261,18 @@ int main(int argc, char** argv) {
     };
     const std::string f = argv[i];
     if (f == "--model") a.model = next();
-    else if (f == "--k") a.k = std::atoi(next());
-    else if (f == "--tokens") a.tokens = std::atoi(next());
+    else if (f == "--method") a.method = next(), method_given = true;
+    else if (f == "--k") {
+      a.ks.clear();
+      for (const std::string& k : split(next())) a.ks.push_back(std::atoi(k.c_str()));
+    } else if (f == "--tokens") a.tokens = std::atoi(next());
     else if (f == "--prompt-len") a.prompt_len = std::atoi(next());
+    else if (f == "--prompts") a.prompts = split(next());
     else if (f == "--lookup-min") a.lookup_min = std::atoi(next());
     else if (f == "--lookup-max") a.lookup_max = std::atoi(next());
     else if (f == "--matmul-precision") a.matmul_precision = next();
     else if (f == "--repeats") a.repeats = std::max(1, std::atoi(next()));
+    else if (f == "--threads") a.threads = std::atoi(next());
     else if (f == "--draft") a.draft = next();
     else if (f == "--draft-quantization") a.draft_quantization = next();
     else if (f == "--quantization") a.quantization = next();
@@ -211,8 +281,15 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (a.model.empty() || a.tokens < 2 || a.prompt_len < 16) {
-    std::fprintf(stderr, "usage: bench_spec_decode --model DIR [--k 4] [--tokens 64 (>= 2)] [--prompt-len 64 (>= 16)]\n");
+  if (!a.draft.empty() && !method_given) a.method = "draft_model";
+  const bool bad_k = a.ks.empty() || std::any_of(a.ks.begin(), a.ks.end(), [](int k) { return k < 1 || k > 16; });
+  if (a.model.empty() || a.tokens < 2 || a.prompt_len < 16 || bad_k ||
+      (a.method != "ngram" && a.method != "draft_model" && a.method != "mtp") ||
+      (a.method == "draft_model") != !a.draft.empty()) {
+    std::fprintf(stderr,
+                 "usage: bench_spec_decode --model DIR [--method ngram|draft_model|mtp] [--k 4 | --k 1,2,3 (1..16)] "
+                 "[--tokens 64 (>= 2)] [--prompt-len 64 (>= 16)] [--prompts copy,repeat,random] [--draft DIR "
+                 "(method draft_model, and only it)]\n");
     return 2;
   }
   try {

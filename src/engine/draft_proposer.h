@@ -54,6 +54,11 @@ class DraftProposer {
   virtual void prefill(std::span<const Chunk> chunks) { (void)chunks; }
   virtual void propose_for(const Request& req, int32_t k, std::vector<int32_t>& out);
   virtual void forget(const std::string& req_id) { (void)req_id; }
+  // Set before each step's prepare(): whether the drafter should keep its per-request context up
+  // to date during this step (engine/spec_cost_model.h: false while speculation does not pay and
+  // no probe is near). A drafter that skips its work then restarts or catches up its context
+  // when it drafts again.
+  virtual void set_context_needed(bool needed) { (void)needed; }
   // The distributions of the drafts propose_for() last returned to `req_id` (null: none, e.g. a
   // greedy request or a drafter without probabilities, such as n-gram). Valid until the next
   // prepare().

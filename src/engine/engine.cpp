@@ -242,6 +242,7 @@ std::vector<RequestOutput> Engine::step() {
   ExecutorOutput& eo = step_output_;
   std::string error;
   t = Clock::now();
+  const Clock::time_point step_start = t;  // the forward and the sampling: the cost model's step time
   try {
     executor_->execute(so, eo);
     const int64_t rows = so.num_sampling_rows();
@@ -364,6 +365,7 @@ std::vector<RequestOutput> Engine::step() {
         }
   }
   stats_.sample_seconds += seconds_since(t);
+  scheduler_.observe_step_seconds(so, seconds_since(step_start));
 
   t = Clock::now();
 

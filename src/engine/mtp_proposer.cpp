@@ -112,7 +112,10 @@ void MtpProposer::observe(const SchedulerOutput& so, const ForwardBatch& batch, 
       first = st.base;
     }
     const int64_t end = start + n - 1;  // row t needs x_{t+1}: the step's tokens reach start + n - 1
-    if (end > first && reserve(st, end - st.base)) {
+    if (!context_needed_ && s.num_draft_tokens == 0) {
+      st.valid = 0;  // speculation is off this step: no MTP rows; the context restarts later
+      st.base = end;
+    } else if (end > first && reserve(st, end - st.base)) {
       plan.push_back({&st, i, first, end});
       max_blocks = std::max(max_blocks, int32_t(st.blocks.size()));
     } else if (end > first) {

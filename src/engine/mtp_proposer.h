@@ -44,6 +44,9 @@ class MtpProposer final : public DraftProposer {
   void propose_for(const Request& req, int32_t k, std::vector<int32_t>& out) override;
   void forget(const std::string& req_id) override;
   const DraftDistribution* distribution(const std::string& req_id) const override;
+  // False: observe() keeps the step's hidden rows but computes no MTP rows (speculation is off:
+  // a plain step then costs what it costs without MTP); the contexts restart at the next rows.
+  void set_context_needed(bool needed) override { context_needed_ = needed; }
 
   // After the target's step `so` (its batch `batch`): hidden [batch.num_tokens(), H], the final
   // normed hidden state of every row.
@@ -81,6 +84,7 @@ class MtpProposer final : public DraftProposer {
   ForwardBatch batch_;
   std::vector<float> rows_hidden_, logits_, out_;  // per pass: [T, H] input, [T, V], [T, H]
   bool warned_short_ = false;
+  bool context_needed_ = true;
 };
 
 }  // namespace pypto

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/block_hash.h"
+#include "engine/spec_cost_model.h"
 #include "engine/spec_throttle.h"
 #include "sampling/sampler.h"
 #include "sampling/sampling_params.h"
@@ -74,6 +75,7 @@ struct Request {
   // engine, which advances it over verified tokens only: a draft model drafts under its masks.
   std::shared_ptr<const structured::GrammarMatcher> grammar;
   SpecThrottle spec_throttle;
+  AcceptanceEstimate spec_acceptance;  // its drafts' per-position acceptance (engine/spec_cost_model.h)
 
   int64_t num_prompt_tokens() const { return int64_t(prompt_token_ids.size()); }
   int64_t num_output_tokens() const { return int64_t(output_token_ids.size()); }

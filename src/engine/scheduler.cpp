@@ -1,6 +1,7 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <chrono>
 #include <unordered_map>
 
 #include "core/error.h"
@@ -17,6 +18,7 @@ Scheduler::Scheduler(const SchedulerConfig& config, const CacheConfig& cache, Bl
   const SpeculativeConfig& spec = config_.speculative;
   if (spec.method == SpeculativeMethod::Ngram)
     proposer_ = std::make_shared<NgramProposer>(spec.prompt_lookup_min, spec.prompt_lookup_max);
+  if (spec.enabled()) cost_ = SpecCostModel(spec.num_speculative_tokens, spec.cost_model);
   // A draft model is loaded above the engine and handed over with set_drafter() (the Engine
   // refuses to start without it).
 }
@@ -29,14 +31,47 @@ void Scheduler::set_drafter(std::shared_ptr<DraftProposer> drafter) {
   proposer_ = std::move(drafter);
 }
 
-int64_t Scheduler::draft_limit(Request& req, bool consume) const {
-  if (!proposer_ || !req.speculate || req.num_tokens() - req.num_computed_tokens != 1) return 0;
+int64_t Scheduler::draft_cap(const Request& req) const {
+  if (!proposer_ || !req.speculate || req.pooling || req.num_tokens() - req.num_computed_tokens != 1) return 0;
   // Accepting a drafts appends a + 1 tokens, so a <= max_tokens - output - 1 keeps the request
   // within max_tokens, and (prompt + max_tokens <= max_model_len, see check_request) within
   // max_model_len and the KV blocks add_request checked it could have.
   const int64_t room = req.sampling_params.max_tokens - req.num_output_tokens() - 1;
-  const int32_t k = consume ? req.spec_throttle.next_k() : req.spec_throttle.peek_k();
+  return std::max<int64_t>(0, std::min(int64_t(req.spec_throttle.peek_k()), room));
+}
+
+int64_t Scheduler::draft_limit(Request& req, bool consume) const {
+  if (!proposer_ || !req.speculate || req.num_tokens() - req.num_computed_tokens != 1) return 0;
+  const int64_t room = req.sampling_params.max_tokens - req.num_output_tokens() - 1;
+  const int32_t k = std::min(step_k_, consume ? req.spec_throttle.next_k() : req.spec_throttle.peek_k());
   return std::max<int64_t>(0, std::min(int64_t(k), room));
+}
+
+void Scheduler::choose_step_k() {
+  last_context_ = step_context_;
+  std::vector<SpecCostModel::Candidate> candidates;
+  const double prior = cost_.global_alpha();
+  for (const Request* req : running_)
+    if (req->num_tokens() - req->num_computed_tokens == 1 && !req->pooling)
+      candidates.push_back({req->spec_acceptance.alpha(prior), int32_t(draft_cap(*req))});
+  step_batch_ = int32_t(candidates.size());
+  step_k_ = cost_.choose_k(candidates);
+  step_context_ = cost_.context_needed();
+  proposer_->set_context_needed(step_context_);
+}
+
+void Scheduler::observe_step_seconds(const SchedulerOutput& so, double seconds) {
+  if (!proposer_ || so.scheduled.empty()) return;
+  int32_t rows = 1;
+  for (const ScheduledRequest& s : so.scheduled) {
+    if (!s.samples || s.is_new || s.num_scheduled_tokens - s.num_draft_tokens != 1) return;  // not only decodes
+    rows = std::max(rows, int32_t(1 + s.num_draft_tokens));
+  }
+  // A plain step of a drafter with context (MTP rows inside the step) is not what plain decoding
+  // costs: only those without it measure the plain cost.
+  const bool stateless = config_.speculative.method == SpeculativeMethod::Ngram;
+  if (rows == 1 && step_context_ && !stateless) return;
+  cost_.observe_step(int32_t(so.scheduled.size()), rows, seconds);
 }
 
 void Scheduler::check_request(const std::string& id, int64_t prompt, int64_t max_tokens) const {
@@ -128,13 +163,23 @@ SchedulerOutput Scheduler::schedule() {
   // 1. Running requests, oldest first. A drafter with a model drafts for all of them at once
   // first (each request's own limit; the budget may cut its drafts below).
   if (proposer_) {
+    choose_step_k();
     std::vector<DraftProposer::Query> queries;
+    int32_t passes = 0;
     for (Request* req : running_)
-      if (const int64_t k = draft_limit(*req, /*consume=*/false); k > 0) queries.push_back({req, int32_t(k)});
+      if (const int64_t k = draft_limit(*req, /*consume=*/false); k > 0) {
+        queries.push_back({req, int32_t(k)});
+        passes = std::max(passes, int32_t(k));
+      }
     // A drafter that fails (its model's forward threw) costs this step its drafts, never the
     // step: the target decodes as without speculation, and the failure is logged.
+    const auto t0 = std::chrono::steady_clock::now();
     try {
       proposer_->prepare(queries);
+      // Drafting after a step without context also catches the context up: not a drafting cost.
+      if (passes > 0 && last_context_)
+        cost_.observe_drafting(step_batch_, passes,
+                               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     } catch (const std::exception& e) {
       log_error("speculative decoding: the drafter failed, this step decodes without drafts: ", e.what());
     }
@@ -221,6 +266,7 @@ void Scheduler::prefill_drafts(const SchedulerOutput& out) {
     // prepare()'s to catch up, and only if the request drafts then.
     const bool decode = s.num_scheduled_tokens == 1 && end == req->num_tokens();
     if (s.num_draft_tokens > 0 || decode || req->pooling || !req->speculate || req->spec_throttle.peek_k() == 0 ||
+        !step_context_ ||
         req->sampling_params.max_tokens - req->num_output_tokens() < 2)
       continue;
     chunks.push_back({req, end});
@@ -281,6 +327,8 @@ std::vector<EngineCoreOutput> Scheduler::update_from_output(const SchedulerOutpu
     if (s.num_draft_tokens > 0) {
       spec_stats_.observe(s.num_draft_tokens, accepted);
       req->spec_throttle.observe(int32_t(s.num_draft_tokens), int32_t(accepted));
+      req->spec_acceptance.observe(int32_t(s.num_draft_tokens), int32_t(accepted));
+      cost_.observe_acceptance(int32_t(s.num_draft_tokens), int32_t(accepted));
     }
     if (!s.samples) {
       kv_.cache_blocks(*req);

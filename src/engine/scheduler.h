@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "engine/engine_config.h"
+#include "engine/spec_cost_model.h"
 #include "engine/kv_cache_manager.h"
 #include "engine/prefill_progress.h"
 #include "engine/request.h"
@@ -98,6 +99,10 @@ class Scheduler {
   // Prompts being prefilled (engine/prefill_progress.h), for /metrics.
   PrefillProgress prefill_progress() const { return prefill_.progress(running_); }
   const SpecDecodeStats& spec_decode_stats() const { return spec_stats_; }
+  // The engine's time for step `so` (the forward and the sampling of its rows): steps that only
+  // decode feed the speculation cost model.
+  void observe_step_seconds(const SchedulerOutput& so, double seconds);
+  const SpecCostModel& spec_cost_model() const { return cost_; }
   // Method draft_model: the drafter (engine/draft_model_proposer.h), set once before any request.
   void set_drafter(std::shared_ptr<DraftProposer> drafter);
   // The drafter (null: speculation off, or a draft model not set yet).
@@ -120,6 +125,12 @@ class Scheduler {
   // speculate; else its throttled k, bounded by its max_tokens. `consume`: counts a paused step
   // (once per step, when its drafts are taken; the drafter's look-ahead only peeks).
   int64_t draft_limit(Request& req, bool consume) const;
+  // The most drafts `req` could take this step before the cost model: 0 unless it is decoding and
+  // may speculate; else its throttle's k, bounded by its max_tokens.
+  int64_t draft_cap(const Request& req) const;
+  // Chooses this step's k from the running requests (the cost model) and tells the drafter
+  // whether to keep its context.
+  void choose_step_k();
   // Hands this step's prompt chunks of requests that will draft to a drafter with a model, which
   // prefills them beside the target (DraftProposer::prefill).
   void prefill_drafts(const SchedulerOutput& out);
@@ -134,6 +145,11 @@ class Scheduler {
   std::shared_ptr<DraftProposer> proposer_;  // null: speculation off
   DraftFilter draft_filter_;
   SpecDecodeStats spec_stats_;
+  // Speculation's measured costs and this step's k (engine/spec_cost_model.h); whether the
+  // drafter kept its context in this step and in the step before it.
+  SpecCostModel cost_;
+  int32_t step_k_ = 0, step_batch_ = 0;  // the step's k; its decoding requests
+  bool step_context_ = true, last_context_ = true;
   PrefillTracker prefill_;
 };
 

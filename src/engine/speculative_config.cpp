@@ -14,7 +14,8 @@ namespace {
 
 constexpr const char* kWhere = "--speculative-config";
 constexpr const char* kAllowedKeys =
-    "method, num_speculative_tokens, prompt_lookup_max, prompt_lookup_min (ngram), model, quantization (draft_model)";
+    "method, num_speculative_tokens, cost_model, prompt_lookup_max, prompt_lookup_min (ngram), model, quantization "
+    "(draft_model)";
 // (method mtp takes method and num_speculative_tokens only)
 
 int32_t positive_int(const JsonFields& f, const char* key, int64_t max) {
@@ -83,7 +84,8 @@ SpeculativeConfig parse_speculative_config(const std::string& json_text) {
   if (json_text.empty()) return c;
   const nlohmann::json obj = parse_json_object(json_text, kWhere);
   static const std::set<std::string> known = {"method",           "num_speculative_tokens", "prompt_lookup_max",
-                                              "prompt_lookup_min", "model",                  "quantization"};
+                                              "prompt_lookup_min", "model",                  "quantization",
+                                              "cost_model"};
   for (auto it = obj.begin(); it != obj.end(); ++it)
     if (!known.contains(it.key())) fail(kWhere, ": unknown key '", it.key(), "'; allowed keys: ", kAllowedKeys);
   const JsonFields f(obj, kWhere);
@@ -102,6 +104,7 @@ SpeculativeConfig parse_speculative_config(const std::string& json_text) {
          "suffix decoding are not built)");
   }
   c.num_speculative_tokens = positive_int(f, "num_speculative_tokens", kMaxSpeculativeTokens);
+  c.cost_model = f.opt_bool("cost_model").value_or(true);
   if (c.method == SpeculativeMethod::Mtp) {
     for (const char* key : {"model", "quantization", "prompt_lookup_min", "prompt_lookup_max"})
       if (f.has(key)) fail(kWhere, ": '", key, "' does not apply to method mtp (the MTP head is the target checkpoint's own)");

@@ -5,6 +5,9 @@
 //   {"model": DIR, "num_speculative_tokens": k, "quantization": "int8"}   (method draft_model)
 //   {"method": "mtp", "num_speculative_tokens": k}   (the checkpoint's own MTP head: Qwen3.5 / Qwen3.6;
 //   the older names qwen3_5_mtp and qwen3_next_mtp are accepted with a warning)
+// Every method also takes "cost_model": true (the default: the engine speculates only where its
+// measured step costs say it pays, engine/spec_cost_model.h) or false (always draft k tokens, for
+// measuring what forced speculation gives; the per-request throttle still applies).
 // Unknown keys, unknown methods and keys of the other method are refused by name, never ignored.
 #include <cstdint>
 #include <string>
@@ -29,6 +32,8 @@ struct SpeculativeConfig {
   // draft_model: the draft's checkpoint directory and its own weight quantization (none|int8|int4).
   std::string draft_model;
   std::string draft_quantization = "none";
+  // Whether the measured cost model chooses k per step (engine/spec_cost_model.h).
+  bool cost_model = true;
 
   bool enabled() const { return method != SpeculativeMethod::None; }
   // Throws Error naming the field and its allowed values.

@@ -51,7 +51,7 @@ TEST_F(HybridSpeculativeCli, NgramOutputIsUnchangedAndDraftsAreReported) {
                            "'{\"max_tokens\": 24, \"temperature\": 0}'";
   const RunResult plain = run(base);
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
-  const RunResult spec = run(base + " --speculative-config '{\"method\": \"ngram\", \"num_speculative_tokens\": 3, "
+  const RunResult spec = run(base + " --speculative-config '{\"method\": \"ngram\", \"num_speculative_tokens\": 3, \"cost_model\": false, "
                                     "\"prompt_lookup_min\": 1, \"prompt_lookup_max\": 4}'");
   ASSERT_EQ(spec.exit_code, 0) << spec.output;
   ASSERT_FALSE(printed_token_ids(plain.output).empty()) << plain.output;
@@ -70,7 +70,7 @@ TEST_F(HybridSpeculativeCli, MtpOnTheOracleCheckpointAcceptsEveryDraftAndChanges
   const RunResult plain = run(base);
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
   for (const char* method : {"mtp", "qwen3_5_mtp"}) {
-    const RunResult spec = run(base + " --speculative-config '{\"method\": \"" + method + "\", \"num_speculative_tokens\": 2}'");
+    const RunResult spec = run(base + " --speculative-config '{\"method\": \"" + method + "\", \"num_speculative_tokens\": 2, \"cost_model\": false}'");
     ASSERT_EQ(spec.exit_code, 0) << spec.output;
     EXPECT_EQ(printed_token_ids(spec.output), printed_token_ids(plain.output)) << spec.output;
     const auto sl = speculative_line(spec.output);

@@ -47,7 +47,7 @@ TEST_F(SpeculativeCli, OfflineOutputIsUnchangedAndAcceptanceIsReported) {
                            "'{\"max_tokens\": 24, \"temperature\": 0}'";
   const RunResult plain = run(base);
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
-  const RunResult spec = run(base + " --speculative-config '{\"method\": \"ngram\", \"num_speculative_tokens\": 4, "
+  const RunResult spec = run(base + " --speculative-config '{\"method\": \"ngram\", \"num_speculative_tokens\": 4, \"cost_model\": false, "
                                     "\"prompt_lookup_min\": 2, \"prompt_lookup_max\": 4}'");
   ASSERT_EQ(spec.exit_code, 0) << spec.output;
   ASSERT_FALSE(printed_token_ids(plain.output).empty()) << plain.output;
@@ -69,7 +69,7 @@ std::string line_of(const std::string& output, const std::string& key) {
 TEST_F(SpeculativeCli, StopStringInsideAnAcceptedRunCutsThere) {
   const std::string base = "--model " + model() + " --kv-cache-memory 16MiB --max-model-len 256 --prompt "
                            "'one two three one two three one two three' ";
-  const std::string spec = " --speculative-config '{\"method\": \"ngram\", \"num_speculative_tokens\": 6, "
+  const std::string spec = " --speculative-config '{\"method\": \"ngram\", \"num_speculative_tokens\": 6, \"cost_model\": false, "
                            "\"prompt_lookup_min\": 1, \"prompt_lookup_max\": 3}'";
   const RunResult free_run = run(base + "--generate-config '{\"max_tokens\": 24, \"temperature\": 0}'");
   ASSERT_EQ(free_run.exit_code, 0) << free_run.output;
@@ -102,7 +102,7 @@ TEST_F(SpeculativeCli, ParallelLayoutsGiveTheSameTokens) {
   const std::string base = "--model " + model() + " --kv-cache-memory 16MiB --max-model-len 256 --prompt "
                            "'one two three one two three one two three' --prompt 'alpha beta gamma delta' "
                            "--generate-config '{\"max_tokens\": 20, \"temperature\": 0}'";
-  const std::string spec = " --speculative-config '{\"method\": \"ngram\", \"num_speculative_tokens\": 4, "
+  const std::string spec = " --speculative-config '{\"method\": \"ngram\", \"num_speculative_tokens\": 4, \"cost_model\": false, "
                            "\"prompt_lookup_min\": 2, \"prompt_lookup_max\": 4}'";
   const RunResult one = run(base);
   ASSERT_EQ(one.exit_code, 0) << one.output;
@@ -121,7 +121,7 @@ TEST_F(SpeculativeCli, TheTargetAsItsOwnDraftModelAcceptsEveryDraft) {
   const std::string base = "--model " + model() + " --kv-cache-memory 16MiB --max-model-len 256 --prompt "
                            "'one two three four' --prompt 'alpha beta gamma delta' "
                            "--generate-config '{\"max_tokens\": 20, \"temperature\": 0}'";
-  const std::string spec = " --speculative-config '{\"model\": \"" + model() + "\", \"num_speculative_tokens\": 3}'";
+  const std::string spec = " --speculative-config '{\"model\": \"" + model() + "\", \"num_speculative_tokens\": 3, \"cost_model\": false}'";
   const RunResult plain = run(base);
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
   const RunResult sped = run(base + spec);

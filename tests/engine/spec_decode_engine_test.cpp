@@ -5,6 +5,10 @@
 // there; logprobs equal those without speculation.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <functional>
+#include <thread>
+
 #include <map>
 #include <memory>
 #include <string>
@@ -47,11 +51,17 @@ class SpecFakeExecutor : public ModelExecutor {
   void execute(const SchedulerOutput& so, ExecutorOutput& out) override {
     out.vocab_size = kVocab;
     out.logits = model_.execute_logits(so);
+    if (step_cost) {  // a synthetic step time, from the largest rows per request in the step
+      int64_t rows = 1;
+      for (const ScheduledRequest& r : so.scheduled) rows = std::max(rows, 1 + r.num_draft_tokens);
+      std::this_thread::sleep_for(step_cost(rows));
+    }
     if (mode_ == Logits::Soft)
       for (float& x : out.logits) x = x > 0 ? 3.0f : 0.0f;
     rows += int64_t(out.logits.size()) / kVocab;
   }
   int64_t rows = 0;
+  std::function<std::chrono::microseconds(int64_t rows)> step_cost;  // unset: no delay
 
  private:
   FakeModel model_;
@@ -66,6 +76,8 @@ struct Setup {
   int64_t budget = 64;
   int64_t threshold = 8;
   bool prefix_caching = true;
+  bool cost_model = false;  // the mechanics tests draft every step they can
+  std::function<std::chrono::microseconds(int64_t rows)> step_cost;
 };
 
 std::unique_ptr<Engine> make_engine(const Setup& s, std::unique_ptr<SpecFakeExecutor> exec = nullptr) {
@@ -83,6 +95,7 @@ std::unique_ptr<Engine> make_engine(const Setup& s, std::unique_ptr<SpecFakeExec
     c.scheduler.speculative.num_speculative_tokens = s.k;
     c.scheduler.speculative.prompt_lookup_min = 2;
     c.scheduler.speculative.prompt_lookup_max = 4;
+    c.scheduler.speculative.cost_model = s.cost_model;
   }
   if (!exec) exec = std::make_unique<SpecFakeExecutor>(s.num_blocks, s.predict, s.mode);
   return std::make_unique<Engine>(c, std::move(exec));
@@ -141,6 +154,7 @@ Pair run_both(Setup s, const std::vector<EngineRequest>& reqs) {
   for (int32_t k : {0, s.k}) {
     s.k = k;
     auto exec = std::make_unique<SpecFakeExecutor>(s.num_blocks, s.predict, s.mode);
+    exec->step_cost = s.step_cost;
     SpecFakeExecutor* x = exec.get();
     std::unique_ptr<Engine> e = make_engine(s, std::move(exec));
     for (const EngineRequest& r : reqs) e->add_request(r);
@@ -349,6 +363,37 @@ TEST(SpecDecodeEngine, ARequestWhoseDraftsAreAllRejectedStopsSpeculating) {
   EXPECT_LT(p.stats.num_drafts * 3, proposals);
   // Extra logits rows (the verify cost) stay a small fraction of the plain run's.
   EXPECT_LE(p.spec_rows, p.plain_rows * 13 / 10);
+}
+
+}  // namespace
+}  // namespace pypto
+
+namespace pypto {
+namespace {
+
+// The measured cost model (engine/spec_cost_model.h) over a fake model whose steps take a
+// synthetic time. Drafts of the copying model are always right, so only the costs decide.
+// The margins are wide (4x, 1x): the host's noise cannot flip the choice.
+TEST(SpecDecodeEngine, TheCostModelStopsSpeculatingWhereVerifyingCostsMoreThanItEmits) {
+  const Ids prompt = prompt_of(5, 8);
+  // An MoE-like verify: (rows)^2 ms, so k drafts cost (k + 1)^2 for at most k + 1 tokens.
+  ::pypto::Setup s{.predict = copy_back, .k = 3, .cost_model = true};
+  s.step_cost = [](int64_t rows) { return std::chrono::microseconds(1000 * rows * rows); };
+  const Pair p = run_both(s, {request("x", prompt, 80)});
+  expect_same(p);
+  // The k = 1 exploration, maybe a decision on the prior, probes 32 and 64 steps apart.
+  EXPECT_LE(p.stats.num_drafts, 6) << "verify steps";
+  EXPECT_GT(p.stats.num_drafts, 0) << "it never explored";
+}
+
+TEST(SpecDecodeEngine, TheCostModelKeepsSpeculatingWhereVerifyingIsNearlyFree) {
+  const Ids prompt = prompt_of(5, 8);
+  ::pypto::Setup s{.predict = copy_back, .k = 3, .cost_model = true};
+  s.step_cost = [](int64_t) { return std::chrono::microseconds(2000); };  // dense: rows are free
+  const Pair p = run_both(s, {request("x", prompt, 80), request("y", prompt_of(6, 9), 80)});
+  expect_same(p);
+  EXPECT_GT(p.stats.num_accepted_tokens, 60);
+  EXPECT_LT(p.spec.steps * 10, p.plain.steps * 6);
 }
 
 }  // namespace

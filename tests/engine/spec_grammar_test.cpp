@@ -121,6 +121,7 @@ Collected run(const std::vector<EngineRequest>& reqs, int32_t k, bool soft) {
   if (k > 0) {
     cfg.scheduler.speculative.method = SpeculativeMethod::Ngram;
     cfg.scheduler.speculative.num_speculative_tokens = k;
+    cfg.scheduler.speculative.cost_model = false;  // the mechanics, with every step drafting
     cfg.scheduler.speculative.prompt_lookup_min = 2;
     cfg.scheduler.speculative.prompt_lookup_max = 4;
   }
@@ -294,6 +295,7 @@ TEST(SpecGrammar, RejectionSamplingVerifiesForbiddenDraftsAndKeepsTheTargetsDist
   cfg.eos_token_ids = {kEos};
   cfg.scheduler.speculative.method = SpeculativeMethod::DraftModel;
   cfg.scheduler.speculative.num_speculative_tokens = 1;
+  cfg.scheduler.speculative.cost_model = false;
   cfg.scheduler.speculative.draft_model = "(fake)";
   cfg.drafter = std::make_shared<HalfForbiddenDrafter>();
   Engine e(cfg, std::make_unique<FlatExecutor>());

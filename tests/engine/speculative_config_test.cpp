@@ -49,6 +49,15 @@ TEST(SpeculativeConfig, DraftModelIsInferredFromModel) {
   EXPECT_EQ(c.draft_quantization, "int8");
 }
 
+TEST(SpeculativeConfig, CostModelKeyTakesABooleanForEveryMethod) {
+  EXPECT_TRUE(parse_speculative_config(R"({"method": "ngram", "num_speculative_tokens": 2})").cost_model);
+  EXPECT_FALSE(
+      parse_speculative_config(R"({"method": "ngram", "num_speculative_tokens": 2, "cost_model": false})").cost_model);
+  EXPECT_FALSE(parse_speculative_config(R"({"method": "mtp", "num_speculative_tokens": 2, "cost_model": false})").cost_model);
+  EXPECT_FALSE(parse_speculative_config(R"({"model": "/m", "num_speculative_tokens": 2, "cost_model": false})").cost_model);
+  EXPECT_TRUE(has(error_of(R"({"method": "ngram", "num_speculative_tokens": 2, "cost_model": "off"})"), "cost_model"));
+}
+
 TEST(SpeculativeConfig, BadInputIsRefusedByName) {
   EXPECT_TRUE(has(error_of(R"({"method": "ngram", "num_speculative_tokens": 2, "disable_by_batch_size": 4})"),
                   "unknown key 'disable_by_batch_size'"));

@@ -80,6 +80,7 @@ Result run(const RunSetup& s, const std::vector<Ids>& prompts, int32_t max_token
   if (s.draft != Draft::None) {
     c.scheduler.speculative.method = SpeculativeMethod::DraftModel;
     c.scheduler.speculative.num_speculative_tokens = s.k;
+    c.scheduler.speculative.cost_model = false;  // the mechanics, with every step drafting
     c.scheduler.speculative.draft_model = "(in memory)";
     test::LoadedModel& d = s.draft == Draft::Same ? target_model() : other_model();
     // The harness owns the weights; the proposer only borrows them (aliasing, no deleter).
@@ -238,6 +239,7 @@ TEST(DraftModelRunner, RejectionSampledTokensCarryTheTargetsLogprobs) {
   c.vocab_size = model.vocab_size();
   c.scheduler.speculative.method = SpeculativeMethod::DraftModel;
   c.scheduler.speculative.num_speculative_tokens = 3;
+  c.scheduler.speculative.cost_model = false;
   c.scheduler.speculative.draft_model = "(in memory)";
   std::shared_ptr<const Qwen3Weights> w(std::shared_ptr<void>(), &other_model().weights);
   c.drafter = std::make_shared<DraftModelProposer>(w, *target_model().backend, 72, kBlockSize, DType::BF16, 4096);

@@ -99,6 +99,7 @@ class HybridEngine {
     if (s.k > 0) {
       c.scheduler.speculative.method = s.scripts.empty() ? SpeculativeMethod::Ngram : SpeculativeMethod::DraftModel;
       c.scheduler.speculative.num_speculative_tokens = s.k;
+      c.scheduler.speculative.cost_model = false;  // the mechanics, with every step drafting
       c.scheduler.speculative.prompt_lookup_min = 2;
       c.scheduler.speculative.prompt_lookup_max = 5;
       if (!s.scripts.empty()) {

@@ -52,6 +52,7 @@ struct Setup {
   int64_t budget = 4096;
   bool prefix_caching = false;
   float temperature = 0.0f;
+  bool cost_model = false;  // the mechanics tests draft every step; the cost model's own test sets it
 };
 
 struct Outcome {
@@ -81,6 +82,7 @@ class MtpEngine {
     if (s.k > 0) {
       c.scheduler.speculative.method = SpeculativeMethod::Mtp;
       c.scheduler.speculative.num_speculative_tokens = s.k;
+      c.scheduler.speculative.cost_model = s.cost_model;
       auto mtp = std::make_shared<MtpProposer>(m.weights, *m.backend, kBlocks + 64, kBlockSize, DType::BF16);
       c.drafter = mtp;
       exec = std::make_unique<MtpExecutor>(*m.model, *cache_, mtp);
@@ -199,6 +201,18 @@ TEST(MtpSpecDecode, BatchedChunkedAndPrefixCachedOutputsAreUnchanged) {
   EXPECT_EQ(plain.tokens, again.tokens);
   EXPECT_GT(again.hits, 0) << "no prefix-cache hit";
   EXPECT_GT(again.stats.num_accepted_tokens, 0);
+}
+
+// With the cost model choosing k each step (0 where verifying does not pay, probes, the MTP head
+// skipping its rows while off and restarting its context) the output is still the plain run's.
+TEST(MtpSpecDecode, TheCostModelChangesOnlySpeed) {
+  const std::vector<Ids> ps = prompts(3, 20);
+  for (const char* kind : {"random", "oracle", "oracle-perturbed"}) {
+    SCOPED_TRACE(kind);
+    const Outcome plain = run_once(kind, {}, ps, 40);
+    EXPECT_EQ(plain.tokens, run_once(kind, {.k = 3, .cost_model = true}, ps, 40).tokens);
+    EXPECT_EQ(plain.tokens, run_once(kind, {.k = 2, .threshold = 7, .budget = 40, .cost_model = true}, ps, 40).tokens);
+  }
 }
 
 TEST(MtpSpecDecode, SeededSamplingRunsThroughRejectionSampling) {

@@ -57,6 +57,7 @@ Result run(const Setup& s, const std::vector<Ids>& prompts, int32_t max_tokens, 
   if (s.k > 0) {
     c.scheduler.speculative.method = SpeculativeMethod::Ngram;
     c.scheduler.speculative.num_speculative_tokens = s.k;
+    c.scheduler.speculative.cost_model = false;  // the mechanics, with every step drafting
     c.scheduler.speculative.prompt_lookup_min = 2;
     c.scheduler.speculative.prompt_lookup_max = 5;
   }
@@ -149,6 +150,7 @@ std::string draft_error(const std::string& draft_dir) {
   SpeculativeConfig spec;
   spec.method = SpeculativeMethod::DraftModel;
   spec.num_speculative_tokens = 3;
+  spec.cost_model = false;
   spec.draft_model = draft_dir;
   try {
     check_speculative_target(spec, cfg, target);

@@ -1,0 +1,132 @@
+#pragma once
+// The measured cost model of speculative decoding ("never slower", issue 30 point 4). Speculation
+// pays only when the tokens a verify step emits outweigh what it costs: a step verifying k drafts
+// computes k + 1 rows per request (on a dense target nearly free; on an MoE target every row
+// routes to its own experts, so a 2-row step read 1.86x the bytes of a plain step on the
+// 35B-A3B shape) and the drafter runs k passes (an MTP head with a 248K-row lm_head: 0.44x a plain
+// step each). So the engine times its own steps and chooses k per step:
+//
+//   rate(k) = sum_i E(a_i, min(k, cap_i)) / (verify(b, 1 + k) + k * draft(b))
+//   E(a, k) = (1 - a^(k+1)) / (1 - a)   expected tokens of a verify of k drafts (k + 1 when a = 1)
+//
+// over the step's b decoding requests, each with its measured per-position acceptance a_i and
+// cap_i (its throttle's k and the tokens it has left); rate(0) = b / verify(b, 1). The k with the
+// highest rate wins; speculation (k > 0) must beat plain decoding by kMargin, else k = 0.
+//
+// Granularity: one k per step, for the whole batch. The step's cost depends on the batch as a
+// whole (its rows are one forward pass), and it grows with the batch (more requests' rows per
+// expert, a bigger share of compute over bandwidth), so costs are kept per batch-size bucket
+// (1, 2, 3-4, 5-8, ... decoding requests) and per rows per request (1 .. max_k + 1). Requests whose
+// drafts keep being rejected are still stopped one by one by their SpecThrottle (cap_i = 0).
+//
+// Estimates: an EMA of the step time per (bucket, rows) over steps that only decode (prefill
+// chunks would mix another cost in); an EMA of the drafter's time per pass per bucket. Unmeasured
+// rows are interpolated linearly between measured ones (extrapolated with the last slope). The
+// first decode steps of a bucket explore: one plain step, one with k = 1.
+//
+// Probing: the losing side is retried now and then, so a change is noticed (a request starts
+// copying its prompt; a cost measured during a noisy spell): after `interval` decode steps one
+// step takes the other choice (k = 1 when speculation is off, k = 0 when it is on). A probe that
+// does not change the decision doubles the interval (kFirstProbe .. kMaxProbe steps); a changed
+// decision resets it. The probes' cost is bounded by their backoff: at kFirstProbe = 32, with
+// every draft rejected, the probe steps are about 1 in 32 at first and 1 in 1024 later.
+//
+// The choice of k only changes speed: verification is lossless whatever k is (engine/spec_verify.h).
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace pypto {
+
+// Expected tokens a verify of k drafts emits when each draft is accepted with probability a
+// (independently, until the first rejection), the target's own token included: 1 + a + .. + a^k.
+double expected_tokens(double a, int32_t k);
+
+// A request's per-position acceptance, from its verify steps: a run of k drafts with `accepted`
+// of them accepted saw `accepted` successes and, when accepted < k, one failure (the maximum-
+// likelihood estimate of a geometric run). Counts decay so recent behaviour dominates.
+class AcceptanceEstimate {
+ public:
+  static constexpr double kDecay = 0.9;  // per verify step of this request
+  void observe(int32_t drafted, int32_t accepted);
+  // Blended with `prior` (the engine-wide estimate) at weight 1 observation.
+  double alpha(double prior) const { return (successes_ + prior) / (successes_ + failures_ + 1.0); }
+  double observations() const { return successes_ + failures_; }
+
+ private:
+  double successes_ = 0, failures_ = 0;
+};
+
+class SpecCostModel {
+ public:
+  static constexpr double kMargin = 0.03;      // speculation must beat plain decoding by 3 %
+  static constexpr double kEma = 0.25;         // weight of a new step time
+  static constexpr int32_t kFirstProbe = 32;   // decode steps before the first probe
+  static constexpr int32_t kMaxProbe = 1024;
+  static constexpr int32_t kContextLead = 4;   // steps before a probe a drafter resumes its context
+  static constexpr double kGlobalDecay = 0.99;
+
+  // enabled false ("cost_model": false in --speculative-config): always max_k (the throttle
+  // still applies per request), for measuring what forced speculation gives.
+  explicit SpecCostModel(int32_t max_k = 0, bool enabled = true);
+
+  // One decoding request of the step: its acceptance and the most drafts it may take.
+  struct Candidate {
+    double alpha = 0;
+    int32_t cap = 0;
+  };
+  // The k for this step's drafts (each request drafts min(k, its cap)). Counts a decode step
+  // towards the next probe. No candidate with cap > 0: 0, and nothing is counted.
+  int32_t choose_k(std::span<const Candidate> requests);
+  // The decision without probing or exploration, for the rows measured so far (tests, bench).
+  int32_t best_k(std::span<const Candidate> requests) const;
+
+  // A step that only decoded: `batch` requests, the largest of them computing `rows` rows
+  // (1 + its drafts), in `seconds` (forward, and sampling of every row).
+  void observe_step(int32_t batch, int32_t rows, double seconds);
+  // The drafter's time for a step of `batch` requests that ran `passes` drafting passes.
+  void observe_drafting(int32_t batch, int32_t passes, double seconds);
+  // Every verify step of any request: the engine-wide acceptance, a new request's prior.
+  void observe_acceptance(int32_t drafted, int32_t accepted);
+  double global_alpha() const;
+
+  // Whether a drafter with per-request context (an MTP head, a draft model) should keep it up to
+  // date in the step choose_k() just chose for: speculation is on, or k = 1 is explored, or a
+  // probe comes within kContextLead steps. False in plain probes and the plain exploration step,
+  // which measure what plain decoding costs. When false, an MTP head skips its rows (restarting
+  // its context later) and a draft model its prefill.
+  bool context_needed() const { return context_; }
+
+  bool enabled() const { return enabled_; }
+  int32_t max_k() const { return max_k_; }
+  // Estimated seconds of a step of `batch` requests at `rows` rows per request (< 0: unknown).
+  double step_seconds(int32_t batch, int32_t rows) const;
+  double draft_seconds(int32_t batch) const;
+  int64_t probes() const { return probes_; }
+  int32_t probe_interval() const { return interval_; }
+
+ private:
+  struct Bucket {
+    std::vector<double> cost;     // [max_k + 2] seconds per step at rows r (index r); < 0 unknown
+    double draft = -1;            // seconds per drafting pass; < 0 unknown
+  };
+  static size_t bucket_index(int32_t batch);
+  const Bucket* find(int32_t batch) const;
+  Bucket& at(int32_t batch);
+  static double estimate(const Bucket& b, int32_t rows);
+  double rate(const Bucket& b, std::span<const Candidate> requests, int32_t k) const;
+
+  int32_t max_k_;
+  bool enabled_;
+  std::vector<Bucket> buckets_;
+  double global_successes_ = 0, global_failures_ = 0;
+  int32_t decision_ = 0;          // the last non-probe choice
+  int32_t since_probe_ = 0;
+  int32_t interval_ = kFirstProbe;
+  bool probed_ = false;           // the last choice was a probe: judge it at the next decision
+  int32_t before_probe_ = 0;
+  bool context_ = true;
+  int64_t probes_ = 0;
+};
+
+}  // namespace pypto
