@@ -54,7 +54,7 @@ TEST_F(HybridParallelCli, RankProcessesPrintTheSingleRankTokens) {
   }
   // n-gram speculation on the ranks: rejected drafts roll each rank's share of the state back.
   const std::string spec = " --speculative-config '{\"method\": \"ngram\", \"num_speculative_tokens\": 3, "
-                           "\"prompt_lookup_min\": 1, \"prompt_lookup_max\": 3}'";
+                           "\"prompt_lookup_min\": 1, \"prompt_lookup_max\": 3, \"cost_model\": false}'";
   const RunResult s = run(base() + " --tp 2 --devices 0,1 --distributed-executor-backend mp" + spec);
   ASSERT_EQ(s.exit_code, 0) << s.output;
   EXPECT_TRUE(has(s.output, "[speculative]")) << s.output;

@@ -92,7 +92,7 @@ TEST_F(HybridSpeculativeCli, MtpUnderDataParallelReplicasChangesNothing) {
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
   ASSERT_FALSE(printed_token_ids(plain.output).empty()) << plain.output;
   const RunResult dp = run(base + " --dp 2 --devices 0,1 --speculative-config '{\"method\": \"mtp\", "
-                           "\"num_speculative_tokens\": 2}'");
+                           "\"num_speculative_tokens\": 2, \"cost_model\": false}'");
   ASSERT_EQ(dp.exit_code, 0) << dp.output;
   EXPECT_TRUE(has(dp.output, "replica 1: one rank with the MTP drafter")) << dp.output;
   EXPECT_EQ(printed_token_ids(dp.output), printed_token_ids(plain.output)) << dp.output;
