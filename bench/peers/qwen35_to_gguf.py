@@ -18,7 +18,6 @@ What the GGUF form asks of the tensors (llama.cpp's qwen35 loader and graph; fac
 
   python3 bench/peers/qwen35_to_gguf.py --model DIR --out model-bf16.gguf --gguf-py LLAMA/gguf-py
 """
-import argparse
 import json
 import os
 import sys
@@ -26,7 +25,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from qwen3_to_gguf import add_vocab, as_bf16_bytes, as_f32, read_safetensors  # noqa: E402
+from qwen3_to_gguf import add_vocab, as_bf16_bytes, as_f32, parse_args, read_safetensors  # noqa: E402
 
 
 def tiled_heads(x, axis, n_k, r, hd):
@@ -43,15 +42,7 @@ def bf16_array(dtype, shape, raw):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", required=True)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--gguf-py", help="llama.cpp's gguf-py folder (else gguf must be importable)")
-    a = ap.parse_args()
-    if a.gguf_py:
-        sys.path.insert(0, a.gguf_py)
-    import gguf  # noqa: E402
-
+    a, gguf = parse_args(__doc__.splitlines()[0])
     top = json.load(open(os.path.join(a.model, "config.json")))
     cfg = top.get("text_config", top)
     if "vocab_size" not in cfg:

@@ -82,8 +82,9 @@ def as_f32(dtype, shape, raw):
     return np.ascontiguousarray(data.astype(np.float32)).reshape(shape)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse_args(description):
+    """--model, --out and --gguf-py; returns (args, the gguf module from --gguf-py or the path)."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--model", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--gguf-py", help="llama.cpp's gguf-py folder (else gguf must be importable)")
@@ -92,6 +93,11 @@ def main():
         sys.path.insert(0, a.gguf_py)
     import gguf  # noqa: E402
 
+    return a, gguf
+
+
+def main():
+    a, gguf = parse_args(__doc__.splitlines()[0])
     cfg = json.load(open(os.path.join(a.model, "config.json")))
     tok = json.load(open(os.path.join(a.model, "tokenizer.json")))
     tensors = read_safetensors(a.model)
