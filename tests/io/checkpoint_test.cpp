@@ -73,7 +73,7 @@ TEST(ModelConfig, RejectsUnknownArchitectureAndRopeScaling) {
   EXPECT_EQ(open_error(d), (d / "config.json").string() +
                                ": architecture 'LlamaForCausalLM' is not supported (supported: Qwen3ForCausalLM, "
                                "Qwen2ForCausalLM, Qwen3MoeForCausalLM, Qwen3_5ForConditionalGeneration, "
-                               "Qwen3_5MoeForConditionalGeneration, Qwen3_5ForCausalLM, Qwen3_5MoeForCausalLM)");
+                               "Qwen3_5MoeForConditionalGeneration, Qwen3_5ForCausalLM, Qwen3_5MoeForCausalLM, Qwen3NextForCausalLM)");
   edit_config(d, [](nlohmann::json& j) {
     j["architectures"] = {"Qwen3ForCausalLM"};
     j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 4.0}};
