@@ -139,7 +139,10 @@ test('GET / loads the page, which finds the model and the metrics', async () => 
 
 test('a reply streams in and equals the server\'s own answer; usage and timing are shown', async () => {
   await setField('#seed', 11);
-  await setField('#max-tokens', 64);  // long enough that the deltas do not all land in one read
+  // Long enough that the deltas do not all land in one read: the page shows a decode rate only
+  // when the first and last deltas are 10 ms or more apart, and the tiny model can emit 64
+  // tokens faster than that once its first delta was held up (TTFT 708 ms, no rate, seen once).
+  await setField('#max-tokens', 256);
   await setField('#temperature', 0.8);
   const reply = await sendMessage('Hello there');
   await waitIdle();
@@ -147,7 +150,7 @@ test('a reply streams in and equals the server\'s own answer; usage and timing a
   assert.equal(body.stream, true);
   assert.deepEqual(body.stream_options, { include_usage: true });
   assert.equal(body.seed, 11);
-  assert.equal(body.max_tokens, 64);
+  assert.equal(body.max_tokens, 256);
   assert.equal(body.temperature, 0.8);
   assert.deepEqual(body.messages, [{ role: 'user', content: 'Hello there' }]);
 
