@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -73,8 +74,13 @@ void write_text(const fs::path& p, const std::string& text) {
 // expert, and mtp.norm [H]. Oracle checkpoints (test_model.h): fc = [I | 0], pre_fc_norm_embedding
 // 0 (unit gain), zero output projections in the layer, mtp.norm = the target's final norm (drawn
 // from the same seed as `target_norm`) or, perturbed, redrawn wider.
+// proj / out_proj write a projection [out, in] (random / the oracle's zero output projection) in
+// the checkpoint's format, so a pre-quantized checkpoint's head is quantized like its layers; fc
+// stays in --dtype (keep_fc: lists it as not converted) so the oracle's [I | 0] is exact.
+using ProjWriter = std::function<void(const std::string&, Shape)>;
 void add_mtp_head(const ModelConfig& c, const TestModelOptions& opt, int64_t H, float gamma_std,
-                  const std::string& target_norm, std::vector<SafetensorWrite>& tensors) {
+                  const std::string& target_norm, std::vector<SafetensorWrite>& tensors, const ProjWriter& proj,
+                  const ProjWriter& out_proj, const std::function<void(const std::string&)>& keep_fc) {
   const float sqrt3 = std::sqrt(3.0f);
   const DType dt = opt.dtype;
   const bool oracle = opt.mtp != "random";
@@ -84,14 +90,8 @@ void add_mtp_head(const ModelConfig& c, const TestModelOptions& opt, int64_t H, 
     tensors.push_back({name, dt, shape, [=](uint8_t* dst) { fill_uniform(dst, dt, n, s, center, std * sqrt3); }});
   };
   auto add = [&](const std::string& name, Shape shape, float center, float std) { add_from(name, name, shape, center, std); };
-  auto proj = [&](const std::string& name, Shape shape) {
-    add(name, shape, 0.0f, 1.0f / std::sqrt(static_cast<float>(shape.back())));
-  };
-  auto out_proj = [&](const std::string& name, Shape shape) {
-    if (oracle) add(name, shape, 0.0f, 0.0f);
-    else proj(name, shape);
-  };
   const std::string m = "mtp.", l = "mtp.layers.0.";
+  keep_fc(m + "fc");
   add(m + "pre_fc_norm_embedding.weight", {H}, 0.0f, oracle ? 0.0f : gamma_std);
   add(m + "pre_fc_norm_hidden.weight", {H}, 0.0f, gamma_std);
   if (oracle) {  // [I | 0]: output channel i reads embedding channel i
@@ -110,7 +110,7 @@ void add_mtp_head(const ModelConfig& c, const TestModelOptions& opt, int64_t H, 
                          }
                        }});
   } else {
-    proj(m + "fc.weight", {H, 2 * H});
+    add(m + "fc.weight", {H, 2 * H}, 0.0f, 1.0f / std::sqrt(static_cast<float>(2 * H)));
   }
   add(l + "input_layernorm.weight", {H}, 0.0f, gamma_std);
   add(l + "post_attention_layernorm.weight", {H}, 0.0f, gamma_std);
@@ -126,7 +126,8 @@ void add_mtp_head(const ModelConfig& c, const TestModelOptions& opt, int64_t H, 
     out_proj(l + "mlp.down_proj.weight", {H, c.intermediate_size});
   } else {
     const int64_t mI = c.moe_intermediate_size, sI = c.shared_expert_intermediate_size;
-    proj(l + "mlp.gate.weight", {c.num_experts, H});
+    add(l + "mlp.gate.weight", {c.num_experts, H}, 0.0f, 1.0f / std::sqrt(static_cast<float>(H)));
+    keep_fc(l + "mlp.gate");
     for (int64_t e = 0; e < c.num_experts; ++e) {
       const std::string x = l + "mlp.experts." + std::to_string(e) + ".";
       proj(x + "gate_proj.weight", {mI, H});
@@ -136,7 +137,8 @@ void add_mtp_head(const ModelConfig& c, const TestModelOptions& opt, int64_t H, 
     proj(l + "mlp.shared_expert.gate_proj.weight", {sI, H});
     proj(l + "mlp.shared_expert.up_proj.weight", {sI, H});
     out_proj(l + "mlp.shared_expert.down_proj.weight", {H, sI});
-    proj(l + "mlp.shared_expert_gate.weight", {1, H});
+    add(l + "mlp.shared_expert_gate.weight", {1, H}, 0.0f, 1.0f / std::sqrt(static_cast<float>(H)));
+    keep_fc(l + "mlp.shared_expert_gate");
   }
   if (opt.mtp == "oracle") add_from(m + "norm.weight", target_norm, {H}, 0.0f, gamma_std);  // the same values
   else add(m + "norm.weight", {H}, 0.0f, opt.mtp == "oracle-perturbed" ? 4 * gamma_std : gamma_std);
@@ -233,8 +235,6 @@ void make_hybrid_test_model(const TestModelOptions& opt) {
   }
   if (opt.qwen2 || !opt.qk_norm || opt.outlier_channels != 0)
     fail("preset ", opt.preset, " is a hybrid: --qwen2, --no-qk-norm and --outlier-channels do not apply to it");
-  if (opt.quant != QuantMethod::None && opt.mtp != "random")
-    fail("preset ", opt.preset, ": --mtp ", opt.mtp, " with --quant-format is not available");
   const bool int4 = opt.quant == QuantMethod::Awq || opt.quant == QuantMethod::Gptq;
   if (!int4 && opt.quant_group != 0) fail("--quant-group applies to --quant-format awq and gptq only");
   if (p.next && opt.mtp != "random")
@@ -294,9 +294,12 @@ void make_hybrid_test_model(const TestModelOptions& opt) {
     fail("--mtp must be random, oracle or oracle-perturbed, got \"", opt.mtp, "\"");
   // oracle checkpoints: the output projections of every mixer and FFN are zero (see test_model.h).
   const bool oracle = opt.mtp != "random";
+  // Zero stays exactly zero through every --quant-format's writer (a zero group or tile gets a
+  // nonzero scale and zero codes), so an oracle checkpoint can be pre-quantized too.
   auto out_proj = [&](const std::string& name, Shape shape) {
-    if (oracle) add(name, shape, 0.0f, 0.0f);
-    else qproj(name, shape);
+    if (!oracle) return qproj(name, shape);
+    if (!quant) return add(name, shape, 0.0f, 0.0f);
+    add_quantized_projection(tensors, opt.quant, name, shape[0], shape[1], group, name_seed(opt.seed, name), 0.0f);
   };
   add(P + "embed_tokens.weight", {V, H}, 0.0f, 2.0f / std::sqrt(static_cast<float>(H)));
   for (int i = 0; i < c.num_hidden_layers; ++i) {
@@ -352,7 +355,9 @@ void make_hybrid_test_model(const TestModelOptions& opt) {
     keep(l + "mlp.shared_expert_gate.weight", {1, H});
   }
   add(P + "norm.weight", {H}, 0.0f, gamma_std);
-  add_mtp_head(c, opt, H, gamma_std, P + "norm.weight", tensors);
+  add_mtp_head(c, opt, H, gamma_std, P + "norm.weight", tensors, qproj, out_proj, [&](const std::string& stem) {
+    if (quant) not_converted.push_back(stem);
+  });
   if (!c.tie_word_embeddings) add("lm_head.weight", {V, H}, 0.0f, 2.0f / std::sqrt(static_cast<float>(H)));
   // A stand-in for the vision tower: the loader must skip model.visual.* (wrapper layout only).
   if (!text_only) add("model.visual.merger.linear_fc2.weight", {H, 16}, 0.0f, 0.25f);

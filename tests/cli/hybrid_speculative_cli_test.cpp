@@ -35,6 +35,13 @@ class HybridSpeculativeCli : public ::testing::Test {
       o.show_progress = false;
       pypto::make_test_model(o);
     }
+    pypto::TestModelOptions g;  // the oracle pre-quantized: its layers and MTP layer GPTQ-Int4
+    g.preset = "tiny-hybrid";
+    g.mtp = "oracle";
+    g.quant = pypto::QuantMethod::Gptq;
+    g.out_dir = (dir_ / "tiny-hybrid-oracle-gptq").string();
+    g.show_progress = false;
+    pypto::make_test_model(g);
     pypto::TestModelOptions d;
     d.out_dir = (dir_ / "tiny").string();
     d.show_progress = false;
@@ -63,6 +70,23 @@ TEST_F(HybridSpeculativeCli, NgramOutputIsUnchangedAndDraftsAreReported) {
 }
 
 bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+
+// The MTP head of a GPTQ-Int4 checkpoint is staged as stored (its projections quantized, fc and
+// the norms float): every draft still accepted, the tokens those of the run without speculation.
+TEST_F(HybridSpeculativeCli, MtpOnAPreQuantizedOracleCheckpointAcceptsEveryDraft) {
+  const std::string base = "--model " + model("tiny-hybrid-oracle-gptq") + " --kv-cache-memory 16MiB --max-model-len 256 "
+                           "--prompt 'the quick brown fox' --generate-config '{\"max_tokens\": 16, \"temperature\": 0}'";
+  const RunResult plain = run(base);
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  const RunResult spec = run(base + " --speculative-config '{\"method\": \"mtp\", \"num_speculative_tokens\": 2, \"cost_model\": false}'");
+  ASSERT_EQ(spec.exit_code, 0) << spec.output;
+  ASSERT_FALSE(printed_token_ids(plain.output).empty()) << plain.output;
+  EXPECT_EQ(printed_token_ids(spec.output), printed_token_ids(plain.output)) << spec.output;
+  const auto sl = speculative_line(spec.output);
+  ASSERT_TRUE(sl) << spec.output;
+  EXPECT_GT(sl->draft_tokens, 0) << spec.output;
+  EXPECT_EQ(sl->accepted, sl->draft_tokens) << spec.output;
+}
 
 TEST_F(HybridSpeculativeCli, MtpOnTheOracleCheckpointAcceptsEveryDraftAndChangesNothing) {
   const std::string base = "--model " + model("tiny-hybrid-oracle") + " --kv-cache-memory 16MiB --max-model-len 256 "
