@@ -29,6 +29,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -67,9 +68,12 @@ struct Measured {
 };
 
 // k 0: plain decoding. cost_model: whether the cost model chooses k (else every step drafts k).
-LoadedEngine load(const Args& a, int k, bool cost_model) {
+// weights: the staged slices of an earlier engine (empty: stage them), so every engine of the run
+// shares one copy of the target (a full-depth 27B checkpoint fits once, not three times).
+LoadedEngine load(const Args& a, int k, bool cost_model, const std::vector<std::shared_ptr<const Qwen3Weights>>& weights) {
   EngineLoadOptions o;
   o.model_dir = a.model;
+  o.reuse_weights = weights;
   o.scheduler.max_num_seqs = 4;
   o.scheduler.max_model_len = 4 * a.prompt_len + 4 * a.tokens + 64;
   o.kv_cache_memory = int64_t(512) << 20;
@@ -160,7 +164,11 @@ struct Series {
 
 int run(const Args& a) {
   std::mt19937_64 rng(7);
-  LoadedEngine plain_engine = load(a, 0, false);
+  // The first speculative engine stages the target (with the MTP head when method mtp needs it);
+  // the plain engine and the others share its slices.
+  std::optional<LoadedEngine> first_cm(load(a, a.ks.front(), true, {}));
+  const std::vector<std::shared_ptr<const Qwen3Weights>> shared = first_cm->weights;
+  LoadedEngine plain_engine = load(a, 0, false, shared);
   const std::string drafter = a.method == "ngram" ? "n-gram " + std::to_string(a.lookup_min) + ".." + std::to_string(a.lookup_max)
                               : a.method == "mtp" ? std::string("the checkpoint's MTP head")
                                                   : "draft model " + a.draft + " (" + a.draft_quantization + ")";
@@ -195,8 +203,9 @@ int run(const Args& a) {
               "exec ms p/c/f", "sched ms p/c/f", "same");
   bool all_identical = true;
   for (int k : a.ks) {
-    LoadedEngine cm_engine = load(a, k, true);
-    LoadedEngine forced_engine = load(a, k, false);
+    LoadedEngine cm_engine = first_cm ? std::move(*first_cm) : load(a, k, true, shared);
+    first_cm.reset();
+    LoadedEngine forced_engine = load(a, k, false, shared);
     decode(cm_engine, p, 4, "warmup");
     decode(forced_engine, p, 4, "warmup");
     for (const Case& c : cases) {

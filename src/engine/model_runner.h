@@ -68,6 +68,10 @@ struct EngineLoadOptions {
   int32_t int4_group = 64;                // --quantization-group: inputs per int4 scale
   bool expert_parallel = false;           // --enable-expert-parallel: whole experts per TP rank
   bool prefault_kv_cache = false;         // map every KV page at load (KvCache::prefault)
+  // Benchmarks comparing engine settings over one copy of a large model: the staged slices
+  // (LoadedEngine::weights) of an earlier load of the same checkpoint with the same staging
+  // options (quantization, precision, layout, the MTP head if asked for), used instead of staging.
+  std::vector<std::shared_ptr<const Qwen3Weights>> reuse_weights;
 };
 
 class ReplicaSet;  // parallel/replicas/replica_set.h: the data-parallel router
@@ -88,6 +92,7 @@ struct LoadedEngine {
   std::vector<std::unique_ptr<EngineLoop>> more_loops;  // replicas 1 .. dp-1
   std::shared_ptr<ReplicaSet> replicas;                 // routes over every replica (declared after the loops it uses)
   std::string placement;                                // which devices/cores each rank runs on, for the log
+  std::vector<std::shared_ptr<const Qwen3Weights>> weights;  // the staged slice of each rank of a replica
 };
 
 }  // namespace pypto

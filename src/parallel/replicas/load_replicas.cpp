@@ -213,7 +213,13 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   const StagedFormats formats = staged_formats_for(*ck, eo);
   if (formats.layers != WeightFormat::Float)
     log_info("weights: ", formats.describe(), "; ", quantized_activations(formats.layers, *backends[0][0]));
-  check_weights_fit(*ck, *stager, L.tp, available_memory_bytes(), &formats);
+  const bool reuse = !eo.reuse_weights.empty();
+  if (reuse) {
+    PYPTO_ASSERT(int(eo.reuse_weights.size()) == nr, "reuse_weights has ", eo.reuse_weights.size(), " slices for ", nr, " ranks");
+    PYPTO_ASSERT(!mtp || eo.reuse_weights[0]->mtp.present, "reuse_weights were staged without the MTP head");
+  } else {
+    check_weights_fit(*ck, *stager, L.tp, available_memory_bytes(), &formats);
+  }
   if (eo.kv_cache_memory) {  // a given pool too small for one sequence fails before staging too
     KvCapacityRequest kr;
     kr.bytes_per_block = kv_bytes_per_block(cfg.num_full_attention_layers(), eo.cache.block_size, cfg.num_key_value_heads,
@@ -236,7 +242,12 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   const int32_t snapshots = hybrid_state_snapshots(cfg, eo);
   std::vector<Qwen3Weights> staged;  // per rank of a replica
   staged.reserve(size_t(nr));
-  for (int r = 0; r < nr; ++r) {
+  for (int r = 0; r < nr && reuse; ++r) {  // a copy shares the slabs; only the state pool sizes are this engine's
+    Qwen3Weights w = *eo.reuse_weights[size_t(r)];
+    set_hybrid_state_pool(w, eo);
+    staged.push_back(std::move(w));
+  }
+  for (int r = 0; r < nr && !reuse; ++r) {
     const StagePosition pos = StagePosition::of_rank(r, L.pp, L.tp);
     StagingOptions so;
     so.tp_rank = pos.tp_rank;
@@ -253,12 +264,13 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
     set_hybrid_state_pool(w, eo);
     staged.push_back(std::move(w));
   }
-  attach_pooling_heads(staged, cfg.pooling, eo.model_dir, *stager);  // after all: the head rows may be on any rank
+  if (!reuse) attach_pooling_heads(staged, cfg.pooling, eo.model_dir, *stager);  // after all: the head rows may be on any rank
   std::vector<std::shared_ptr<const Qwen3Weights>> slices;
   for (Qwen3Weights& w : staged) {
     slices.push_back(std::make_shared<const Qwen3Weights>(std::move(w)));
     out.weight_bytes += slices.back()->resident_bytes;
   }
+  out.weights = slices;
   staged.clear();
   ck.reset();  // everything lives in the staged slabs now
   // The draft model (speculative decoding) is staged by the same stager, before the KV pool is
