@@ -291,7 +291,7 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
     bytes_per_block += kv_bytes_per_block(kv_layers, eo.cache.block_size, sw.n_kv_heads, cfg.head_dim, eo.kv_cache_dtype);
   }
   if (draft) bytes_per_block += draft_kv_bytes_per_block(*draft, eo);  // the draft's KV block beside each target block
-  if (mtp) bytes_per_block += mtp_kv_bytes_per_block(*slices[0], eo);  // the MTP layer's KV block beside it
+  if (mtp) bytes_per_block += mtp_kv_bytes_per_block(slices, eo);  // the MTP layer's KV block beside it (every TP rank's share)
   const int64_t state_bytes = hybrid_state_bytes(cfg, eo) * L.dp;
   out.capacity = plan_kv_capacity(kv_capacity_request(
       eo, bytes_per_block, (static_cast<int64_t>(available_memory_bytes()) - state_bytes) / L.dp));
@@ -354,13 +354,25 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
                                per_engine, " KV blocks over ", nr, " rank threads, their steps in flight together");
       continue;
     }
-    if (mtp) {  // one rank per replica (check_mtp_layout): the target with its hidden states for the MTP drafter
+    if (mtp && nr == 1) {  // one rank per replica: the target with its hidden states for the MTP drafter
       EngineConfig me = ec;  // each replica: its own executor, MTP KV pool and drafter over the shared weights
       auto exec = make_mtp_executor(parts[0].weights, std::move(parts[0].backend), out.capacity.num_blocks, eo, &me.drafter);
       add_engine(out, replicas, me, std::move(exec));
       out.placement += str_cat(out.placement.empty() ? "" : "\n", "replica ", i, ": one rank with the MTP drafter, device ",
                                L.devices[size_t(i * nr)], " cores ",
                                L.pinned ? format_core_list(L.rank_cores(i, 0)) : std::string("any"));
+      continue;
+    }
+    if (mtp) {  // --tp (check_mtp_layout: one stage): the MTP head sharded over the replica's TP ranks
+      EngineConfig me = ec;
+      auto exec = make_mtp_tp_executor(std::move(parts), out.capacity.num_blocks, eo,
+                                       L.dp > 1 ? str_cat("replica ", i, " ") : "", &me.drafter);
+      add_engine(out, replicas, me, std::move(exec));
+      std::string line = str_cat("replica ", i, ": the MTP drafter sharded over ", L.tp, " TP ranks:");
+      for (int r = 0; r < nr; ++r)
+        line += str_cat(" rank ", r, " device ", L.devices[size_t(i * nr + r)], " cores ",
+                        L.pinned ? format_core_list(L.rank_cores(i, r)) : std::string("any"));
+      out.placement += (out.placement.empty() ? "" : "\n") + line;
       continue;
     }
     EngineConfig rc = ec;
