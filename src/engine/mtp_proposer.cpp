@@ -27,7 +27,7 @@ MtpProposer::MtpProposer(std::vector<Rank> ranks, Fanout fanout, int64_t num_blo
   for (const Rank& r : ranks) {
     PYPTO_ASSERT(r.target->tp_size == int(ranks.size()) && r.target->tp_rank == int(heads_.size()), "MTP rank ",
                  heads_.size(), " holds the slice of rank ", r.target->tp_rank, "/", r.target->tp_size);
-    heads_.push_back(std::make_unique<MtpHead>(*r.target, *r.backend, r.comm));
+    heads_.push_back(std::make_unique<MtpHead>(*r.target, r.embed ? *r.embed : *r.target, *r.backend, r.comm));
     caches_.push_back(std::make_unique<KvCache>(heads_.back()->kv_cache_spec(num_blocks, block_size, kv_dtype)));
   }
   free_.reserve(size_t(num_blocks));

@@ -23,8 +23,9 @@
 // Tensor parallelism (--tp, thread ranks): one MtpHead per rank over the rank's slice, each with
 // its share of the MTP KV cache (its KV heads, the same block ids on every rank); the proposer's
 // bookkeeping runs on the engine thread and each head pass is run by every rank at once through
-// the executor's `fanout` (parallel/replicas/mtp_tp_executor.h), logits and outputs landing on
-// rank 0 (MtpHead's class comment).
+// the executor's `fanout` (parallel/replicas/mtp_tp_executor.h), logits and outputs landing in
+// this proposer's buffers from head rank 0 (MtpHead's class comment). Under --pp the heads are
+// the last stage's TP ranks.
 #include <functional>
 #include <memory>
 #include <string>
@@ -46,14 +47,16 @@ class MtpProposer final : public DraftProposer {
   // num_blocks of block_size tokens: the MTP layer's KV pool.
   MtpProposer(const Qwen3Weights& target, Backend& backend, int64_t num_blocks, int32_t block_size, DType kv_dtype);
 
-  // Tensor parallel: rank r's slice, backend and communicator (rank 0: the engine thread's).
+  // Tensor parallel: rank r's slice (its last pipeline stage's), backend and communicator; under
+  // --pp `embed` is the first stage's slice of the same TP rank (null: `target` holds the embedding).
   struct Rank {
     const Qwen3Weights* target;
     Backend* backend;
     Communicator* comm;
+    const Qwen3Weights* embed = nullptr;
   };
-  // Runs fn(r) for every rank r at once, each on its rank's thread (rank 0 on the caller), and
-  // returns when all are done, rethrowing a rank's error.
+  // Runs fn(r) for every rank r at once, each on its rank's thread, and returns when all are
+  // done, rethrowing a rank's error.
   using Fanout = std::function<void(const std::function<void(int)>& fn)>;
   // `ranks` (and what they point to) and what `fanout` uses must outlive the proposer.
   MtpProposer(std::vector<Rank> ranks, Fanout fanout, int64_t num_blocks, int32_t block_size, DType kv_dtype);

@@ -8,10 +8,17 @@
 namespace pypto {
 
 MtpHead::MtpHead(const Qwen3Weights& target, Backend& backend, Communicator* comm)
-    : target_(target), backend_(backend), comm_(comm) {
+    : MtpHead(target, target, backend, comm) {}
+
+MtpHead::MtpHead(const Qwen3Weights& target, const Qwen3Weights& embed_source, Backend& backend, Communicator* comm)
+    : target_(target), embed_source_(embed_source), backend_(backend), comm_(comm) {
   if (!target.mtp.present) fail("the MTP head was not staged (the checkpoint has no mtp.* tensors)");
-  // The head reads the embedding and lm_head: a rank holding every layer (its TP slice of them).
-  PYPTO_ASSERT(target.has_embed && target.has_head, "the MTP head runs on a rank holding the whole model");
+  // The head reads lm_head (the last stage's) and the embedding (the first stage's), each this
+  // TP rank's vocabulary rows.
+  PYPTO_ASSERT(target.has_head && embed_source.has_embed, "the MTP head needs lm_head and the embedding");
+  PYPTO_ASSERT(embed_source.tp_rank == target.tp_rank && embed_source.tp_size == target.tp_size &&
+                   embed_source.vocab_begin == target.vocab_begin && embed_source.vocab_rows == target.vocab_rows,
+               "the embedding slice is another TP rank's");
   PYPTO_ASSERT(target.tp_size == 1 || (comm != nullptr && comm->size() == target.tp_size && comm->rank() == target.tp_rank),
                "the MTP head of TP rank ", target.tp_rank, "/", target.tp_size, " needs its group's communicator");
   const ModelConfig& c = target.config;
@@ -39,8 +46,9 @@ MtpHead::MtpHead(const Qwen3Weights& target, Backend& backend, Communicator* com
 
 void MtpHead::embed(const int32_t* ids, int64_t T) {
   Backend& be = backend_;
-  const int64_t H = target_.config.hidden_size, v0 = target_.vocab_begin, rows = target_.vocab_rows;
-  const bool vocab_parallel = rows < target_.config.vocab_size;
+  const Qwen3Weights& w = embed_source_;
+  const int64_t H = w.config.hidden_size, v0 = w.vocab_begin, rows = w.vocab_rows;
+  const bool vocab_parallel = rows < w.config.vocab_size;
   // As Qwen3Model looks its rows up; vocab-parallel: ids outside this rank's rows read row 0 and
   // are zeroed, and the all-reduce (rank order, the others adding +0) gives every row bitwise.
   const int32_t* look = ids;
@@ -49,9 +57,9 @@ void MtpHead::embed(const int32_t* ids, int64_t T) {
     for (int64_t t = 0; t < T; ++t) local_ids_[size_t(t)] = ids[t] >= v0 && ids[t] < v0 + rows ? int32_t(ids[t] - v0) : 0;
     look = local_ids_.data();
   }
-  if (target_.embed_in_lm_head) be.weight_rows(look, T, target_.lm_head, e_.data());
-  else if (target_.embed_rows.data) be.weight_rows(look, T, target_.embed_rows, e_.data());
-  else be.embedding(look, T, target_.embed, target_.embed_dtype, H, e_.data());
+  if (w.embed_in_lm_head) be.weight_rows(look, T, w.lm_head, e_.data());
+  else if (w.embed_rows.data) be.weight_rows(look, T, w.embed_rows, e_.data());
+  else be.embedding(look, T, w.embed, w.embed_dtype, H, e_.data());
   be.synchronize();
   if (!vocab_parallel) return;
   for (int64_t t = 0; t < T; ++t)

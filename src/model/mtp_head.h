@@ -25,6 +25,10 @@
 // layer's partial sums are all-reduced as the target's are, the embedding is looked up
 // vocab-parallel (bitwise what one rank looks up) and the logits gathered onto
 // Qwen3Model::kLogitsRank, the only rank whose logits_out / out_hidden are written.
+//
+// Pipeline parallelism (--pp, thread ranks): the head runs on the last stage's TP group (it holds
+// lm_head, the final norm and the staged MTP layer) and reads the embedding rows from the first
+// stage's slice of the same TP rank (`embed_source`: the same vocabulary rows, in the same process).
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -42,6 +46,9 @@ class MtpHead {
   // `target` (staged with StagingOptions::mtp, a whole-model rank or one TP rank's slice of it)
   // and `backend` must outlive the head; `comm` (its TP group; null on one rank) too.
   MtpHead(const Qwen3Weights& target, Backend& backend, Communicator* comm = nullptr);
+  // Under --pp: `target` is a last-stage slice (has_head, the MTP head staged), `embed_source` the
+  // first-stage slice of the same TP rank (has_embed); both must outlive the head.
+  MtpHead(const Qwen3Weights& target, const Qwen3Weights& embed_source, Backend& backend, Communicator* comm);
 
   // The MTP layer's KV cache: one full-attention layer of the target's attention shape.
   KvCacheSpec kv_cache_spec(int64_t num_blocks, int32_t block_size, DType dtype) const {
@@ -61,6 +68,7 @@ class MtpHead {
   void embed(const int32_t* ids, int64_t T);
 
   const Qwen3Weights& target_;
+  const Qwen3Weights& embed_source_;  // the slice holding the embedding table (target_ unless --pp)
   Backend& backend_;
   Communicator* comm_;
   std::vector<int32_t> local_ids_;  // vocab-parallel lookup: ids relative to this rank's rows [T]

@@ -149,7 +149,7 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
          " cannot run it; --tp, --pp, and --dp with --distributed-executor-backend threads can. Or use "
          "{\"method\": \"ngram\", ...}, which works with both");
   const bool mtp = opt.engine.scheduler.speculative.method == SpeculativeMethod::Mtp;  // parallel/replicas/mtp_load.h
-  if (mtp) check_mtp_layout(opt.layout.tp, opt.layout.pp, opt.process_comm != nullptr);
+  if (mtp) check_mtp_layout(opt.process_comm != nullptr, opt.pp_virtual_engines);
   if (opt.process_comm) return load_process_rank0(opt);
   const EngineLoadOptions& eo = opt.engine;
   const ParallelLayout& L = opt.layout;
@@ -248,7 +248,7 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
     so.quantization = eo.quantization;
     so.expert_parallel = eo.expert_parallel;
     so.int4_group = eo.int4_group;
-    so.mtp = mtp;  // the MTP head rides with the target's weights
+    so.mtp = mtp && pos.stage == L.pp - 1;  // the MTP head rides with the last stage's weights
     Qwen3Weights w = stage_qwen3_weights(*ck, *stager, so);
     set_hybrid_state_pool(w, eo);
     staged.push_back(std::move(w));
@@ -363,14 +363,16 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
                                L.pinned ? format_core_list(L.rank_cores(i, 0)) : std::string("any"));
       continue;
     }
-    if (mtp) {  // --tp (check_mtp_layout: one stage): the MTP head sharded over the replica's TP ranks
+    if (mtp) {  // --tp / --pp (threads): the MTP head sharded over the last stage's TP ranks
       EngineConfig me = ec;
-      auto exec = make_mtp_tp_executor(std::move(parts), out.capacity.num_blocks, eo,
+      auto exec = make_mtp_tp_executor(std::move(parts), L.pp, opt.pp_micro_batches, out.capacity.num_blocks, eo,
                                        L.dp > 1 ? str_cat("replica ", i, " ") : "", &me.drafter);
       add_engine(out, replicas, me, std::move(exec));
-      std::string line = str_cat("replica ", i, ": the MTP drafter sharded over ", L.tp, " TP ranks:");
+      std::string line = str_cat("replica ", i, ": the MTP drafter sharded over ", L.tp, " TP rank",
+                                 L.tp > 1 ? "s" : "", L.pp > 1 ? str_cat(" of stage ", L.pp - 1) : std::string(), ":");
       for (int r = 0; r < nr; ++r)
-        line += str_cat(" rank ", r, " device ", L.devices[size_t(i * nr + r)], " cores ",
+        line += str_cat(L.pp > 1 ? str_cat(" stage ", r / L.tp) : std::string(), " rank ", r % L.tp, " device ",
+                        L.devices[size_t(i * nr + r)], " cores ",
                         L.pinned ? format_core_list(L.rank_cores(i, r)) : std::string("any"));
       out.placement += (out.placement.empty() ? "" : "\n") + line;
       continue;

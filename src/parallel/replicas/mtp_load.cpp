@@ -8,16 +8,14 @@
 
 namespace pypto {
 
-void check_mtp_layout(int tp, int pp, bool process_comm) {
-  if (pp > 1)
-    fail("--speculative-config: method mtp does not run under --pp yet (the MTP head needs the last stage's hidden ",
-         "states and the first stage's embedding): leave out --pp (got --pp ", pp, "; --tp and --dp with threads ",
-         "work), or use {\"method\": \"ngram\", ...}, which works with it");
+void check_mtp_layout(bool process_comm, bool pp_virtual_engines) {
   if (process_comm)
-    fail("--speculative-config: method mtp runs its --tp ranks and --dp replicas as threads of one process (the "
-         "MTP head's passes run on the ranks' threads between steps): use --distributed-executor-backend threads ",
-         "(the default for hybrid models)");
-  (void)tp;  // any --tp the target runs under: the head is sharded the same way
+    fail("--speculative-config: method mtp runs its --tp / --pp ranks and --dp replicas as threads of one process ",
+         "(the MTP head's passes run on the ranks' threads between steps): use --distributed-executor-backend ",
+         "threads (the default for hybrid models), or {\"method\": \"ngram\", ...}, which works with rank processes");
+  if (pp_virtual_engines)
+    fail("--speculative-config: method mtp does not run under --pp-virtual-engines (engines sharing a replica's ",
+         "stages); --pp without it, --tp and --dp work");
 }
 
 int64_t mtp_kv_bytes_per_block(const std::vector<std::shared_ptr<const Qwen3Weights>>& ranks,
@@ -57,11 +55,12 @@ std::unique_ptr<ModelExecutor> make_mtp_executor(std::shared_ptr<const Qwen3Weig
   return exec;
 }
 
-std::unique_ptr<ModelExecutor> make_mtp_tp_executor(std::vector<TpRankParts> ranks, int64_t num_blocks,
-                                                    const EngineLoadOptions& eo, const std::string& track_prefix,
+std::unique_ptr<ModelExecutor> make_mtp_tp_executor(std::vector<TpRankParts> ranks, int pp, MicroBatchPolicy micro,
+                                                    int64_t num_blocks, const EngineLoadOptions& eo,
+                                                    const std::string& track_prefix,
                                                     std::shared_ptr<DraftProposer>* drafter) {
   auto runner = std::make_unique<TpModelRunner>(std::move(ranks), num_blocks, eo.cache.block_size, eo.kv_cache_dtype,
-                                                track_prefix);
+                                                track_prefix, pp, micro);
   if (eo.prefault_kv_cache) runner->prefault_kv_caches();
   auto exec = std::make_unique<MtpTpExecutor>(std::move(runner), mtp_kv_blocks(num_blocks, eo), eo.cache.block_size,
                                               eo.kv_cache_dtype);

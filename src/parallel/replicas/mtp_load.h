@@ -19,10 +19,10 @@ namespace pypto {
 class DraftProposer;
 struct ReplicaLoadOptions;
 
-// Refuses the layouts the MTP drafter does not run under yet (--pp, rank processes), naming them.
-// --dp replicas (threads) each get their own executor and drafter over the shared weights; --tp
-// (thread ranks) shards the head over the replica's ranks.
-void check_mtp_layout(int tp, int pp, bool process_comm);
+// Refuses the layouts the MTP drafter does not run under (rank processes, virtual engines),
+// naming them. --dp replicas (threads) each get their own executor and drafter over the shared
+// weights; --tp / --pp (thread ranks) shard the head over the last stage's TP ranks.
+void check_mtp_layout(bool process_comm, bool pp_virtual_engines);
 
 // KV bytes of one block of the MTP layer (one full-attention layer of the target's shape) over the
 // ranks of a replica that run the head (those holding lm_head: each its share of the KV heads).
@@ -36,9 +36,11 @@ std::unique_ptr<ModelExecutor> make_mtp_executor(std::shared_ptr<const Qwen3Weig
                                                  std::unique_ptr<Backend> backend, int64_t num_blocks,
                                                  const EngineLoadOptions& eo, std::shared_ptr<DraftProposer>* drafter);
 
-// --tp (thread ranks, one pipeline stage): the replica's TpModelRunner over `ranks` with the MTP
-// drafter sharded over the same ranks (parallel/replicas/mtp_tp_executor.h).
-std::unique_ptr<ModelExecutor> make_mtp_tp_executor(std::vector<TpRankParts> ranks, int64_t num_blocks,
-                                                    const EngineLoadOptions& eo, const std::string& track_prefix,
+// --tp / --pp (thread ranks): the replica's TpModelRunner over `ranks` (pp stages, micro-batches
+// `micro`) with the MTP drafter sharded over its last stage's TP ranks
+// (parallel/replicas/mtp_tp_executor.h).
+std::unique_ptr<ModelExecutor> make_mtp_tp_executor(std::vector<TpRankParts> ranks, int pp, MicroBatchPolicy micro,
+                                                    int64_t num_blocks, const EngineLoadOptions& eo,
+                                                    const std::string& track_prefix,
                                                     std::shared_ptr<DraftProposer>* drafter);
 }  // namespace pypto

@@ -7,13 +7,20 @@ namespace pypto {
 MtpTpExecutor::MtpTpExecutor(std::unique_ptr<TpModelRunner> runner, int64_t mtp_blocks, int32_t block_size,
                              DType kv_dtype)
     : runner_(std::move(runner)) {
-  PYPTO_ASSERT(runner_->weights(0).has_head, "method mtp under --tp: one pipeline stage");
+  // The head's ranks: the last stage's TP group (every rank with one stage), each reading the
+  // embedding from the first stage's slice of its TP rank.
+  const int last0 = runner_->last_stage_rank0();
   std::vector<MtpProposer::Rank> ranks;
-  for (int r = 0; r < runner_->ranks(); ++r) ranks.push_back({&runner_->weights(r), &runner_->backend(r), runner_->comm(r)});
+  for (int t = 0; t < runner_->tp(); ++t)
+    ranks.push_back({&runner_->weights(last0 + t), &runner_->backend(last0 + t), runner_->comm(last0 + t),
+                     &runner_->weights(t)});
   TpModelRunner* tp = runner_.get();
-  mtp_ = std::make_shared<MtpProposer>(std::move(ranks),
-                                       [tp](const std::function<void(int)>& fn) { tp->run_on_ranks(fn); }, mtp_blocks,
-                                       block_size, kv_dtype);
+  auto fanout = [tp, last0](const std::function<void(int)>& fn) {
+    tp->run_on_ranks([&](int r) {
+      if (r >= last0) fn(r - last0);  // the earlier stages' ranks idle while the head runs
+    });
+  };
+  mtp_ = std::make_shared<MtpProposer>(std::move(ranks), fanout, mtp_blocks, block_size, kv_dtype);
   // The engine's scheduler holds the drafter too, and its heads use the ranks' backends and
   // communicators: the runner lives as long as either.
   mtp_->keep_alive({std::shared_ptr<const void>(runner_)});

@@ -1,15 +1,17 @@
 #pragma once
-// The model executor for --speculative-config method mtp under --tp (thread ranks): the target's
-// step runs on the replica's TP ranks (TpModelRunner), the final normed hidden state of every row
-// is captured on rank 0 (every rank holds the same after the final all-reduce) and handed to the
-// MTP drafter after the step (MtpProposer::observe), as MtpExecutor does on one rank.
+// The model executor for --speculative-config method mtp under --tp and --pp (thread ranks): the
+// target's step runs on the replica's ranks (TpModelRunner), the final normed hidden state of
+// every row is captured by the last stage's TP rank 0 (every TP rank holds the same after the
+// final all-reduce; threads share memory, so it writes this executor's buffer directly) and handed
+// to the MTP drafter after the step (MtpProposer::observe), as MtpExecutor does on one rank.
 //
-// The drafter's head is sharded like the target: rank r runs the MTP layer over its slice (its
-// query / KV heads, MLP columns or expert share, its share of the MTP KV cache), the embedding and
-// lm_head vocab-parallel, logits gathered onto rank 0 (model/mtp_head.h). Its passes (inside
-// observe() after a step, and in the scheduler's prepare() before the next) run on every rank at
-// once through TpModelRunner::run_on_ranks, between the target's steps, so no rank is idle while
-// it drafts and no rank holds a second copy of anything.
+// The drafter's head is sharded like the target over the last stage's TP group: TP rank t runs
+// the MTP layer over its slice (its query / KV heads, MLP columns or expert share, its share of
+// the MTP KV cache), lm_head vocab-parallel with the logits gathered onto TP rank 0, and the
+// embedding vocab-parallel from the first stage's slice of TP rank t (model/mtp_head.h). Its
+// passes (inside observe() after a step, and in the scheduler's prepare() before the next) run on
+// those ranks at once through TpModelRunner::run_on_ranks, between the target's steps. No rank
+// holds a second copy of anything: the MTP layer is staged on the last stage only.
 #include <memory>
 #include <vector>
 
@@ -21,8 +23,8 @@ namespace pypto {
 
 class MtpTpExecutor : public ModelExecutor {
  public:
-  // `runner` holds one pipeline stage (pp 1); the drafter (mtp_proposer()) is built over its ranks
-  // with an MTP KV pool of `mtp_blocks` blocks of `block_size`.
+  // The drafter (mtp_proposer()) is built over `runner`'s last stage with an MTP KV pool of
+  // `mtp_blocks` blocks of `block_size`.
   MtpTpExecutor(std::unique_ptr<TpModelRunner> runner, int64_t mtp_blocks, int32_t block_size, DType kv_dtype);
 
   void execute(const SchedulerOutput& so, ExecutorOutput& out) override;

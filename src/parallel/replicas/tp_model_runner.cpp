@@ -21,7 +21,7 @@ void wait_change(const std::atomic<T>& word, T old) {
 
 TpModelRunner::TpModelRunner(std::vector<TpRankParts> ranks, int64_t num_blocks, int32_t block_size, DType kv_dtype,
                              std::string track_prefix, int pp, MicroBatchPolicy micro)
-    : track_prefix_(std::move(track_prefix)) {
+    : pp_(pp), track_prefix_(std::move(track_prefix)) {
   const int n = static_cast<int>(ranks.size());
   PYPTO_ASSERT(pp >= 1 && n >= pp && n % pp == 0, n, " ranks for ", pp, " pipeline stages");
   const int tp = n / pp;
@@ -72,8 +72,9 @@ void TpModelRunner::rank_main(int r) {
 }
 
 void TpModelRunner::capture_normed_hidden(std::vector<float>* out) {
-  PYPTO_ASSERT(out == nullptr || ranks_[0].model->last_stage(), "the final hidden state is on rank 0 with one stage only");
-  hidden_out_ = out;
+  // The last stage's TP rank 0 (rank 0 itself with one stage) writes it from its own thread; the
+  // step's end (pending_) orders that before the caller reads it.
+  ranks_[size_t(last_stage_rank0())].stage->capture_normed_hidden(out);
 }
 
 void TpModelRunner::run_all(const std::function<void()>& rank0) {
@@ -124,17 +125,7 @@ void TpModelRunner::execute(const SchedulerOutput& so, ExecutorOutput& out) {
   // ids and slots before its first collective, so a bad batch throws on all ranks and none
   // waits in an all-reduce.
   batch_ = &batch;
-  if (hidden_out_) {
-    hidden_out_->resize(size_t(batch.num_tokens() * r0.model->hidden_size()));
-    r0.model->set_normed_hidden_out(hidden_out_->data());
-  }
-  try {
-    run_all([&] { r0.stage->run(batch, out.logits.data()); });
-  } catch (...) {
-    r0.model->set_normed_hidden_out(nullptr);
-    throw;
-  }
-  r0.model->set_normed_hidden_out(nullptr);
+  run_all([&] { r0.stage->run(batch, out.logits.data()); });
 }
 
 }  // namespace pypto

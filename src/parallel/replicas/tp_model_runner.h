@@ -62,11 +62,15 @@ class TpModelRunner : public ModelExecutor {
   // Bytes of rank r's KV cache.
   size_t kv_bytes(int r) const { return ranks_[size_t(r)].cache->bytes(); }
 
-  // Speculative decoding with the MTP head (parallel/replicas/mtp_tp_executor.h), one stage only.
-  // While `out` is set, execute() also writes the final normed hidden state of every row of the
-  // step, [batch.num_tokens(), hidden] (rank 0's: every TP rank holds the same after the final
-  // all-reduce), into *out (resized). Null: off.
+  // Speculative decoding with the MTP head (parallel/replicas/mtp_tp_executor.h). While `out` is
+  // set, execute() also writes the final normed hidden state of every row of the step,
+  // [batch.num_tokens(), hidden] (the last stage's TP rank 0's: every TP rank holds the same after
+  // the final all-reduce), into *out (resized). Null: off.
   void capture_normed_hidden(std::vector<float>* out);
+  int pp() const { return pp_; }
+  int tp() const { return ranks() / pp_; }
+  // The last pipeline stage's TP rank 0 (0 with one stage).
+  int last_stage_rank0() const { return ranks() - tp(); }
   // The batch of the last execute() (valid until the next one).
   const ForwardBatch& last_batch() const { return *last_batch_; }
   // Runs fn(r) for every rank r at once, rank 0 on the calling (engine) thread and the others on
@@ -96,7 +100,7 @@ class TpModelRunner : public ModelExecutor {
   const ForwardBatch* batch_ = nullptr;  // the current step's batch, read by every rank
   const ForwardBatch* last_batch_ = nullptr;
   const std::function<void(int)>* task_ = nullptr;  // run_on_ranks: this instead of a step
-  std::vector<float>* hidden_out_ = nullptr;         // capture_normed_hidden
+  int pp_ = 1;
   std::string track_prefix_;
   bool engine_thread_named_ = false;
   std::vector<std::thread> threads_;
