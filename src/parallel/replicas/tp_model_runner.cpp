@@ -79,12 +79,12 @@ void TpModelRunner::capture_normed_hidden(std::vector<float>* out) {
 
 void TpModelRunner::run_all(const std::function<void()>& rank0) {
   const int n = this->ranks();
+  for (Rank& rk : ranks_) rk.error = nullptr;  // one rank too: a failed step's error is not rethrown by the next
   if (n > 1) {
     if (!engine_thread_named_) {  // rank 0 runs on the thread that calls execute()
       prof::name_this_thread(str_cat(track_prefix_, "tp rank 0 (engine)"));
       engine_thread_named_ = true;
     }
-    for (Rank& rk : ranks_) rk.error = nullptr;
     pending_.store(n - 1, std::memory_order_relaxed);
     epoch_.fetch_add(1, std::memory_order_release);
     epoch_.notify_all();
