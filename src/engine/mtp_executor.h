@@ -1,8 +1,9 @@
 #pragma once
 // The model executor for --speculative-config method mtp: the target's step as ModelRunner runs
-// it (one rank: no --tp / --pp / --dp yet), with the final normed hidden state of every row
-// captured (Qwen3Model::set_normed_hidden_out) and handed to the MTP drafter after the step
-// (MtpProposer::observe), which needs h_t for every target position it drafts from.
+// it (one rank; each --dp replica its own; --tp / --pp: parallel/replicas/mtp_tp_executor.h),
+// with the final normed hidden state of every row captured (Qwen3Model::set_normed_hidden_out)
+// and handed to the MTP drafter after the step (MtpProposer::observe), which needs h_t for every
+// target position it drafts from.
 #include <memory>
 #include <vector>
 

@@ -14,12 +14,22 @@ namespace pypto {
 
 MtpProposer::MtpProposer(const Qwen3Weights& target, Backend& backend, int64_t num_blocks, int32_t block_size,
                          DType kv_dtype)
-    : target_(target),
-      H_(target.config.hidden_size),
-      head_(target, backend),
-      cache_(head_.kv_cache_spec(num_blocks, block_size, kv_dtype)),
+    : MtpProposer({Rank{&target, &backend, nullptr}}, nullptr, num_blocks, block_size, kv_dtype) {}
+
+MtpProposer::MtpProposer(std::vector<Rank> ranks, Fanout fanout, int64_t num_blocks, int32_t block_size,
+                         DType kv_dtype)
+    : target_(*ranks.at(0).target),
+      H_(target_.config.hidden_size),
+      fanout_(std::move(fanout)),
       block_size_(block_size) {
   PYPTO_ASSERT(num_blocks > 0 && num_blocks < (int64_t(1) << 31), "MTP KV blocks: ", num_blocks);
+  PYPTO_ASSERT(ranks.size() == 1 || fanout_, "a tensor-parallel MTP head needs its ranks' fan-out");
+  for (const Rank& r : ranks) {
+    PYPTO_ASSERT(r.target->tp_size == int(ranks.size()) && r.target->tp_rank == int(heads_.size()), "MTP rank ",
+                 heads_.size(), " holds the slice of rank ", r.target->tp_rank, "/", r.target->tp_size);
+    heads_.push_back(std::make_unique<MtpHead>(*r.target, r.embed ? *r.embed : *r.target, *r.backend, r.comm));
+    caches_.push_back(std::make_unique<KvCache>(heads_.back()->kv_cache_spec(num_blocks, block_size, kv_dtype)));
+  }
   free_.reserve(size_t(num_blocks));
   for (int64_t b = num_blocks - 1; b >= 0; --b) free_.push_back(int32_t(b));  // lowest ids first out
 }
@@ -71,7 +81,14 @@ int32_t MtpProposer::choose(const Request& req, State& st, std::span<float> logi
 void MtpProposer::run(const std::vector<float>& hidden_rows) {
   logits_.resize(size_t(batch_.num_logits() * target_.config.vocab_size));
   out_.resize(size_t(batch_.num_tokens() * H_));
-  if (batch_.num_tokens() > 0) head_.forward(batch_, hidden_rows.data(), cache_, logits_.data(), out_.data());
+  if (batch_.num_tokens() == 0) return;
+  // Rank 0 (Qwen3Model::kLogitsRank) receives the logits and outputs; the others' are not written.
+  auto rank = [&](int r) {
+    heads_[size_t(r)]->forward(batch_, hidden_rows.data(), *caches_[size_t(r)], r == 0 ? logits_.data() : nullptr,
+                               r == 0 ? out_.data() : nullptr);
+  };
+  if (heads_.size() == 1) rank(0);
+  else fanout_(rank);
 }
 
 void MtpProposer::observe(const SchedulerOutput& so, const ForwardBatch& batch, const float* hidden) {

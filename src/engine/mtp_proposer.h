@@ -19,6 +19,14 @@
 //    next position. Requests are batched in each pass: k batched MTP forwards per step.
 // Drafts are chosen as DraftModelProposer chooses (greedy: argmax; sampled: a draw from the
 // processed distribution q, kept for rejection sampling).
+//
+// Tensor parallelism (--tp, thread ranks): one MtpHead per rank over the rank's slice, each with
+// its share of the MTP KV cache (its KV heads, the same block ids on every rank); the proposer's
+// bookkeeping runs on the engine thread and each head pass is run by every rank at once through
+// the executor's `fanout` (parallel/replicas/mtp_tp_executor.h), logits and outputs landing in
+// this proposer's buffers from head rank 0 (MtpHead's class comment). Under --pp the heads are
+// the last stage's TP ranks.
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -39,6 +47,20 @@ class MtpProposer final : public DraftProposer {
   // num_blocks of block_size tokens: the MTP layer's KV pool.
   MtpProposer(const Qwen3Weights& target, Backend& backend, int64_t num_blocks, int32_t block_size, DType kv_dtype);
 
+  // Tensor parallel: rank r's slice (its last pipeline stage's), backend and communicator; under
+  // --pp `embed` is the first stage's slice of the same TP rank (null: `target` holds the embedding).
+  struct Rank {
+    const Qwen3Weights* target;
+    Backend* backend;
+    Communicator* comm;
+    const Qwen3Weights* embed = nullptr;
+  };
+  // Runs fn(r) for every rank r at once, each on its rank's thread, and returns when all are
+  // done, rethrowing a rank's error.
+  using Fanout = std::function<void(const std::function<void(int)>& fn)>;
+  // `ranks` (and what they point to) and what `fanout` uses must outlive the proposer.
+  MtpProposer(std::vector<Rank> ranks, Fanout fanout, int64_t num_blocks, int32_t block_size, DType kv_dtype);
+
   void propose(std::span<const int32_t> tokens, int32_t k, std::vector<int32_t>& out) const override;
   void prepare(std::span<const Query> queries) override;
   void propose_for(const Request& req, int32_t k, std::vector<int32_t>& out) override;
@@ -52,7 +74,8 @@ class MtpProposer final : public DraftProposer {
   // normed hidden state of every row.
   void observe(const SchedulerOutput& so, const ForwardBatch& batch, const float* hidden);
 
-  const MtpHead& head() const { return head_; }
+  const MtpHead& head() const { return *heads_[0]; }
+  int tp_size() const { return int(heads_.size()); }
   // Parts the proposer keeps alive (the loader's weights and backend).
   void keep_alive(std::vector<std::shared_ptr<const void>> parts) { parts_ = std::move(parts); }
   int64_t free_blocks() const { return int64_t(free_.size()); }
@@ -71,13 +94,14 @@ class MtpProposer final : public DraftProposer {
   };
   bool reserve(State& st, int64_t positions);
   int32_t choose(const Request& req, State& st, std::span<float> logits);
-  void run(const std::vector<float>& hidden_rows);  // head_ over batch_ → logits_, out_
+  void run(const std::vector<float>& hidden_rows);  // the heads over batch_ → logits_, out_ (rank 0's)
 
   std::vector<std::shared_ptr<const void>> parts_;  // destroyed last
   const Qwen3Weights& target_;
   int64_t H_;
-  MtpHead head_;
-  KvCache cache_;
+  std::vector<std::unique_ptr<MtpHead>> heads_;  // per TP rank
+  std::vector<std::unique_ptr<KvCache>> caches_;  // per TP rank: its KV heads of the MTP layer
+  Fanout fanout_;                                 // null on one rank
   int32_t block_size_;
   std::vector<int32_t> free_;
   std::unordered_map<std::string, State> states_;

@@ -3,18 +3,30 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "parallel/communicator.h"
 
 namespace pypto {
 
-MtpHead::MtpHead(const Qwen3Weights& target, Backend& backend) : target_(target), backend_(backend) {
+MtpHead::MtpHead(const Qwen3Weights& target, Backend& backend, Communicator* comm)
+    : MtpHead(target, target, backend, comm) {}
+
+MtpHead::MtpHead(const Qwen3Weights& target, const Qwen3Weights& embed_source, Backend& backend, Communicator* comm)
+    : target_(target), embed_source_(embed_source), backend_(backend), comm_(comm) {
   if (!target.mtp.present) fail("the MTP head was not staged (the checkpoint has no mtp.* tensors)");
-  PYPTO_ASSERT(target.tp_size == 1 && target.has_embed && target.has_head, "the MTP head runs on one whole-model rank");
+  // The head reads lm_head (the last stage's) and the embedding (the first stage's), each this
+  // TP rank's vocabulary rows.
+  PYPTO_ASSERT(target.has_head && embed_source.has_embed, "the MTP head needs lm_head and the embedding");
+  PYPTO_ASSERT(embed_source.tp_rank == target.tp_rank && embed_source.tp_size == target.tp_size &&
+                   embed_source.vocab_begin == target.vocab_begin && embed_source.vocab_rows == target.vocab_rows,
+               "the embedding slice is another TP rank's");
+  PYPTO_ASSERT(target.tp_size == 1 || (comm != nullptr && comm->size() == target.tp_size && comm->rank() == target.tp_rank),
+               "the MTP head of TP rank ", target.tp_rank, "/", target.tp_size, " needs its group's communicator");
   const ModelConfig& c = target.config;
   layer_.config = c;
   layer_.config.num_hidden_layers = 2;  // the MTP layer sits as the last layer of a two-layer model
   layer_.config.full_attention = {0, 1};
-  layer_.tp_rank = 0;
-  layer_.tp_size = 1;
+  layer_.tp_rank = target.tp_rank;
+  layer_.tp_size = target.tp_size;
   layer_.n_heads = target.n_heads;
   layer_.n_kv_heads = target.n_kv_heads;
   layer_.inter = target.inter;
@@ -29,7 +41,30 @@ MtpHead::MtpHead(const Qwen3Weights& target, Backend& backend) : target_(target)
   layer_.has_head = true;
   layer_.layers = {target.mtp.layer};
   layer_.layer_format = target.layer_format;
-  model_ = std::make_unique<Qwen3Model>(layer_, backend_);
+  model_ = std::make_unique<Qwen3Model>(layer_, backend_, comm);
+}
+
+void MtpHead::embed(const int32_t* ids, int64_t T) {
+  Backend& be = backend_;
+  const Qwen3Weights& w = embed_source_;
+  const int64_t H = w.config.hidden_size, v0 = w.vocab_begin, rows = w.vocab_rows;
+  const bool vocab_parallel = rows < w.config.vocab_size;
+  // As Qwen3Model looks its rows up; vocab-parallel: ids outside this rank's rows read row 0 and
+  // are zeroed, and the all-reduce (rank order, the others adding +0) gives every row bitwise.
+  const int32_t* look = ids;
+  if (vocab_parallel) {
+    local_ids_.resize(size_t(T));
+    for (int64_t t = 0; t < T; ++t) local_ids_[size_t(t)] = ids[t] >= v0 && ids[t] < v0 + rows ? int32_t(ids[t] - v0) : 0;
+    look = local_ids_.data();
+  }
+  if (w.embed_in_lm_head) be.weight_rows(look, T, w.lm_head, e_.data());
+  else if (w.embed_rows.data) be.weight_rows(look, T, w.embed_rows, e_.data());
+  else be.embedding(look, T, w.embed, w.embed_dtype, H, e_.data());
+  be.synchronize();
+  if (!vocab_parallel) return;
+  for (int64_t t = 0; t < T; ++t)
+    if (ids[t] < v0 || ids[t] >= v0 + rows) std::memset(e_.data() + t * H, 0, sizeof(float) * size_t(H));
+  comm_->all_reduce_sum(e_.data(), T * H);
 }
 
 void MtpHead::forward(const ForwardBatch& batch, const float* hidden, KvCache& cache, float* logits_out,
@@ -46,11 +81,7 @@ void MtpHead::forward(const ForwardBatch& batch, const float* hidden, KvCache& c
   e_.resize(size_t(T * H));
   cat_.resize(size_t(T * 2 * H));
   x_.resize(size_t(T * H));
-  // e [T, H]: the target's embedding rows (as Qwen3Model looks them up).
-  if (target_.embed_in_lm_head) be.weight_rows(batch.token_ids.data(), T, target_.lm_head, e_.data());
-  else if (target_.embed_rows.data) be.weight_rows(batch.token_ids.data(), T, target_.embed_rows, e_.data());
-  else be.embedding(batch.token_ids.data(), T, target_.embed, target_.embed_dtype, H, e_.data());
-  be.synchronize();
+  embed(batch.token_ids.data(), T);  // e [T, H]: the target's embedding rows
   // cat [T, 2H] = [RMSNorm1p(e) | RMSNorm1p(hidden)] (the staged norm weights are 1 + w).
   be.rms_norm(e_.data(), target_.mtp.norm_embed, T, H, eps, e_.data());
   be.rms_norm(hidden, target_.mtp.norm_hidden, T, H, eps, x_.data());

@@ -17,6 +17,18 @@
 //
 // The decoder layer runs through Qwen3Model as a one-layer last pipeline stage (its input the fc
 // output instead of embeddings), so attention, MoE and the KV cache are the target's own code.
+//
+// Tensor parallelism (--tp): each rank builds the head over its own slice of the target (the MTP
+// layer staged like the target's full-attention layers: its query / KV heads, MLP columns or
+// expert share; fc and the norms whole; embed_tokens and lm_head vocab-parallel) and its
+// communicator; every rank runs forward() on the same batch and hidden rows in lockstep, the
+// layer's partial sums are all-reduced as the target's are, the embedding is looked up
+// vocab-parallel (bitwise what one rank looks up) and the logits gathered onto
+// Qwen3Model::kLogitsRank, the only rank whose logits_out / out_hidden are written.
+//
+// Pipeline parallelism (--pp, thread ranks): the head runs on the last stage's TP group (it holds
+// lm_head, the final norm and the staged MTP layer) and reads the embedding rows from the first
+// stage's slice of the same TP rank (`embed_source`: the same vocabulary rows, in the same process).
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -31,8 +43,12 @@ namespace pypto {
 
 class MtpHead {
  public:
-  // `target` (staged with StagingOptions::mtp, one rank: tp_size 1) and `backend` must outlive the head.
-  MtpHead(const Qwen3Weights& target, Backend& backend);
+  // `target` (staged with StagingOptions::mtp, a whole-model rank or one TP rank's slice of it)
+  // and `backend` must outlive the head; `comm` (its TP group; null on one rank) too.
+  MtpHead(const Qwen3Weights& target, Backend& backend, Communicator* comm = nullptr);
+  // Under --pp: `target` is a last-stage slice (has_head, the MTP head staged), `embed_source` the
+  // first-stage slice of the same TP rank (has_embed); both must outlive the head.
+  MtpHead(const Qwen3Weights& target, const Qwen3Weights& embed_source, Backend& backend, Communicator* comm);
 
   // The MTP layer's KV cache: one full-attention layer of the target's attention shape.
   KvCacheSpec kv_cache_spec(int64_t num_blocks, int32_t block_size, DType dtype) const {
@@ -42,13 +58,20 @@ class MtpHead {
   // batch: the MTP's rows (token_ids: the next tokens x_{t+1}; positions t; slots in `cache`;
   // logits_indices: the rows whose drafts are wanted). hidden [T, H]: row r's h_t (the target's
   // final normed hidden state, or the previous MTP step's `out`). logits_out [num_logits, vocab];
-  // out_hidden (may be null) [T, H]: `out` of every row.
+  // out_hidden (may be null) [T, H]: `out` of every row. Under TP both are written on rank
+  // Qwen3Model::kLogitsRank only (the others may pass null).
   void forward(const ForwardBatch& batch, const float* hidden, KvCache& cache, float* logits_out,
                float* out_hidden = nullptr);
 
  private:
+  // e_ [T, H] ← the embeddings of ids (vocab-parallel: this rank's rows + all-reduce).
+  void embed(const int32_t* ids, int64_t T);
+
   const Qwen3Weights& target_;
+  const Qwen3Weights& embed_source_;  // the slice holding the embedding table (target_ unless --pp)
   Backend& backend_;
+  Communicator* comm_;
+  std::vector<int32_t> local_ids_;  // vocab-parallel lookup: ids relative to this rank's rows [T]
   Qwen3Weights layer_;  // the one-layer view: mtp.layers.0 as layer 1 of 2, mtp.norm, the target's lm_head
   std::unique_ptr<Qwen3Model> model_;
   std::vector<float> e_, cat_, x_;  // [T, H] embeddings, [T, 2H] fc input, [T, H] fc output

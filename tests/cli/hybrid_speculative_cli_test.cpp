@@ -2,13 +2,16 @@
 // on a repetitive prompt print the same tokens as a run without speculation, and the run reports
 // its acceptance (rejected drafts roll the recurrent state back, model/gdn_rollback.h). Method mtp
 // on an always-accepting checkpoint (make-test-model --mtp oracle) accepts every draft and prints
-// the same tokens; the deprecated method names work with a warning; a target without an MTP head
-// and the layouts it does not run under are refused by name.
+// the same tokens; the deprecated method names work with a warning; under --dp, --tp and --pp
+// (thread ranks, the MTP head sharded over the last stage's TP ranks) it prints what one rank
+// prints, with the same acceptance; a target without an MTP head and the layouts it does not run
+// under (rank processes) are refused by name.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "model/test_model.h"
 #include "run_binary.h"
@@ -27,7 +30,7 @@ class HybridSpeculativeCli : public ::testing::Test {
   static fs::path dir_;
   static void SetUpTestSuite() {
     dir_ = fs::temp_directory_path() / ("pypto_hybrid_spec_cli_" + std::to_string(getpid()));
-    for (const char* mtp : {"random", "oracle"}) {
+    for (const char* mtp : {"random", "oracle", "oracle-perturbed"}) {
       pypto::TestModelOptions o;
       o.preset = "tiny-hybrid";
       o.mtp = mtp;
@@ -126,18 +129,71 @@ TEST_F(HybridSpeculativeCli, MtpUnderDataParallelReplicasChangesNothing) {
   EXPECT_EQ(sl->accepted, sl->draft_tokens) << dp.output;
 }
 
+// --tp 2, --pp 2 and --pp 2 --tp 2 (thread ranks): the target and the MTP head sharded over the
+// ranks print the tokens of a run without speculation and of one-rank MTP: on the oracle
+// checkpoint every draft accepted, on the perturbed one the one-rank run's partial acceptance
+// exactly (the same draft and accepted counts), and a seeded sampled run the one-rank MTP run's
+// tokens and counts. (tests/parallel/mtp_tp_engine_test.cpp compares the drafts themselves.)
+TEST_F(HybridSpeculativeCli, MtpUnderTensorAndPipelineParallelRanksMatchesOneRank) {
+  const std::string prompts = " --kv-cache-memory 16MiB --max-model-len 256 --prompt 'the quick brown fox' "
+                              "--prompt 'one two three four five' ";
+  const std::string greedy = "--generate-config '{\"max_tokens\": 16, \"temperature\": 0}'";
+  const std::string sampled = "--generate-config '{\"max_tokens\": 16, \"temperature\": 0.8, \"seed\": 7}'";
+  const std::string mtp = " --speculative-config '{\"method\": \"mtp\", \"num_speculative_tokens\": 3, "
+                          "\"cost_model\": false}'";
+  const std::vector<std::string> layouts = {" --tp 2 --devices 0,1", " --pp 2 --devices 0,1",
+                                            " --pp 2 --tp 2 --devices 0,1,2,3 --cpu-oversubscribe"};
+  // (checkpoint, generate config, layouts): the perturbed head's rejections exercise rejection sampling.
+  struct Case {
+    const char* ck;
+    const std::string& gen;
+    size_t n_layouts;
+  };
+  const Case cases[] = {{"tiny-hybrid-oracle", greedy, 2}, {"tiny-hybrid-oracle-perturbed", greedy, 3},
+                        {"tiny-hybrid-oracle-perturbed", sampled, 2}};
+  for (const Case& c : cases) {
+    const bool oracle = std::string(c.ck) == "tiny-hybrid-oracle";
+    const std::string base = "--model " + model(c.ck) + prompts;
+    const RunResult plain = run(base + greedy);
+    ASSERT_EQ(plain.exit_code, 0) << plain.output;
+    ASSERT_FALSE(printed_token_ids(plain.output).empty()) << plain.output;
+    const RunResult one = run(base + c.gen + mtp);
+    ASSERT_EQ(one.exit_code, 0) << one.output;
+    const auto s1 = speculative_line(one.output);
+    ASSERT_TRUE(s1) << one.output;
+    for (size_t l = 0; l < c.n_layouts; ++l) {
+      const std::string what = std::string(c.ck) + layouts[l] + (&c.gen == &greedy ? " greedy" : " sampled");
+      const RunResult two = run(base + c.gen + mtp + layouts[l]);
+      ASSERT_EQ(two.exit_code, 0) << what << "\n" << two.output;
+      EXPECT_TRUE(has(two.output, "replica 0: the MTP drafter sharded over")) << what << "\n" << two.output;
+      EXPECT_EQ(printed_token_ids(two.output), printed_token_ids(one.output)) << what << "\n" << two.output;
+      if (&c.gen == &greedy) EXPECT_EQ(printed_token_ids(two.output), printed_token_ids(plain.output)) << what;
+      const auto s2 = speculative_line(two.output);
+      ASSERT_TRUE(s2) << what << "\n" << two.output;
+      EXPECT_GT(s2->draft_tokens, 0) << what;
+      EXPECT_EQ(s2->drafts, s1->drafts) << what;
+      EXPECT_EQ(s2->draft_tokens, s1->draft_tokens) << what;
+      EXPECT_EQ(s2->accepted, s1->accepted) << what;
+      if (&c.gen != &greedy) continue;
+      if (oracle) {
+        EXPECT_EQ(s2->accepted, s2->draft_tokens) << what;
+      } else {
+        EXPECT_GT(s2->accepted, 0) << what;
+        EXPECT_LT(s2->accepted, s2->draft_tokens) << "not a partial acceptance: " << what;
+      }
+    }
+  }
+}
+
 TEST_F(HybridSpeculativeCli, MtpIsRefusedWithoutAHeadOrUnderParallelLayouts) {
   const std::string rest = " --kv-cache-memory 16MiB --max-model-len 256 --prompt hi --speculative-config "
                            "'{\"method\": \"mtp\", \"num_speculative_tokens\": 2}'";
   RunResult r = run("--model " + model("tiny") + rest);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(has(r.output, "has none: use method ngram or draft_model")) << r.output;
-  r = run("--model " + model("tiny-hybrid-oracle") + rest + " --tp 2 --devices 0,1");
+  r = run("--model " + model("tiny-hybrid-oracle") + rest + " --tp 2 --devices 0,1 --distributed-executor-backend mp");
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_TRUE(has(r.output, "method mtp runs the target on one rank per replica so far")) << r.output;
-  r = run("--model " + model("tiny-hybrid-oracle") + rest + " --pp 2 --devices 0,1");
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_TRUE(has(r.output, "not sharded across --tp ranks or --pp stages")) << r.output;
+  EXPECT_TRUE(has(r.output, "use --distributed-executor-backend threads")) << r.output;
   r = run("--model " + model("tiny-hybrid-oracle") + " --kv-cache-memory 16MiB --max-model-len 256 --prompt hi "
           "--speculative-config '{\"method\": \"mtp\", \"num_speculative_tokens\": 2, \"model\": \"x\"}'");
   EXPECT_NE(r.exit_code, 0);

@@ -22,7 +22,7 @@ std::vector<int> rank_core(int r) {
 
 }  // namespace
 
-std::vector<std::shared_ptr<const Qwen3Weights>> stage_slices(const std::string& dir, int tp) {
+std::vector<std::shared_ptr<const Qwen3Weights>> stage_slices(const std::string& dir, int tp, bool mtp) {
   auto ck = Checkpoint::open(dir);
   auto backend = make_cpu_backend(1);
   std::vector<std::shared_ptr<const Qwen3Weights>> slices;
@@ -31,6 +31,7 @@ std::vector<std::shared_ptr<const Qwen3Weights>> stage_slices(const std::string&
     so.tp_rank = r;
     so.tp_size = tp;
     so.show_progress = false;
+    so.mtp = mtp;
     slices.push_back(std::make_shared<const Qwen3Weights>(stage_qwen3_weights(*ck, *backend, so)));
   }
   return slices;

@@ -11,8 +11,8 @@
 
 namespace pypto::test {
 
-// The tp slices of `dir`, staged on the CPU backend.
-std::vector<std::shared_ptr<const Qwen3Weights>> stage_slices(const std::string& dir, int tp);
+// The tp slices of `dir`, staged on the CPU backend (mtp: with a hybrid's MTP head).
+std::vector<std::shared_ptr<const Qwen3Weights>> stage_slices(const std::string& dir, int tp, bool mtp = false);
 
 // Logits of every row of `prompt` ([T, vocab] row-major), computed by tp ranks in lockstep (each
 // rank its vocabulary columns, gathered onto rank 0, which returns them).

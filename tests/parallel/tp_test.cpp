@@ -112,5 +112,31 @@ TEST(TensorParallel, KvHeadsMustDivide) {
   EXPECT_THROW(stage_qwen3_weights(*ck, *backend, so), Error);
 }
 
+// A step that throws (a token id outside the vocabulary) fails that step only: the next good step
+// runs, on one rank as on two (a rank's error is cleared before every step).
+TEST(TensorParallel, AFailedStepDoesNotFailTheNext) {
+  const std::string dir = ensure_test_model("tiny", preset("tiny", std::nullopt));
+  for (int tp : {1, 2}) {
+    auto runner = make_tp_runner(stage_slices(dir, tp), 16);
+    auto step = [&](int32_t token) {
+      SchedulerOutput so;
+      ScheduledRequest s;
+      s.req_id = "r";
+      s.num_scheduled_tokens = 2;
+      s.token_ids = {5, token};
+      s.is_new = true;
+      s.block_ids = {0};
+      s.samples = true;
+      so.total_num_scheduled_tokens = 2;
+      so.scheduled.push_back(s);
+      ExecutorOutput eo;
+      runner->execute(so, eo);
+      return eo.logits.size();
+    };
+    EXPECT_THROW(step(1 << 30), Error) << "tp " << tp;
+    EXPECT_GT(step(7), 0u) << "tp " << tp;
+  }
+}
+
 }  // namespace
 }  // namespace pypto::test

@@ -149,7 +149,7 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
          " cannot run it; --tp, --pp, and --dp with --distributed-executor-backend threads can. Or use "
          "{\"method\": \"ngram\", ...}, which works with both");
   const bool mtp = opt.engine.scheduler.speculative.method == SpeculativeMethod::Mtp;  // parallel/replicas/mtp_load.h
-  if (mtp) check_mtp_layout(opt.layout.tp, opt.layout.pp, opt.process_comm != nullptr);
+  if (mtp) check_mtp_layout(opt.process_comm != nullptr, opt.pp_virtual_engines);
   if (opt.process_comm) return load_process_rank0(opt);
   const EngineLoadOptions& eo = opt.engine;
   const ParallelLayout& L = opt.layout;
@@ -259,7 +259,7 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
     so.quantization = eo.quantization;
     so.expert_parallel = eo.expert_parallel;
     so.int4_group = eo.int4_group;
-    so.mtp = mtp;  // the MTP head rides with the target's weights
+    so.mtp = mtp && pos.stage == L.pp - 1;  // the MTP head rides with the last stage's weights
     Qwen3Weights w = stage_qwen3_weights(*ck, *stager, so);
     set_hybrid_state_pool(w, eo);
     staged.push_back(std::move(w));
@@ -303,7 +303,7 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
     bytes_per_block += kv_bytes_per_block(kv_layers, eo.cache.block_size, sw.n_kv_heads, cfg.head_dim, eo.kv_cache_dtype);
   }
   if (draft) bytes_per_block += draft_kv_bytes_per_block(*draft, eo);  // the draft's KV block beside each target block
-  if (mtp) bytes_per_block += mtp_kv_bytes_per_block(*slices[0], eo);  // the MTP layer's KV block beside it
+  if (mtp) bytes_per_block += mtp_kv_bytes_per_block(slices, eo);  // the MTP layer's KV block beside it (every TP rank's share)
   const int64_t state_bytes = hybrid_state_bytes(cfg, eo) * L.dp;
   out.capacity = plan_kv_capacity(kv_capacity_request(
       eo, bytes_per_block, (static_cast<int64_t>(available_memory_bytes()) - state_bytes) / L.dp));
@@ -366,13 +366,27 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
                                per_engine, " KV blocks over ", nr, " rank threads, their steps in flight together");
       continue;
     }
-    if (mtp) {  // one rank per replica (check_mtp_layout): the target with its hidden states for the MTP drafter
+    if (mtp && nr == 1) {  // one rank per replica: the target with its hidden states for the MTP drafter
       EngineConfig me = ec;  // each replica: its own executor, MTP KV pool and drafter over the shared weights
       auto exec = make_mtp_executor(parts[0].weights, std::move(parts[0].backend), out.capacity.num_blocks, eo, &me.drafter);
       add_engine(out, replicas, me, std::move(exec));
       out.placement += str_cat(out.placement.empty() ? "" : "\n", "replica ", i, ": one rank with the MTP drafter, device ",
                                L.devices[size_t(i * nr)], " cores ",
                                L.pinned ? format_core_list(L.rank_cores(i, 0)) : std::string("any"));
+      continue;
+    }
+    if (mtp) {  // --tp / --pp (threads): the MTP head sharded over the last stage's TP ranks
+      EngineConfig me = ec;
+      auto exec = make_mtp_tp_executor(std::move(parts), L.pp, opt.pp_micro_batches, out.capacity.num_blocks, eo,
+                                       L.dp > 1 ? str_cat("replica ", i, " ") : "", &me.drafter);
+      add_engine(out, replicas, me, std::move(exec));
+      std::string line = str_cat("replica ", i, ": the MTP drafter sharded over ", L.tp, " TP rank",
+                                 L.tp > 1 ? "s" : "", L.pp > 1 ? str_cat(" of stage ", L.pp - 1) : std::string(), ":");
+      for (int r = 0; r < nr; ++r)
+        line += str_cat(L.pp > 1 ? str_cat(" stage ", r / L.tp) : std::string(), " rank ", r % L.tp, " device ",
+                        L.devices[size_t(i * nr + r)], " cores ",
+                        L.pinned ? format_core_list(L.rank_cores(i, r)) : std::string("any"));
+      out.placement += (out.placement.empty() ? "" : "\n") + line;
       continue;
     }
     EngineConfig rc = ec;

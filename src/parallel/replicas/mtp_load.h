@@ -2,25 +2,32 @@
 // Start-up for --speculative-config method mtp: the target is staged with its MTP head
 // (StagingOptions::mtp), the MTP layer's KV pool is sized with the target's (its bytes per block
 // are added to the target's, so one memory budget covers both), and the engine runs the target
-// through MtpExecutor (the hidden states the drafter reads) on one rank per replica.
+// through MtpExecutor (the hidden states the drafter reads) on one rank per replica, or through
+// MtpTpExecutor under --tp (thread ranks), the MTP head sharded like the target's layers.
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "engine/model_executor.h"
 #include "engine/model_runner.h"
 #include "model/qwen3_weights.h"
+#include "parallel/replicas/tp_model_runner.h"
 
 namespace pypto {
 
 class DraftProposer;
 struct ReplicaLoadOptions;
 
-// Refuses the layouts the MTP drafter does not run under yet (--tp, --pp, rank processes), naming
-// them. --dp replicas (threads) each get their own executor and drafter over the shared weights.
-void check_mtp_layout(int tp, int pp, bool process_comm);
+// Refuses the layouts the MTP drafter does not run under (rank processes, virtual engines),
+// naming them. --dp replicas (threads) each get their own executor and drafter over the shared
+// weights; --tp / --pp (thread ranks) shard the head over the last stage's TP ranks.
+void check_mtp_layout(bool process_comm, bool pp_virtual_engines);
 
-// KV bytes of one block of the MTP layer (one full-attention layer of the target's shape).
-int64_t mtp_kv_bytes_per_block(const Qwen3Weights& target, const EngineLoadOptions& eo);
+// KV bytes of one block of the MTP layer (one full-attention layer of the target's shape) over the
+// ranks of a replica that run the head (those holding lm_head: each its share of the KV heads).
+int64_t mtp_kv_bytes_per_block(const std::vector<std::shared_ptr<const Qwen3Weights>>& ranks,
+                               const EngineLoadOptions& eo);
 
 // The target's executor and the MTP drafter over the staged target (its `mtp` weights), on
 // `backend`; the executor keeps weights, backend, model and caches alive. *drafter receives the
@@ -29,4 +36,11 @@ std::unique_ptr<ModelExecutor> make_mtp_executor(std::shared_ptr<const Qwen3Weig
                                                  std::unique_ptr<Backend> backend, int64_t num_blocks,
                                                  const EngineLoadOptions& eo, std::shared_ptr<DraftProposer>* drafter);
 
+// --tp / --pp (thread ranks): the replica's TpModelRunner over `ranks` (pp stages, micro-batches
+// `micro`) with the MTP drafter sharded over its last stage's TP ranks
+// (parallel/replicas/mtp_tp_executor.h).
+std::unique_ptr<ModelExecutor> make_mtp_tp_executor(std::vector<TpRankParts> ranks, int pp, MicroBatchPolicy micro,
+                                                    int64_t num_blocks, const EngineLoadOptions& eo,
+                                                    const std::string& track_prefix,
+                                                    std::shared_ptr<DraftProposer>* drafter);
 }  // namespace pypto

@@ -110,7 +110,14 @@ PipelineStage::PipelineStage(Qwen3Model& model, KvCache& cache, Communicator* wo
 
 void PipelineStage::run(const ForwardBatch& batch, float* logits_out) {
   if (batch.num_tokens() == 0) return;
+  const bool capture = capture_ != nullptr && pos_.last();
+  if (capture) capture_->resize(size_t(batch.num_tokens() * model_.hidden_size()));
+  struct Uncapture {  // the model never keeps the pointer past this step
+    Qwen3Model& m;
+    ~Uncapture() { m.set_normed_hidden_out(nullptr); }
+  } uncapture{model_};
   if (pos_.pp == 1) {
+    if (capture) model_.set_normed_hidden_out(capture_->data());
     model_.forward(batch, cache_, logits_out);
     return;
   }
@@ -121,7 +128,8 @@ void PipelineStage::run(const ForwardBatch& batch, float* logits_out) {
   const int prev = pos_.rank() - pos_.tp, next = pos_.rank() + pos_.tp;  // same TP index, stage ∓ 1
   const bool keeps_logits = pos_.last() && pos_.tp_rank == Qwen3Model::kLogitsRank;
   if (keeps_logits) logits_.resize(size_t(n * V));
-  int64_t row = 0;  // the micro-batch's first logits row in the step's logits
+  int64_t row = 0;     // the micro-batch's first logits row in the step's logits
+  int64_t token0 = 0;  // its first token row in the step's (micro-batches are contiguous, in order)
   for (const ForwardBatch& mb : parts_) {
     const int64_t T = mb.num_tokens();
     const size_t bytes = sizeof(float) * size_t(T * H);
@@ -131,6 +139,7 @@ void PipelineStage::run(const ForwardBatch& batch, float* logits_out) {
       world_->recv(hidden_in_.data(), int64_t(bytes), prev);
     }
     if (!pos_.last()) hidden_out_.resize(size_t(T * H));
+    if (capture) model_.set_normed_hidden_out(capture_->data() + token0 * H);
     model_.forward_stage(mb, cache_, pos_.first() ? nullptr : hidden_in_.data(),
                          pos_.last() ? nullptr : hidden_out_.data(), keeps_logits ? logits_.data() + row * V : nullptr);
     if (!pos_.last()) {
@@ -138,6 +147,7 @@ void PipelineStage::run(const ForwardBatch& batch, float* logits_out) {
       world_->send(hidden_out_.data(), int64_t(bytes), next);
     }
     row += mb.num_logits();
+    token0 += T;
   }
   // The step's logits go back to the engine's rank once, after the last micro-batch: a message
   // against the flow of the hidden states inside the loop could deadlock with synchronous sends.

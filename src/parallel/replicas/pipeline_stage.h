@@ -86,6 +86,11 @@ class PipelineStage {
 
   const StagePosition& position() const { return pos_; }
 
+  // Speculative decoding with the MTP head (parallel/replicas/mtp_tp_executor.h), on a last
+  // stage: while `out` is set, run() also writes the final normed hidden state of every row of
+  // the step, [batch.num_tokens(), hidden], into *out (resized; each micro-batch its rows).
+  void capture_normed_hidden(std::vector<float>* out) { capture_ = out; }
+
  private:
   Qwen3Model& model_;
   KvCache& cache_;
@@ -94,6 +99,7 @@ class PipelineStage {
   MicroBatchPolicy micro_;
   std::vector<ForwardBatch> parts_;
   std::vector<float> hidden_in_, hidden_out_, logits_;
+  std::vector<float>* capture_ = nullptr;
 };
 
 }  // namespace pypto

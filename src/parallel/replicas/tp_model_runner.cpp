@@ -21,7 +21,7 @@ void wait_change(const std::atomic<T>& word, T old) {
 
 TpModelRunner::TpModelRunner(std::vector<TpRankParts> ranks, int64_t num_blocks, int32_t block_size, DType kv_dtype,
                              std::string track_prefix, int pp, MicroBatchPolicy micro)
-    : track_prefix_(std::move(track_prefix)) {
+    : pp_(pp), track_prefix_(std::move(track_prefix)) {
   const int n = static_cast<int>(ranks.size());
   PYPTO_ASSERT(pp >= 1 && n >= pp && n % pp == 0, n, " ranks for ", pp, " pipeline stages");
   const int tp = n / pp;
@@ -62,7 +62,8 @@ void TpModelRunner::rank_main(int r) {
     seen = epoch_.load(std::memory_order_acquire);
     if (stop_) return;
     try {
-      rk.stage->run(*batch_, nullptr);  // its logits go to rank 0
+      if (task_) (*task_)(r);
+      else rk.stage->run(*batch_, nullptr);  // its logits go to rank 0
     } catch (...) {
       rk.error = std::current_exception();
     }
@@ -70,39 +71,61 @@ void TpModelRunner::rank_main(int r) {
   }
 }
 
-void TpModelRunner::execute(const SchedulerOutput& so, ExecutorOutput& out) {
-  const ForwardBatch& batch = runner_->build_batch(so);
-  Rank& r0 = ranks_[0];
-  out.vocab_size = r0.model->output_width();  // the vocabulary, or a pooling head's width
-  out.logits.resize(static_cast<size_t>(batch.num_logits() * out.vocab_size));
-  if (batch.num_tokens() == 0) return;
-  const int tp = this->ranks();
-  if (tp > 1) {
+void TpModelRunner::capture_normed_hidden(std::vector<float>* out) {
+  // The last stage's TP rank 0 (rank 0 itself with one stage) writes it from its own thread; the
+  // step's end (pending_) orders that before the caller reads it.
+  ranks_[size_t(last_stage_rank0())].stage->capture_normed_hidden(out);
+}
+
+void TpModelRunner::run_all(const std::function<void()>& rank0) {
+  const int n = this->ranks();
+  for (Rank& rk : ranks_) rk.error = nullptr;  // one rank too: a failed step's error is not rethrown by the next
+  if (n > 1) {
     if (!engine_thread_named_) {  // rank 0 runs on the thread that calls execute()
       prof::name_this_thread(str_cat(track_prefix_, "tp rank 0 (engine)"));
       engine_thread_named_ = true;
     }
-    // The other ranks read the same batch, logits rows included (each computes the logits of its
-    // vocabulary rows); it stays unchanged until they are done. Every rank validates the same
-    // ids and slots before its first collective, so a bad batch throws on all ranks and none
-    // waits in an all-reduce.
-    batch_ = &batch;
-    for (Rank& rk : ranks_) rk.error = nullptr;
-    pending_.store(tp - 1, std::memory_order_relaxed);
+    pending_.store(n - 1, std::memory_order_relaxed);
     epoch_.fetch_add(1, std::memory_order_release);
     epoch_.notify_all();
   }
   try {
-    r0.stage->run(batch, out.logits.data());
+    rank0();
   } catch (...) {
-    r0.error = std::current_exception();
+    ranks_[0].error = std::current_exception();
   }
-  if (tp > 1) {
+  if (n > 1) {
     for (int left = pending_.load(std::memory_order_acquire); left != 0; left = pending_.load(std::memory_order_acquire))
       wait_change(pending_, left);
   }
   for (Rank& rk : ranks_)
     if (rk.error) std::rethrow_exception(rk.error);
+}
+
+void TpModelRunner::run_on_ranks(const std::function<void(int)>& fn) {
+  task_ = &fn;
+  try {
+    run_all([&] { fn(0); });
+  } catch (...) {
+    task_ = nullptr;
+    throw;
+  }
+  task_ = nullptr;
+}
+
+void TpModelRunner::execute(const SchedulerOutput& so, ExecutorOutput& out) {
+  const ForwardBatch& batch = runner_->build_batch(so);
+  last_batch_ = &batch;
+  Rank& r0 = ranks_[0];
+  out.vocab_size = r0.model->output_width();  // the vocabulary, or a pooling head's width
+  out.logits.resize(static_cast<size_t>(batch.num_logits() * out.vocab_size));
+  if (batch.num_tokens() == 0) return;
+  // The other ranks read the same batch, logits rows included (each computes the logits of its
+  // vocabulary rows); it stays unchanged until they are done. Every rank validates the same
+  // ids and slots before its first collective, so a bad batch throws on all ranks and none
+  // waits in an all-reduce.
+  batch_ = &batch;
+  run_all([&] { r0.stage->run(batch, out.logits.data()); });
 }
 
 }  // namespace pypto

@@ -16,6 +16,7 @@
 // calls execute(): "tp rank 0 (engine)"), prefixed by `track_prefix` ("replica 1 " under dp).
 #include <atomic>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -61,6 +62,26 @@ class TpModelRunner : public ModelExecutor {
   // Bytes of rank r's KV cache.
   size_t kv_bytes(int r) const { return ranks_[size_t(r)].cache->bytes(); }
 
+  // Speculative decoding with the MTP head (parallel/replicas/mtp_tp_executor.h). While `out` is
+  // set, execute() also writes the final normed hidden state of every row of the step,
+  // [batch.num_tokens(), hidden] (the last stage's TP rank 0's: every TP rank holds the same after
+  // the final all-reduce), into *out (resized). Null: off.
+  void capture_normed_hidden(std::vector<float>* out);
+  int pp() const { return pp_; }
+  int tp() const { return ranks() / pp_; }
+  // The last pipeline stage's TP rank 0 (0 with one stage).
+  int last_stage_rank0() const { return ranks() - tp(); }
+  // The batch of the last execute() (valid until the next one).
+  const ForwardBatch& last_batch() const { return *last_batch_; }
+  // Runs fn(r) for every rank r at once, rank 0 on the calling (engine) thread and the others on
+  // their rank threads, between steps; rethrows a rank's error once all are done. Work that runs
+  // collectives must throw on every rank or on none (as a step's batch checks do).
+  void run_on_ranks(const std::function<void(int)>& fn);
+  // Rank r's parts, for work run with run_on_ranks.
+  const Qwen3Weights& weights(int r) const { return *ranks_[size_t(r)].parts.weights; }
+  Backend& backend(int r) const { return *ranks_[size_t(r)].parts.backend; }
+  Communicator* comm(int r) const { return ranks_[size_t(r)].parts.comm.get(); }
+
  private:
   struct Rank {
     TpRankParts parts;
@@ -70,10 +91,16 @@ class TpModelRunner : public ModelExecutor {
     std::exception_ptr error;
   };
   void rank_main(int r);
+  // Wakes the rank threads for the current epoch's work (a step, or task_), runs rank 0's part
+  // with `rank0`, waits for the others and rethrows the first error.
+  void run_all(const std::function<void()>& rank0);
 
   std::vector<Rank> ranks_;
   std::unique_ptr<ModelRunner> runner_;  // rank 0: block tables and the batch
   const ForwardBatch* batch_ = nullptr;  // the current step's batch, read by every rank
+  const ForwardBatch* last_batch_ = nullptr;
+  const std::function<void(int)>* task_ = nullptr;  // run_on_ranks: this instead of a step
+  int pp_ = 1;
   std::string track_prefix_;
   bool engine_thread_named_ = false;
   std::vector<std::thread> threads_;
