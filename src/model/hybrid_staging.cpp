@@ -563,11 +563,10 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
   for (int i = lb; i < le; ++i)
     stage_layer(w.layers.emplace_back(), [&](const std::string& s) { return lname(c, i, s); }, c.full_attention_layer(i));
   // The MTP head (speculative decoding, model/mtp_head.h): its norms, fc and one gated-attention
-  // layer; embed_tokens and lm_head are the target's (staged above).
+  // layer; embed_tokens and lm_head are the target's (staged above). Qwen3.5 / Qwen3.6 and
+  // Qwen3-Next publish the same block (Qwen3-Next's MTP layer is sparse like its main stack, its
+  // experts per-expert 2-D tensors as there; its norms (1 + w) too).
   if (opt.mtp) {
-    if (gdn_grouped_projections(c))
-      fail(ck.dir(), ": --speculative-config method mtp is not supported on ", c.architecture,
-           " yet (its MTP head is not checked against a reference); use another method (ngram, draft_model)");
     if (ck.find("mtp.fc.weight") == nullptr)
       fail(ck.dir(), ": --speculative-config method mtp needs the checkpoint's MTP head (mtp.* tensors), and it has ",
            "none (mtp.fc.weight is missing): use another method (ngram, draft_model)");
