@@ -108,4 +108,32 @@ TEST_F(Qwen3NextMtpCli, MoreThanOneMtpLayerIsRefusedByName) {
   EXPECT_TRUE(has(r.output, "declares num_nextn_predict_layers 2; only 1")) << r.output;
 }
 
+// The MTP head's tensors are checked against config.json before staging, as the main stack's are:
+// mtp.fc.weight stored [2H, H] instead of [H, 2H] (same bytes; the safetensors header rewritten)
+// is refused naming the tensor and both shapes.
+TEST_F(Qwen3NextMtpCli, AMisshapenMtpTensorIsRefusedByName) {
+  const fs::path copy = dir_ / "misshapen";
+  fs::create_directories(copy);
+  for (const auto& e : fs::directory_iterator(model("oracle"))) fs::copy(e.path(), copy / e.path().filename());
+  std::fstream f(copy / "model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+  uint64_t n = 0;
+  f.read(reinterpret_cast<char*>(&n), sizeof n);
+  std::string header(n, '\0');
+  f.read(header.data(), std::streamsize(n));
+  const std::string from = "\"mtp.fc.weight\":{\"dtype\":\"BF16\",\"shape\":[64,128]";
+  const size_t at = header.find(from);
+  ASSERT_NE(at, std::string::npos) << header.substr(0, 400);
+  header.replace(at, from.size(), "\"mtp.fc.weight\":{\"dtype\":\"BF16\",\"shape\":[128,64]");
+  f.seekp(sizeof n);
+  f.write(header.data(), std::streamsize(n));
+  f.close();
+  const std::string b = base(copy.string(), kOnePrompt, 4);
+  const RunResult plain = run(b);  // the head is not staged without method mtp
+  EXPECT_EQ(plain.exit_code, 0) << plain.output;
+  const RunResult r = run(b + spec("mtp", 1));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(has(r.output, "the MTP head (mtp.*) does not match config.json")) << r.output;
+  EXPECT_TRUE(has(r.output, "mtp.fc.weight: shape [128, 64], expected [64, 128]")) << r.output;
+}
+
 }  // namespace
