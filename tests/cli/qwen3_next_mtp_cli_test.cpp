@@ -3,7 +3,8 @@
 // per-expert tensors) drafts. On the always-accepting checkpoint (--mtp oracle) every greedy
 // draft is accepted and the tokens printed are the plain run's, alone and batched, under "mtp" and
 // the deprecated "qwen3_next_mtp" (with a warning); on the perturbed one (--mtp oracle-perturbed)
-// only some drafts are accepted and the tokens are still the plain run's. A config.json that asks
+// only some drafts are accepted and the tokens are still the plain run's (also with chunked
+// prefill). A config.json that asks
 // for more than one MTP layer (num_nextn_predict_layers) is refused by name. (The head's logits
 // against the PyTorch reference: tests/model/mtp_head_test.cpp, Qwen3NextHeadMatchesTheReference.)
 #include <gtest/gtest.h>
@@ -80,13 +81,19 @@ TEST_F(Qwen3NextMtpCli, OracleHeadHasEveryDraftAcceptedAloneAndBatched) {
   }
 }
 
+// Also chunked: 5-token prefill chunks under an 8-token budget, prefix caching on.
 TEST_F(Qwen3NextMtpCli, PerturbedHeadIsAcceptedInPartAndChangesNothing) {
-  const std::string b = base(model("oracle-perturbed"), kTwoPrompts, 24);
+  const std::string b = base(model("oracle-perturbed"),
+                             " --prompt 'the quick brown fox jumps over the lazy dog and then some more words' "
+                             "--prompt 'one two three four five six seven eight nine ten'",
+                             24);
   const RunResult plain = run(b);
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
-  for (int k : {1, 3}) {
-    SCOPED_TRACE("k = " + std::to_string(k));
-    const RunResult s = run(b + spec("mtp", k));
+  const std::string chunked = " --max-num-seqs 2 --max-num-batched-tokens 8 --long-prefill-token-threshold 5 "
+                              "--enable-chunked-prefill --enable-prefix-caching";
+  for (const auto& [k, flags] : {std::pair<int, std::string>{1, ""}, {2, chunked}}) {
+    SCOPED_TRACE("k = " + std::to_string(k) + flags);
+    const RunResult s = run(b + flags + spec("mtp", k));
     ASSERT_EQ(s.exit_code, 0) << s.output;
     EXPECT_EQ(printed_token_ids(s.output), printed_token_ids(plain.output)) << s.output;
     const auto sl = speculative_line(s.output);
