@@ -115,6 +115,27 @@ TEST_F(Qwen3NextMtpCli, MoreThanOneMtpLayerIsRefusedByName) {
   EXPECT_TRUE(has(r.output, "declares num_nextn_predict_layers 2; only 1")) << r.output;
 }
 
+// A target cut to one GDN layer (no KV layer of its own; the head's layer has one) runs MTP with
+// a given --kv-cache-memory (it used to trip an assertion sizing a zero-byte block).
+TEST_F(Qwen3NextMtpCli, AGdnOnlyCutRunsWithAGivenKvPool) {
+  pypto::TestModelOptions o;
+  o.preset = "tiny-next";
+  o.layers = 1;
+  o.mtp = "oracle";
+  o.out_dir = (dir_ / "one-layer").string();
+  o.show_progress = false;
+  pypto::make_test_model(o);
+  const std::string b = base(o.out_dir, kOnePrompt, 8);
+  const RunResult plain = run(b);
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  const RunResult s = run(b + spec("mtp", 1));
+  ASSERT_EQ(s.exit_code, 0) << s.output;
+  EXPECT_EQ(printed_token_ids(s.output), printed_token_ids(plain.output)) << s.output;
+  const auto sl = speculative_line(s.output);
+  ASSERT_TRUE(sl) << s.output;
+  EXPECT_EQ(sl->accepted, sl->draft_tokens) << s.output;
+}
+
 // The MTP head's tensors are checked against config.json before staging, as the main stack's are:
 // mtp.fc.weight stored [2H, H] instead of [H, 2H] (same bytes; the safetensors header rewritten)
 // is refused naming the tensor and both shapes.
