@@ -48,7 +48,7 @@ int cmd_make_test_model(int argc, char** argv) {
                "Qwen3.5 / Qwen3.6 presets: write the text-only Qwen3_5(Moe)ForCausalLM layout instead of the "
                "published vision-language wrapper (text_config, model.language_model.*)");
   app.add_option("--mtp", opt.mtp,
-                 "Qwen3.5 / Qwen3.6 presets: the MTP head's weights: random, oracle (the head drafts exactly what "
+                 "hybrid presets (Qwen3.5 / Qwen3.6, Qwen3-Next): the MTP head's weights: random, oracle (the head drafts exactly what "
                  "the target emits: zero mixer / FFN output projections, fc passing the embedding through) or "
                  "oracle-perturbed (the same with another mtp.norm: partial acceptance)")
       ->check(CLI::IsMember({"random", "oracle", "oracle-perturbed"}))

@@ -39,64 +39,83 @@ bool fused_experts(const Checkpoint& ck, int i) {
   return ck.find(lname(ck.config(), i, "mlp.experts.gate_up_proj")) != nullptr;
 }
 
+// The tensors of one decoder layer whose names start with `p` (a main-stack layer, or the MTP
+// head's "mtp.layers.0."); `fused`: its experts are stored fused (3-D).
+void add_layer_tensors(const ModelConfig& c, const std::string& p, bool full, bool fused, std::vector<Expected>& v) {
+  const int64_t H = c.hidden_size, hd = c.head_dim;
+  const int64_t C = c.gdn_conv_dim(), Vd = c.gdn_value_dim(), nv = c.linear_num_value_heads;
+  auto add = [&](const std::string& s, Shape shape, bool matrix) { v.push_back({p + s, shape, matrix}); };
+  add("input_layernorm.weight", {H}, false);
+  add("post_attention_layernorm.weight", {H}, false);
+  if (full) {
+    add("self_attn.q_proj.weight", {2 * c.q_size(), H}, true);
+    add("self_attn.k_proj.weight", {c.kv_size(), H}, true);
+    add("self_attn.v_proj.weight", {c.kv_size(), H}, true);
+    add("self_attn.o_proj.weight", {H, c.q_size()}, true);
+    add("self_attn.q_norm.weight", {hd}, false);
+    add("self_attn.k_norm.weight", {hd}, false);
+  } else {
+    if (gdn_grouped_projections(c)) {  // Qwen3-Next (model/qwen3_next_layout.h)
+      add("linear_attn.in_proj_qkvz.weight", {C + Vd, H}, true);
+      add("linear_attn.in_proj_ba.weight", {2 * nv, H}, true);
+    } else {
+      add("linear_attn.in_proj_qkv.weight", {C, H}, true);
+      add("linear_attn.in_proj_z.weight", {Vd, H}, true);
+      add("linear_attn.in_proj_b.weight", {nv, H}, true);
+      add("linear_attn.in_proj_a.weight", {nv, H}, true);
+    }
+    add("linear_attn.conv1d.weight", {C, 1, c.linear_conv_kernel_dim}, false);
+    add("linear_attn.dt_bias", {nv}, false);
+    add("linear_attn.A_log", {nv}, false);
+    add("linear_attn.norm.weight", {c.linear_value_head_dim}, false);
+    add("linear_attn.out_proj.weight", {H, Vd}, true);
+  }
+  if (c.arch != ModelArch::Qwen35Moe) {
+    add("mlp.gate_proj.weight", {c.intermediate_size, H}, true);
+    add("mlp.up_proj.weight", {c.intermediate_size, H}, true);
+    add("mlp.down_proj.weight", {H, c.intermediate_size}, true);
+    return;
+  }
+  const int64_t E = c.num_experts, mI = c.moe_intermediate_size, sI = c.shared_expert_intermediate_size;
+  add("mlp.gate.weight", {E, H}, true);
+  if (fused) {
+    add("mlp.experts.gate_up_proj", {E, 2 * mI, H}, true);
+    add("mlp.experts.down_proj", {E, H, mI}, true);
+  } else {
+    for (int64_t e = 0; e < E; ++e) {
+      add(str_cat("mlp.experts.", e, ".gate_proj.weight"), {mI, H}, true);
+      add(str_cat("mlp.experts.", e, ".up_proj.weight"), {mI, H}, true);
+      add(str_cat("mlp.experts.", e, ".down_proj.weight"), {H, mI}, true);
+    }
+  }
+  add("mlp.shared_expert.gate_proj.weight", {sI, H}, true);
+  add("mlp.shared_expert.up_proj.weight", {sI, H}, true);
+  add("mlp.shared_expert.down_proj.weight", {H, sI}, true);
+  add("mlp.shared_expert_gate.weight", {1, H}, true);
+}
+
 std::vector<Expected> expected_tensors(const Checkpoint& ck) {
   const ModelConfig& c = ck.config();
-  const int64_t H = c.hidden_size, hd = c.head_dim, V = c.vocab_size;
-  const int64_t C = c.gdn_conv_dim(), Vd = c.gdn_value_dim(), nv = c.linear_num_value_heads;
+  const int64_t H = c.hidden_size, V = c.vocab_size;
   std::vector<Expected> v;
   v.push_back({c.tensor_prefix + "embed_tokens.weight", {V, H}, true});
   v.push_back({c.tensor_prefix + "norm.weight", {H}, false});
   if (!c.tie_word_embeddings) v.push_back({"lm_head.weight", {V, H}, true});
-  for (int i = 0; i < c.num_hidden_layers; ++i) {
-    auto add = [&](const std::string& s, Shape shape, bool matrix) { v.push_back({lname(c, i, s), shape, matrix}); };
-    add("input_layernorm.weight", {H}, false);
-    add("post_attention_layernorm.weight", {H}, false);
-    if (c.full_attention_layer(i)) {
-      add("self_attn.q_proj.weight", {2 * c.q_size(), H}, true);
-      add("self_attn.k_proj.weight", {c.kv_size(), H}, true);
-      add("self_attn.v_proj.weight", {c.kv_size(), H}, true);
-      add("self_attn.o_proj.weight", {H, c.q_size()}, true);
-      add("self_attn.q_norm.weight", {hd}, false);
-      add("self_attn.k_norm.weight", {hd}, false);
-    } else {
-      if (gdn_grouped_projections(c)) {  // Qwen3-Next (model/qwen3_next_layout.h)
-        add("linear_attn.in_proj_qkvz.weight", {C + Vd, H}, true);
-        add("linear_attn.in_proj_ba.weight", {2 * nv, H}, true);
-      } else {
-        add("linear_attn.in_proj_qkv.weight", {C, H}, true);
-        add("linear_attn.in_proj_z.weight", {Vd, H}, true);
-        add("linear_attn.in_proj_b.weight", {nv, H}, true);
-        add("linear_attn.in_proj_a.weight", {nv, H}, true);
-      }
-      add("linear_attn.conv1d.weight", {C, 1, c.linear_conv_kernel_dim}, false);
-      add("linear_attn.dt_bias", {nv}, false);
-      add("linear_attn.A_log", {nv}, false);
-      add("linear_attn.norm.weight", {c.linear_value_head_dim}, false);
-      add("linear_attn.out_proj.weight", {H, Vd}, true);
-    }
-    if (c.arch != ModelArch::Qwen35Moe) {
-      add("mlp.gate_proj.weight", {c.intermediate_size, H}, true);
-      add("mlp.up_proj.weight", {c.intermediate_size, H}, true);
-      add("mlp.down_proj.weight", {H, c.intermediate_size}, true);
-      continue;
-    }
-    const int64_t E = c.num_experts, mI = c.moe_intermediate_size, sI = c.shared_expert_intermediate_size;
-    add("mlp.gate.weight", {E, H}, true);
-    if (fused_experts(ck, i)) {
-      add("mlp.experts.gate_up_proj", {E, 2 * mI, H}, true);
-      add("mlp.experts.down_proj", {E, H, mI}, true);
-    } else {
-      for (int64_t e = 0; e < E; ++e) {
-        add(str_cat("mlp.experts.", e, ".gate_proj.weight"), {mI, H}, true);
-        add(str_cat("mlp.experts.", e, ".up_proj.weight"), {mI, H}, true);
-        add(str_cat("mlp.experts.", e, ".down_proj.weight"), {H, mI}, true);
-      }
-    }
-    add("mlp.shared_expert.gate_proj.weight", {sI, H}, true);
-    add("mlp.shared_expert.up_proj.weight", {sI, H}, true);
-    add("mlp.shared_expert.down_proj.weight", {H, sI}, true);
-    add("mlp.shared_expert_gate.weight", {1, H}, true);
-  }
+  for (int i = 0; i < c.num_hidden_layers; ++i)
+    add_layer_tensors(c, lname(c, i, ""), c.full_attention_layer(i), fused_experts(ck, i), v);
+  return v;
+}
+
+// The MTP head's tensors (fact sheet §3.6): two [H] norms, fc [H, 2H], one full-attention layer
+// with the main stack's FFN kind (experts per expert or fused), mtp.norm [H].
+std::vector<Expected> mtp_expected_tensors(const Checkpoint& ck) {
+  const ModelConfig& c = ck.config();
+  const int64_t H = c.hidden_size;
+  std::vector<Expected> v = {{"mtp.pre_fc_norm_embedding.weight", {H}, false},
+                             {"mtp.pre_fc_norm_hidden.weight", {H}, false},
+                             {"mtp.fc.weight", {H, 2 * H}, true},
+                             {"mtp.norm.weight", {H}, false}};
+  add_layer_tensors(c, "mtp.layers.0.", true, ck.find("mtp.layers.0.mlp.experts.gate_up_proj") != nullptr, v);
   return v;
 }
 
@@ -125,16 +144,13 @@ struct HybridSlabs {
 
 }  // namespace
 
-void validate_hybrid_checkpoint(const Checkpoint& ck) {
-  const ModelConfig& c = ck.config();
-  PYPTO_ASSERT(c.hybrid(), c.architecture);
-  if (c.linear_conv_kernel_dim > 16)
-    fail(ck.dir(), ": linear_conv_kernel_dim ", c.linear_conv_kernel_dim, " is larger than the supported 16");
-  const TensorRef* embed = ck.find(c.tensor_prefix + "embed_tokens.weight");
-  const DType wdt = embed ? embed->info->dtype : c.torch_dtype;
-  std::vector<std::string> problems;
-  std::set<std::string> known;
-  for (const Expected& e : expected_tensors(ck)) {
+namespace {
+
+// Each expected tensor present with its shape and a float dtype (a projection: the checkpoint's
+// weight dtype, or pre-quantized as stored); what is wrong goes to `problems`.
+void check_expected(const Checkpoint& ck, const std::vector<Expected>& expected, DType wdt,
+                    std::vector<std::string>& problems, std::set<std::string>& known) {
+  for (const Expected& e : expected) {
     known.insert(e.name);
     if (e.matrix) {  // float, or pre-quantized as stored (model/hybrid_prequant.h)
       check_hybrid_projection(ck, e.name, e.shape, wdt, problems, known);
@@ -151,6 +167,36 @@ void validate_hybrid_checkpoint(const Checkpoint& ck) {
     if (dt != DType::F32 && dt != DType::BF16 && dt != DType::F16)
       problems.push_back(str_cat(e.name, ": dtype ", dtype_name(dt), " (allowed: F32, BF16, F16)"));
   }
+}
+
+void throw_problems(const Checkpoint& ck, const std::string& what, const std::vector<std::string>& problems) {
+  if (problems.empty()) return;
+  std::string msg = str_cat(ck.dir(), ": ", what, " (", problems.size(), " tensor", problems.size() == 1 ? "" : "s", "):");
+  for (const auto& p : problems) msg += "\n  " + p;
+  throw Error(msg);
+}
+
+// The MTP head's tensors, when --speculative-config method mtp stages it.
+void validate_mtp_tensors(const Checkpoint& ck) {
+  const TensorRef& embed = ck.get(ck.config().tensor_prefix + "embed_tokens.weight");
+  std::vector<std::string> problems;
+  std::set<std::string> known;
+  check_expected(ck, mtp_expected_tensors(ck), embed.info->dtype, problems, known);
+  throw_problems(ck, "the MTP head (mtp.*) does not match config.json", problems);
+}
+
+}  // namespace
+
+void validate_hybrid_checkpoint(const Checkpoint& ck) {
+  const ModelConfig& c = ck.config();
+  PYPTO_ASSERT(c.hybrid(), c.architecture);
+  if (c.linear_conv_kernel_dim > 16)
+    fail(ck.dir(), ": linear_conv_kernel_dim ", c.linear_conv_kernel_dim, " is larger than the supported 16");
+  const TensorRef* embed = ck.find(c.tensor_prefix + "embed_tokens.weight");
+  const DType wdt = embed ? embed->info->dtype : c.torch_dtype;
+  std::vector<std::string> problems;
+  std::set<std::string> known;
+  check_expected(ck, expected_tensors(ck), wdt, problems, known);
   if (wdt != DType::BF16 && wdt != DType::F16 && wdt != DType::F32)
     problems.push_back(str_cat(c.tensor_prefix, "embed_tokens.weight: dtype ", dtype_name(wdt), " (allowed: BF16, F16, F32)"));
   // Every other tensor of the text model must be explained by the config: one left over means
@@ -170,12 +216,7 @@ void validate_hybrid_checkpoint(const Checkpoint& ck) {
       problems.push_back(str_cat(name, ": not part of the model config.json describes (check layer_types, ",
                                  "num_hidden_layers and tie_word_embeddings)"));
   }
-  if (!problems.empty()) {
-    std::string msg = str_cat(ck.dir(), ": checkpoint does not match config.json (", problems.size(), " tensor",
-                              problems.size() == 1 ? "" : "s", "):");
-    for (const auto& p : problems) msg += "\n  " + p;
-    throw Error(msg);
-  }
+  throw_problems(ck, "checkpoint does not match config.json", problems);
   if (visual > 0) log_info(ck.dir(), ": skipping ", visual, " model.visual.* tensors (the vision tower; text only)");
   if (mtp > 0) log_info(ck.dir(), ": skipping ", mtp, " mtp.* tensors (the MTP head: staged only for --speculative-config method mtp)");
 }
@@ -563,14 +604,14 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
   for (int i = lb; i < le; ++i)
     stage_layer(w.layers.emplace_back(), [&](const std::string& s) { return lname(c, i, s); }, c.full_attention_layer(i));
   // The MTP head (speculative decoding, model/mtp_head.h): its norms, fc and one gated-attention
-  // layer; embed_tokens and lm_head are the target's (staged above).
+  // layer; embed_tokens and lm_head are the target's (staged above). Qwen3.5 / Qwen3.6 and
+  // Qwen3-Next publish the same block (Qwen3-Next's MTP layer is sparse like its main stack, its
+  // experts per-expert 2-D tensors as there; its norms (1 + w) too).
   if (opt.mtp) {
-    if (gdn_grouped_projections(c))
-      fail(ck.dir(), ": --speculative-config method mtp is not supported on ", c.architecture,
-           " yet (its MTP head is not checked against a reference); use another method (ngram, draft_model)");
     if (ck.find("mtp.fc.weight") == nullptr)
       fail(ck.dir(), ": --speculative-config method mtp needs the checkpoint's MTP head (mtp.* tensors), and it has ",
            "none (mtp.fc.weight is missing): use another method (ngram, draft_model)");
+    validate_mtp_tensors(ck);
     w.mtp.present = true;
     w.mtp.norm_embed = vec_f32("mtp.pre_fc_norm_embedding.weight", 1.0f);
     w.mtp.norm_hidden = vec_f32("mtp.pre_fc_norm_hidden.weight", 1.0f);

@@ -35,8 +35,8 @@ struct TestModelOptions {
   // Qwen3.5 / Qwen3.6 hybrid presets (test_model_hybrid.h): write the text-only
   // Qwen3_5(Moe)ForCausalLM layout instead of the published vision-language wrapper.
   bool text_only = false;
-  // Qwen3.5 / Qwen3.6 hybrid presets: the MTP head (mtp.*, fact sheet qwen35-hybrid.md §3.6) is
-  // always written. "random": random weights like the rest. "oracle": a checkpoint whose MTP head
+  // Hybrid presets (Qwen3.5 / Qwen3.6 and Qwen3-Next): the MTP head (mtp.*, fact sheet
+  // qwen35-hybrid.md §3.6) is always written. "random": random weights like the rest. "oracle": a checkpoint whose MTP head
   // provably drafts what the target will emit (greedy): every mixer's and FFN's output projection
   // is zero, so the target's next token depends only on the current one (its embedding, normed),
   // and the MTP's fc passes the embedding half through ([I | 0]), its layer adds nothing (zero

@@ -237,8 +237,6 @@ void make_hybrid_test_model(const TestModelOptions& opt) {
     fail("preset ", opt.preset, " is a hybrid: --qwen2, --no-qk-norm and --outlier-channels do not apply to it");
   const bool int4 = opt.quant == QuantMethod::Awq || opt.quant == QuantMethod::Gptq;
   if (!int4 && opt.quant_group != 0) fail("--quant-group applies to --quant-format awq and gptq only");
-  if (p.next && opt.mtp != "random")
-    fail("preset ", opt.preset, ": --mtp ", opt.mtp, " is not available for Qwen3-Next (its MTP head is not served)");
   if (opt.shards != 1) fail("preset ", opt.preset, ": --shards is not supported for the hybrid presets yet (one file)");
   if (opt.dtype != DType::BF16 && opt.dtype != DType::F16 && opt.dtype != DType::F32)
     fail("--dtype must be bf16, f16 or f32");

@@ -337,7 +337,7 @@ Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, c
   if (ck.config().hybrid()) return stage_hybrid_weights(ck, backend, opt);
   if (opt.mtp)
     fail(ck.dir(), ": --speculative-config method mtp needs an MTP head (mtp.* tensors), which only Qwen3.5 / ",
-         "Qwen3.6 checkpoints carry; ", ck.config().architecture, " has none: use method ngram or draft_model");
+         "Qwen3.6 and Qwen3-Next checkpoints carry; ", ck.config().architecture, " has none: use method ngram or draft_model");
   validate_qwen3_checkpoint(ck);
   const ModelConfig& c = ck.config();
   const int tp = opt.tp_size, rank = opt.tp_rank;

@@ -131,7 +131,7 @@ TEST_F(NewUserCli, SeedsNpuFlagsSayWhatToDo) {
   EXPECT_NE(r.exit_code, 0);
   // The seed's MTP drafting needs the checkpoint's own head: a dense Qwen3 has none.
   EXPECT_TRUE(has(r.output, "method mtp drafts with the checkpoint's own MTP head, which only Qwen3.5 / Qwen3.6 "
-                            "checkpoints carry; Qwen3ForCausalLM has none: use method ngram or draft_model"))
+                            "and Qwen3-Next checkpoints carry; Qwen3ForCausalLM has none: use method ngram or draft_model"))
       << r.output;
   r = run(line + " --speculative-config '{\"method\": \"ngram\", \"num_speculative_tokens\": 3, \"n\": 1}'");
   EXPECT_NE(r.exit_code, 0);

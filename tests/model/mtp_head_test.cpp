@@ -1,6 +1,7 @@
 // The MTP head (model/mtp_head.h) against the plain PyTorch reference (tests/reference/
 // qwen35_reference.py, mtp_logits): on tiny-hybrid (dense FFN, wrapper layout) and tiny-hybrid-moe
-// (MoE MTP layer with per-expert 2-D tensors and a shared expert, text-only layout), a prompt
+// (MoE MTP layer with per-expert 2-D tensors and a shared expert, text-only layout) and tiny-next
+// (Qwen3-Next's MTP block, the same MoE layer), a prompt
 // teacher-forced through the target gives its final normed hidden states h_t; the head's logits
 // for every row (h_t, x_{t+1}) must match the reference's within 1e-3 of the largest logit. Also:
 // the head's rows are independent of how they are split into steps (its own KV cache carries the
@@ -106,6 +107,9 @@ void check_against_reference(const std::string& preset, bool text_only) {
 
 TEST(MtpHead, DenseHeadMatchesTheReference) { check_against_reference("tiny-hybrid", false); }
 TEST(MtpHead, MoeHeadMatchesTheReference) { check_against_reference("tiny-hybrid-moe", true); }
+// Qwen3-Next (Qwen3NextForCausalLM): the same block behind a target with fused per-key-head GDN
+// projections and per-expert tensors throughout.
+TEST(MtpHead, Qwen3NextHeadMatchesTheReference) { check_against_reference("tiny-next", false); }
 
 TEST(MtpHead, ACheckpointWithoutMtpTensorsIsRefusedByName) {
   TestModelOptions o;

@@ -46,7 +46,9 @@ Written from the semantics of transformers' modeling_qwen3_5.py / modeling_qwen3
     pre_fc_norm_hidden), m = fc(concat[e, h]) (embedding first), then one gated full-attention
     decoder layer (mtp.layers.0.*, its own causal KV over the MTP's rows, RoPE at position t + 1)
     with its FFN / MoE, and logits(x_{t+2}) = lm_head(norm1p(m; mtp.norm)); embed_tokens and
-    lm_head are the target's.
+    lm_head are the target's. Qwen3-Next's MTP block (vLLM's Qwen3-Next MTP module) is the same:
+    the layer's sparse MoE with per-expert tensors, renormalised per norm_topk_prob like the
+    main stack, and every norm in the (1 + w) form.
 
 Usage: qwen35_reference.py --model DIR --token-ids 1,2,3 --out logits.npy [--greedy N]
                            [--mtp-out mtp_logits.npy]  (row t: the MTP's logits for token t + 2)

@@ -222,8 +222,10 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   }
   if (eo.kv_cache_memory) {  // a given pool too small for one sequence fails before staging too
     KvCapacityRequest kr;
-    kr.bytes_per_block = kv_bytes_per_block(cfg.num_full_attention_layers(), eo.cache.block_size, cfg.num_key_value_heads,
-                                            cfg.head_dim, eo.kv_cache_dtype);
+    // At least one layer's worth, as the pool below is sized: a hybrid cut to GDN layers only
+    // (make-test-model --layers 1) has no KV layer but still gets a (small) pool.
+    kr.bytes_per_block = kv_bytes_per_block(std::max<int32_t>(1, cfg.num_full_attention_layers()), eo.cache.block_size,
+                                            cfg.num_key_value_heads, cfg.head_dim, eo.kv_cache_dtype);
     kr.block_size = eo.cache.block_size;
     kr.max_model_len = eo.scheduler.max_model_len;
     kr.kv_cache_memory = eo.kv_cache_memory;
