@@ -5,6 +5,7 @@
 //   bench_spec_decode --model DIR [--method ngram|draft_model|mtp] [--k 4 | --k 1,2,3]
 //                     [--tokens 64] [--prompt-len 64] [--prompts copy,repeat,random]
 //                     [--lookup-min 2] [--lookup-max 4] [--repeats 3] [--threads N]
+//                     [--max-num-seqs 4] [--kv-cache-mib 512] [--no-prefix-caching]
 //                     [--matmul-precision high] [--quantization none|int8|int4]
 //                     [--draft DIR [--draft-quantization none|int8|int4]]
 //
@@ -50,6 +51,11 @@ struct Args {
   std::string model, method = "ngram";
   std::vector<int> ks = {4};
   int tokens = 64, prompt_len = 64, lookup_min = 2, lookup_max = 4, repeats = 3, threads = 0;
+  // Per engine (three are loaded): sequences, KV pool, prefix caching. A full-depth hybrid's state
+  // (150 MiB per sequence for the 27B shape) is kept per slot, per snapshot and per draft position,
+  // so large models want --max-num-seqs 1 --no-prefix-caching.
+  int max_num_seqs = 4, kv_cache_mib = 512;
+  bool prefix_caching = true;
   std::vector<std::string> prompts;  // empty: the method's default
   std::string draft, draft_quantization = "none", quantization = "none";
   std::string matmul_precision = matmul_precision_name(kDefaultMatmulPrecision);
@@ -74,9 +80,10 @@ LoadedEngine load(const Args& a, int k, bool cost_model, const std::vector<std::
   EngineLoadOptions o;
   o.model_dir = a.model;
   o.reuse_weights = weights;
-  o.scheduler.max_num_seqs = 4;
+  o.scheduler.max_num_seqs = a.max_num_seqs;
+  o.cache.enable_prefix_caching = a.prefix_caching;
   o.scheduler.max_model_len = 4 * a.prompt_len + 4 * a.tokens + 64;
-  o.kv_cache_memory = int64_t(512) << 20;
+  o.kv_cache_memory = int64_t(a.kv_cache_mib) << 20;
   o.show_progress = false;
   o.prefault_kv_cache = true;
   o.threads = a.threads;
@@ -281,6 +288,9 @@ int main(int argc, char** argv) {
     else if (f == "--lookup-max") a.lookup_max = std::atoi(next());
     else if (f == "--matmul-precision") a.matmul_precision = next();
     else if (f == "--repeats") a.repeats = std::max(1, std::atoi(next()));
+    else if (f == "--max-num-seqs") a.max_num_seqs = std::max(1, std::atoi(next()));
+    else if (f == "--kv-cache-mib") a.kv_cache_mib = std::max(1, std::atoi(next()));
+    else if (f == "--no-prefix-caching") a.prefix_caching = false;
     else if (f == "--threads") a.threads = std::atoi(next());
     else if (f == "--draft") a.draft = next();
     else if (f == "--draft-quantization") a.draft_quantization = next();
