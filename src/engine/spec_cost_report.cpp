@@ -20,7 +20,7 @@ std::string format_spec_decode_section(const SpecDecodeStats& a, const SpecCostS
     return o;
   }
   const int64_t steps = c.steps_speculating + c.steps_plain;
-  line("  decode steps              %lld speculating, %lld plain (%.1f %% speculating), %lld probes",
+  line("  decode steps              %lld with k > 0, %lld plain (%.1f %% with k > 0), %lld probes",
        static_cast<long long>(c.steps_speculating), static_cast<long long>(c.steps_plain),
        steps ? 100.0 * double(c.steps_speculating) / double(steps) : 0.0, static_cast<long long>(c.probes));
   std::string ks;

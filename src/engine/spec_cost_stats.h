@@ -12,8 +12,10 @@ struct SpecCostStats {
   bool speculating = false;  // the current decision (not a probe): some request drafts
   int32_t last_k = 0;        // the largest k of the last step that chose
   std::vector<int64_t> chosen_k;  // [max_k + 1]: request-steps by the k chosen for the request
-  int64_t steps_speculating = 0;  // steps where some request drafted (probes included)
-  int64_t steps_plain = 0;        // steps where none did
+  // Steps where the model gave some request k > 0 (probes included; the drafter may still
+  // propose nothing, e.g. no n-gram match), and steps where it gave every request k = 0.
+  int64_t steps_speculating = 0;
+  int64_t steps_plain = 0;
   int64_t probes = 0;             // steps that took the losing side to re-measure it
   // Estimates for the batch of the last step that chose (< 0: not measured yet): seconds of a
   // plain step and of the best speculative step (verify + drafting), and the tokens per second

@@ -68,10 +68,10 @@ void render_spec_decode_metrics(std::string& out, const std::vector<EngineGauges
              std::to_string(k < c.chosen_k.size() ? c.chosen_k[k] : 0) + "\n";
   }
   cost_series("pypto:spec_decode_steps_speculating_total", "counter",
-              "Decode steps where some request drafted (probes included).",
+              "Decode steps where the cost model let some request draft, k > 0 (probes included; a drafter may still propose nothing).",
               [](const SpecCostStats& c) { return c.steps_speculating; });
   cost_series("pypto:spec_decode_steps_plain_total", "counter",
-              "Decode steps where no request drafted though some could (the cost model chose plain decoding).",
+              "Decode steps where the cost model chose k = 0 for every request though some could draft.",
               [](const SpecCostStats& c) { return c.steps_plain; });
   cost_series("pypto:spec_decode_probes_total", "counter",
               "Decode steps that took the losing choice to measure it again.",
