@@ -39,6 +39,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "engine/model_runner.h"
+#include "engine/spec_cost_report.h"
 #include "model/weight_staging.h"
 #include "parallel/replicas/load_replicas.h"
 
@@ -245,6 +246,9 @@ int run(const Args& a) {
                   median(forced.execute_ms), median(psched), median(cm.schedule_ms), median(forced.schedule_ms),
                   identical ? "yes" : "NO");
     }
+    // What the cost model decided over all of this k's runs (the same facts as /metrics).
+    const EngineLoopStats st = cm_engine.loop->stats();
+    std::printf("cost model, k %d, over all prompts:\n%s", k, format_spec_decode_section(st.spec_decode, st.spec_cost).c_str());
   }
   std::printf("(tok/s: decode, first token to last, median of %d; ratio: against plain in the same rounds; cost-mdl: the "
               "cost model chooses k; forced: \"cost_model\": false; drafted: draft tokens over all rounds; tok/st: tokens "

@@ -71,6 +71,10 @@ void print_serve_summary(const ServeRun& run) {
     line("Accepted tokens:", sd->accepted_tokens, 0);
     line("Acceptance rate (%):", 100.0 * sd->accepted_tokens / std::max(1.0, sd->draft_tokens));
     line("Mean acceptance length:", 1.0 + sd->accepted_tokens / sd->drafts);
+    if (const double steps = sd->steps_speculating + sd->steps_plain; steps > 0) {  // the cost model's choice
+      line("Decode steps speculating (%):", 100.0 * sd->steps_speculating / steps);
+      line("Cost-model probes:", sd->probes, 0);
+    }
   }
   std::printf("==================================================\n");
   for (const RequestTiming& r : run.requests)

@@ -25,7 +25,7 @@ ProfileSession::~ProfileSession() {
   if (enabled()) prof::set_level(prof::Level::Off);
 }
 
-std::string ProfileSession::finish(double wall_s, int64_t output_tokens) {
+std::string ProfileSession::finish(double wall_s, int64_t output_tokens, const std::string& speculation) {
   if (!enabled()) return "";
   prof::set_level(prof::Level::Off);
   const prof::Trace trace = prof::collect();
@@ -36,6 +36,7 @@ std::string ProfileSession::finish(double wall_s, int64_t output_tokens) {
   info.ttft_s = prof::request_ttfts_s(trace);
   info.output_tokens = output_tokens;
   info.wall_s = wall_s;
+  info.speculation = speculation;
   const std::string text = prof::format_report(report, info);
   std::fputs(text.c_str(), stdout);
   if (!output_.empty()) {

@@ -20,7 +20,8 @@ class ProfileSession {
   ~ProfileSession();  // recording off
   bool enabled() const { return level_ != prof::Level::Off; }
   // Prints the report (stdout) and writes the trace. Returns the report text ("" when off).
-  std::string finish(double wall_s, int64_t output_tokens);
+  // `speculation`: the report's speculative-decoding section (engine/spec_cost_report.h), or "".
+  std::string finish(double wall_s, int64_t output_tokens, const std::string& speculation = "");
 
  private:
   prof::Level level_ = prof::Level::Off;

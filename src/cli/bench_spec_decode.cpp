@@ -21,6 +21,9 @@ std::optional<SpecDecodeCounters> parse_spec_decode_counters(const std::string& 
     double* into = name == "vllm:spec_decode_num_drafts_total"           ? &c.drafts
                    : name == "vllm:spec_decode_num_draft_tokens_total"    ? &c.draft_tokens
                    : name == "vllm:spec_decode_num_accepted_tokens_total" ? &c.accepted_tokens
+                   : name == "pypto:spec_decode_steps_speculating_total"  ? &c.steps_speculating
+                   : name == "pypto:spec_decode_steps_plain_total"        ? &c.steps_plain
+                   : name == "pypto:spec_decode_probes_total"             ? &c.probes
                                                                           : nullptr;
     if (!into) continue;
     *into += std::strtod(line.c_str() + space + 1, nullptr);
@@ -42,8 +45,12 @@ std::optional<SpecDecodeCounters> scrape_spec_decode(const Endpoint& ep) {
 std::optional<SpecDecodeCounters> spec_decode_delta(const std::optional<SpecDecodeCounters>& before,
                                                     const std::optional<SpecDecodeCounters>& after) {
   if (!before || !after) return std::nullopt;
-  return SpecDecodeCounters{after->drafts - before->drafts, after->draft_tokens - before->draft_tokens,
-                            after->accepted_tokens - before->accepted_tokens};
+  return SpecDecodeCounters{after->drafts - before->drafts,
+                            after->draft_tokens - before->draft_tokens,
+                            after->accepted_tokens - before->accepted_tokens,
+                            after->steps_speculating - before->steps_speculating,
+                            after->steps_plain - before->steps_plain,
+                            after->probes - before->probes};
 }
 
 }  // namespace pypto::bench

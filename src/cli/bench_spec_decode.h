@@ -11,6 +11,8 @@ namespace pypto::bench {
 
 struct SpecDecodeCounters {
   double drafts = 0, draft_tokens = 0, accepted_tokens = 0;  // summed over engines
+  // The cost model's decode steps with and without drafts and its probes (pypto:spec_decode_*).
+  double steps_speculating = 0, steps_plain = 0, probes = 0;
 };
 
 // GET base_url/metrics; nullopt when it fails or has no vllm:spec_decode_* counters.

@@ -8,6 +8,7 @@
 #include "cli/bench_output.h"
 #include "cli/soak_command.h"
 #include "core/profile_report.h"
+#include "engine/spec_cost_report.h"
 #include "core/trace_json.h"
 #include "cli/commands.h"
 #include "cli/run_options.h"
@@ -307,6 +308,8 @@ int cmd_bench(int argc, char** argv) {
       prof::RunInfo info;
       info.load_s = le.load_seconds;
       info.ttft_s = prof::request_ttfts_s(trace);
+      if (const EngineLoopStats st = le.loop->stats(); st.speculative)
+        info.speculation = format_spec_decode_section(st.spec_decode, st.spec_cost);
       std::fputs(prof::format_report(prof::analyze_trace(trace, lo.profile_level), info).c_str(), stdout);
       if (!l_prof_out.empty()) {
         const std::string path = prof::trace_output_path(l_prof_out);

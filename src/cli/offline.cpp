@@ -1,5 +1,6 @@
 #include "cli/offline.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -10,6 +11,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/memory.h"
+#include "engine/spec_cost_report.h"
 #include "parallel/replicas/replica_set.h"
 #include "sampling/stop_checker.h"
 #include "tokenizer/detokenizer.h"
@@ -199,21 +201,37 @@ int run_offline(const RunOptions& o, const std::string& model_dir) {
   std::printf("[generate] %zu tokens in %.3fs (%.2f tok/s)\n", total_tokens, secs, secs > 0 ? total_tokens / secs : 0.0);
   std::printf("[prefix-cache] %lld of %lld prompt tokens served from the cache\n", static_cast<long long>(cached_tokens),
               static_cast<long long>(prompt_tokens));
+  std::string spec_section;  // --profile's speculative-decoding section
   if (le.loop && le.loop->stats().speculative) {  // --speculative-config: acceptance over every replica
     SpecDecodeStats sd;
+    // The cost model's counts over every replica; its estimates are the first replica's.
+    SpecCostStats cost = le.loop->stats().spec_cost;
     auto add = [&sd](const SpecDecodeStats& s) {
       sd.num_drafts += s.num_drafts;
       sd.num_draft_tokens += s.num_draft_tokens;
       sd.num_accepted_tokens += s.num_accepted_tokens;
     };
     add(le.loop->stats().spec_decode);
-    for (const auto& l : le.more_loops) add(l->stats().spec_decode);
+    for (const auto& l : le.more_loops) {
+      const EngineLoopStats st = l->stats();
+      add(st.spec_decode);
+      for (size_t k = 0; k < std::min(cost.chosen_k.size(), st.spec_cost.chosen_k.size()); ++k)
+        cost.chosen_k[k] += st.spec_cost.chosen_k[k];
+      cost.steps_speculating += st.spec_cost.steps_speculating;
+      cost.steps_plain += st.spec_cost.steps_plain;
+      cost.probes += st.spec_cost.probes;
+    }
     std::printf("[speculative] %lld drafts, %lld draft tokens, %lld accepted (%.1f %%), mean acceptance length %.2f\n",
                 static_cast<long long>(sd.num_drafts), static_cast<long long>(sd.num_draft_tokens),
                 static_cast<long long>(sd.num_accepted_tokens), 100.0 * sd.acceptance_rate(),
                 sd.mean_acceptance_length());
+    if (cost.cost_model)
+      std::printf("[speculative] cost model: %lld decode steps speculating, %lld plain, %lld probes\n",
+                  static_cast<long long>(cost.steps_speculating), static_cast<long long>(cost.steps_plain),
+                  static_cast<long long>(cost.probes));
+    spec_section = format_spec_decode_section(sd, cost);
   }
-  profile.finish(secs, int64_t(total_tokens));  // --profile: the timing report and trace
+  profile.finish(secs, int64_t(total_tokens), spec_section);  // --profile: the timing report and trace
   if (!o.output_json.empty()) {
     std::ofstream f(o.output_json);
     f << nlohmann::ordered_json{{"model", model_dir}, {"results", results},

@@ -261,6 +261,10 @@ std::string format_report(const ProfileReport& r, const RunInfo& info) {
     line("-- decode step by op (ms per step, share) --");
     for (const NamedTime& f : r.ops) line("  %-28s %9.3f  %5.1f%%", f.name.c_str(), f.ms_per_step, 100 * f.share);
   }
+  if (!info.speculation.empty()) {
+    line("-- speculative decoding --");
+    o += info.speculation;
+  }
   o += "============================================================\n";
   return o;
 }

@@ -64,6 +64,9 @@ struct RunInfo {
   std::vector<double> ttft_s;
   int64_t output_tokens = 0;
   double wall_s = 0;        // generation wall time
+  // --speculative-config: the engine's acceptance and cost-model section, already formatted
+  // (engine/spec_cost_report.h); "" when speculation is off.
+  std::string speculation;
 };
 
 Stats stats_of(std::vector<double> v);

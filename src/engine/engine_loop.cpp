@@ -125,6 +125,7 @@ void EngineLoop::refresh_stats_locked() {
   stats_.speculative = sched.config().speculative.enabled();
   stats_.num_speculative_tokens = sched.config().speculative.num_speculative_tokens;
   stats_.spec_decode = sched.spec_decode_stats();
+  stats_.spec_cost = sched.spec_cost_model().stats();
   stats_.engine = engine_->stats();
   taken_tokens_ = 0;  // now counted by the engine itself
 }

@@ -58,6 +58,7 @@ struct EngineLoopStats {
   bool speculative = false;  // --speculative-config is on: spec_decode counts
   int32_t num_speculative_tokens = 0;
   SpecDecodeStats spec_decode;
+  SpecCostStats spec_cost;  // the cost model's decisions (engine/spec_cost_stats.h)
   EngineStats engine;
 };
 

@@ -76,6 +76,7 @@ struct Request {
   std::shared_ptr<const structured::GrammarMatcher> grammar;
   SpecThrottle spec_throttle;
   AcceptanceEstimate spec_acceptance;  // its drafts' per-position acceptance (engine/spec_cost_model.h)
+  int32_t spec_step_k = 0;             // the cost model's k for it in the step being scheduled
 
   int64_t num_prompt_tokens() const { return int64_t(prompt_token_ids.size()); }
   int64_t num_output_tokens() const { return int64_t(output_token_ids.size()); }

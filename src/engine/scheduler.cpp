@@ -43,35 +43,43 @@ int64_t Scheduler::draft_cap(const Request& req) const {
 int64_t Scheduler::draft_limit(Request& req, bool consume) const {
   if (!proposer_ || !req.speculate || req.num_tokens() - req.num_computed_tokens != 1) return 0;
   const int64_t room = req.sampling_params.max_tokens - req.num_output_tokens() - 1;
-  const int32_t k = std::min(step_k_, consume ? req.spec_throttle.next_k() : req.spec_throttle.peek_k());
+  const int32_t k = std::min(req.spec_step_k, consume ? req.spec_throttle.next_k() : req.spec_throttle.peek_k());
   return std::max<int64_t>(0, std::min(int64_t(k), room));
 }
 
 void Scheduler::choose_step_k() {
   last_context_ = step_context_;
   std::vector<SpecCostModel::Candidate> candidates;
+  std::vector<Request*> decoding;
   const double prior = cost_.global_alpha();
-  for (const Request* req : running_)
-    if (req->num_tokens() - req->num_computed_tokens == 1 && !req->pooling)
+  for (Request* req : running_) {
+    req->spec_step_k = 0;
+    if (req->num_tokens() - req->num_computed_tokens == 1 && !req->pooling) {
       candidates.push_back({req->spec_acceptance.alpha(prior), int32_t(draft_cap(*req))});
+      decoding.push_back(req);
+    }
+  }
   step_batch_ = int32_t(candidates.size());
-  step_k_ = cost_.choose_k(candidates);
+  const std::vector<int32_t> ks = cost_.choose(candidates);  // each request's own k
+  for (size_t i = 0; i < decoding.size(); ++i) decoding[i]->spec_step_k = ks[i];
   step_context_ = cost_.context_needed();
   proposer_->set_context_needed(step_context_);
 }
 
 void Scheduler::observe_step_seconds(const SchedulerOutput& so, double seconds) {
   if (!proposer_ || so.scheduled.empty()) return;
-  int32_t rows = 1;
+  int64_t drafts = 0;
   for (const ScheduledRequest& s : so.scheduled) {
     if (!s.samples || s.is_new || s.num_scheduled_tokens - s.num_draft_tokens != 1) return;  // not only decodes
-    rows = std::max(rows, int32_t(1 + s.num_draft_tokens));
+    drafts += s.num_draft_tokens;
   }
   // A plain step of a drafter with context (MTP rows inside the step) is not what plain decoding
   // costs: only those without it measure the plain cost.
   const bool stateless = config_.speculative.method == SpeculativeMethod::Ngram;
-  if (rows == 1 && step_context_ && !stateless) return;
-  cost_.observe_step(int32_t(so.scheduled.size()), rows, seconds);
+  if (drafts == 0 && step_context_ && !stateless) return;
+  // The verify cost follows the step's rows: 1 + drafts / batch per request on average.
+  const int32_t batch = int32_t(so.scheduled.size());
+  cost_.observe_step(batch, 1.0 + double(drafts) / double(batch), seconds);
 }
 
 void Scheduler::check_request(const std::string& id, int64_t prompt, int64_t max_tokens) const {

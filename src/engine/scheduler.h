@@ -148,7 +148,7 @@ class Scheduler {
   // Speculation's measured costs and this step's k (engine/spec_cost_model.h); whether the
   // drafter kept its context in this step and in the step before it.
   SpecCostModel cost_;
-  int32_t step_k_ = 0, step_batch_ = 0;  // the step's k; its decoding requests
+  int32_t step_batch_ = 0;  // the step's decoding requests (each request's k: Request::spec_step_k)
   bool step_context_ = true, last_context_ = true;
   PrefillTracker prefill_;
 };

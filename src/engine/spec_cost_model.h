@@ -4,25 +4,36 @@
 // computes k + 1 rows per request (on a dense target nearly free; on an MoE target every row
 // routes to its own experts, so a 2-row step read 1.86x the bytes of a plain step on the
 // 35B-A3B shape) and the drafter runs k passes (an MTP head with a 248K-row lm_head: 0.44x a plain
-// step each). So the engine times its own steps and chooses k per step:
+// step each). So the engine times its own steps and chooses each decoding request's k per step:
 //
-//   rate(k) = sum_i E(a_i, min(k, cap_i)) / (verify(b, 1 + k) + k * draft(b))
+//   rate(k_1..k_b) = sum_i E(a_i, k_i) / (verify(b, 1 + sum_i k_i / b) + max_i k_i * draft(b))
 //   E(a, k) = (1 - a^(k+1)) / (1 - a)   expected tokens of a verify of k drafts (k + 1 when a = 1)
 //
 // over the step's b decoding requests, each with its measured per-position acceptance a_i and
-// cap_i (its throttle's k and the tokens it has left); rate(0) = b / verify(b, 1). The k with the
-// highest rate wins; speculation (k > 0) must beat plain decoding by kMargin, else k = 0.
+// k_i <= cap_i (its throttle's k and the tokens it has left); plain decoding is rate(0..0) =
+// b / verify(b, 1). The verify cost depends on the step's rows (1 + sum k_i / b per request: one
+// forward pass over all of them), the drafting cost on its passes (the largest k_i).
 //
-// Granularity: one k per step, for the whole batch. The step's cost depends on the batch as a
-// whole (its rows are one forward pass), and it grows with the batch (more requests' rows per
-// expert, a bigger share of compute over bandwidth), so costs are kept per batch-size bucket
-// (1, 2, 3-4, 5-8, ... decoding requests) and per rows per request (1 .. max_k + 1). Requests whose
-// drafts keep being rejected are still stopped one by one by their SpecThrottle (cap_i = 0).
+// Per-request choice: for every pass count P = 1 .. max_k, the draft positions (request i, j <=
+// min(P, cap_i)) are taken in order of their expected tokens a_i^j, highest first: for a given
+// number of rows that is the most tokens any assignment gets, so the best prefix over all P is
+// the best assignment. A request that keeps rejecting (a_i ~ 0) adds rows and no tokens: k_i = 0,
+// while one that copies its prompt keeps drafting in the same step. Speculation must beat plain
+// decoding by kMargin, else every k_i = 0.
 //
-// Estimates: an EMA of the step time per (bucket, rows) over steps that only decode (prefill
-// chunks would mix another cost in); an EMA of the drafter's time per pass per bucket. Unmeasured
-// rows are interpolated linearly between measured ones (extrapolated with the last slope). The
-// first decode steps of a bucket explore: one plain step, one with k = 1.
+// Granularity: the step's cost depends on the batch as a whole (its rows are one forward pass), and
+// it grows with the batch (more requests' rows per expert, a bigger share of compute over
+// bandwidth), so costs are kept per batch-size bucket (1, 2, 3-4, 5-8, ... decoding requests) and,
+// in a bucket, on a grid of rows per request 1 .. max_k + 1; a step between grid points (mixed k)
+// counts for the nearest one, moved along the current slope. Requests whose drafts keep being
+// rejected are also stopped one by one by their SpecThrottle (cap_i = 0).
+//
+// Estimates: the median of the last kWindow step times per (bucket, grid point) over steps that only
+// decode (prefill chunks would mix another cost in), so one noisy step (the host is shared) cannot
+// flip the choice; a grid point not re-measured for kStale decode steps keeps only its median, so
+// its next sample (a probe's) weighs as much as the old estimate. The drafter's time per pass per
+// bucket is an EMA. Unmeasured rows are interpolated linearly between measured ones (extrapolated
+// with the last slope). The first decode steps of a bucket explore: one plain step, one with k = 1.
 //
 // Probing: the losing side is retried now and then, so a change is noticed (a request starts
 // copying its prompt; a cost measured during a noisy spell): after `interval` decode steps one
@@ -35,6 +46,8 @@
 #include <cstdint>
 #include <span>
 #include <vector>
+
+#include "engine/spec_cost_stats.h"
 
 namespace pypto {
 
@@ -60,7 +73,9 @@ class AcceptanceEstimate {
 class SpecCostModel {
  public:
   static constexpr double kMargin = 0.03;      // speculation must beat plain decoding by 3 %
-  static constexpr double kEma = 0.25;         // weight of a new step time
+  static constexpr double kEma = 0.25;         // weight of a new drafting time
+  static constexpr int32_t kWindow = 5;        // step times per grid point (median)
+  static constexpr int32_t kStale = 256;       // decode steps without a sample: keep the median only
   static constexpr int32_t kFirstProbe = 32;   // decode steps before the first probe
   static constexpr int32_t kMaxProbe = 1024;
   static constexpr int32_t kContextLead = 4;   // steps before a probe a drafter resumes its context
@@ -75,15 +90,18 @@ class SpecCostModel {
     double alpha = 0;
     int32_t cap = 0;
   };
-  // The k for this step's drafts (each request drafts min(k, its cap)). Counts a decode step
-  // towards the next probe. No candidate with cap > 0: 0, and nothing is counted.
+  // Each request's k for this step (parallel to `requests`, k_i <= cap_i). Counts a decode step
+  // towards the next probe. No candidate with cap > 0: all 0, and nothing is counted.
+  std::vector<int32_t> choose(std::span<const Candidate> requests);
+  // The largest k of choose() (tests of one request, or of a uniform batch).
   int32_t choose_k(std::span<const Candidate> requests);
   // The decision without probing or exploration, for the rows measured so far (tests, bench).
+  std::vector<int32_t> best(std::span<const Candidate> requests) const;
   int32_t best_k(std::span<const Candidate> requests) const;
 
-  // A step that only decoded: `batch` requests, the largest of them computing `rows` rows
-  // (1 + its drafts), in `seconds` (forward, and sampling of every row).
-  void observe_step(int32_t batch, int32_t rows, double seconds);
+  // A step that only decoded: `batch` requests computing `rows` rows per request on average
+  // (1 + the step's drafts / batch), in `seconds` (forward, and sampling of every row).
+  void observe_step(int32_t batch, double rows, double seconds);
   // The drafter's time for a step of `batch` requests that ran `passes` drafting passes.
   void observe_drafting(int32_t batch, int32_t passes, double seconds);
   // Every verify step of any request: the engine-wide acceptance, a new request's prior.
@@ -100,33 +118,53 @@ class SpecCostModel {
   bool enabled() const { return enabled_; }
   int32_t max_k() const { return max_k_; }
   // Estimated seconds of a step of `batch` requests at `rows` rows per request (< 0: unknown).
-  double step_seconds(int32_t batch, int32_t rows) const;
+  double step_seconds(int32_t batch, double rows) const;
   double draft_seconds(int32_t batch) const;
-  int64_t probes() const { return probes_; }
+  int64_t probes() const { return stats_.probes; }
   int32_t probe_interval() const { return interval_; }
+  // The decisions so far and the current estimates (/metrics, --profile).
+  const SpecCostStats& stats() const { return stats_; }
 
  private:
+  struct GridPoint {
+    std::vector<double> samples;  // the last kWindow step times, a ring
+    size_t next = 0;              // where the next sample goes
+    double median = -1;           // < 0: never measured
+    int64_t last_step = 0;        // decode step of the newest sample
+  };
   struct Bucket {
-    std::vector<double> cost;     // [max_k + 2] seconds per step at rows r (index r); < 0 unknown
+    std::vector<GridPoint> cost;  // [max_k + 2] step times at r rows per request (index r >= 1)
     double draft = -1;            // seconds per drafting pass; < 0 unknown
+  };
+  // A per-request assignment and what it is expected to give.
+  struct Plan {
+    std::vector<int32_t> ks;
+    double seconds = -1, rate = -1;  // < 0: the costs are not known
   };
   static size_t bucket_index(int32_t batch);
   const Bucket* find(int32_t batch) const;
   Bucket& at(int32_t batch);
-  static double estimate(const Bucket& b, int32_t rows);
-  double rate(const Bucket& b, std::span<const Candidate> requests, int32_t k) const;
+  static double estimate(const Bucket& b, double rows);
+  void add_sample(GridPoint& p, double seconds);
+  // Plain decoding and the best speculative assignment for `requests` on bucket `b`.
+  Plan plain_plan(const Bucket& b, std::span<const Candidate> requests) const;
+  Plan best_spec_plan(const Bucket& b, std::span<const Candidate> requests) const;
+  // The decision between the two (kMargin); records the estimates in stats_ when `record`.
+  std::vector<int32_t> decide(const Bucket& b, std::span<const Candidate> requests, SpecCostStats* record) const;
+  void count(std::span<const int32_t> ks);
 
   int32_t max_k_;
   bool enabled_;
   std::vector<Bucket> buckets_;
   double global_successes_ = 0, global_failures_ = 0;
-  int32_t decision_ = 0;          // the last non-probe choice
+  int32_t decision_ = 0;          // the largest k of the last non-probe choice
   int32_t since_probe_ = 0;
   int32_t interval_ = kFirstProbe;
   bool probed_ = false;           // the last choice was a probe: judge it at the next decision
   int32_t before_probe_ = 0;
   bool context_ = true;
-  int64_t probes_ = 0;
+  int64_t decode_steps_ = 0;      // steps that chose (the clock of staleness)
+  SpecCostStats stats_;
 };
 
 }  // namespace pypto

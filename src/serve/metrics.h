@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/spec_cost_stats.h"
 
 namespace pypto {
 
@@ -70,6 +71,7 @@ struct EngineGauges {
   bool speculative = false;
   int32_t num_speculative_tokens = 0;  // k
   SpecDecodeStats spec_decode;
+  SpecCostStats spec_cost;  // the cost model's decisions (engine/spec_cost_stats.h)
 };
 
 class ServerMetrics {

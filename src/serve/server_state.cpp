@@ -47,6 +47,7 @@ std::vector<EngineGauges> ServerState::gauges() const {
     e.speculative = st.speculative;
     e.num_speculative_tokens = st.num_speculative_tokens;
     e.spec_decode = st.spec_decode;
+    e.spec_cost = st.spec_cost;
     g.push_back(e);
   }
   return g;

@@ -3,6 +3,11 @@
 //   vllm:spec_decode_num_drafts_total, vllm:spec_decode_num_draft_tokens_total,
 //   vllm:spec_decode_num_accepted_tokens_total and
 //   vllm:spec_decode_num_accepted_tokens_per_pos_total{position="0".."k-1"}.
+// And the cost model's decisions (engine/spec_cost_stats.h), under the project's prefix:
+//   pypto:spec_decode_speculating, pypto:spec_decode_last_k (gauges),
+//   pypto:spec_decode_chosen_k_total{k="0".."k"}, pypto:spec_decode_steps_speculating_total,
+//   pypto:spec_decode_steps_plain_total, pypto:spec_decode_probes_total (counters),
+//   pypto:spec_decode_{plain,spec}_step_seconds and _tokens_per_second (estimates, NaN unmeasured).
 // Written only when some engine speculates (as vLLM registers them only then).
 #include <functional>
 #include <string>

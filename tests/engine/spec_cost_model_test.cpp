@@ -180,28 +180,137 @@ TEST(SpecCostModel, UnmeasuredRowsAreInterpolated) {
   m.observe_step(1, 6, 1.5);
   EXPECT_NEAR(m.step_seconds(1, 4), 1.3, 1e-12);
   EXPECT_NEAR(m.step_seconds(1, 8), 1.7, 1e-12);  // the last slope, 0.1 per row
-  m.observe_step(1, 2, 1.5);                       // an EMA, not the last sample
-  EXPECT_NEAR(m.step_seconds(1, 2), 1.1 + SpecCostModel::kEma * 0.4, 1e-12);
+  m.observe_step(1, 2, 1.5);  // a median, not the last sample: of two, their mean
+  EXPECT_NEAR(m.step_seconds(1, 2), 1.3, 1e-12);
+  m.observe_step(1, 2, 1.5);
+  EXPECT_NEAR(m.step_seconds(1, 2), 1.5, 1e-12);
+  EXPECT_NEAR(m.step_seconds(1, 1.5), 1.25, 1e-12);  // between grid points (a mixed step's rows)
 }
 
-TEST(SpecCostModel, DisabledAlwaysSpeculates) {
-  Sim s{moe_verify, 0.44, [](int64_t, int32_t k) { return k; }};
-  s.model = SpecCostModel(3, /*enabled=*/false);
-  s.run(50);
-  EXPECT_EQ(s.speculating(), 50);
-  EXPECT_TRUE(s.model.context_needed());
+TEST(SpecCostModel, AMixedStepCountsForTheNearestGridPointAlongTheSlope) {
+  SpecCostModel m(3);
+  m.observe_step(2, 1, 1.0);
+  // No cost at 2 rows yet: a step at 1.5 rows (one of two requests drafted one token) taking
+  // 1.1 s extrapolates from the plain cost through it: 1.2 s at 2 rows.
+  m.observe_step(2, 1.5, 1.1);
+  EXPECT_NEAR(m.step_seconds(2, 2), 1.2, 1e-12);
+  // Now 1.75 rows (three of four drafts... of two requests at k = 1.5 average) taking 1.2 s
+  // counts at 2 rows as 1.2 + 0.25 * 0.2 = 1.25; the median of {1.2, 1.25} is 1.225.
+  m.observe_step(2, 1.75, 1.2);
+  EXPECT_NEAR(m.step_seconds(2, 2), 1.225, 1e-12);
+  // A step near 1 row counts for the plain cost, moved down the slope (0.225 per row).
+  m.observe_step(2, 1.25, 1.05);
+  EXPECT_NEAR(m.step_seconds(2, 1), 0.5 * (1.0 + 1.05 - 0.25 * 0.225), 1e-12);
 }
 
-TEST(SpecCostModel, ContextIsKeptOnlyNearProbesWhileOff) {
-  Sim s{moe_verify, 0.44, [](int64_t, int32_t k) { return k; }};
-  s.run(200);
-  // Off: the drafter's context is needed only within kContextLead steps of the next probe.
-  int32_t needed = 0;
-  for (int i = 0; i < 200; ++i) {
-    s.run(1);
-    needed += s.model.context_needed();
+// The reference for the per-request choice: every assignment k_i in 0 .. cap_i, rated with the
+// model's measured costs by the formula of engine/spec_cost_model.h.
+double brute_rate(const SpecCostModel& m, const std::vector<SpecCostModel::Candidate>& c, const std::vector<int32_t>& ks) {
+  double tokens = 0, drafts = 0;
+  int32_t passes = 0;
+  for (size_t i = 0; i < c.size(); ++i) {
+    tokens += expected_tokens(c[i].alpha, ks[i]);
+    drafts += ks[i];
+    passes = std::max(passes, ks[i]);
   }
-  EXPECT_LE(needed, 2 * (SpecCostModel::kContextLead + 1));
+  const int32_t b = int32_t(c.size());
+  return tokens / (m.step_seconds(b, 1.0 + drafts / b) + passes * std::max(0.0, m.draft_seconds(b)));
+}
+
+double brute_best(const SpecCostModel& m, const std::vector<SpecCostModel::Candidate>& c) {
+  std::vector<int32_t> ks(c.size(), 0);
+  double best = 0;
+  for (;;) {
+    best = std::max(best, brute_rate(m, c, ks));
+    size_t i = 0;
+    while (i < ks.size() && ks[i] == c[i].cap) ks[i++] = 0;
+    if (i == ks.size()) return best;
+    ++ks[i];
+  }
+}
+
+TEST(SpecCostModel, ARejectingRequestGetsNoDraftsWhileACopyingOneKeepsItsK) {
+  // Two requests, a dense verify (2.5 % per row per request) and a cheap drafter.
+  SpecCostModel m(3);
+  for (int32_t r = 1; r <= 4; ++r) m.observe_step(2, r, 2.0 * dense_verify(r));
+  m.observe_drafting(2, 1, 0.02);
+  const std::vector<SpecCostModel::Candidate> mixed = {{0.02, 3}, {0.95, 3}};
+  EXPECT_EQ(m.best(mixed), (std::vector<int32_t>{0, 3}));
+  const std::vector<SpecCostModel::Candidate> both = {{0.9, 3}, {0.9, 3}};
+  EXPECT_EQ(m.best(both), (std::vector<int32_t>{3, 3}));
+  const std::vector<SpecCostModel::Candidate> none = {{0.02, 3}, {0.01, 3}};
+  EXPECT_EQ(m.best(none), (std::vector<int32_t>{0, 0}));
+  // A cap (max_tokens, the throttle) bounds a request's k.
+  EXPECT_EQ(m.best(std::vector<SpecCostModel::Candidate>{{0.95, 1}, {0.95, 3}}), (std::vector<int32_t>{1, 3}));
+}
+
+TEST(SpecCostModel, ThePerRequestChoiceIsTheBestAssignment) {
+  // Costlier rows (a 4-request MoE-like step: +30 % per row per request, drafting 0.1 per pass):
+  // the best assignment mixes k, and the model must find the brute-force optimum.
+  SpecCostModel m(4);
+  for (int32_t r = 1; r <= 5; ++r) m.observe_step(4, r, 1.0 + 0.3 * (r - 1));
+  m.observe_drafting(4, 1, 0.1);
+  const std::vector<std::vector<SpecCostModel::Candidate>> cases = {
+      {{0.97, 4}, {0.6, 4}, {0.3, 4}, {0.0, 4}},
+      {{0.99, 4}, {0.99, 2}, {0.8, 4}, {0.5, 1}},
+      {{0.9, 4}, {0.9, 4}, {0.9, 4}, {0.9, 4}},
+      {{0.7, 3}, {0.75, 4}, {0.2, 4}, {0.95, 0}},
+  };
+  int mixed = 0;
+  for (const auto& c : cases) {
+    const std::vector<int32_t> ks = m.best(c);
+    ASSERT_EQ(ks.size(), c.size());
+    for (size_t i = 0; i < c.size(); ++i) EXPECT_LE(ks[i], c[i].cap);
+    const double plain = 4.0 / m.step_seconds(4, 1);
+    const double best = brute_best(m, c);
+    if (best > plain * (1 + SpecCostModel::kMargin)) {
+      EXPECT_NEAR(brute_rate(m, c, ks), best, 1e-9) << "case " << &c - cases.data();
+    } else {
+      EXPECT_EQ(*std::max_element(ks.begin(), ks.end()), 0);
+    }
+    mixed += *std::max_element(ks.begin(), ks.end()) != *std::min_element(ks.begin(), ks.end());
+  }
+  EXPECT_GE(mixed, 2) << "the cases need mixed assignments";
+}
+
+TEST(SpecCostModel, OneNoisyStepDoesNotFlipTheChoice) {
+  // Speculation pays by 8 % (every draft accepted, k = 1: 2 tokens for a 1.85 s step); every 8th
+  // step the host stalls and the step takes twice as long, and every step jitters by +-2 %. An
+  // EMA of weight 0.25 moves to 2.3 s after a stall (0.87x plain) and flips the choice; the
+  // median of the last kWindow steps does not move.
+  int64_t step = 0;
+  Sim s{[&step](int32_t) {
+          const double jitter = 1.0 + 0.01 * double((step * 7919) % 5 - 2);
+          return 1.85 * jitter * (++step % 8 == 0 ? 2.0 : 1.0);
+        },
+        0.0, [](int64_t, int32_t k) { return k; }};
+  s.cap = 1;
+  s.run(600);
+  // After the warm-up (the first decision, on an acceptance prior, may be plain until the first
+  // probe), every step speculates but the plain probes (<= 1 in 32, backing off).
+  int64_t plain = 0;
+  for (size_t i = 100; i < s.ks.size(); ++i) plain += s.ks[i] == 0;
+  EXPECT_LE(plain, 6) << "plain steps of the last 500";
+  EXPECT_TRUE(s.model.stats().speculating);
+  EXPECT_EQ(s.model.stats().steps_speculating + s.model.stats().steps_plain, 600);
+}
+
+TEST(SpecCostModel, StatsCountTheDecisions) {
+  Sim s{moe_verify, 0.44, [](int64_t, int32_t k) { return k; }};
+  s.run(300);
+  const SpecCostStats& st = s.model.stats();
+  EXPECT_FALSE(st.speculating);
+  EXPECT_EQ(st.last_k, 0);
+  EXPECT_EQ(st.steps_speculating + st.steps_plain, 300);
+  EXPECT_EQ(st.steps_speculating, s.speculating());
+  ASSERT_EQ(st.chosen_k.size(), 4u);
+  EXPECT_EQ(st.chosen_k[0], st.steps_plain);  // one request: a request-step per step
+  EXPECT_EQ(st.chosen_k[1] + st.chosen_k[2] + st.chosen_k[3], st.steps_speculating);
+  EXPECT_EQ(st.probes, s.model.probes());
+  EXPECT_NEAR(st.plain_step_s, 1.0, 1e-12);
+  EXPECT_NEAR(st.plain_tokens_per_s, 1.0, 1e-12);
+  EXPECT_GT(st.spec_step_s, 1.86);             // the best speculative step: verify + drafting
+  EXPECT_LT(st.spec_tokens_per_s, 1.0);        // and what it would give: less than plain
 }
 
 }  // namespace

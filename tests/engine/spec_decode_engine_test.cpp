@@ -56,12 +56,18 @@ class SpecFakeExecutor : public ModelExecutor {
       for (const ScheduledRequest& r : so.scheduled) rows = std::max(rows, 1 + r.num_draft_tokens);
       std::this_thread::sleep_for(step_cost(rows));
     }
+    if (step_cost_by_drafts) {  // a synthetic step time, from the step's draft rows in all
+      int64_t drafts = 0;
+      for (const ScheduledRequest& r : so.scheduled) drafts += r.num_draft_tokens;
+      std::this_thread::sleep_for(step_cost_by_drafts(drafts));
+    }
     if (mode_ == Logits::Soft)
       for (float& x : out.logits) x = x > 0 ? 3.0f : 0.0f;
     rows += int64_t(out.logits.size()) / kVocab;
   }
   int64_t rows = 0;
   std::function<std::chrono::microseconds(int64_t rows)> step_cost;  // unset: no delay
+  std::function<std::chrono::microseconds(int64_t drafts)> step_cost_by_drafts;
 
  private:
   FakeModel model_;
@@ -78,6 +84,7 @@ struct Setup {
   bool prefix_caching = true;
   bool cost_model = false;  // the mechanics tests draft every step they can
   std::function<std::chrono::microseconds(int64_t rows)> step_cost;
+  std::function<std::chrono::microseconds(int64_t drafts)> step_cost_by_drafts;
 };
 
 std::unique_ptr<Engine> make_engine(const Setup& s, std::unique_ptr<SpecFakeExecutor> exec = nullptr) {
@@ -146,6 +153,7 @@ EngineRequest request(const std::string& id, Ids prompt, int32_t max_tokens) {
 struct Pair {
   Collected plain, spec;
   SpecDecodeStats stats;
+  SpecCostStats cost;  // the speculating engine's cost model
   int64_t plain_rows = 0, spec_rows = 0;  // logits rows the model computed
 };
 
@@ -155,6 +163,7 @@ Pair run_both(Setup s, const std::vector<EngineRequest>& reqs) {
     s.k = k;
     auto exec = std::make_unique<SpecFakeExecutor>(s.num_blocks, s.predict, s.mode);
     exec->step_cost = s.step_cost;
+    exec->step_cost_by_drafts = s.step_cost_by_drafts;
     SpecFakeExecutor* x = exec.get();
     std::unique_ptr<Engine> e = make_engine(s, std::move(exec));
     for (const EngineRequest& r : reqs) e->add_request(r);
@@ -166,6 +175,7 @@ Pair run_both(Setup s, const std::vector<EngineRequest>& reqs) {
       p.spec = std::move(c);
       p.spec_rows = x->rows;
       p.stats = e->scheduler().spec_decode_stats();
+      p.cost = e->scheduler().spec_cost_model().stats();
     }
   }
   return p;
@@ -394,6 +404,56 @@ TEST(SpecDecodeEngine, TheCostModelKeepsSpeculatingWhereVerifyingIsNearlyFree) {
   expect_same(p);
   EXPECT_GT(p.stats.num_accepted_tokens, 60);
   EXPECT_LT(p.spec.steps * 10, p.plain.steps * 6);
+}
+
+// What the cost model reports (/metrics pypto:spec_decode_*, the --profile section): a request whose
+// drafts are all rejected leaves it decoding plainly after the warm-up, a copying one speculating.
+TEST(SpecDecodeEngine, TheCostModelReportsSpeculationOffForARequestThatRejectsEverything) {
+  ::pypto::Setup s{.predict = anti_ngram, .k = 3, .cost_model = true};
+  // A draft row costs 30 % of a plain step (a little acceptance would not pay for it).
+  s.step_cost_by_drafts = [](int64_t drafts) { return std::chrono::microseconds(1000 + 300 * drafts); };
+  const Pair p = run_both(s, {request("x", prompt_of(3, 8), 80)});
+  expect_same(p);
+  EXPECT_EQ(p.stats.num_accepted_tokens, 0);
+  EXPECT_FALSE(p.cost.speculating);
+  EXPECT_EQ(p.cost.last_k, 0);
+  EXPECT_GT(p.cost.steps_plain, p.cost.steps_speculating);
+  EXPECT_GT(p.cost.plain_step_s, 0);
+  EXPECT_LT(p.cost.spec_tokens_per_s, p.cost.plain_tokens_per_s * (1 + SpecCostModel::kMargin));
+}
+
+TEST(SpecDecodeEngine, TheCostModelReportsSpeculationOnForACopyingRequest) {
+  ::pypto::Setup s{.predict = copy_back, .k = 3, .cost_model = true};
+  s.step_cost_by_drafts = [](int64_t drafts) { return std::chrono::microseconds(1000 + 300 * drafts); };
+  const Pair p = run_both(s, {request("x", prompt_of(5, 8), 80)});
+  expect_same(p);
+  EXPECT_TRUE(p.cost.speculating);
+  EXPECT_EQ(p.cost.last_k, 3);
+  EXPECT_GT(p.cost.chosen_k[3], 10);
+  EXPECT_GT(p.cost.spec_tokens_per_s, p.cost.plain_tokens_per_s * 1.5);
+}
+
+// A copying request and one whose drafts are all rejected in one batch: the copying one keeps
+// drafting while the other decodes plainly in the same steps, and both outputs are unchanged.
+int32_t copy_or_anti(std::span<const int32_t> ctx, int32_t vocab) {
+  return ctx[0] == prompt_of(3, 8)[0] ? anti_ngram(ctx, vocab) : copy_back(ctx, vocab);
+}
+
+TEST(SpecDecodeEngine, TheCostModelChoosesKPerRequestInAMixedBatch) {
+  ::pypto::Setup s{.predict = copy_or_anti, .k = 3, .cost_model = true};
+  // Every draft row costs 30 % of a plain step: the copying request's drafts pay for themselves,
+  // the rejecting one's (a few tenths of a token each) do not.
+  s.step_cost_by_drafts = [](int64_t drafts) { return std::chrono::microseconds(1000 + 300 * drafts); };
+  ASSERT_NE(prompt_of(3, 8)[0], prompt_of(5, 8)[0]);
+  const Pair p = run_both(s, {request("anti", prompt_of(3, 8), 24), request("copy", prompt_of(5, 8), 80)});
+  expect_same(p);
+  EXPECT_GT(p.stats.num_accepted_tokens, 40);  // the copying request's
+  // While both run (the first ~20 steps), the copying request drafts 3 and the rejecting one
+  // nothing in the same steps: of ~40 request-steps, ~20 at k = 3 and ~20 at k = 0, and only
+  // the exploration step and probes are plain.
+  EXPECT_GT(p.cost.chosen_k[3], 12);
+  EXPECT_GT(p.cost.chosen_k[0], 12);
+  EXPECT_LE(p.cost.steps_plain, 4);
 }
 
 }  // namespace

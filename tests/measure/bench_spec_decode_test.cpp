@@ -30,6 +30,26 @@ TEST(BenchSpecDecode, SumsTheCountersOverEngines) {
   EXPECT_FALSE(spec_decode_delta(std::nullopt, c).has_value());
 }
 
+TEST(BenchSpecDecode, ReadsTheCostModelsSteps) {
+  const std::string text =
+      "vllm:spec_decode_num_drafts_total{model_name=\"m\",engine=\"0\"} 4\n"
+      "pypto:spec_decode_steps_speculating_total{model_name=\"m\",engine=\"0\"} 40\n"
+      "pypto:spec_decode_steps_speculating_total{model_name=\"m\",engine=\"1\"} 2\n"
+      "pypto:spec_decode_steps_plain_total{model_name=\"m\",engine=\"0\"} 58\n"
+      "pypto:spec_decode_probes_total{model_name=\"m\",engine=\"0\"} 3\n"
+      "pypto:spec_decode_chosen_k_total{model_name=\"m\",engine=\"0\",k=\"0\"} 99\n";
+  const auto c = parse_spec_decode_counters(text);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->steps_speculating, 42);
+  EXPECT_EQ(c->steps_plain, 58);
+  EXPECT_EQ(c->probes, 3);
+  const auto d = spec_decode_delta(SpecDecodeCounters{.steps_speculating = 2, .steps_plain = 8, .probes = 1}, c);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->steps_speculating, 40);
+  EXPECT_EQ(d->steps_plain, 50);
+  EXPECT_EQ(d->probes, 2);
+}
+
 TEST(BenchSpecDecode, NoCountersNoFigures) {
   EXPECT_FALSE(parse_spec_decode_counters("vllm:num_preemptions_total{engine=\"0\"} 3\n").has_value());
   EXPECT_FALSE(parse_spec_decode_counters("").has_value());

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "core/profile_report.h"
+#include "engine/spec_cost_report.h"
 
 namespace pypto::prof {
 namespace {
@@ -130,6 +131,34 @@ TEST(ProfileReport, TtftEndsWithTheLastPrefillChunk) {
   const std::vector<double> t = request_ttfts_s(b.t);
   ASSERT_EQ(t.size(), 1u);
   EXPECT_NEAR(t[0], 0.009, 1e-12);
+}
+
+TEST(ProfileReport, SpeculationSectionStatesAcceptanceAndTheCostModel) {
+  SpecDecodeStats a;
+  a.observe(3, 3);
+  a.observe(3, 0);
+  SpecCostStats c;
+  c.chosen_k = {6, 0, 0, 2};
+  c.steps_speculating = 2;
+  c.steps_plain = 6;
+  c.probes = 1;
+  c.plain_step_s = 0.010;
+  c.plain_tokens_per_s = 100;
+  c.spec_step_s = 0.012;
+  c.spec_tokens_per_s = 150;
+  c.speculating = true;
+  c.last_k = 3;
+  RunInfo info;
+  info.speculation = format_spec_decode_section(a, c);
+  const std::string text = format_report(ProfileReport{}, info);
+  EXPECT_NE(text.find("-- speculative decoding --"), std::string::npos) << text;
+  EXPECT_NE(text.find("3 of 6 draft tokens (50.0 %), 2 verifies, mean acceptance length 2.50"), std::string::npos) << text;
+  EXPECT_NE(text.find("2 with k > 0, 6 plain (25.0 % with k > 0), 1 probes"), std::string::npos) << text;
+  EXPECT_NE(text.find("k=0: 6, k=1: 0, k=2: 0, k=3: 2"), std::string::npos) << text;
+  EXPECT_NE(text.find("estimated plain step      10.000 ms, 100.0 tokens/s"), std::string::npos) << text;
+  EXPECT_NE(text.find("12.000 ms, 150.0 tokens/s (1.500x plain)"), std::string::npos) << text;
+  // Speculation off: no section.
+  EXPECT_EQ(format_report(ProfileReport{}, RunInfo{}).find("speculative"), std::string::npos);
 }
 
 }  // namespace

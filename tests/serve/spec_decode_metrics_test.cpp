@@ -34,5 +34,39 @@ TEST(SpecDecodeMetrics, VllmCountersFromTheEngine) {
   EXPECT_NE(text.find("# TYPE vllm:spec_decode_num_drafts_total counter\n"), std::string::npos);
 }
 
+TEST(SpecDecodeMetrics, TheCostModelsDecisionsUnderThePyptoPrefix) {
+  ServerMetrics m(1, 256);
+  std::vector<EngineGauges> gauges(1);
+  gauges[0].speculative = true;
+  gauges[0].num_speculative_tokens = 3;
+  SpecCostStats& c = gauges[0].spec_cost;
+  c.chosen_k = {40, 0, 2, 17};
+  c.steps_speculating = 19;
+  c.steps_plain = 25;
+  c.probes = 3;
+  c.last_k = 3;
+  c.speculating = true;
+  c.plain_step_s = 0.02;
+  c.plain_tokens_per_s = 100;
+  std::string text = m.render("m", gauges);
+  EXPECT_EQ(sample(text, "pypto:spec_decode_speculating"), 1);
+  EXPECT_EQ(sample(text, "pypto:spec_decode_last_k"), 3);
+  EXPECT_EQ(sample(text, "pypto:spec_decode_chosen_k_total", ",k=\"0\""), 40);
+  EXPECT_EQ(sample(text, "pypto:spec_decode_chosen_k_total", ",k=\"2\""), 2);
+  EXPECT_EQ(sample(text, "pypto:spec_decode_chosen_k_total", ",k=\"3\""), 17);
+  EXPECT_EQ(sample(text, "pypto:spec_decode_steps_speculating_total"), 19);
+  EXPECT_EQ(sample(text, "pypto:spec_decode_steps_plain_total"), 25);
+  EXPECT_EQ(sample(text, "pypto:spec_decode_probes_total"), 3);
+  EXPECT_DOUBLE_EQ(sample(text, "pypto:spec_decode_plain_step_seconds"), 0.02);
+  EXPECT_DOUBLE_EQ(sample(text, "pypto:spec_decode_plain_tokens_per_second"), 100);
+  // Not measured yet: NaN, not a number that looks like a measurement.
+  EXPECT_NE(text.find("pypto:spec_decode_spec_step_seconds{model_name=\"m\",engine=\"0\"} NaN\n"), std::string::npos);
+  EXPECT_NE(text.find("# TYPE pypto:spec_decode_speculating gauge\n"), std::string::npos);
+  EXPECT_NE(text.find("# TYPE pypto:spec_decode_chosen_k_total counter\n"), std::string::npos);
+  c.speculating = false;
+  text = m.render("m", gauges);
+  EXPECT_EQ(sample(text, "pypto:spec_decode_speculating"), 0);
+}
+
 }  // namespace
 }  // namespace pypto
