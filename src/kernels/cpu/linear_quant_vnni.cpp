@@ -142,17 +142,19 @@ void q4_super(const QuantLinearTask& t, int64_t i0, int64_t sp) {
 
 // Int4, rows [i0, i0 + R) (R ≤ 8) against super-panel sp, all groups in one pass: each 64-byte
 // load of weights is split into its nibbles once and feeds every row, so the weight stream from
-// DRAM runs once whatever R is and the unpack is shared by the rows. Panels VV at a time so that
-// the 2·R·VV accumulators stay in registers (≤ 16 of 32); a group's record (≤ 2.4 KiB at g 64)
-// stays in L1 between the VV passes. y lives in an L1 buffer between groups. The integer sums are
-// exact and the f32 epilogue of each (row, column) is q4_super's, in the same group order: the
-// results are those of q4_super bit for bit.
+// DRAM runs once whatever R is and the unpack is shared by the rows. Both nibbles are brought down
+// to 0..15 (one shift more per load, shared) so that one accumulator per row and panel takes both
+// dot products: Σ lo·x + Σ hi·x is the integer q4_super forms as acc + acc16 / 16, so the results
+// are q4_super's bit for bit (the f32 epilogue of each row and column is the same, groups in the
+// same order). Panels VV at a time so that the R·VV accumulators stay in registers (≤ 16 of 32:
+// more made GCC spill); a group's record (≤ 2.4 KiB at g 64) stays in L1 between the VV passes;
+// y lives in an L1 buffer between groups.
 template <int R, int VV>
 void q4_rows(const QuantLinearTask& t, int64_t i0, int64_t sp) {
   constexpr int V = 4;
-  static_assert(V % VV == 0 && 2 * R * VV <= 16, "tile");
+  static_assert(V % VV == 0 && R * VV <= 16, "tile");
   const int64_t G = t.groups, g = t.group, chunks = g / 8, rec = int64_t(g / 8) * 256 + 256 + 64;
-  const __m512i nib = _mm512_set1_epi8(0x0F), nib_hi = _mm512_set1_epi8(static_cast<char>(0xF0));
+  const __m512i nib = _mm512_set1_epi8(0x0F);
   alignas(64) float ybuf[R][V][16];
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < V; ++v) _mm512_store_ps(ybuf[r][v], _mm512_setzero_ps());
@@ -162,20 +164,22 @@ void q4_rows(const QuantLinearTask& t, int64_t i0, int64_t sp) {
     const int64_t k0 = gi * g;
     const int64_t n_chunks = (t.k - k0) / 8 < chunks ? (t.k - k0) / 8 : chunks;  // k % 8 == 0
     for (int vb = 0; vb < V; vb += VV) {
-      __m512i acc[R][VV], acc16[R][VV];
+      __m512i acc[R][VV];
       for (int r = 0; r < R; ++r)
-        for (int v = 0; v < VV; ++v) acc[r][v] = acc16[r][v] = _mm512_setzero_si512();
+        for (int v = 0; v < VV; ++v) acc[r][v] = _mm512_setzero_si512();
       for (int64_t ch = 0; ch < n_chunks; ++ch) {
         const uint8_t* c = record + ch * 256 + vb * 64;
         for (int v = 0; v < VV; ++v) prefetch_l1(c + v * 64 + kPrefetchBytes);
+        __m512i lo[VV], hi[VV];
         for (int v = 0; v < VV; ++v) {
           const __m512i b = _mm512_loadu_si512(c + v * 64);
-          const __m512i lo = _mm512_and_si512(b, nib), hi = _mm512_and_si512(b, nib_hi);
-          for (int r = 0; r < R; ++r) {
-            const uint8_t* xr = t.xq + (i0 + r) * t.ldq + k0 + 8 * ch;
-            acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], lo, bcast4(xr));
-            acc16[r][v] = _mm512_dpbusd_epi32(acc16[r][v], hi, bcast4(xr + 4));
-          }
+          lo[v] = _mm512_and_si512(b, nib);
+          hi[v] = _mm512_and_si512(_mm512_srli_epi16(b, 4), nib);
+        }
+        for (int r = 0; r < R; ++r) {
+          const uint8_t* xr = t.xq + (i0 + r) * t.ldq + k0 + 8 * ch;
+          const __m512i xl = bcast4(xr), xh = bcast4(xr + 4);
+          for (int v = 0; v < VV; ++v) acc[r][v] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(acc[r][v], lo[v], xl), hi[v], xh);
         }
       }
       for (int v = 0; v < VV; ++v) {
@@ -183,8 +187,7 @@ void q4_rows(const QuantLinearTask& t, int64_t i0, int64_t sp) {
         const __m512 z = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tail + 256 + pv * 16))));
         const __m512 s = _mm512_loadu_ps(reinterpret_cast<const float*>(tail + pv * 64));
         for (int r = 0; r < R; ++r) {
-          const __m512i a = _mm512_add_epi32(acc[r][v], _mm512_srai_epi32(acc16[r][v], 4));
-          const __m512 val = _mm512_fnmadd_ps(z, _mm512_set1_ps(float(t.xsum[(i0 + r) * G + gi])), _mm512_cvtepi32_ps(a));
+          const __m512 val = _mm512_fnmadd_ps(z, _mm512_set1_ps(float(t.xsum[(i0 + r) * G + gi])), _mm512_cvtepi32_ps(acc[r][v]));
           _mm512_store_ps(ybuf[r][pv], _mm512_fmadd_ps(val, s, _mm512_load_ps(ybuf[r][pv])));
         }
       }
@@ -235,15 +238,15 @@ void linear_cols_q4(const QuantLinearTask& t, int64_t n0, int64_t n1) {
   }
   for (int64_t sp = n0 / 64; sp < sp1; ++sp) {
     int64_t i = 0;
-    for (; i + 8 <= t.m; i += 8) q4_rows<8, 1>(t, i, sp);
+    for (; i + 8 <= t.m; i += 8) q4_rows<8, 2>(t, i, sp);
     switch (t.m - i) {
       case 1: q4_rows<1, 4>(t, i, sp); break;
       case 2: q4_rows<2, 4>(t, i, sp); break;
-      case 3: q4_rows<3, 2>(t, i, sp); break;
-      case 4: q4_rows<4, 2>(t, i, sp); break;
-      case 5: q4_rows<5, 1>(t, i, sp); break;
-      case 6: q4_rows<6, 1>(t, i, sp); break;
-      case 7: q4_rows<7, 1>(t, i, sp); break;
+      case 3: q4_rows<3, 4>(t, i, sp); break;
+      case 4: q4_rows<4, 4>(t, i, sp); break;
+      case 5: q4_rows<5, 2>(t, i, sp); break;
+      case 6: q4_rows<6, 2>(t, i, sp); break;
+      case 7: q4_rows<7, 2>(t, i, sp); break;
       default: break;
     }
   }
