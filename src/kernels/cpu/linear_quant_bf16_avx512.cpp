@@ -203,78 +203,9 @@ void q4_super(const QuantLinearTask& t, int64_t i0, int64_t sp) {
       }
 }
 
-// Rows [i0, i0 + R) (R ≤ 8) against super-panel sp, all groups in one pass: each 64-byte load of
-// weights is converted to its four bf16 pair vectors once and feeds every row, so the DRAM stream
-// runs once whatever R is. Panels VV at a time so that the 2·R·VV accumulators stay in registers;
-// a group's record stays in L1 between the VV passes; y lives in an L1 buffer between groups.
-// Every accumulator receives q4_super's VDPBF16PS sequence (chunks in order, the same four pairs
-// each), and the group epilogue is q4_super's: the results are q4_super's bit for bit.
-template <int R, int VV>
-void q4_rows(const QuantLinearTask& t, int64_t i0, int64_t sp) {
-  constexpr int V = 4;
-  static_assert(V % VV == 0 && 2 * R * VV <= 16, "tile");
-  const int64_t G = t.groups, g = t.group, chunks = g / 8, rec = int64_t(g / 8) * 256 + 256 + 64;
-  alignas(64) float ybuf[R][V][16];
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < V; ++v) _mm512_store_ps(ybuf[r][v], _mm512_setzero_ps());
-  for (int64_t gi = 0; gi < G; ++gi) {
-    const uint8_t* record = t.w + (sp * G + gi) * rec;
-    const uint8_t* tail = record + chunks * 256;
-    const int64_t k0 = gi * g;
-    const int64_t n_chunks = (t.k - k0) / 8 < chunks ? (t.k - k0) / 8 : chunks;  // k % 8 == 0
-    for (int vb = 0; vb < V; vb += VV) {
-      __m512 a0[R][VV], a1[R][VV];
-      for (int r = 0; r < R; ++r)
-        for (int v = 0; v < VV; ++v) a0[r][v] = a1[r][v] = _mm512_setzero_ps();
-      for (int64_t ch = 0; ch < n_chunks; ++ch) {
-        const uint8_t* c = record + ch * 256 + vb * 64;
-        for (int v = 0; v < VV; ++v) prefetch_l1(c + v * 64 + kPrefetchBytes);
-        const int64_t off = (k0 / 8 + ch) * 16;
-        for (int v = 0; v < VV; ++v) {
-          const __m512i l = _mm512_loadu_si512(c + v * 64);
-          const __m512bh w02 = magic(_mm512_slli_epi32(l, 3)), w46 = magic(_mm512_srli_epi32(l, 1));
-          const __m512bh w13 = magic(_mm512_srli_epi32(l, 5)), w57 = magic(_mm512_srli_epi32(l, 9));
-          for (int r = 0; r < R; ++r) {
-            const uint16_t* xr = t.xp + (i0 + r) * t.ldp + off;
-            __m512 c0 = a0[r][v], c1 = a1[r][v];
-            c0 = _mm512_dpbf16_ps(c0, pair(xr + 0), w02);
-            c1 = _mm512_dpbf16_ps(c1, pair(xr + 4), w13);
-            c0 = _mm512_dpbf16_ps(c0, pair(xr + 8), w02);
-            c1 = _mm512_dpbf16_ps(c1, pair(xr + 12), w13);
-            c0 = _mm512_dpbf16_ps(c0, pair(xr + 2), w46);
-            c1 = _mm512_dpbf16_ps(c1, pair(xr + 6), w57);
-            c0 = _mm512_dpbf16_ps(c0, pair(xr + 10), w46);
-            c1 = _mm512_dpbf16_ps(c1, pair(xr + 14), w57);
-            a0[r][v] = c0;
-            a1[r][v] = c1;
-          }
-        }
-      }
-      // Group end: y += scale · (Σ (16 + q) x − (16 + zero) · Σ x), as q4_super.
-      for (int v = 0; v < VV; ++v) {
-        const int pv = vb + v;
-        const __m512i zi = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tail + 256 + pv * 16)));
-        const __m512 z = _mm512_cvtepi32_ps(_mm512_add_epi32(zi, _mm512_set1_epi32(16)));
-        const __m512 s = _mm512_loadu_ps(reinterpret_cast<const float*>(tail + pv * 64));
-        for (int r = 0; r < R; ++r) {
-          const __m512 sx = _mm512_set1_ps(t.xsumf[(i0 + r) * G + gi]);
-          const __m512 val = _mm512_fnmadd_ps(z, sx, _mm512_add_ps(a0[r][v], a1[r][v]));
-          _mm512_store_ps(ybuf[r][pv], _mm512_fmadd_ps(val, s, _mm512_load_ps(ybuf[r][pv])));
-        }
-      }
-    }
-  }
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < V; ++v) {
-      const int64_t c0 = sp * 64 + v * 16;
-      if (c0 < t.n_out) store_out(t, i0 + r, c0, _mm512_load_ps(ybuf[r][v]));
-    }
-}
-
-// Columns [n0, n1), n0 a multiple of 64 (whole super-panels): up to 8 rows per pass over a
-// super-panel (q4_rows), further blocks of rows on the same super-panel while it is in L2 (as
-// linear_quant_vnni.cpp's linear_cols_q4); a lone row (m = 1) takes two super-panels per pass
-// (two streams).
+// Columns [n0, n1), n0 a multiple of 64 (whole super-panels): rows two at a time per super-panel,
+// an odd last row on the same super-panel while it is in L2 (as linear_quant_vnni.cpp's
+// linear_cols_q4); a lone row (m = 1) takes two super-panels per pass (two streams).
 void linear_cols_q4_bf16(const QuantLinearTask& t, int64_t n0, int64_t n1) {
   const int64_t sp1 = (n1 + 63) / 64;
   if (t.m == 1) {
@@ -284,18 +215,8 @@ void linear_cols_q4_bf16(const QuantLinearTask& t, int64_t n0, int64_t n1) {
     return;
   }
   for (int64_t sp = n0 / 64; sp < sp1; ++sp) {
-    int64_t i = 0;
-    for (; i + 8 <= t.m; i += 8) q4_rows<8, 1>(t, i, sp);
-    switch (t.m - i) {
-      case 1: q4_rows<1, 4>(t, i, sp); break;
-      case 2: q4_rows<2, 4>(t, i, sp); break;
-      case 3: q4_rows<3, 2>(t, i, sp); break;
-      case 4: q4_rows<4, 2>(t, i, sp); break;
-      case 5: q4_rows<5, 1>(t, i, sp); break;
-      case 6: q4_rows<6, 1>(t, i, sp); break;
-      case 7: q4_rows<7, 1>(t, i, sp); break;
-      default: break;
-    }
+    for (int64_t i = 0; i + 1 < t.m; i += 2) q4_super<2, 1>(t, i, sp);
+    if (t.m % 2 == 1) q4_super<1, 1>(t, t.m - 1, sp);
   }
 }
 
