@@ -36,7 +36,9 @@ struct Case {
 
 std::vector<Case> cases() {
   std::vector<Case> v;
-  for (int64_t m : {1, 2, 5, 16, 17, 33})
+  // m = 2..8: one int4 pass of m rows (tiles of 2 rows x 4 panels .. 8 rows x 1 panel); 9, 17, 33:
+  // blocks of 8 rows and a remainder.
+  for (int64_t m : {1, 2, 3, 5, 8, 9, 16, 17, 33})
     // n = 150: three int4 super-panels (a lone row walks two side by side, then one).
     for (auto [n, k] : {std::pair<int64_t, int64_t>{1, 8}, {17, 200}, {100, 1024}, {33, 136}, {150, 256}}) {
       v.push_back({WeightFormat::Int8, 0, m, n, k + 3});  // k off the quad
@@ -144,7 +146,8 @@ TEST(LinearQuant, MatchesReferenceWithInt8Activations) {
     if (c.m == 33) run_case(c, QuantActivations::Int8, MatmulPrecision::Medium, 1);
 }
 
-// Row i computed alone equals row i inside batches of 16, 17 and 33 rows, bit for bit.
+// Row i computed alone equals row i inside batches of 2 .. 9, 16, 17 and 33 rows, bit for bit (every
+// int4 row tile; n = 300 ends in a partial super-panel).
 TEST(LinearQuant, BatchInvariant) {
   if (!has_quant_kernels()) GTEST_SKIP() << "no AVX-512 quantized kernels on this CPU";
   for (MatmulPrecision prec : {MatmulPrecision::Highest, MatmulPrecision::High, MatmulPrecision::Medium})
@@ -156,10 +159,13 @@ TEST(LinearQuant, BatchInvariant) {
       Staged s = stage(*be, rq.w);
       std::vector<float> x = random_f32(static_cast<size_t>(33 * k), 5u);
       std::vector<float> alone(static_cast<size_t>(n));
-      for (int64_t rows : {16, 17, 33}) {
+      for (int64_t rows : {2, 3, 4, 5, 6, 7, 8, 9, 16, 17, 33}) {
         std::vector<float> y(static_cast<size_t>(rows * n));
         be->linear(x.data(), rows, s.lw, nullptr, y.data());
-        for (int64_t i : {int64_t(0), rows / 2, rows - 1}) {
+        std::vector<int64_t> check = {0, rows / 2, rows - 1};
+        if (rows <= 9)
+          for (int64_t i = 1; i + 1 < rows; ++i) check.push_back(i);
+        for (int64_t i : check) {
           be->linear(x.data() + i * k, 1, s.lw, nullptr, alone.data());
           ASSERT_EQ(0, std::memcmp(alone.data(), y.data() + i * n, sizeof(float) * size_t(n))) << "row " << i << " of " << rows;
         }
