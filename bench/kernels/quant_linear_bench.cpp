@@ -57,6 +57,34 @@ std::unique_ptr<Backend> make_backend(QuantActivations act) {
 }
 
 // args: shape, format, m, activations (0 f32, 1 bf16x2, 2 int8)
+// The plain source pack_quantized reads for one [n, k] weight of format f: random codes (fp8:
+// finite e4m3 codes), zero points, scales 0.01; q points into the vectors.
+struct RandomQuantSource {
+  std::vector<int8_t> q8;
+  std::vector<uint8_t> q4, zero;
+  std::vector<float> scale;
+  QuantizedWeight q;
+  RandomQuantSource(const Shape& s, const Format& f, std::mt19937& rng) {
+    q.format = f.f;
+    q.n_out = s.n;
+    q.k_in = s.k;
+    q.group = f.group;
+    const int64_t G = q.groups();
+    q8.resize(size_t(s.n * s.k));
+    q4.resize(size_t(s.n * s.k));
+    zero.resize(size_t(s.n * G));
+    scale.assign(size_t(s.n * G), 0.01f);
+    for (size_t i = 0; i < q8.size(); ++i) q8[i] = int8_t(rng() % 255 - 127), q4[i] = uint8_t(rng() % (f.f == WeightFormat::Fp8 ? 126 : 16));
+    for (auto& z : zero) z = uint8_t(rng() % 16);
+    q.q8 = q8.data();
+    q.q4 = q4.data();
+    q.e4m3 = q4.data();
+    q.zero = zero.data();
+    q.scale = scale.data();
+  }
+  RandomQuantSource(const RandomQuantSource&) = delete;
+};
+
 void BM_QuantLinear(benchmark::State& state) {
   const Shape& s = kQShapes[state.range(0)];
   const Format& f = kFormats[state.range(1)];
@@ -84,22 +112,8 @@ void BM_QuantLinear(benchmark::State& state) {
   std::mt19937 rng(1);
   if (st.shape != state.range(0) || st.fmt != state.range(1) || st.many != many) {
     st = Staged{};
-    QuantizedWeight q;
-    q.format = f.f;
-    q.n_out = s.n;
-    q.k_in = s.k;
-    q.group = f.group;
-    const int64_t G = q.groups();
-    std::vector<int8_t> q8(size_t(s.n * s.k));
-    std::vector<uint8_t> q4(size_t(s.n * s.k)), zero(size_t(s.n * G));
-    std::vector<float> scale(size_t(s.n * G), 0.01f);
-    for (size_t i = 0; i < q8.size(); ++i) q8[i] = int8_t(rng() % 255 - 127), q4[i] = uint8_t(rng() % (f.f == WeightFormat::Fp8 ? 126 : 16));
-    for (auto& z : zero) z = uint8_t(rng() % 16);
-    q.q8 = q8.data();
-    q.q4 = q4.data();
-    q.e4m3 = q4.data();
-    q.zero = zero.data();
-    q.scale = scale.data();
+    const RandomQuantSource src(s, f, rng);
+    const QuantizedWeight& q = src.q;
     st.bytes = be->packed_quantized_bytes(f.f, s.n, s.k, f.group);
     const size_t copies = many ? std::max<size_t>(1, ((size_t(256) << 20) + st.bytes - 1) / st.bytes) : 1;
     // The copies lie back to back in one buffer (huge pages, as the staged slab of a model), each
@@ -162,22 +176,9 @@ void BM_QuantSideBySide(benchmark::State& state) {
   auto hi = make_backend(QuantActivations::Bf16Pair), med = make_backend(QuantActivations::Int8);
   if (hi->quant_activations() != QuantActivations::Bf16Pair || med->quant_activations() != QuantActivations::Int8)
     return state.SkipWithError("bf16x2 or int8 activations have no kernel here");
-  QuantizedWeight q;
-  q.format = f.f;
-  q.n_out = s.n;
-  q.k_in = s.k;
-  q.group = f.group;
-  const int64_t G = q.groups();
-  std::vector<int8_t> q8(size_t(s.n * s.k));
-  std::vector<uint8_t> q4(size_t(s.n * s.k)), zero(size_t(s.n * G));
-  std::vector<float> scale(size_t(s.n * G), 0.01f);
   std::mt19937 rng(1);
-  for (size_t i = 0; i < q8.size(); ++i) q8[i] = int8_t(rng() % 255 - 127), q4[i] = uint8_t(rng() % 16);
-  for (auto& z : zero) z = uint8_t(rng() % 16);
-  q.q8 = q8.data();
-  q.q4 = q4.data();
-  q.zero = zero.data();
-  q.scale = scale.data();
+  const RandomQuantSource src(s, f, rng);  // fp8 was skipped above
+  const QuantizedWeight& q = src.q;
   // Both backends share the layout (quant_panels.h does not depend on the precision).
   const size_t bytes = hi->packed_quantized_bytes(f.f, s.n, s.k, f.group);
   const size_t copies = state.range(3) ? 1 : std::max<size_t>(2, ((size_t(256) << 20) + bytes - 1) / bytes);
