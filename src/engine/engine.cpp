@@ -365,7 +365,7 @@ std::vector<RequestOutput> Engine::step() {
         }
   }
   stats_.sample_seconds += seconds_since(t);
-  scheduler_.observe_step_seconds(so, seconds_since(step_start));
+  scheduler_.observe_step_seconds(so, eo.step_seconds >= 0 ? eo.step_seconds : seconds_since(step_start));
 
   t = Clock::now();
 

@@ -31,6 +31,10 @@ namespace pypto {
 struct ExecutorOutput {
   std::vector<float> logits;  // [rows, vocab_size], row-major
   int64_t vocab_size = 0;
+  // The step's cost in seconds as the executor knows it, for the speculation cost model
+  // (engine/spec_cost_model.h); < 0 (the default): the engine times the step on its own clock.
+  // Set by executors whose time is not the wall clock's (the tests' fakes with synthetic costs).
+  double step_seconds = -1;
 };
 
 class ModelExecutor {

@@ -7,7 +7,6 @@
 
 #include <chrono>
 #include <functional>
-#include <thread>
 
 #include <map>
 #include <memory>
@@ -51,15 +50,18 @@ class SpecFakeExecutor : public ModelExecutor {
   void execute(const SchedulerOutput& so, ExecutorOutput& out) override {
     out.vocab_size = kVocab;
     out.logits = model_.execute_logits(so);
-    if (step_cost) {  // a synthetic step time, from the largest rows per request in the step
+    // A synthetic step time, reported rather than slept: the host's scheduling noise (several ms
+    // when the tests run side by side) would drown the 0.3 ms differences the cost model must see.
+    out.step_seconds = -1;
+    if (step_cost) {  // from the largest rows per request in the step
       int64_t rows = 1;
       for (const ScheduledRequest& r : so.scheduled) rows = std::max(rows, 1 + r.num_draft_tokens);
-      std::this_thread::sleep_for(step_cost(rows));
+      out.step_seconds = std::chrono::duration<double>(step_cost(rows)).count();
     }
-    if (step_cost_by_drafts) {  // a synthetic step time, from the step's draft rows in all
+    if (step_cost_by_drafts) {  // from the step's draft rows in all
       int64_t drafts = 0;
       for (const ScheduledRequest& r : so.scheduled) drafts += r.num_draft_tokens;
-      std::this_thread::sleep_for(step_cost_by_drafts(drafts));
+      out.step_seconds = std::chrono::duration<double>(step_cost_by_drafts(drafts)).count();
     }
     if (mode_ == Logits::Soft)
       for (float& x : out.logits) x = x > 0 ? 3.0f : 0.0f;
