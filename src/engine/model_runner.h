@@ -21,6 +21,7 @@
 #include "io/model_config.h"
 #include "kernels/backend.h"
 #include "model/forward_batch.h"
+#include "model/gdn_prefill.h"
 #include "model/kv_cache.h"
 #include "model/qwen3_model.h"
 #include "model/qwen3_weights.h"
@@ -68,6 +69,7 @@ struct EngineLoadOptions {
   int32_t int4_group = 64;                // --quantization-group: inputs per int4 scale
   bool expert_parallel = false;           // --enable-expert-parallel: whole experts per TP rank
   bool prefault_kv_cache = false;         // map every KV page at load (KvCache::prefault)
+  GdnPrefill gdn_prefill = GdnPrefill::Recurrent;  // --gdn-prefill (hybrids, model/gdn_prefill.h)
 };
 
 class ReplicaSet;  // parallel/replicas/replica_set.h: the data-parallel router
