@@ -3,8 +3,11 @@
 //
 //   bench_moe --model DIR [--threads N] [--runs 5] [--batches 1,4,16] [--context 128]
 //             [--prompt 512] [--matmul-precision high] [--quantization none|int8|int4]
-//             [--quantization-group 64] [--ungrouped]
+//             [--quantization-group 64] [--ungrouped] [--gdn-prefill recurrent|chunked|recurrent,chunked]
 //
+// --prompt takes a list (e.g. 512,2048). --gdn-prefill (hybrids, model/gdn_prefill.h) with both
+// forms runs each prefill with each form on the same staged weights, in alternating rounds (median
+// of min(runs, 3) per form), and prints their ratio; decode uses the first form.
 // --ungrouped runs the experts' products one op per expert (the backend's ops forwarded, except
 // linear_grouped, which falls back to one linear per call): the grouped job against one op per
 // expert, in the same process, on the same weights.
@@ -22,6 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -114,8 +118,9 @@ class Ungrouped final : public Backend {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string model, precision = "high", quantization = "none";
-  int threads = 0, runs = 5, group = 64, ctx = 128, prompt = 512;
+  std::string model, precision = "high", quantization = "none", gdn_prefill = "recurrent";
+  int threads = 0, runs = 5, group = 64, ctx = 128;
+  std::vector<int> prompts = {512};
   bool ungrouped = false;
   std::vector<int> batches = {1, 4, 16};
   for (int i = 1; i < argc; i++) {
@@ -124,15 +129,16 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--runs") && i + 1 < argc) runs = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--batches") && i + 1 < argc) batches = parse_int_list(argv[++i]);
     else if (!std::strcmp(argv[i], "--context") && i + 1 < argc) ctx = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--prompt") && i + 1 < argc) prompt = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--prompt") && i + 1 < argc) prompts = parse_int_list(argv[++i]);
     else if (!std::strcmp(argv[i], "--matmul-precision") && i + 1 < argc) precision = argv[++i];
     else if (!std::strcmp(argv[i], "--quantization") && i + 1 < argc) quantization = argv[++i];
     else if (!std::strcmp(argv[i], "--quantization-group") && i + 1 < argc) group = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--ungrouped")) ungrouped = true;
+    else if (!std::strcmp(argv[i], "--gdn-prefill") && i + 1 < argc) gdn_prefill = argv[++i];
     else {
       std::fprintf(stderr,
                    "usage: bench_moe --model DIR [--threads N] [--runs 5] [--batches 1,4,16] [--context 128] "
-                   "[--prompt 512] [--matmul-precision high] [--quantization none|int8|int4] [--quantization-group 64] [--ungrouped]\n");
+                   "[--prompt 512] [--matmul-precision high] [--quantization none|int8|int4] [--quantization-group 64] [--ungrouped] [--gdn-prefill recurrent|chunked|recurrent,chunked]\n");
       return 2;
     }
   }
@@ -157,14 +163,30 @@ int main(int argc, char** argv) {
     int max_batch = 1;
     for (int B : batches) max_batch = std::max(max_batch, B);
     w.state_slots = max_batch;  // hybrids: one Gated DeltaNet state per sequence of the largest batch
-    Qwen3Model m(w, *backend);
+    // One model per --gdn-prefill form over the same staged weights (the copies share the slab).
+    std::vector<GdnPrefill> forms;
+    for (size_t b = 0; b <= gdn_prefill.size();) {
+      const size_t e = std::min(gdn_prefill.find(',', b), gdn_prefill.size());
+      forms.push_back(parse_gdn_prefill(gdn_prefill.substr(b, e - b)));
+      b = e + 1;
+    }
+    std::vector<std::unique_ptr<Qwen3Weights>> form_weights;
+    std::vector<std::unique_ptr<Qwen3Model>> models;
+    for (GdnPrefill f : forms) {
+      form_weights.push_back(std::make_unique<Qwen3Weights>(w));
+      form_weights.back()->gdn_prefill = f;
+      models.push_back(std::make_unique<Qwen3Model>(*form_weights.back(), *backend));
+    }
+    w.gdn_prefill = forms[0];
+    Qwen3Model& m = *models[0];
     const char* acts = quantized_activations(w.layer_format, *backend);
     int sparse = 0;
     for (const auto& L : w.layers) sparse += L.sparse;
-    std::printf("model %s: %d layers (%d sparse, %d experts, top-%d, width %lld), weights %s%s%s%s, backend %s%s, %d threads\n",
+    std::printf("model %s: %d layers (%d sparse, %d experts, top-%d, width %lld), weights %s%s%s%s, backend %s%s, %d threads%s%s\n",
                 model.c_str(), c.num_hidden_layers, sparse, c.num_experts, c.num_experts_per_tok,
                 static_cast<long long>(c.moe_intermediate_size), w.weight_formats.c_str(), *acts ? " (" : "", acts,
-                *acts ? ")" : "", backend->name(), ungrouped ? " (experts one op each)" : "", threads);
+                *acts ? ")" : "", backend->name(), ungrouped ? " (experts one op each)" : "", threads,
+                c.hybrid() ? ", --gdn-prefill " : "", c.hybrid() ? gdn_prefill.c_str() : "");
     const double dense = dense_bytes_per_step(w, *backend), expert = expert_bytes(w, *backend);
     const double state = state_bytes_per_token(c);
     const double bw0 = bench::bandwidth_bound();
@@ -182,7 +204,7 @@ int main(int argc, char** argv) {
     // its own sequence): run r's step i is at position ctx + r * steps + i.
     const int32_t bs = 16, steps = 8, len = ctx + runs * steps + 1;
     for (int B : batches) {
-      const int32_t per_seq = (std::max(len, prompt) + bs - 1) / bs;
+      const int32_t per_seq = (len + bs - 1) / bs;
       KvCache cache(m.kv_cache_spec(int64_t(B) * per_seq, bs, DType::BF16));
       std::vector<int32_t> tables(size_t(B) * per_seq);
       std::iota(tables.begin(), tables.end(), 0);
@@ -231,7 +253,8 @@ int main(int argc, char** argv) {
                   median(mb), nexp.empty() ? 0.0 : median(nexp), c.num_experts);
       std::fflush(stdout);
     }
-    if (prompt > 0) {
+    for (int prompt : prompts) {
+      if (prompt <= 0) continue;
       const int32_t nb = (prompt + bs - 1) / bs;
       KvCache cache(m.kv_cache_spec(nb, bs, DType::BF16));
       std::vector<int32_t> table(nb), ids(prompt);
@@ -239,19 +262,27 @@ int main(int argc, char** argv) {
       for (int i = 0; i < prompt; i++) ids[size_t(i)] = 1000 + (i * 7919) % 50000;
       std::vector<float> logits(size_t(m.vocab_size()));
       ForwardBatch fb;
-      std::vector<double> t;
+      std::vector<std::vector<double>> t(models.size());
       for (int r = 0; r < std::min(runs, 3); r++) {
-        fb.clear();
-        fb.max_blocks_per_seq = nb;
-        fb.add_sequence(ids.data(), prompt, 0, table.data(), nb, bs, ForwardBatch::Logits::Last);
-        if (c.hybrid()) fb.state_slots.push_back(0);  // position 0: a fresh state
-        auto t0 = Clock::now();
-        m.forward(fb, cache, logits.data());
-        t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+        for (size_t f = 0; f < models.size(); f++) {  // alternating: every round runs each form once
+          fb.clear();
+          fb.max_blocks_per_seq = nb;
+          fb.add_sequence(ids.data(), prompt, 0, table.data(), nb, bs, ForwardBatch::Logits::Last);
+          if (c.hybrid()) fb.state_slots.push_back(0);  // position 0: a fresh state
+          auto t0 = Clock::now();
+          models[f]->forward(fb, cache, logits.data());
+          t[f].push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+        }
       }
-      char name[64];
-      std::snprintf(name, sizeof name, "prefill %d", prompt);
-      std::printf("%-22s %10.1f %10.2f\n", name, prompt / median(t), median(t) * 1e3);
+      for (size_t f = 0; f < models.size(); f++) {
+        char name[64];
+        if (models.size() == 1) std::snprintf(name, sizeof name, "prefill %d", prompt);
+        else std::snprintf(name, sizeof name, "prefill %d %s", prompt, gdn_prefill_name(forms[f]));
+        std::printf("%-22s %10.1f %10.2f", name, prompt / median(t[f]), median(t[f]) * 1e3);
+        if (f > 0) std::printf("   %.3fx the %s form's tokens/s", median(t[0]) / median(t[f]), gdn_prefill_name(forms[0]));
+        std::printf("\n");
+      }
+      std::fflush(stdout);
     }
     return 0;
   } catch (const Error& e) {

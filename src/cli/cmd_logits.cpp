@@ -16,6 +16,7 @@
 #include "io/checkpoint.h"
 #include "io/json_fields.h"
 #include "kernels/backend.h"
+#include "model/gdn_prefill.h"
 #include "model/prompt_logits.h"
 #include "model/qwen3_model.h"
 #include "model/weight_staging.h"
@@ -82,6 +83,10 @@ int cmd_logits(int argc, char** argv) {
   app.add_option("--matmul-precision", precision, "inputs of the matrix products: highest, high or medium")
       ->check(CLI::IsMember({"highest", "high", "medium"}))
       ->capture_default_str();
+  std::string gdn_prefill = "recurrent";
+  app.add_option("--gdn-prefill", gdn_prefill, kGdnPrefillHelp)
+      ->check(CLI::IsMember({"recurrent", "chunked"}))
+      ->capture_default_str();
   app.add_flag("--scalar-kernels", scalar, "use the scalar reference kernels (slow; for checking)");
   std::string quantization = "none";
   int group = 64;
@@ -107,6 +112,7 @@ int cmd_logits(int argc, char** argv) {
     if (ids.empty()) fail("--prompt: the text encodes to no tokens");
 
     auto ck = Checkpoint::open(model_dir, hf_overrides);
+    check_gdn_prefill(ck->config(), parse_gdn_prefill(gdn_prefill));
     const int nthreads = threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency()));
     const MatmulPrecision prec = parse_matmul_precision(precision);
     std::unique_ptr<Backend> backend = scalar ? make_reference_backend(prec == MatmulPrecision::Highest ? QuantActivations::F32
@@ -118,6 +124,7 @@ int cmd_logits(int argc, char** argv) {
     sopt.quantization = parse_quantization(quantization);
     sopt.int4_group = group;
     Qwen3Weights weights = stage_qwen3_weights(*ck, *backend, sopt);
+    weights.gdn_prefill = parse_gdn_prefill(gdn_prefill);
     Qwen3Model model(weights, *backend);
 
     PromptLogitsOptions popt;

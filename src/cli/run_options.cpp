@@ -13,6 +13,7 @@
 #include "io/checkpoint.h"
 #include "io/model_config.h"
 #include "model/compile_cache.h"
+#include "model/gdn_prefill.h"
 
 namespace pypto::cli {
 
@@ -169,6 +170,9 @@ void add_run_options(CLI::App& app, RunOptions& o) {
                  "~1e-2 and more with outlier channels). FP8 weights always take f32 activations")
       ->check(CLI::IsMember({"highest", "high", "medium"}))
       ->capture_default_str();
+  app.add_option("--gdn-prefill", o.gdn_prefill, kGdnPrefillHelp)
+      ->check(CLI::IsMember({"recurrent", "chunked"}))
+      ->capture_default_str();
   app.add_option("--cpu-linear-kernel", o.cpu_linear_kernel,
                  "kernel for bf16 weights at high/medium: auto (per CPU), f32, bf16dot (AVX-512 BF16), amx "
                  "(AMX tiles). On this CPU auto runs " + describe_cpu_linear_choice())
@@ -324,6 +328,7 @@ EngineLoadOptions engine_options(const RunOptions& o, const std::string& model_d
   e.threads = o.threads;
   e.matmul_precision = parse_matmul_precision(o.matmul_precision);
   e.cpu_linear_kernel = parse_cpu_linear_kernel(o.cpu_linear_kernel);
+  e.gdn_prefill = parse_gdn_prefill(o.gdn_prefill);
   e.quantization = parse_quantization(o.quantization);
   if (o.quantization_group < 8 || o.quantization_group % 8 != 0)
     fail("--quantization-group must be a positive multiple of 8, got ", o.quantization_group);

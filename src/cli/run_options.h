@@ -53,6 +53,7 @@ struct RunOptions {
   bool show_startup_logs = false;  // the seed's flag; start-up logs are always shown
   std::string kv_cache_dtype = "bf16";
   std::string matmul_precision = "high";  // highest | high | medium (kernels/backend.h)
+  std::string gdn_prefill = "recurrent";  // recurrent | chunked (model/gdn_prefill.h)
   std::string cpu_linear_kernel = "auto";  // auto | f32 | bf16dot | amx (kernels/backend.h)
   std::string quantization = "none";      // none | int8 | int4 (model/weight_staging.h)
   int quantization_group = 64;            // int4: inputs per scale and zero point

@@ -21,6 +21,7 @@
 #include "io/model_config.h"
 #include "kernels/backend.h"
 #include "model/forward_batch.h"
+#include "model/gdn_prefill.h"
 #include "model/kv_cache.h"
 #include "model/qwen3_model.h"
 #include "model/qwen3_weights.h"
@@ -68,6 +69,7 @@ struct EngineLoadOptions {
   int32_t int4_group = 64;                // --quantization-group: inputs per int4 scale
   bool expert_parallel = false;           // --enable-expert-parallel: whole experts per TP rank
   bool prefault_kv_cache = false;         // map every KV page at load (KvCache::prefault)
+  GdnPrefill gdn_prefill = GdnPrefill::Recurrent;  // --gdn-prefill (hybrids, model/gdn_prefill.h)
   // Benchmarks comparing engine settings over one copy of a large model: the staged slices
   // (LoadedEngine::weights) of an earlier load of the same checkpoint with the same staging
   // options (quantization, precision, layout, the MTP head if asked for), used instead of staging.

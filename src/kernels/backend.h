@@ -202,6 +202,15 @@ class Backend {
   // definition (kernels/gdn_recurrence.h); a backend may run heads in parallel and vectorised, as
   // long as each head's arithmetic does not depend on the thread count.
   virtual void gated_delta_rule(const GdnSequence& s);
+  // The same rule in the chunked WY form (kernels/gdn_chunked.h, C = 64), for --gdn-prefill chunked:
+  // equal to gated_delta_rule up to rounding. Only where gdn_chunked_supported(d_k, d_v) says so
+  // (the default: nowhere; the loader refuses the option otherwise).
+  virtual bool gdn_chunked_supported(int32_t d_k, int32_t d_v) const {
+    (void)d_k;
+    (void)d_v;
+    return false;
+  }
+  virtual void gated_delta_rule_chunked(const GdnSequence& s);
 
   // What Int8 / Int4 linears take as activations (Fp8 weights always take f32).
   virtual QuantActivations quant_activations() const { return QuantActivations::F32; }

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/profiler.h"
+#include "kernels/gdn_chunked.h"
 
 namespace pypto {
 namespace {
@@ -25,7 +26,7 @@ void l2norm(float* x, int32_t d, float scale) {
 
 }  // namespace
 
-GatedDeltaNet::GatedDeltaNet(Backend& backend, const ModelConfig& c)
+GatedDeltaNet::GatedDeltaNet(Backend& backend, const ModelConfig& c, GdnPrefill prefill)
     : backend_(backend),
       n_k_(c.linear_num_key_heads),
       n_v_(c.linear_num_value_heads),
@@ -36,8 +37,13 @@ GatedDeltaNet::GatedDeltaNet(Backend& backend, const ModelConfig& c)
       value_dim_(c.gdn_value_dim()),
       conv_dim_(c.gdn_conv_dim()),
       proj_dim_(c.gdn_conv_dim() + c.gdn_value_dim() + 2 * int64_t(c.linear_num_value_heads)),
-      eps_(float(c.rms_norm_eps)) {
+      eps_(float(c.rms_norm_eps)),
+      prefill_(prefill) {
   PYPTO_ASSERT(n_k_ > 0 && n_v_ % n_k_ == 0 && d_k_ > 0 && d_v_ > 0 && K_ >= 1, "GDN shape");
+  if (prefill_ == GdnPrefill::Chunked && !backend_.gdn_chunked_supported(d_k_, d_v_))
+    fail("--gdn-prefill chunked: backend ", backend_.name(), " has no chunked gated delta rule for linear_key_head_dim ",
+         d_k_, " / linear_value_head_dim ", d_v_, " (it needs AVX-512 and head dims that are multiples of 16, at most "
+         "256); use --gdn-prefill recurrent");
 }
 
 void GatedDeltaNet::take_scratch(Arena& arena, int64_t T) {
@@ -78,6 +84,35 @@ void GatedDeltaNet::conv_silu(const GdnLayerWeights& W, int64_t r0, int64_t n, f
       for (int32_t j = 0; j < hist; ++j) conv_state[int64_t(j) * C + c] = win[j];
     }
   });
+}
+
+// The gated delta rule over rows [r, r + n) of the step (one sequence's, continuing `state`
+// [n_v, d_k, d_v]); their outputs land in o_ [n, n_v, d_v].
+void GatedDeltaNet::run_rule(int64_t r, int64_t n, float* state, bool chunked) {
+  const int64_t C = conv_dim_;
+  GdnSequence q;
+  q.q = conv_ + r * C;
+  q.k = conv_ + r * C + key_dim_;
+  q.qk_stride = C;
+  q.v = conv_ + r * C + 2 * key_dim_;
+  q.v_stride = C;
+  q.g = g_ + r * n_v_;
+  q.beta = beta_ + r * n_v_;
+  q.n = n;
+  q.n_k = n_k_;
+  q.n_v = n_v_;
+  q.d_k = d_k_;
+  q.d_v = d_v_;
+  q.state = state;
+  q.out = o_ + r * value_dim_;
+  if (chunked) {
+    PYPTO_PROF_OP("gdn.chunked");
+    backend_.gated_delta_rule_chunked(q);
+  } else {
+    PYPTO_PROF_OP("gdn.recurrence");
+    backend_.gated_delta_rule(q);
+  }
+  backend_.synchronize();
 }
 
 void GatedDeltaNet::forward(const GdnLayerWeights& W, const float* h, const ForwardBatch& batch, GdnStatePool& states,
@@ -153,27 +188,19 @@ void GatedDeltaNet::forward(const GdnLayerWeights& W, const float* h, const Forw
     const int64_t r0 = batch.query_start[size_t(s)], n = batch.query_start[size_t(s) + 1] - r0;
     float* state = states.recurrent(batch.state_slots[size_t(s)], layer);
     // Rows [done, to) per segment: the recurrence is token by token, so segments between save
-    // points compute exactly what one call over all n rows would.
+    // points compute exactly what one call over all n rows would. With --gdn-prefill chunked a
+    // segment's whole 64-token chunks (counted from the segment's first row) go through the chunked
+    // form first, the rest (< 64 rows: decode, verify rows, a prompt's tail) through the recurrence.
     int64_t done = 0;
     auto run = [&](int64_t to) {
       if (to == done) return;
-      GdnSequence q;
-      q.q = conv_ + (r0 + done) * C;
-      q.k = conv_ + (r0 + done) * C + key_dim_;
-      q.qk_stride = C;
-      q.v = conv_ + (r0 + done) * C + 2 * key_dim_;
-      q.v_stride = C;
-      q.g = g_ + (r0 + done) * n_v_;
-      q.beta = beta_ + (r0 + done) * n_v_;
-      q.n = to - done;
-      q.n_k = n_k_;
-      q.n_v = n_v_;
-      q.d_k = d_k_;
-      q.d_v = d_v_;
-      q.state = state;
-      q.out = o_ + (r0 + done) * value_dim_;  // [to - done, n_v, d_v]
-      be.gated_delta_rule(q);
-      be.synchronize();
+      const int64_t whole = prefill_ == GdnPrefill::Chunked ? (to - done) / cpu::kGdnChunk * cpu::kGdnChunk : 0;
+      if (whole > 0) {
+        run_rule(r0 + done, whole, state, /*chunked=*/true);
+        done += whole;
+        if (to == done) return;
+      }
+      run_rule(r0 + done, to - done, state, /*chunked=*/false);
       done = to;
     };
     for (const SavePoint& p : saves_[size_t(s)]) {

@@ -87,7 +87,7 @@ Qwen3Model::Qwen3Model(const Qwen3Weights& weights, Backend& backend, Communicat
     PYPTO_ASSERT(w_.state_slots >= 1, "GDN layers on rank ", w_.tp_rank, "/", w_.tp_size, " without state slots");
     // Under --tp each rank runs its share of the GDN heads, with their state.
     const ModelConfig rc = gdn_rank_config(c, w_.tp_size);
-    gdn_ = std::make_unique<GatedDeltaNet>(backend_, rc);
+    gdn_ = std::make_unique<GatedDeltaNet>(backend_, rc, w_.gdn_prefill);
     states_ = GdnStatePool(rc, w_.state_slots, n_gdn, w_.state_snapshots);
     rollback_ = GdnRollbackStates(rc, w_.state_slots, n_gdn, w_.state_rollback);
   }

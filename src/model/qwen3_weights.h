@@ -10,6 +10,7 @@
 #include "kernels/backend.h"
 #include "model/pooling_head.h"
 #include "model/hybrid_weights.h"
+#include "model/gdn_prefill.h"
 
 namespace pypto {
 
@@ -101,6 +102,8 @@ struct Qwen3Weights {
   // Hybrid models with speculative decoding: per state slot, the states a verify step keeps at
   // its draft positions for rollback (model/gdn_rollback.h): the largest k. 0: no speculation.
   int32_t state_rollback = 0;
+  // Hybrid models: the gated delta rule's form on prefill rows (--gdn-prefill, model/gdn_prefill.h).
+  GdnPrefill gdn_prefill = GdnPrefill::Recurrent;
   size_t resident_bytes = 0;            // size of the slab holding all of the above
   bool from_compile_cache = false;      // the slab was read back from the compile cache
   std::shared_ptr<void> storage;        // keeps the slab (or mapping) alive

@@ -31,6 +31,7 @@
 #include "core/memory.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/bf16_panels.h"
+#include "kernels/gdn_chunked.h"
 #include "kernels/gdn_recurrence.h"
 #include "kernels/kv_quant.h"
 #include "kernels/cpu/cpu_common.h"
@@ -299,6 +300,18 @@ class CpuBackend final : public Backend {
     const bool vec = kt_.isa == Isa::Avx512 && s.d_v % 16 == 0 && s.d_v <= 512;
     pool_.parallel_for(s.n_v, [&](int64_t b, int64_t e, int) {
       for (int64_t h = b; h < e; ++h) vec ? cpu::gdn_head_avx512(s, int32_t(h)) : gdn_head_scalar(s, int32_t(h));
+    });
+  }
+
+  // --gdn-prefill chunked: value heads in parallel, each in 64-token chunks (kernels/gdn_chunked.h).
+  bool gdn_chunked_supported(int32_t d_k, int32_t d_v) const override {
+    return kt_.isa == Isa::Avx512 && d_k % 16 == 0 && d_v % 16 == 0 && d_k <= 256 && d_v <= 256;
+  }
+  void gated_delta_rule_chunked(const GdnSequence& s) override {
+    PYPTO_ASSERT(s.n_k > 0 && s.n_v % s.n_k == 0 && gdn_chunked_supported(s.d_k, s.d_v), "chunked GDN shape ", s.n_k,
+                 "/", s.n_v, " d_k ", s.d_k, " d_v ", s.d_v);
+    pool_.parallel_for(s.n_v, [&](int64_t b, int64_t e, int) {
+      for (int64_t h = b; h < e; ++h) cpu::gdn_head_chunked_avx512(s, int32_t(h));
     });
   }
 

@@ -76,10 +76,12 @@ int32_t hybrid_state_snapshots(const ModelConfig& cfg, const EngineLoadOptions& 
 }
 
 void set_hybrid_state_pool(Qwen3Weights& w, const EngineLoadOptions& eo) {
+  check_gdn_prefill(w.config, eo.gdn_prefill);
   if (!w.config.hybrid()) return;
   w.state_slots = eo.scheduler.max_num_seqs;                // one GDN state per running sequence
   w.state_snapshots = hybrid_state_snapshots(w.config, eo);  // prefix caching: copies at cached block boundaries
   w.state_rollback = eo.scheduler.speculative.num_speculative_tokens;  // speculative: states at drafts (0: off)
+  w.gdn_prefill = eo.gdn_prefill;  // --gdn-prefill: the same form on every rank
 }
 
 int64_t hybrid_state_bytes(const ModelConfig& cfg, const EngineLoadOptions& eo) {
@@ -168,6 +170,7 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
 
   auto ck = Checkpoint::open(eo.model_dir, hf_overrides_for_runner(eo.runner, eo.hf_overrides));
   ModelConfig cfg = ck->config();  // a copy: the checkpoint is released after staging
+  check_gdn_prefill(cfg, eo.gdn_prefill);  // before staging: a dense model refuses it at once
   cfg.pooling = resolve_runner(*ck, eo);  // generate, or embed / score (pooling_load.h)
   if (cfg.pooling.pooling() && opt.pp_virtual_engines) fail("--pp-virtual-engines does not apply to --runner pooling");
   // The virtual engines of a replica share its stages' models, and so one Gated DeltaNet state
