@@ -59,30 +59,43 @@ void GatedDeltaNet::take_scratch(Arena& arena, int64_t T) {
 // Rows [r0, r0 + n) of one sequence: conv_[t, c] = SiLU(Σ_j W[c, j] · x_{t−K+1+j}[c]) over the
 // sequence's history (conv_state [K − 1, C], oldest first) then its new qkv rows; the state is left
 // holding the last K − 1 rows, and after `rows` of them each save point gets the state as it was
-// then. Channels are independent: split over the backend's threads.
+// then. Channels are independent: split over the backend's threads in blocks of kChunk, each block
+// walked row by row so every read of proj_ [T, P] and write of conv_ [T, C] is a contiguous run
+// (a channel-by-channel walk strides P floats per row: at 512 rows of the 35B-A3B shape it took
+// 57 ms a layer). Per channel the sum runs j = 0 .. K−1 in that order, as before.
 void GatedDeltaNet::conv_silu(const GdnLayerWeights& W, int64_t r0, int64_t n, float* conv_state,
                               const std::vector<SavePoint>& saves) {
+  if (n == 0) return;
   const int64_t C = conv_dim_, P = proj_dim_;
   const int32_t K = K_, hist = K_ - 1;
   constexpr int64_t kChunk = 256;  // channels per task
+  // Input row u of the window, relative to the first new row: u < 0 is conv_state's row hist + u.
+  auto input = [&](int64_t u) -> const float* {
+    return u >= 0 ? proj_ + (r0 + u) * P : conv_state + (hist + u) * C;
+  };
   backend_.parallel_rows((C + kChunk - 1) / kChunk, [&](int64_t chunk) {
-    const int64_t c0 = chunk * kChunk, c1 = std::min(C, c0 + kChunk);
-    float win[16];  // the window: hist older values then the current one (K <= 16 checked at load)
-    for (int64_t c = c0; c < c1; ++c) {
-      const float* w = W.conv + c * K;
-      for (int32_t j = 0; j < hist; ++j) win[j] = conv_state[int64_t(j) * C + c];
-      size_t next = 0;  // the next save point
-      for (int64_t t = 0; t < n; ++t) {
-        win[hist] = proj_[(r0 + t) * P + c];
-        float acc = 0.0f;
-        for (int32_t j = 0; j < K; ++j) acc += w[j] * win[j];
-        conv_[(r0 + t) * C + c] = silu(acc);
-        for (int32_t j = 0; j < hist; ++j) win[j] = win[j + 1];
-        for (; next < saves.size() && saves[next].rows == t + 1; ++next)
-          for (int32_t j = 0; j < hist; ++j) saves[next].conv[int64_t(j) * C + c] = win[j];
+    const int64_t c0 = chunk * kChunk, nc = std::min(C, c0 + kChunk) - c0;
+    float w[16 * kChunk];  // this block's taps, tap-major [K, nc] (K <= 16 checked at load)
+    for (int64_t c = 0; c < nc; ++c)
+      for (int32_t j = 0; j < K; ++j) w[j * kChunk + c] = W.conv[(c0 + c) * K + j];
+    float acc[kChunk];
+    size_t next = 0;  // the next save point
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t c = 0; c < nc; ++c) acc[c] = 0.0f;
+      for (int32_t j = 0; j < K; ++j) {
+        const float* x = input(t - hist + j) + c0;
+        const float* wj = w + j * kChunk;
+        for (int64_t c = 0; c < nc; ++c) acc[c] += wj[c] * x[c];
       }
-      for (int32_t j = 0; j < hist; ++j) conv_state[int64_t(j) * C + c] = win[j];
+      float* out = conv_ + (r0 + t) * C + c0;
+      for (int64_t c = 0; c < nc; ++c) out[c] = silu(acc[c]);
+      for (; next < saves.size() && saves[next].rows == t + 1; ++next)
+        for (int32_t j = 0; j < hist; ++j)
+          std::copy_n(input(t + 1 - hist + j) + c0, nc, saves[next].conv + int64_t(j) * C + c0);
     }
+    // The last hist inputs become the state. Row j reads input n − hist + j: a new row, or the old
+    // state's row n + j > j, not yet overwritten when j ascends.
+    for (int32_t j = 0; j < hist; ++j) std::copy_n(input(n - hist + j) + c0, nc, conv_state + int64_t(j) * C + c0);
   });
 }
 
