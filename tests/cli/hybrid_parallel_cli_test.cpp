@@ -3,8 +3,8 @@
 // pool and print the single-rank tokens; under --pp-virtual-engines each engine of the pipeline
 // owns its run of state slots and snapshot entries in every stage's pool, so several prompts
 // spread over the engines, in chunks, and resumed from the prefix cache print the single-rank
-// tokens on either backend. n-gram speculation under rank processes rolls each rank's share of
-// the state back.
+// tokens on either backend. n-gram speculation under rank processes, and on the virtual engines,
+// rolls each rank's share of each engine's states back.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -25,6 +25,7 @@ namespace {
 using pypto::test::RunResult;
 using pypto::test::printed_token_ids;
 using pypto::test::run;
+using pypto::test::speculative_line;
 
 class HybridParallelCli : public ::testing::Test {
  protected:
@@ -132,6 +133,32 @@ TEST_F(HybridParallelCli, VirtualPipelineEnginesResumeFromTheirOwnStateSnapshots
       EXPECT_EQ(ve[i]["token_ids"], one[i]["token_ids"]) << backend << " prompt " << i;
       if (i >= 2) EXPECT_GT(ve[i]["num_cached_tokens"].get<int>(), 0) << backend << " prompt " << i << ": a cache hit";
     }
+  }
+}
+
+// n-gram speculation on the engines: repetitive prompts over both engines draft, the drafts are
+// rejected, and each engine rolls back its sequences' states, kept with its own slots; the tokens
+// are one rank's without speculation.
+TEST_F(HybridParallelCli, VirtualPipelineEnginesRollTheirOwnStatesBack) {
+  const std::string args = "--model " + model() + " --kv-cache-memory 16MiB --max-model-len 256 "
+                           "--prompt 'one two three one two three one two three one two three' "
+                           "--prompt 'one two three one two three one two three one two three four' "
+                           "--prompt 'one two three one two three one two three one two' "
+                           "--generate-config '{\"max_tokens\": 24, \"temperature\": 0}'";
+  const RunResult one = run(args);
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  ASSERT_FALSE(printed_token_ids(one.output).empty()) << one.output;
+  const std::string spec = " --speculative-config '{\"method\": \"ngram\", \"num_speculative_tokens\": 3, "
+                           "\"prompt_lookup_min\": 1, \"prompt_lookup_max\": 4, \"cost_model\": false}'";
+  for (const char* backend : {"threads", "mp"}) {
+    const RunResult r = run(args + spec + " --pp 2 --devices 0,1 --pp-virtual-engines --distributed-executor-backend " +
+                            backend);
+    ASSERT_EQ(r.exit_code, 0) << backend << "\n" << r.output;
+    const auto sl = speculative_line(r.output);
+    ASSERT_TRUE(sl) << backend << "\n" << r.output;
+    EXPECT_GT(sl->draft_tokens, 0) << backend << "\n" << r.output;
+    EXPECT_TRUE(has(r.output, "x 2 virtual engines")) << backend << "\n" << r.output;  // the rollback states' log line
+    EXPECT_EQ(printed_token_ids(r.output), printed_token_ids(one.output)) << backend << "\n" << r.output;
   }
 }
 
