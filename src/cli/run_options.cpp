@@ -283,7 +283,8 @@ void validate_run_options(RunOptions& o) {
     // Device groups: len(devices) == dp × tp, no duplicates; each device a group of cores.
     o.layout = plan_parallel_layout(o.device, o.devices, o.tp, o.dp, o.cpu_groups, layout_cores(o), o.pp);
   }
-  if (o.dp == 1 && o.data_parallel_routing != "least_pending_tokens")
+  // --pp-virtual-engines: the router spreads requests over the pipeline's engines as over replicas.
+  if (o.dp == 1 && !o.pp_virtual_engines && o.data_parallel_routing != "least_pending_tokens")
     log_warn("--data-parallel-routing ", o.data_parallel_routing, " has no effect with --dp 1");
   // --dtype names the checkpoint's own dtype (the seed passes bfloat16) or auto; the loader
   // refuses any other, since weights are never converted.

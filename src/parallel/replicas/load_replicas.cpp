@@ -75,41 +75,59 @@ int32_t hybrid_state_snapshots(const ModelConfig& cfg, const EngineLoadOptions& 
   return eo.cache.state_snapshots > 0 ? eo.cache.state_snapshots : std::max(4, eo.scheduler.max_num_seqs);
 }
 
-void set_hybrid_state_pool(Qwen3Weights& w, const EngineLoadOptions& eo) {
+void set_hybrid_state_pool(Qwen3Weights& w, const EngineLoadOptions& eo, int32_t engines) {
   check_gdn_prefill(w.config, eo.gdn_prefill);
+  PYPTO_ASSERT(engines >= 1, engines, " engines");
   if (!w.config.hybrid()) return;
-  w.state_slots = eo.scheduler.max_num_seqs;                // one GDN state per running sequence
-  w.state_snapshots = hybrid_state_snapshots(w.config, eo);  // prefix caching: copies at cached block boundaries
+  w.state_slots = engines * eo.scheduler.max_num_seqs;                // one GDN state per running sequence
+  w.state_snapshots = engines * hybrid_state_snapshots(w.config, eo);  // prefix caching: copies at cached block boundaries
   w.state_rollback = eo.scheduler.speculative.num_speculative_tokens;  // speculative: states at drafts (0: off)
   w.gdn_prefill = eo.gdn_prefill;  // --gdn-prefill: the same form on every rank
 }
 
-int64_t hybrid_state_bytes(const ModelConfig& cfg, const EngineLoadOptions& eo) {
+VirtualEngineShare virtual_engine_share(const ModelConfig& cfg, const EngineLoadOptions& eo, int g,
+                                        int64_t blocks_per_engine) {
+  VirtualEngineShare share;
+  share.block_offset = int32_t(g * blocks_per_engine);
+  if (cfg.hybrid()) {  // set_hybrid_state_pool(..., engines) made room for every engine's
+    share.state_slots = eo.scheduler.max_num_seqs;
+    share.state_slot_offset = g * eo.scheduler.max_num_seqs;
+    share.snapshot_offset = g * hybrid_state_snapshots(cfg, eo);
+  }
+  return share;
+}
+
+int64_t hybrid_state_bytes(const ModelConfig& cfg, const EngineLoadOptions& eo, int32_t engines) {
   if (!cfg.hybrid()) return 0;
   const int32_t snapshots = hybrid_state_snapshots(cfg, eo);
   const int32_t gdn_layers = cfg.num_hidden_layers - cfg.num_full_attention_layers();
   const size_t per_seq = GdnStatePool::bytes_per_slot(cfg, gdn_layers);
+  // "= X per replica", or under --pp-virtual-engines "= X per engine, x E engines = E·X per
+  // replica": every engine owns its slots, snapshots and rollback states (step_pipeline.h).
+  auto per_replica = [&](int64_t states) {
+    char x[32], t[32];
+    format_bytes(size_t(per_seq) * size_t(states), x, sizeof x);
+    if (engines == 1) return str_cat(x, " per replica");
+    format_bytes(size_t(per_seq) * size_t(states) * size_t(engines), t, sizeof t);
+    return str_cat(x, " per engine, x ", engines, " virtual engines = ", t, " per replica");
+  };
   // Speculative decoding keeps k more states per sequence for rollback (model/gdn_rollback.h).
   const int64_t rollback = int64_t(eo.scheduler.max_num_seqs) * eo.scheduler.speculative.num_speculative_tokens;
-  if (rollback > 0) {
-    char r[32];
+  if (rollback > 0)
     log_info("GDN rollback states (speculative decoding): ", eo.scheduler.max_num_seqs, " sequences x ",
-             eo.scheduler.speculative.num_speculative_tokens, " draft positions = ",
-             format_bytes(size_t(per_seq) * size_t(rollback), r, sizeof r), " per replica");
-  }
-  char a[32], b[32], c[32];
+             eo.scheduler.speculative.num_speculative_tokens, " draft positions = ", per_replica(rollback));
+  char a[32];
   log_info("Gated DeltaNet state pool: ", eo.scheduler.max_num_seqs, " sequences (--max-num-seqs) x ",
            format_bytes(per_seq, a, sizeof a), " (", gdn_layers, " GDN layers: conv [", cfg.linear_conv_kernel_dim - 1,
            ", ", cfg.gdn_conv_dim(), "] + recurrent [", cfg.linear_num_value_heads, ", ", cfg.linear_key_head_dim, ", ",
-           cfg.linear_value_head_dim, "] f32) = ", format_bytes(size_t(per_seq) * size_t(eo.scheduler.max_num_seqs), b, sizeof b),
-           " per replica; the KV cache covers the ", cfg.num_full_attention_layers(), " full-attention layers only");
+           cfg.linear_value_head_dim, "] f32) = ", per_replica(eo.scheduler.max_num_seqs),
+           "; the KV cache covers the ", cfg.num_full_attention_layers(), " full-attention layers only");
   if (snapshots > 0)
-    log_info("GDN state snapshots: ", snapshots, " x ", format_bytes(per_seq, a, sizeof a), " = ",
-             format_bytes(size_t(per_seq) * size_t(snapshots), c, sizeof c),
-             " per replica (prefix caching resumes a hybrid only where one was taken: at each prompt chunk's and "
+    log_info("GDN state snapshots: ", snapshots, " x ", a, " = ", per_replica(snapshots),
+             " (prefix caching resumes a hybrid only where one was taken: at each prompt chunk's and "
              "turn's last block boundary, every ", eo.cache.block_size, " tokens while decoding (the latest kept), "
              "and every ", eo.cache.snapshot_interval_tokens(), " tokens (0: none); least recently used first out)");
-  return int64_t(per_seq) * (eo.scheduler.max_num_seqs + snapshots + rollback);
+  return int64_t(per_seq) * engines * (eo.scheduler.max_num_seqs + snapshots + rollback);
 }
 
 void add_engine(LoadedEngine& out, std::vector<ReplicaSet::Replica>& engines, const EngineConfig& ec,
@@ -173,12 +191,6 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   check_gdn_prefill(cfg, eo.gdn_prefill);  // before staging: a dense model refuses it at once
   cfg.pooling = resolve_runner(*ck, eo);  // generate, or embed / score (pooling_load.h)
   if (cfg.pooling.pooling() && opt.pp_virtual_engines) fail("--pp-virtual-engines does not apply to --runner pooling");
-  // The virtual engines of a replica share its stages' models, and so one Gated DeltaNet state
-  // pool, whose slots each engine would hand out on its own.
-  if (cfg.hybrid() && opt.pp_virtual_engines)
-    fail("--pp-virtual-engines: ", eo.model_dir, " (", cfg.architecture, ", a Gated DeltaNet hybrid) keeps one recurrent ",
-         "state per running sequence, which engines sharing a pipeline cannot divide yet: use --pp without ",
-         "--pp-virtual-engines");
   check_max_model_len(cfg, eo.scheduler.max_model_len);
   check_speculative_target(eo.scheduler.speculative, cfg, eo.model_dir);  // hybrid / pooling / draft checks
   if (eo.weight_dtype && ck->find("model.embed_tokens.weight") &&
@@ -245,11 +257,14 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   // prefixes end (engine/state_snapshots.h), as many as the cache config asks, else one per
   // running sequence (at least 4): each costs what a running sequence's state does.
   const int32_t snapshots = hybrid_state_snapshots(cfg, eo);
+  // --pp-virtual-engines: the engines of a replica share its stages' models, so each stage's
+  // Gated DeltaNet state pool holds every engine's slots and snapshots (VirtualEngineShare).
+  const int32_t engines = opt.pp_virtual_engines ? L.pp : 1;
   std::vector<Qwen3Weights> staged;  // per rank of a replica
   staged.reserve(size_t(nr));
   for (int r = 0; r < nr && reuse; ++r) {  // a copy shares the slabs; only the state pool sizes are this engine's
     Qwen3Weights w = *eo.reuse_weights[size_t(r)];
-    set_hybrid_state_pool(w, eo);
+    set_hybrid_state_pool(w, eo, engines);
     staged.push_back(std::move(w));
   }
   for (int r = 0; r < nr && !reuse; ++r) {
@@ -266,7 +281,7 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
     so.int4_group = eo.int4_group;
     so.mtp = mtp && pos.stage == L.pp - 1;  // the MTP head rides with the last stage's weights
     Qwen3Weights w = stage_qwen3_weights(*ck, *stager, so);
-    set_hybrid_state_pool(w, eo);
+    set_hybrid_state_pool(w, eo, engines);
     staged.push_back(std::move(w));
   }
   if (!reuse) attach_pooling_heads(staged, cfg.pooling, eo.model_dir, *stager);  // after all: the head rows may be on any rank
@@ -309,7 +324,7 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   }
   if (draft) bytes_per_block += draft_kv_bytes_per_block(*draft, eo);  // the draft's KV block beside each target block
   if (mtp) bytes_per_block += mtp_kv_bytes_per_block(slices, eo);  // the MTP layer's KV block beside it (every TP rank's share)
-  const int64_t state_bytes = hybrid_state_bytes(cfg, eo) * L.dp;
+  const int64_t state_bytes = hybrid_state_bytes(cfg, eo, engines) * L.dp;
   out.capacity = plan_kv_capacity(kv_capacity_request(
       eo, bytes_per_block, (static_cast<int64_t>(available_memory_bytes()) - state_bytes) / L.dp));
 
@@ -366,7 +381,8 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
       ve.cache.num_blocks = static_cast<int32_t>(per_engine);
       for (int g = 0; g < L.pp; ++g)
         add_engine(out, replicas, ve,
-                   std::make_unique<VirtualEngineExecutor>(pipeline, int32_t(g * per_engine), eo.cache.block_size));
+                   std::make_unique<VirtualEngineExecutor>(pipeline, virtual_engine_share(cfg, eo, g, per_engine),
+                                                           eo.cache.block_size));
       out.placement += str_cat(out.placement.empty() ? "" : "\n", "replica ", i, ": ", L.pp, " virtual engines of ",
                                per_engine, " KV blocks over ", nr, " rank threads, their steps in flight together");
       continue;

@@ -22,6 +22,8 @@
 
 namespace pypto {
 
+struct VirtualEngineShare;  // parallel/replicas/step_pipeline.h
+
 struct ReplicaLoadOptions {
   // Per replica: scheduler limits, block size / prefix caching, KV dtype. kv_cache_memory is the
   // budget of one replica (all its ranks); without it memory_utilization of the memory free
@@ -90,10 +92,17 @@ StagedFormats staged_formats_for(const Checkpoint& ck, const EngineLoadOptions& 
 int32_t hybrid_state_snapshots(const ModelConfig& cfg, const EngineLoadOptions& eo);
 // Sets a rank's staged hybrid weights' state pool: a slot per running sequence, the snapshots and
 // the speculative rollback depth (every rank of a replica must agree: the engine numbers them).
-void set_hybrid_state_pool(Qwen3Weights& w, const EngineLoadOptions& eo);
-// Bytes of the Gated DeltaNet state pools of one replica (slots, snapshots, rollback states; 0 for
-// other models), logged as the threads backend logs them.
-int64_t hybrid_state_bytes(const ModelConfig& cfg, const EngineLoadOptions& eo);
+// engines: the engines sharing the rank (--pp-virtual-engines: pp), each owning a run of
+// --max-num-seqs slots and one of snapshots (step_pipeline.h VirtualEngineShare), so the pool
+// holds engines times as many.
+void set_hybrid_state_pool(Qwen3Weights& w, const EngineLoadOptions& eo, int32_t engines = 1);
+// Bytes of the Gated DeltaNet state pools of one replica (slots, snapshots, rollback states of
+// each of its `engines` engines; 0 for other models), logged as the threads backend logs them.
+int64_t hybrid_state_bytes(const ModelConfig& cfg, const EngineLoadOptions& eo, int32_t engines = 1);
+// --pp-virtual-engines: engine g's share of a replica's pools (its blocks_per_engine KV blocks,
+// and on a hybrid its --max-num-seqs state slots and its snapshot entries).
+VirtualEngineShare virtual_engine_share(const ModelConfig& cfg, const EngineLoadOptions& eo, int g,
+                                        int64_t blocks_per_engine);
 
 // One rank, one replica (tp = dp = 1) on opt.cores (empty: every core, threads unpinned): the same
 // start-up as the server's, so the sampler runs on the kernel pool here too (bench_engine, tests).

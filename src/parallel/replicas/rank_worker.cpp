@@ -43,9 +43,10 @@ std::unique_ptr<Backend> rank_backend(const ReplicaLoadOptions& opt, int rank) {
 // Opens this host's copy of the checkpoint, checks that this rank's slice (its TP share of its
 // pipeline stage's layers) fits this host's free memory and stages it. Errors say which file or
 // how many bytes, or that --pp exceeds the layer count. engine_rank: this is rank 0 (it logs the
-// stages and shows the staging progress; the first ranks of other --dp replicas do not).
+// stages and shows the staging progress; the first ranks of other --dp replicas do not). engines:
+// the engines sharing this rank (--pp-virtual-engines: pp), each with its own hybrid state slots.
 std::shared_ptr<const Qwen3Weights> stage_own_slice(const EngineLoadOptions& eo, const StagePosition& pos,
-                                                    bool engine_rank) {
+                                                    bool engine_rank, int32_t engines) {
   const int rank = pos.tp_rank, tp = pos.tp;
   auto ck = Checkpoint::open(eo.model_dir, eo.hf_overrides);
   validate_qwen3_checkpoint(*ck);
@@ -88,8 +89,9 @@ std::shared_ptr<const Qwen3Weights> stage_own_slice(const EngineLoadOptions& eo,
   so.int4_group = eo.int4_group;
   Qwen3Weights w = stage_qwen3_weights(*ck, *stager, so);
   // Hybrids: every rank keeps the state of its own Gated DeltaNet heads for the same slots,
-  // snapshots and rollback entries, which rank 0's engine numbers (load_replicas.h).
-  set_hybrid_state_pool(w, eo);
+  // snapshots and rollback entries, which rank 0's engine numbers (load_replicas.h), those of
+  // each virtual engine under --pp-virtual-engines (`engines` of them).
+  set_hybrid_state_pool(w, eo, engines);
   return std::make_shared<const Qwen3Weights>(std::move(w));
 }
 
@@ -210,7 +212,7 @@ int run_rank_worker(const ReplicaLoadOptions& opt) {
   std::string error;
   try {
     backend = rank_backend(opt, rank);
-    weights = stage_own_slice(eo, pos, /*engine_rank=*/false);
+    weights = stage_own_slice(eo, pos, /*engine_rank=*/false, opt.pp_virtual_engines ? pp : 1);
   } catch (const std::exception& e) {
     error = e.what();
   }
@@ -294,7 +296,8 @@ LoadedEngine pipelined_rank0(const ReplicaLoadOptions& opt, LoadedEngine out, st
   std::vector<ReplicaSet::Replica> engines;
   for (int g = 0; g < L.pp; ++g)
     add_engine(out, engines, ec,
-               std::make_unique<VirtualEngineExecutor>(pipeline, int32_t(g * per_engine), eo.cache.block_size));
+               std::make_unique<VirtualEngineExecutor>(pipeline, virtual_engine_share(weights->config, eo, g, per_engine),
+                                                       eo.cache.block_size));
   out.placement = str_cat("process group of ", L.ranks_per_replica(), " ranks (", L.pp, " pipeline stages of ", L.tp,
                           "): rank 0 on ", this_host_name(), " (", L.pp, " virtual engines of ", per_engine,
                           " KV blocks each, their steps in flight together)");
@@ -327,11 +330,7 @@ LoadedEngine load_process_rank0(const ReplicaLoadOptions& opt) {
     if (!kv_dtype_supported(eo.kv_cache_dtype))
       fail("--kv-cache-dtype must be one of ", kKvCacheDtypeHelp, ", got ", dtype_name(eo.kv_cache_dtype));
     backend = rank_backend(opt, 0);
-    weights = stage_own_slice(eo, pos, /*engine_rank=*/true);
-    if (weights->config.hybrid() && opt.pp_virtual_engines)  // as load_replicas refuses it for threads
-      fail("--pp-virtual-engines: ", eo.model_dir, " (", weights->config.architecture, ", a Gated DeltaNet hybrid) ",
-           "keeps one recurrent state per running sequence, which engines sharing a pipeline cannot divide yet: use ",
-           "--pp without --pp-virtual-engines");
+    weights = stage_own_slice(eo, pos, /*engine_rank=*/true, opt.pp_virtual_engines ? L.pp : 1);
     check_speculative_target(eo.scheduler.speculative, weights->config, eo.model_dir);  // draft vocab / tokenizer
     if (eo.scheduler.speculative.method == SpeculativeMethod::DraftModel) {
       auto stager = make_cpu_backend(cpu_count(), {}, eo.matmul_precision, eo.cpu_linear_kernel);
@@ -362,7 +361,7 @@ LoadedEngine load_process_rank0(const ReplicaLoadOptions& opt) {
     const int64_t block_bytes = kv_bytes_per_block(kv_layers, eo.cache.block_size, weights->n_kv_heads,
                                                    cfg.head_dim, eo.kv_cache_dtype) * L.tp +
                                 (draft ? draft_kv_bytes_per_block(*draft, eo) : 0);  // the draft's block beside each
-    const int64_t state_bytes = hybrid_state_bytes(cfg, eo) * L.dp;
+    const int64_t state_bytes = hybrid_state_bytes(cfg, eo, opt.pp_virtual_engines ? L.pp : 1) * L.dp;
     out.capacity = plan_kv_capacity(kv_capacity_request(
         eo, block_bytes, (static_cast<int64_t>(available_memory_bytes()) - state_bytes) / L.dp));
     num_blocks = out.capacity.num_blocks;

@@ -126,12 +126,23 @@ void StepPipeline::run(const ForwardBatch& batch, float* logits_out) {
   if (error) std::rethrow_exception(error);
 }
 
-VirtualEngineExecutor::VirtualEngineExecutor(std::shared_ptr<StepPipeline> pipeline, int32_t block_offset,
+VirtualEngineExecutor::VirtualEngineExecutor(std::shared_ptr<StepPipeline> pipeline, const VirtualEngineShare& share,
                                              int32_t block_size)
-    : pipeline_(std::move(pipeline)), block_offset_(block_offset), block_size_(block_size) {}
+    : pipeline_(std::move(pipeline)), share_(share), block_size_(block_size) {
+  PYPTO_ASSERT(share_.block_offset >= 0 && share_.state_slots >= 0 && share_.state_slot_offset >= 0 &&
+                   share_.snapshot_offset >= 0,
+               "virtual engine share");
+  if (share_.state_slots > 0) tables_.enable_state_slots(share_.state_slots);  // this engine's own slots 0 .. n-1
+}
 
 void VirtualEngineExecutor::execute(const SchedulerOutput& so, ExecutorOutput& out) {
-  build_forward_batch(so, tables_, block_size_, batch_, block_offset_);
+  build_forward_batch(so, tables_, block_size_, batch_, share_.block_offset);
+  // The engine numbers its state slots and snapshot entries from 0 (its BlockTables and its
+  // KvCacheManager); the stages' pools hold every engine's, this one's from its offsets.
+  for (int32_t& slot : batch_.state_slots) slot += share_.state_slot_offset;
+  for (int32_t& e : batch_.state_restore)
+    if (e >= 0) e += share_.snapshot_offset;
+  for (ForwardBatch::StateSave& v : batch_.state_saves) v.entry += share_.snapshot_offset;
   out.vocab_size = pipeline_->vocab_size();
   out.logits.resize(static_cast<size_t>(batch_.num_logits() * out.vocab_size));
   pipeline_->run(batch_, out.logits.data());

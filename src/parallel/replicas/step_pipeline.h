@@ -93,17 +93,31 @@ class StepPipeline {
   std::thread thread_;
 };
 
-// One virtual engine's executor on rank 0: its own block tables, its block ids shifted by
-// block_offset into the shared cache, its steps run through the shared pipeline. The sampler's
-// rows run on the engine's thread (rank 0's compute threads belong to the pipeline thread).
+// A virtual engine's share of the stages' pools: its KV block ids [block_offset, + its blocks) of
+// every stage's cache, and on a hybrid (Gated DeltaNet) model its own run of state slots
+// [state_slot_offset, + state_slots) and snapshot entries [snapshot_offset, + its snapshots) of
+// every stage's state pool, which holds each engine's (load_replicas.h set_hybrid_state_pool).
+// The rollback states of speculative decoding are kept per slot, so they come with the slots.
+struct VirtualEngineShare {
+  int32_t block_offset = 0;
+  int32_t state_slots = 0;  // 0: a model without a recurrent state
+  int32_t state_slot_offset = 0;
+  int32_t snapshot_offset = 0;
+};
+
+// One virtual engine's executor on rank 0: its own block tables (and state slots), its block ids,
+// state slots and snapshot entries shifted into the shared pools by its share, its steps run
+// through the shared pipeline. The sampler's rows run on the engine's thread (rank 0's compute
+// threads belong to the pipeline thread).
 class VirtualEngineExecutor : public ModelExecutor {
  public:
-  VirtualEngineExecutor(std::shared_ptr<StepPipeline> pipeline, int32_t block_offset, int32_t block_size);
+  VirtualEngineExecutor(std::shared_ptr<StepPipeline> pipeline, const VirtualEngineShare& share, int32_t block_size);
   void execute(const SchedulerOutput& so, ExecutorOutput& out) override;
 
  private:
   std::shared_ptr<StepPipeline> pipeline_;
-  int32_t block_offset_, block_size_;
+  VirtualEngineShare share_;
+  int32_t block_size_;
   BlockTables tables_;
   ForwardBatch batch_;
 };
