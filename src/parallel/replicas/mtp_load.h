@@ -3,7 +3,8 @@
 // (StagingOptions::mtp), the MTP layer's KV pool is sized with the target's (its bytes per block
 // are added to the target's, so one memory budget covers both), and the engine runs the target
 // through MtpExecutor (the hidden states the drafter reads) on one rank per replica, or through
-// MtpTpExecutor under --tp (thread ranks), the MTP head sharded like the target's layers.
+// MtpTpExecutor under --tp (thread ranks), the MTP head sharded like the target's layers. Rank
+// processes (--distributed-executor-backend mp) start it in rank_worker.cpp (mtp_rank_pass.h).
 #include <cstdint>
 #include <memory>
 #include <string>

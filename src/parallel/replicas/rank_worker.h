@@ -12,6 +12,9 @@
 //             first rank, then of the encoded ForwardBatch (batch_codec.h), then the forward pass
 //             with its collectives (--dp: replica i > 0's first rank got them from rank 0 first,
 //             replica_link.h);
+//   --speculative-config method mtp (--dp 1): between steps, StepHeaders of kind kMtpPassMessage
+//             with the drafter's passes, and under --pp the step's hidden rows from the last
+//             stage to rank 0 after each step (mtp_rank_pass.h);
 //   shutdown: a StepHeader of kind Stop.
 #include <memory>
 #include <string>
