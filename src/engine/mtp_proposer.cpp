@@ -18,8 +18,8 @@ MtpProposer::MtpProposer(const Qwen3Weights& target, Backend& backend, int64_t n
 
 MtpProposer::MtpProposer(std::vector<Rank> ranks, Fanout fanout, int64_t num_blocks, int32_t block_size,
                          DType kv_dtype)
-    : target_(*ranks.at(0).target),
-      H_(target_.config.hidden_size),
+    : H_(ranks.at(0).target->config.hidden_size),
+      V_(ranks.at(0).target->config.vocab_size),
       fanout_(std::move(fanout)),
       block_size_(block_size) {
   PYPTO_ASSERT(num_blocks > 0 && num_blocks < (int64_t(1) << 31), "MTP KV blocks: ", num_blocks);
@@ -30,6 +30,14 @@ MtpProposer::MtpProposer(std::vector<Rank> ranks, Fanout fanout, int64_t num_blo
     heads_.push_back(std::make_unique<MtpHead>(*r.target, r.embed ? *r.embed : *r.target, *r.backend, r.comm));
     caches_.push_back(std::make_unique<KvCache>(heads_.back()->kv_cache_spec(num_blocks, block_size, kv_dtype)));
   }
+  free_.reserve(size_t(num_blocks));
+  for (int64_t b = num_blocks - 1; b >= 0; --b) free_.push_back(int32_t(b));  // lowest ids first out
+}
+
+MtpProposer::MtpProposer(const ModelConfig& config, RemotePass pass, int64_t num_blocks, int32_t block_size)
+    : H_(config.hidden_size), V_(config.vocab_size), remote_(std::move(pass)), block_size_(block_size) {
+  PYPTO_ASSERT(num_blocks > 0 && num_blocks < (int64_t(1) << 31), "MTP KV blocks: ", num_blocks);
+  PYPTO_ASSERT(remote_, "a remote MTP head needs its pass");
   free_.reserve(size_t(num_blocks));
   for (int64_t b = num_blocks - 1; b >= 0; --b) free_.push_back(int32_t(b));  // lowest ids first out
 }
@@ -79,9 +87,13 @@ int32_t MtpProposer::choose(const Request& req, State& st, std::span<float> logi
 }
 
 void MtpProposer::run(const std::vector<float>& hidden_rows) {
-  logits_.resize(size_t(batch_.num_logits() * target_.config.vocab_size));
+  logits_.resize(size_t(batch_.num_logits() * V_));
   out_.resize(size_t(batch_.num_tokens() * H_));
   if (batch_.num_tokens() == 0) return;
+  if (remote_) {
+    remote_(batch_, hidden_rows, logits_, out_);
+    return;
+  }
   // Rank 0 (Qwen3Model::kLogitsRank) receives the logits and outputs; the others' are not written.
   auto rank = [&](int r) {
     heads_[size_t(r)]->forward(batch_, hidden_rows.data(), *caches_[size_t(r)], r == 0 ? logits_.data() : nullptr,
@@ -209,7 +221,7 @@ void MtpProposer::prepare(std::span<const Query> queries) {
     max_k = std::max(max_k, q.k);
   }
   if (jobs.empty()) return;
-  const size_t V = size_t(target_.config.vocab_size);
+  const size_t V = size_t(V_);
   try {
     for (int32_t d = 0; d < max_k; ++d) {
       // Pass d: row (h_{p-1}, x_p) at p - 1 for d = 0, else (the previous row's output, draft d-1).

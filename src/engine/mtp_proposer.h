@@ -25,7 +25,10 @@
 // bookkeeping runs on the engine thread and each head pass is run by every rank at once through
 // the executor's `fanout` (parallel/replicas/mtp_tp_executor.h), logits and outputs landing in
 // this proposer's buffers from head rank 0 (MtpHead's class comment). Under --pp the heads are
-// the last stage's TP ranks.
+// the last stage's TP ranks. With rank processes (--distributed-executor-backend mp) the heads
+// live in the ranks' processes: each pass is handed to a RemotePass
+// (parallel/replicas/mtp_rank_pass.h), which runs it there and returns head rank 0's logits and
+// outputs; the bookkeeping here is the same.
 #include <functional>
 #include <memory>
 #include <string>
@@ -60,6 +63,13 @@ class MtpProposer final : public DraftProposer {
   using Fanout = std::function<void(const std::function<void(int)>& fn)>;
   // `ranks` (and what they point to) and what `fanout` uses must outlive the proposer.
   MtpProposer(std::vector<Rank> ranks, Fanout fanout, int64_t num_blocks, int32_t block_size, DType kv_dtype);
+  // Rank processes: runs one pass of the heads, which hold the MTP KV pool (num_blocks of
+  // block_size, every rank its share), over `batch` with hidden rows [T, H]; fills logits
+  // [batch.num_logits(), vocab] and out [T, H] (sized by the caller), or throws.
+  using RemotePass = std::function<void(const ForwardBatch& batch, const std::vector<float>& hidden,
+                                        std::vector<float>& logits, std::vector<float>& out)>;
+  // `config`: the target's (hidden size, vocabulary).
+  MtpProposer(const ModelConfig& config, RemotePass pass, int64_t num_blocks, int32_t block_size);
 
   void propose(std::span<const int32_t> tokens, int32_t k, std::vector<int32_t>& out) const override;
   void prepare(std::span<const Query> queries) override;
@@ -74,7 +84,7 @@ class MtpProposer final : public DraftProposer {
   // normed hidden state of every row.
   void observe(const SchedulerOutput& so, const ForwardBatch& batch, const float* hidden);
 
-  const MtpHead& head() const { return *heads_[0]; }
+  const MtpHead& head() const { return *heads_.at(0); }  // not with a RemotePass
   int tp_size() const { return int(heads_.size()); }
   // Parts the proposer keeps alive (the loader's weights and backend).
   void keep_alive(std::vector<std::shared_ptr<const void>> parts) { parts_ = std::move(parts); }
@@ -97,11 +107,11 @@ class MtpProposer final : public DraftProposer {
   void run(const std::vector<float>& hidden_rows);  // the heads over batch_ → logits_, out_ (rank 0's)
 
   std::vector<std::shared_ptr<const void>> parts_;  // destroyed last
-  const Qwen3Weights& target_;
-  int64_t H_;
+  int64_t H_, V_;  // hidden size, vocabulary
   std::vector<std::unique_ptr<MtpHead>> heads_;  // per TP rank
   std::vector<std::unique_ptr<KvCache>> caches_;  // per TP rank: its KV heads of the MTP layer
   Fanout fanout_;                                 // null on one rank
+  RemotePass remote_;                             // rank processes: instead of heads_
   int32_t block_size_;
   std::vector<int32_t> free_;
   std::unordered_map<std::string, State> states_;

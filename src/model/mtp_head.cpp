@@ -11,13 +11,18 @@ MtpHead::MtpHead(const Qwen3Weights& target, Backend& backend, Communicator* com
     : MtpHead(target, target, backend, comm) {}
 
 MtpHead::MtpHead(const Qwen3Weights& target, const Qwen3Weights& embed_source, Backend& backend, Communicator* comm)
+    : MtpHead(target, &embed_source, backend, comm) {}
+
+MtpHead::MtpHead(const Qwen3Weights& target, const Qwen3Weights* embed_source, Backend& backend, Communicator* comm)
     : target_(target), embed_source_(embed_source), backend_(backend), comm_(comm) {
   if (!target.mtp.present) fail("the MTP head was not staged (the checkpoint has no mtp.* tensors)");
   // The head reads lm_head (the last stage's) and the embedding (the first stage's), each this
   // TP rank's vocabulary rows.
-  PYPTO_ASSERT(target.has_head && embed_source.has_embed, "the MTP head needs lm_head and the embedding");
-  PYPTO_ASSERT(embed_source.tp_rank == target.tp_rank && embed_source.tp_size == target.tp_size &&
-                   embed_source.vocab_begin == target.vocab_begin && embed_source.vocab_rows == target.vocab_rows,
+  PYPTO_ASSERT(target.has_head && (!embed_source || embed_source->has_embed),
+               "the MTP head needs lm_head and the embedding");
+  PYPTO_ASSERT(!embed_source || (embed_source->tp_rank == target.tp_rank && embed_source->tp_size == target.tp_size &&
+                                 embed_source->vocab_begin == target.vocab_begin &&
+                                 embed_source->vocab_rows == target.vocab_rows),
                "the embedding slice is another TP rank's");
   PYPTO_ASSERT(target.tp_size == 1 || (comm != nullptr && comm->size() == target.tp_size && comm->rank() == target.tp_rank),
                "the MTP head of TP rank ", target.tp_rank, "/", target.tp_size, " needs its group's communicator");
@@ -44,31 +49,36 @@ MtpHead::MtpHead(const Qwen3Weights& target, const Qwen3Weights& embed_source, B
   model_ = std::make_unique<Qwen3Model>(layer_, backend_, comm);
 }
 
-void MtpHead::embed(const int32_t* ids, int64_t T) {
-  Backend& be = backend_;
-  const Qwen3Weights& w = embed_source_;
+void MtpHead::lookup_embedding(const Qwen3Weights& w, Backend& be, Communicator* comm, const int32_t* ids, int64_t T,
+                               float* e, std::vector<int32_t>& local_ids) {
+  PYPTO_ASSERT(w.has_embed, "the embedding lookup needs a slice holding the embedding");
   const int64_t H = w.config.hidden_size, v0 = w.vocab_begin, rows = w.vocab_rows;
   const bool vocab_parallel = rows < w.config.vocab_size;
+  PYPTO_ASSERT(!vocab_parallel || comm != nullptr, "a vocab-parallel embedding lookup needs its TP group");
   // As Qwen3Model looks its rows up; vocab-parallel: ids outside this rank's rows read row 0 and
   // are zeroed, and the all-reduce (rank order, the others adding +0) gives every row bitwise.
   const int32_t* look = ids;
   if (vocab_parallel) {
-    local_ids_.resize(size_t(T));
-    for (int64_t t = 0; t < T; ++t) local_ids_[size_t(t)] = ids[t] >= v0 && ids[t] < v0 + rows ? int32_t(ids[t] - v0) : 0;
-    look = local_ids_.data();
+    local_ids.resize(size_t(T));
+    for (int64_t t = 0; t < T; ++t) local_ids[size_t(t)] = ids[t] >= v0 && ids[t] < v0 + rows ? int32_t(ids[t] - v0) : 0;
+    look = local_ids.data();
   }
-  if (w.embed_in_lm_head) be.weight_rows(look, T, w.lm_head, e_.data());
-  else if (w.embed_rows.data) be.weight_rows(look, T, w.embed_rows, e_.data());
-  else be.embedding(look, T, w.embed, w.embed_dtype, H, e_.data());
+  if (w.embed_in_lm_head) be.weight_rows(look, T, w.lm_head, e);
+  else if (w.embed_rows.data) be.weight_rows(look, T, w.embed_rows, e);
+  else be.embedding(look, T, w.embed, w.embed_dtype, H, e);
   be.synchronize();
   if (!vocab_parallel) return;
   for (int64_t t = 0; t < T; ++t)
-    if (ids[t] < v0 || ids[t] >= v0 + rows) std::memset(e_.data() + t * H, 0, sizeof(float) * size_t(H));
-  comm_->all_reduce_sum(e_.data(), T * H);
+    if (ids[t] < v0 || ids[t] >= v0 + rows) std::memset(e + t * H, 0, sizeof(float) * size_t(H));
+  comm->all_reduce_sum(e, T * H);
+}
+
+void MtpHead::embed(const int32_t* ids, int64_t T) {
+  lookup_embedding(*embed_source_, backend_, comm_, ids, T, e_.data(), local_ids_);
 }
 
 void MtpHead::forward(const ForwardBatch& batch, const float* hidden, KvCache& cache, float* logits_out,
-                      float* out_hidden) {
+                      float* out_hidden, const float* embedded) {
   const int64_t T = batch.num_tokens(), H = target_.config.hidden_size;
   if (T == 0) return;
   const float eps = float(target_.config.rms_norm_eps);
@@ -81,7 +91,9 @@ void MtpHead::forward(const ForwardBatch& batch, const float* hidden, KvCache& c
   e_.resize(size_t(T * H));
   cat_.resize(size_t(T * 2 * H));
   x_.resize(size_t(T * H));
-  embed(batch.token_ids.data(), T);  // e [T, H]: the target's embedding rows
+  PYPTO_ASSERT(embedded || embed_source_, "the MTP head has no embedding: its rows must be given");
+  if (embedded) std::memcpy(e_.data(), embedded, sizeof(float) * size_t(T * H));
+  else embed(batch.token_ids.data(), T);  // e [T, H]: the target's embedding rows
   // cat [T, 2H] = [RMSNorm1p(e) | RMSNorm1p(hidden)] (the staged norm weights are 1 + w).
   be.rms_norm(e_.data(), target_.mtp.norm_embed, T, H, eps, e_.data());
   be.rms_norm(hidden, target_.mtp.norm_hidden, T, H, eps, x_.data());

@@ -29,6 +29,8 @@
 // Pipeline parallelism (--pp, thread ranks): the head runs on the last stage's TP group (it holds
 // lm_head, the final norm and the staged MTP layer) and reads the embedding rows from the first
 // stage's slice of the same TP rank (`embed_source`: the same vocabulary rows, in the same process).
+// With rank processes the first stage is another process: it looks the rows up (lookup_embedding,
+// the same lookup and all-reduce) and sends them, and forward() takes them as `embedded`.
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -49,6 +51,9 @@ class MtpHead {
   // Under --pp: `target` is a last-stage slice (has_head, the MTP head staged), `embed_source` the
   // first-stage slice of the same TP rank (has_embed); both must outlive the head.
   MtpHead(const Qwen3Weights& target, const Qwen3Weights& embed_source, Backend& backend, Communicator* comm);
+  // Rank processes under --pp: no slice here holds the embedding (embed_source null); every
+  // forward() is given the rows (`embedded`).
+  MtpHead(const Qwen3Weights& target, const Qwen3Weights* embed_source, Backend& backend, Communicator* comm);
 
   // The MTP layer's KV cache: one full-attention layer of the target's attention shape.
   KvCacheSpec kv_cache_spec(int64_t num_blocks, int32_t block_size, DType dtype) const {
@@ -60,15 +65,23 @@ class MtpHead {
   // final normed hidden state, or the previous MTP step's `out`). logits_out [num_logits, vocab];
   // out_hidden (may be null) [T, H]: `out` of every row. Under TP both are written on rank
   // Qwen3Model::kLogitsRank only (the others may pass null).
+  // embedded (may be null, required without an embed source) [T, H]: the embedding rows of the
+  // batch's token ids (lookup_embedding's), instead of looking them up here.
   void forward(const ForwardBatch& batch, const float* hidden, KvCache& cache, float* logits_out,
-               float* out_hidden = nullptr);
+               float* out_hidden = nullptr, const float* embedded = nullptr);
+
+  // e [T, H] ← the embedding rows of ids from `w` (a slice holding the embedding; vocab-parallel
+  // under TP: this rank's rows, the others zeroed, all-reduced over `comm`, which every TP rank
+  // of the group calls together). local_ids: scratch. The ids must be in the vocabulary.
+  static void lookup_embedding(const Qwen3Weights& w, Backend& backend, Communicator* comm, const int32_t* ids,
+                               int64_t T, float* e, std::vector<int32_t>& local_ids);
 
  private:
   // e_ [T, H] ← the embeddings of ids (vocab-parallel: this rank's rows + all-reduce).
   void embed(const int32_t* ids, int64_t T);
 
   const Qwen3Weights& target_;
-  const Qwen3Weights& embed_source_;  // the slice holding the embedding table (target_ unless --pp)
+  const Qwen3Weights* embed_source_;  // the slice holding the embedding table (target_ unless --pp; null: given)
   Backend& backend_;
   Communicator* comm_;
   std::vector<int32_t> local_ids_;  // vocab-parallel lookup: ids relative to this rank's rows [T]

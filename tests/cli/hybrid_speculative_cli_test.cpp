@@ -4,8 +4,9 @@
 // on an always-accepting checkpoint (make-test-model --mtp oracle) accepts every draft and prints
 // the same tokens; the deprecated method names work with a warning; under --dp, --tp and --pp
 // (thread ranks, the MTP head sharded over the last stage's TP ranks) it prints what one rank
-// prints, with the same acceptance; a target without an MTP head and the layouts it does not run
-// under (rank processes) are refused by name.
+// prints, with the same acceptance, and so under --tp / --pp rank processes (--distributed-executor-
+// backend mp: the drafter's passes run in the ranks' processes); a target without an MTP head and
+// the layouts it does not run under (--dp with rank processes, mpi) are refused by name.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -174,15 +175,63 @@ TEST_F(HybridSpeculativeCli, MtpUnderTensorAndPipelineParallelRanksMatchesOneRan
   }
 }
 
+// --tp 2 and --pp 2 as rank processes (--distributed-executor-backend mp): the MTP head's passes
+// run in the ranks' processes (parallel/replicas/mtp_rank_pass.h) and print the tokens of one rank
+// without speculation and with it, with the same draft and accepted counts: on the oracle every
+// draft accepted, on the perturbed head a partial acceptance (rejections roll the MTP context back).
+TEST_F(HybridSpeculativeCli, MtpUnderRankProcessesMatchesOneRank) {
+  const std::string prompts = " --kv-cache-memory 16MiB --max-model-len 256 --prompt 'the quick brown fox' "
+                              "--prompt 'one two three four five' --generate-config '{\"max_tokens\": 16, "
+                              "\"temperature\": 0}'";
+  const std::string mtp = " --speculative-config '{\"method\": \"mtp\", \"num_speculative_tokens\": 3, "
+                          "\"cost_model\": false}'";
+  const char* layouts[] = {" --tp 2 --devices 0,1", " --pp 2 --devices 0,1"};
+  for (const char* ck : {"tiny-hybrid-oracle", "tiny-hybrid-oracle-perturbed"}) {
+    const bool oracle = std::string(ck) == "tiny-hybrid-oracle";
+    const std::string base = "--model " + model(ck) + prompts;
+    const RunResult plain = run(base);
+    ASSERT_EQ(plain.exit_code, 0) << plain.output;
+    ASSERT_FALSE(printed_token_ids(plain.output).empty()) << plain.output;
+    const RunResult one = run(base + mtp);
+    ASSERT_EQ(one.exit_code, 0) << one.output;
+    const auto s1 = speculative_line(one.output);
+    ASSERT_TRUE(s1) << one.output;
+    for (const char* layout : layouts) {
+      if (!oracle && std::string(layout).find("--pp") == std::string::npos) continue;  // one rejection case is enough
+      const std::string what = std::string(ck) + layout + " mp";
+      const RunResult r = run(base + mtp + layout + " --distributed-executor-backend mp");
+      ASSERT_EQ(r.exit_code, 0) << what << "\n" << r.output;
+      EXPECT_TRUE(has(r.output, "process group of 2 ranks")) << what << "\n" << r.output;
+      EXPECT_TRUE(has(r.output, "the MTP drafter's passes on the")) << what << "\n" << r.output;
+      EXPECT_EQ(printed_token_ids(r.output), printed_token_ids(plain.output)) << what << "\n" << r.output;
+      const auto s2 = speculative_line(r.output);
+      ASSERT_TRUE(s2) << what << "\n" << r.output;
+      EXPECT_GT(s2->draft_tokens, 0) << what;
+      EXPECT_EQ(s2->drafts, s1->drafts) << what;
+      EXPECT_EQ(s2->draft_tokens, s1->draft_tokens) << what;
+      EXPECT_EQ(s2->accepted, s1->accepted) << what;
+      if (oracle) {
+        EXPECT_EQ(s2->accepted, s2->draft_tokens) << what;
+      } else {
+        EXPECT_GT(s2->accepted, 0) << what;
+        EXPECT_LT(s2->accepted, s2->draft_tokens) << "not a partial acceptance: " << what;
+      }
+    }
+  }
+}
+
 TEST_F(HybridSpeculativeCli, MtpIsRefusedWithoutAHeadOrUnderParallelLayouts) {
   const std::string rest = " --kv-cache-memory 16MiB --max-model-len 256 --prompt hi --speculative-config "
                            "'{\"method\": \"mtp\", \"num_speculative_tokens\": 2}'";
   RunResult r = run("--model " + model("tiny") + rest);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(has(r.output, "has none: use method ngram or draft_model")) << r.output;
-  r = run("--model " + model("tiny-hybrid-oracle") + rest + " --tp 2 --devices 0,1 --distributed-executor-backend mp");
+  r = run("--model " + model("tiny-hybrid-oracle") + rest + " --dp 2 --devices 0,1 --distributed-executor-backend mp");
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_TRUE(has(r.output, "use --distributed-executor-backend threads")) << r.output;
+  EXPECT_TRUE(has(r.output, "does not run under --dp 2 with rank processes")) << r.output;
+  r = run("--model " + model("tiny-hybrid-oracle") + rest + " --tp 2 --distributed-executor-backend mpi");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(has(r.output, "does not run under --distributed-executor-backend mpi")) << r.output;
   r = run("--model " + model("tiny-hybrid-oracle") + " --kv-cache-memory 16MiB --max-model-len 256 --prompt hi "
           "--speculative-config '{\"method\": \"mtp\", \"num_speculative_tokens\": 2, \"model\": \"x\"}'");
   EXPECT_NE(r.exit_code, 0);

@@ -8,11 +8,11 @@
 
 namespace pypto {
 
-void check_mtp_layout(bool process_comm, bool pp_virtual_engines) {
-  if (process_comm)
-    fail("--speculative-config: method mtp runs its --tp / --pp ranks and --dp replicas as threads of one process ",
-         "(the MTP head's passes run on the ranks' threads between steps): use --distributed-executor-backend ",
-         "threads (the default for hybrid models), or {\"method\": \"ngram\", ...}, which works with rank processes");
+void check_mtp_layout(bool process_comm, int dp, bool pp_virtual_engines) {
+  if (process_comm && dp > 1)
+    fail("--speculative-config: method mtp does not run under --dp ", dp, " with rank processes (replica i > 0 ",
+         "is driven over a link that carries target steps only): use --distributed-executor-backend threads, ",
+         "or --tp / --pp with --dp 1, or {\"method\": \"ngram\", ...}");
   if (pp_virtual_engines)
     fail("--speculative-config: method mtp does not run under --pp-virtual-engines (engines sharing a replica's ",
          "stages); --pp without it, --tp and --dp work");
@@ -27,16 +27,12 @@ int64_t mtp_kv_bytes_per_block(const std::vector<std::shared_ptr<const Qwen3Weig
   return bytes;
 }
 
-namespace {
-
 // The MTP holds at most what the target holds of a request, plus its k - 1 lookahead rows.
 int64_t mtp_kv_blocks(int64_t target_blocks, const EngineLoadOptions& eo) {
   const int32_t bs = eo.cache.block_size;
   const int64_t k = eo.scheduler.speculative.num_speculative_tokens;
   return target_blocks + int64_t(eo.scheduler.max_num_seqs) * ((k + bs - 1) / bs + 1);
 }
-
-}  // namespace
 
 std::unique_ptr<ModelExecutor> make_mtp_executor(std::shared_ptr<const Qwen3Weights> target,
                                                  std::unique_ptr<Backend> backend, int64_t num_blocks,

@@ -3,7 +3,8 @@
 // (StagingOptions::mtp), the MTP layer's KV pool is sized with the target's (its bytes per block
 // are added to the target's, so one memory budget covers both), and the engine runs the target
 // through MtpExecutor (the hidden states the drafter reads) on one rank per replica, or through
-// MtpTpExecutor under --tp (thread ranks), the MTP head sharded like the target's layers.
+// MtpTpExecutor under --tp (thread ranks), the MTP head sharded like the target's layers. Rank
+// processes (--distributed-executor-backend mp) start it in rank_worker.cpp (mtp_rank_pass.h).
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -19,10 +20,16 @@ namespace pypto {
 class DraftProposer;
 struct ReplicaLoadOptions;
 
-// Refuses the layouts the MTP drafter does not run under (rank processes, virtual engines),
-// naming them. --dp replicas (threads) each get their own executor and drafter over the shared
-// weights; --tp / --pp (thread ranks) shard the head over the last stage's TP ranks.
-void check_mtp_layout(bool process_comm, bool pp_virtual_engines);
+// Refuses the layouts the MTP drafter does not run under (--dp with rank processes, virtual
+// engines), naming them. --dp replicas (threads) each get their own executor and drafter over the
+// shared weights; --tp / --pp shard the head over the last stage's TP ranks, threads or processes
+// (parallel/replicas/mtp_rank_pass.h). (--distributed-executor-backend mpi is refused with the
+// run options.)
+void check_mtp_layout(bool process_comm, int dp, bool pp_virtual_engines);
+
+// The MTP layer's KV pool in blocks for a target pool of target_blocks: what the target holds of
+// a request plus its k - 1 lookahead rows (every rank computes it from the agreed block count).
+int64_t mtp_kv_blocks(int64_t target_blocks, const EngineLoadOptions& eo);
 
 // KV bytes of one block of the MTP layer (one full-attention layer of the target's shape) over the
 // ranks of a replica that run the head (those holding lm_head: each its share of the KV heads).

@@ -18,6 +18,8 @@
 #include "parallel/replicas/batch_codec.h"
 #include "parallel/replicas/draft_load.h"
 #include "parallel/replicas/load_replicas.h"
+#include "parallel/replicas/mtp_load.h"
+#include "parallel/replicas/mtp_rank_pass.h"
 #include "parallel/replicas/replica_link.h"
 #include "parallel/replicas/step_pipeline.h"
 
@@ -87,6 +89,7 @@ std::shared_ptr<const Qwen3Weights> stage_own_slice(const EngineLoadOptions& eo,
   so.quantization = eo.quantization;
   so.expert_parallel = eo.expert_parallel;
   so.int4_group = eo.int4_group;
+  so.mtp = eo.scheduler.speculative.method == SpeculativeMethod::Mtp && pos.last();  // mtp_rank_pass.h
   Qwen3Weights w = stage_qwen3_weights(*ck, *stager, so);
   // Hybrids: every rank keeps the state of its own Gated DeltaNet heads for the same slots,
   // snapshots and rollback entries, which rank 0's engine numbers (load_replicas.h), those of
@@ -180,6 +183,7 @@ ProcessTpExecutor::~ProcessTpExecutor() {
 
 void ProcessTpExecutor::execute(const SchedulerOutput& so, ExecutorOutput& out) {
   const ForwardBatch& batch = runner_->build_batch(so);
+  last_batch_ = &batch;
   out.vocab_size = model_->vocab_size();
   out.logits.resize(static_cast<size_t>(batch.num_logits() * out.vocab_size));
   if (batch.num_tokens() == 0) return;
@@ -207,6 +211,7 @@ int run_rank_worker(const ReplicaLoadOptions& opt) {
   PYPTO_ASSERT(pp == 1 || pos.tp == 1 || (opt.stage_comm && opt.stage_comm->rank() == pos.tp_rank),
                "rank ", rank, " has no communicator for its pipeline stage");
   const EngineLoadOptions& eo = opt.engine;
+  Communicator* link = leader ? opt.link_comms[0].get() : nullptr;
   std::unique_ptr<Backend> backend;
   std::shared_ptr<const Qwen3Weights> weights;
   std::string error;
@@ -230,6 +235,15 @@ int run_rank_worker(const ReplicaLoadOptions& opt) {
     return run_pipelined_stage(model, *cache, comm, opt.stage_comm.get(), opt.return_comm.get(), pos);
   }
   PipelineStage stage(model, *cache, pp > 1 ? &comm : nullptr, pos, opt.pp_micro_batches);
+  // --speculative-config method mtp: this rank's share of the drafter's passes (mtp_rank_pass.h).
+  std::unique_ptr<MtpRankPart> mtp;
+  std::vector<float> mtp_hidden;  // the last stage's TP rank 0 under --pp: each step's hidden rows
+  if (eo.scheduler.speculative.method == SpeculativeMethod::Mtp) {
+    PYPTO_ASSERT(!link, "rank ", rank, ": MTP with rank processes runs one replica");
+    mtp = std::make_unique<MtpRankPart>(*weights, *backend, comm, model_comm(pos, &comm, opt.stage_comm.get()), pos,
+                                        mtp_kv_blocks(num_blocks, eo), eo.cache.block_size, eo.kv_cache_dtype);
+    if (mtp->captures_step_hidden()) stage.capture_normed_hidden(&mtp_hidden);
+  }
   const int replicas = world.size() / comm.size();
   log_info("rank ", rank, " of ", world.size(),
            replicas > 1 ? str_cat(" (replica ", rank / comm.size(), leader ? ", its first rank" : "", ")") : std::string(),
@@ -240,12 +254,21 @@ int run_rank_worker(const ReplicaLoadOptions& opt) {
   ForwardBatch batch;
   std::vector<uint8_t> message;
   std::vector<float> logits;  // a leader's: the step's logits for rank 0
-  Communicator* link = leader ? opt.link_comms[0].get() : nullptr;
   for (;;) {
     StepHeader h{};
     if (link) link->recv(&h, sizeof h, 0);  // a leader passes rank 0's step on to its replica
     comm.broadcast(&h, sizeof h, 0);
     if (h.kind == kStop) return 0;
+    if (h.kind == kMtpPassMessage && mtp) {  // one of the drafter's passes, between steps
+      message.resize(size_t(h.bytes));
+      comm.broadcast(message.data(), h.bytes, 0);
+      try {
+        mtp->serve(message);
+      } catch (const Error&) {
+        // Every rank refused the pass before its first message (rank 0 reports it); go on.
+      }
+      continue;
+    }
     PYPTO_ASSERT(h.kind == kStep && h.bytes > 0, "step message kind ", h.kind, " of ", h.bytes, " bytes");
     message.resize(size_t(h.bytes));
     if (link) link->recv(message.data(), h.bytes, 0);
@@ -260,6 +283,7 @@ int run_rank_worker(const ReplicaLoadOptions& opt) {
       // collective, as in TpModelRunner: rank 0 fails the step's requests, this rank goes on.
       refused = e.what();
     }
+    if (mtp && refused.empty()) mtp->exchange_step_hidden(batch.num_tokens(), mtp_hidden);
     if (!link) continue;
     LinkReply reply{int64_t(refused.size())};
     link->send(&reply, sizeof reply, 0);
@@ -316,6 +340,7 @@ LoadedEngine load_process_rank0(const ReplicaLoadOptions& opt) {
                    replica_comm->size() == L.ranks_per_replica() && int(opt.link_comms.size()) == L.dp - 1,
                "process group of ", comm.size(), " for --dp ", L.dp, " x --pp ", L.pp, " x --tp ", L.tp);
   const StagePosition pos = StagePosition::of_rank(0, L.pp, L.tp);
+  const bool mtp = eo.scheduler.speculative.method == SpeculativeMethod::Mtp;  // mtp_rank_pass.h
   eo.scheduler.validate();
   const auto t0 = std::chrono::steady_clock::now();
   LoadedEngine out;
@@ -360,7 +385,10 @@ LoadedEngine load_process_rank0(const ReplicaLoadOptions& opt) {
     const int32_t kv_layers = cfg.hybrid() ? std::max<int32_t>(1, cfg.num_full_attention_layers()) : cfg.num_hidden_layers;
     const int64_t block_bytes = kv_bytes_per_block(kv_layers, eo.cache.block_size, weights->n_kv_heads,
                                                    cfg.head_dim, eo.kv_cache_dtype) * L.tp +
-                                (draft ? draft_kv_bytes_per_block(*draft, eo) : 0);  // the draft's block beside each
+                                (draft ? draft_kv_bytes_per_block(*draft, eo) : 0) +  // the draft's block beside each
+                                (mtp ? kv_bytes_per_block(1, eo.cache.block_size, weights->n_kv_heads, cfg.head_dim,
+                                                          eo.kv_cache_dtype) * L.tp
+                                     : 0);  // the MTP layer's, on the last stage's TP ranks
     const int64_t state_bytes = hybrid_state_bytes(cfg, eo, opt.pp_virtual_engines ? L.pp : 1) * L.dp;
     out.capacity = plan_kv_capacity(kv_capacity_request(
         eo, block_bytes, (static_cast<int64_t>(available_memory_bytes()) - state_bytes) / L.dp));
@@ -395,16 +423,29 @@ LoadedEngine load_process_rank0(const ReplicaLoadOptions& opt) {
   if (opt.pp_virtual_engines) return pipelined_rank0(opt, std::move(out), std::move(backend), weights, ec);
   // The draft runs on rank 0's backend (the engine thread's pool) between the target's steps.
   if (draft) ec.drafter = make_draft_proposer(draft, *backend, eo, num_blocks);
+  Backend& rank0_backend = *backend;
   auto runner = std::make_unique<ProcessTpExecutor>(std::move(backend), weights, replica_comm, opt.stage_comm, L.pp,
                                                     opt.pp_micro_batches, num_blocks, eo.cache.block_size,
                                                     eo.kv_cache_dtype);
   if (eo.prefault_kv_cache) runner->prefault_kv_cache();
+  std::unique_ptr<ModelExecutor> replica0;
+  if (!mtp) {
+    replica0 = std::move(runner);
+  } else {  // the drafter's bookkeeping here, its passes on the last stage's ranks (mtp_rank_pass.h)
+    PYPTO_ASSERT(L.dp == 1, "MTP with rank processes runs one replica (check_mtp_layout)");
+    const int64_t mtp_blocks = mtp_kv_blocks(num_blocks, eo);
+    auto part = std::make_shared<MtpRankPart>(*weights, rank0_backend, *replica_comm,
+                                              model_comm(pos, replica_comm.get(), opt.stage_comm.get()), pos,
+                                              mtp_blocks, eo.cache.block_size, eo.kv_cache_dtype);
+    replica0 = make_mtp_process_executor(std::move(runner), std::move(part), cfg, L.pp, mtp_blocks, eo.cache.block_size,
+                                         &ec.drafter);
+  }
   // Replica 0 runs on rank 0's own ranks; replica i > 0 over its link to its first rank.
   std::vector<ReplicaSet::Replica> replicas;
   for (int i = 0; i < L.dp; ++i) {
     std::unique_ptr<ModelExecutor> inner;
     if (i == 0)
-      inner = std::move(runner);
+      inner = std::move(replica0);
     else
       inner = std::make_unique<RemoteReplicaExecutor>(opt.link_comms[size_t(i - 1)], cfg.vocab_size, eo.cache.block_size);
     add_engine(out, replicas, ec, std::move(inner));
@@ -412,7 +453,10 @@ LoadedEngine load_process_rank0(const ReplicaLoadOptions& opt) {
   const int nr = L.ranks_per_replica();
   const std::string shape = L.pp > 1 ? str_cat(" (", L.pp, " pipeline stages of ", L.tp, ")") : std::string();
   if (L.dp == 1)
-    out.placement = str_cat("process group of ", nr, " ranks", shape, ": rank 0 on ", this_host_name(), " (engine)");
+    out.placement = str_cat("process group of ", nr, " ranks", shape, ": rank 0 on ", this_host_name(), " (engine)",
+                            mtp ? str_cat("; the MTP drafter's passes on the ", L.tp, " rank", L.tp > 1 ? "s" : "",
+                                          " of the last stage")
+                                : std::string());
   else
     out.placement = str_cat("process group of ", L.dp, " replicas of ", nr, " ranks", shape, ": replica i is ranks i*", nr,
                             " .. i*", nr, "+", nr - 1, "; rank 0 on ", this_host_name(),

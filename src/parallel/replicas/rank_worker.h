@@ -12,6 +12,9 @@
 //             first rank, then of the encoded ForwardBatch (batch_codec.h), then the forward pass
 //             with its collectives (--dp: replica i > 0's first rank got them from rank 0 first,
 //             replica_link.h);
+//   --speculative-config method mtp (--dp 1): between steps, StepHeaders of kind kMtpPassMessage
+//             with the drafter's passes, and under --pp the step's hidden rows from the last
+//             stage to rank 0 after each step (mtp_rank_pass.h);
 //   shutdown: a StepHeader of kind Stop.
 #include <memory>
 #include <string>
@@ -48,6 +51,11 @@ class ProcessTpExecutor : public ModelExecutor {
   void parallel_rows(int64_t n, const std::function<void(int64_t)>& fn) override { runner_->parallel_rows(n, fn); }
   size_t kv_bytes() const { return cache_->bytes(); }
   void prefault_kv_cache() { cache_->prefault(); }
+  // --speculative-config method mtp (parallel/replicas/mtp_rank_pass.h): the batch of the last
+  // execute() (valid until the next), and with one stage the step's final normed hidden rows
+  // captured into *out while set (PipelineStage::capture_normed_hidden).
+  const ForwardBatch& last_batch() const { return *last_batch_; }
+  void capture_normed_hidden(std::vector<float>* out) { stage_->capture_normed_hidden(out); }
 
  private:
   std::unique_ptr<Backend> backend_;
@@ -59,6 +67,7 @@ class ProcessTpExecutor : public ModelExecutor {
   std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<PipelineStage> stage_;
   std::vector<uint8_t> message_;
+  const ForwardBatch* last_batch_ = nullptr;
 };
 
 // Rank 0's start-up (load_replicas() with opt.process_comm set): stages slice 0, exchanges the
