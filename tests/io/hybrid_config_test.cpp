@@ -108,7 +108,9 @@ TEST(HybridConfig, RefusesInconsistentFieldsNamingThem) {
   EXPECT_NE(parse_error(with("attn_output_gate", false)).find("attn_output_gate"), std::string::npos);
   EXPECT_NE(parse_error(with("mlp_only_layers", {1})).find("mlp_only_layers"), std::string::npos);
   EXPECT_NE(parse_error(with("mamba_ssm_dtype", "bfloat16")).find("mamba_ssm_dtype"), std::string::npos);
-  EXPECT_NE(parse_error(with("rope_parameters", {{"rope_type", "yarn"}})).find("rope_type"), std::string::npos);
+  EXPECT_NE(parse_error(with("rope_parameters", {{"rope_type", "linear"}})).find("'rope_parameters.rope_type' is 'linear'"),
+            std::string::npos);
+  EXPECT_NE(parse_error(with("rope_parameters", {{"rope_type", "yarn"}})).find("YaRN needs 'factor'"), std::string::npos);
   EXPECT_NE(parse_error(with("rope_parameters", {{"partial_rotary_factor", 1.5}})).find("partial_rotary_factor"),
             std::string::npos);
   EXPECT_NE(parse_error(with("tie_word_embeddings", true)).find("disagree"), std::string::npos);
