@@ -115,8 +115,11 @@ void parse_rope(const JsonFields& t, ModelConfig& c) {
         if (!e.is_number_integer() || e.get<int64_t>() < 0) r.bad("mrope_section", "a list of integers");
     }
     if (r.has("mrope_interleaved") && !r.at("mrope_interleaved").is_boolean()) r.bad("mrope_interleaved", "a boolean");
-    scaling = rp;  // the hybrids' own keys, read above, are not YaRN fields
-    for (const char* k : {"partial_rotary_factor", "mrope_section", "mrope_interleaved"}) scaling.erase(k);
+    // rope_parameters also holds the hybrids' own keys, read above, which are not YaRN fields (in
+    // the v4 rope_scaling they would be out of place, and are refused as unknown YaRN fields).
+    scaling = rp;
+    if (has_params)
+      for (const char* k : {"partial_rotary_factor", "mrope_section", "mrope_interleaved"}) scaling.erase(k);
     c.rope_scaling = parse_rope_scaling(scaling, c.max_position_embeddings, path);
   } else {
     // Without rope_parameters the class default partial factor is 0.25 (Qwen3_5TextConfig).

@@ -8,7 +8,8 @@ transformers' semantics itself):
    mlp_only_layers [3]: layer 1 sparse, 0 / 2 / 3 dense):
      - `pypto-serving logits` in 5-token chunks (default `high`, fp32 KV) vs the reference:
        max|dlogit| <= 1e-3 * max(1, max|logit|); at --matmul-precision highest <= 1e-4 of it;
-     - greedy tokens: one rank = the reference's; --tp 2 = one rank, float and int4 g8;
+     - greedy tokens: one rank = the reference's; --tp 2 = one rank, float and int4 g8; --pp 2
+       and --tp 2 --enable-expert-parallel = one rank;
        --speculative-config mtp (its dense MTP layer drafting) = the plain run's.
 2. YaRN on the partial RoPE (rotary 8 of head_dim 32): on tiny-next-dense via Qwen3-Next's
    rope_scaling in config.json, and on tiny-hybrid (the Qwen3.5 wrapper) via
@@ -126,6 +127,9 @@ def main():
     tp = ("--tp", "2", "--devices", "0,1")
     if greedy(binary, model, prompts, os.path.join(work, "dense_tp2.json"), tp) != one:
         sys.exit("tiny-next-dense: greedy tokens with --tp 2 differ from one rank's")
+    for layout in (("--pp", "2", "--devices", "0,1"), tp + ("--enable-expert-parallel",)):
+        if greedy(binary, model, prompts, os.path.join(work, "dense_layout.json"), layout) != one:
+            sys.exit(f"tiny-next-dense: greedy tokens with {' '.join(layout)} differ from one rank's")
     q = ("--quantization", "int4", "--quantization-group", "8")
     one_q = greedy(binary, model, prompts, os.path.join(work, "dense_int4.json"), q)
     if greedy(binary, model, prompts, os.path.join(work, "dense_int4_tp2.json"), q + tp) != one_q:
@@ -133,7 +137,8 @@ def main():
     spec = ("--speculative-config", json.dumps({"method": "mtp", "num_speculative_tokens": 2}))
     if greedy(binary, model, prompts, os.path.join(work, "dense_mtp.json"), spec) != one:
         sys.exit("tiny-next-dense: greedy tokens with the MTP head drafting differ from the plain run's")
-    print(f"tiny-next-dense: --tp 2 = one rank (float {one}, int4 {one_q}); MTP drafting = plain")
+    print(f"tiny-next-dense: --tp 2 = one rank (float {one}, int4 {one_q}); --pp 2, expert parallel and MTP "
+          "drafting = plain")
 
     # 2. YaRN on the partial RoPE.
     def next_yarn(c):
