@@ -3,11 +3,16 @@
 // give θ and the partial rotary dims, and inconsistent configs are refused naming the field.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "core/error.h"
+#include "io/checkpoint.h"
 #include "io/model_config.h"
 #include "io/rope_scaling.h"
 
@@ -282,4 +287,30 @@ TEST(HybridConfig, ReadsYarnOnThePartialRope) {
   } catch (const Error& err) {
     EXPECT_NE(std::string(err.what()).find("262144"), std::string::npos) << err.what();
   }
+}
+
+// --hf-overrides on the wrapper: text_config is merged key by key (objects inside it too, as vLLM
+// updates a nested config), so a YaRN rope_parameters keeps θ, the partial factor and the MRoPE
+// keys; a top-level rope override, which the text model would not read, is refused naming the
+// text_config form.
+TEST(HybridConfig, HfOverridesMergeTextConfigKeyByKey) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("pypto_hybrid_overrides_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "config.json") << wrapper(moe_text()).dump(2);
+  const ModelConfig c = read_model_config(
+      dir.string(),
+      R"({"text_config": {"rope_parameters": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 262144}}})");
+  EXPECT_TRUE(c.rope_scaling.yarn);
+  EXPECT_DOUBLE_EQ(c.rope_scaling.factor, 4.0);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 1e7) << "rope_theta kept from config.json";
+  EXPECT_EQ(c.rotary_dim, 64) << "partial_rotary_factor kept from config.json";
+  EXPECT_EQ(c.num_experts, 256) << "the rest of text_config kept";
+  try {
+    read_model_config(dir.string(), R"({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}})");
+    ADD_FAILURE() << "a top-level rope override on the wrapper was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("text_config"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove_all(dir);
 }
