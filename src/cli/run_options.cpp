@@ -122,8 +122,9 @@ void add_run_options(CLI::App& app, RunOptions& o) {
       ->check(CLI::IsMember(std::vector<std::string>(std::begin(kKvCacheDtypeNames), std::end(kKvCacheDtypeNames))))
       ->capture_default_str();
   app.add_option("--hf-overrides", o.hf_overrides,
-                 "JSON object whose top-level keys replace config.json's, e.g. '{\"rope_scaling\": {\"rope_type\": "
-                 "\"yarn\", \"factor\": 4.0, \"original_max_position_embeddings\": 32768}}' for 131,072 tokens");
+                 "JSON object whose top-level keys replace config.json's (text_config / vision_config are merged "
+                 "key by key, as vLLM does), e.g. '{\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0, "
+                 "\"original_max_position_embeddings\": 32768}}' for 131,072 tokens");
   app.add_option("--runner", o.runner,
                  "auto | generate | pooling | rerank: pooling serves embeddings (/v1/embeddings) or, with the "
                  "Qwen3-Reranker --hf-overrides, scores (/v1/rerank, /v1/score); rerank is short for pooling with "

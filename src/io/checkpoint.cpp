@@ -32,13 +32,45 @@ static bool add_model_prefix_to_flat_names(std::unordered_map<std::string, Tenso
 
 bool Checkpoint::has_file(const std::string& file) const { return file_exists(path(file)); }
 
+namespace {
+
+// vLLM's rule for a nested config: an object given for a sub-config (the vision-language
+// wrapper's text_config / vision_config) updates it key by key, objects inside it merged the same
+// way (so {"text_config": {"rope_parameters": {"rope_type": "yarn", ...}}} keeps rope_theta and
+// partial_rotary_factor); every other top-level key is replaced whole.
+void merge_nested(nlohmann::json& target, const nlohmann::json& update) {
+  for (const auto& [key, value] : update.items()) {
+    if (value.is_object() && target.contains(key) && target[key].is_object()) merge_nested(target[key], value);
+    else target[key] = value;
+  }
+}
+
+void apply_hf_overrides(nlohmann::json& cfg, const nlohmann::json& over) {
+  const bool wrapper = cfg.contains("text_config") && cfg["text_config"].is_object();
+  for (const auto& [key, value] : over.items()) {
+    // The wrapper's text model reads its settings from text_config only: a top-level one would be
+    // ignored, so it is refused with the form that takes effect.
+    if (wrapper && (key == "rope_scaling" || key == "rope_parameters" || key == "max_position_embeddings"))
+      fail("--hf-overrides: '", key, "' at the top level is not read for this vision-language wrapper (its text ",
+           "model's settings are under text_config); give it as {\"text_config\": {\"", key == "rope_scaling" ? "rope_parameters" : key,
+           "\": ...}}");
+    if ((key == "text_config" || key == "vision_config") && value.is_object() && cfg.contains(key) &&
+        cfg[key].is_object())
+      merge_nested(cfg[key], value);
+    else
+      cfg[key] = value;  // top-level keys replaced whole
+  }
+}
+
+}  // namespace
+
 ModelConfig read_model_config(const std::string& dir, const std::string& hf_overrides) {
   const std::string cfg_path = dir + "/config.json";
   if (!file_exists(cfg_path)) fail(cfg_path, ": missing (a checkpoint directory needs config.json)");
   if (hf_overrides.empty()) return parse_model_config(read_text_file(cfg_path), cfg_path);
   nlohmann::json cfg = parse_json_object(read_text_file(cfg_path), cfg_path);
   const nlohmann::json over = parse_json_object(hf_overrides, "--hf-overrides");
-  for (const auto& [key, value] : over.items()) cfg[key] = value;  // top-level keys replaced whole
+  apply_hf_overrides(cfg, over);
   return parse_model_config(cfg.dump(), cfg_path + " with --hf-overrides");
 }
 

@@ -6,6 +6,8 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "io/json_fields.h"
+#include "io/moe_layer_pattern.h"
+#include "io/rope_scaling.h"
 
 namespace pypto {
 namespace {
@@ -71,29 +73,54 @@ void parse_layer_types(const JsonFields& t, ModelConfig& c) {
 }
 
 // rope_parameters (transformers v5) with top-level rope_theta / partial_rotary_factor as the
-// fallback older JSONs write. Only rope_type "default" exists for these models; MRoPE sections
-// are accepted because text positions are equal in all three streams (plain partial RoPE).
+// fallback older JSONs write (Qwen3-Next's v4 config: those two at the top level and rope_scaling
+// for the scaling). MRoPE sections are accepted because text positions are equal in all three
+// streams (plain partial RoPE). The scaling: "default", or "yarn" as for dense Qwen3
+// (io/rope_scaling.h), over the rotary dims only: transformers' _compute_yarn_parameters takes
+// dim = int(head_dim · partial_rotary_factor) for the frequencies, the correction range and the
+// ramp, which is what the engine's rope over rotary_dim-wide heads computes (model/hybrid_blocks.h).
+// max_position_embeddings must be read first (YaRN's default original context).
 void parse_rope(const JsonFields& t, ModelConfig& c) {
   const std::string& path = t.path();
   double theta = t.opt_number("rope_theta").value_or(10000.0);
   double factor = t.opt_number("partial_rotary_factor").value_or(1.0);
-  if (t.has("rope_scaling") && !t.has("rope_parameters"))
-    fail(path, ": field 'rope_scaling' is set (", t.at("rope_scaling").dump(), "); this architecture is served with its ",
-         "default RoPE only (leave rope_scaling null, or give rope_parameters with rope_type \"default\")");
-  if (t.has("rope_parameters")) {
-    const nlohmann::json& rp = t.at("rope_parameters");
-    if (!rp.is_object()) t.bad("rope_parameters", "an object");
-    JsonFields r(rp, path + ": rope_parameters");
-    if (auto type = r.opt_string("rope_type"); type && *type != "default")
-      fail(path, ": rope_parameters.rope_type is '", *type, "'; this architecture supports only \"default\"");
+  const bool has_params = t.has("rope_parameters"), has_scaling = t.has("rope_scaling");
+  if (has_params && has_scaling)
+    fail(path, ": fields 'rope_parameters' and 'rope_scaling' are both set (", t.at("rope_scaling").dump(),
+         "); give the scaling in rope_parameters only (e.g. \"rope_type\": \"yarn\", \"factor\", "
+         "\"original_max_position_embeddings\")");
+  const char* key = has_params ? "rope_parameters" : "rope_scaling";
+  nlohmann::json scaling;  // the object parse_rope_scaling reads: YaRN's fields (and rope_theta)
+  if (has_params || has_scaling) {
+    const nlohmann::json& rp = t.at(key);
+    if (!rp.is_object()) t.bad(key, "an object");
+    const std::string where = str_cat(path, ": ", key);
+    JsonFields r(rp, where);
+    std::string type = "default";
+    for (const char* k : {"type", "rope_type"})  // "type" is the older spelling
+      if (r.has(k)) type = r.req_string(k);
+    if (type != "default" && type != "yarn")
+      fail(path, ": field '", key, ".", r.has("rope_type") ? "rope_type" : "type", "' is '", type,
+           "' (supported: default, yarn; linear, dynamic, llama3 and longrope are not)");
     if (auto v = r.opt_number("rope_theta")) theta = *v;
-    if (auto v = r.opt_number("partial_rotary_factor")) factor = *v;
+    if (has_params) {
+      if (auto v = r.opt_number("partial_rotary_factor")) factor = *v;
+    } else {
+      factor = t.opt_number("partial_rotary_factor").value_or(0.25);  // Qwen3-Next's class default
+    }
     if (r.has("mrope_section")) {
       const nlohmann::json& ms = r.at("mrope_section");
       if (!ms.is_array()) r.bad("mrope_section", "a list of integers");
       for (const auto& e : ms)
         if (!e.is_number_integer() || e.get<int64_t>() < 0) r.bad("mrope_section", "a list of integers");
     }
+    if (r.has("mrope_interleaved") && !r.at("mrope_interleaved").is_boolean()) r.bad("mrope_interleaved", "a boolean");
+    // rope_parameters also holds the hybrids' own keys, read above, which are not YaRN fields (in
+    // the v4 rope_scaling they would be out of place, and are refused as unknown YaRN fields).
+    scaling = rp;
+    if (has_params)
+      for (const char* k : {"partial_rotary_factor", "mrope_section", "mrope_interleaved"}) scaling.erase(k);
+    c.rope_scaling = parse_rope_scaling(scaling, c.max_position_embeddings, path);
   } else {
     // Without rope_parameters the class default partial factor is 0.25 (Qwen3_5TextConfig).
     factor = t.opt_number("partial_rotary_factor").value_or(0.25);
@@ -110,30 +137,37 @@ void parse_rope(const JsonFields& t, ModelConfig& c) {
 
 void parse_moe(const JsonFields& t, ModelConfig& c, bool next) {
   const std::string& path = t.path();
-  c.num_experts = req_positive(t, "num_experts");
+  if (next) {
+    // Qwen3NextConfig: layer i runs the sparse MoE block iff num_experts > 0, (i + 1) %
+    // decoder_sparse_step == 0 and i is not in mlp_only_layers, else a dense SwiGLU MLP of
+    // intermediate_size (Qwen3NextDecoderLayer); ModelConfig::sparse_layer is that rule.
+    const int64_t e = t.req_int("num_experts");
+    if (e < 0 || e > INT32_MAX) fail(path, ": field 'num_experts' must be >= 0, got ", e);
+    c.num_experts = static_cast<int32_t>(e);
+    parse_moe_layer_pattern(t, c);
+    c.norm_topk_prob = t.opt_bool("norm_topk_prob").value_or(true);  // Qwen3NextTopKRouter's flag
+    if (!c.has_sparse_layers()) return;  // every layer dense: the routing fields are unused
+  } else {
+    c.num_experts = req_positive(t, "num_experts");
+    // Qwen3.5-MoE removed these (every layer sparse, the top-k always renormalised): a config
+    // asking otherwise describes another model.
+    if (auto v = t.opt_bool("norm_topk_prob"); v && !*v)
+      fail(path, ": field 'norm_topk_prob' is false; Qwen3.5-MoE always renormalises its top-k (only true is supported)");
+    c.norm_topk_prob = true;
+    if (auto v = t.opt_int("decoder_sparse_step"); v && *v != 1)
+      fail(path, ": field 'decoder_sparse_step' is ", *v, "; Qwen3.5-MoE has no such setting (every layer is sparse; ",
+           "only 1 is accepted)");
+    if (t.has("mlp_only_layers") && !(t.at("mlp_only_layers").is_array() && t.at("mlp_only_layers").empty()))
+      fail(path, ": field 'mlp_only_layers' lists dense layers; Qwen3.5-MoE has no such setting (every layer is sparse; ",
+           "only [] is accepted)");
+    c.decoder_sparse_step = 1;
+  }
   const int64_t k = t.req_int("num_experts_per_tok");
   if (k < 1 || k > c.num_experts)
     fail(path, ": field 'num_experts_per_tok' is ", k, "; it must be in [1, num_experts = ", c.num_experts, "]");
   c.num_experts_per_tok = static_cast<int32_t>(k);
   c.moe_intermediate_size = req_positive(t, "moe_intermediate_size");
   c.shared_expert_intermediate_size = req_positive(t, "shared_expert_intermediate_size");
-  // Qwen3.5-MoE removed these: every layer is sparse and the top-k is always renormalised. A
-  // config asking otherwise describes another model. Qwen3-Next keeps norm_topk_prob as a flag
-  // (transformers' Qwen3NextTopKRouter; default true) and decoder_sparse_step / mlp_only_layers,
-  // of which we serve the published all-sparse setting.
-  const char* model = next ? "Qwen3-Next" : "Qwen3.5-MoE";
-  if (next) {
-    c.norm_topk_prob = t.opt_bool("norm_topk_prob").value_or(true);
-  } else {
-    if (auto v = t.opt_bool("norm_topk_prob"); v && !*v)
-      fail(path, ": field 'norm_topk_prob' is false; Qwen3.5-MoE always renormalises its top-k (only true is supported)");
-    c.norm_topk_prob = true;
-  }
-  if (auto v = t.opt_int("decoder_sparse_step"); v && *v != 1)
-    fail(path, ": field 'decoder_sparse_step' is ", *v, "; only 1 (every ", model, " layer sparse) is supported");
-  if (t.has("mlp_only_layers") && !(t.at("mlp_only_layers").is_array() && t.at("mlp_only_layers").empty()))
-    fail(path, ": field 'mlp_only_layers' lists dense layers; only [] (every ", model, " layer sparse) is supported");
-  c.decoder_sparse_step = 1;
 }
 
 }  // namespace
@@ -223,15 +257,14 @@ ModelConfig parse_hybrid_config(const nlohmann::json& j, const std::string& path
 
   c.rms_norm_eps = t.req_number("rms_norm_eps");
   if (!(c.rms_norm_eps > 0)) fail(tpath, ": field 'rms_norm_eps' must be > 0, got ", c.rms_norm_eps);
-  parse_rope(t, c);
   c.max_position_embeddings = req_positive(t, "max_position_embeddings");
+  parse_rope(t, c);
 
-  if (arch->next && !(t.has("num_experts") && t.req_int("num_experts") > 0))
-    fail(tpath, ": field 'num_experts' is 0 or missing; Qwen3NextForCausalLM is served as the MoE model it is published as ",
-         "(dense Qwen3-Next layers are not supported)");
   if (arch->moe) {
     parse_moe(t, c, arch->next);
-    if (t.has("intermediate_size")) c.intermediate_size = req_positive(t, "intermediate_size");
+    // The dense MLP's width: needed by Qwen3-Next's dense layers; a Qwen3.5-MoE config has none
+    // (transformers: AttributeError), every layer being sparse.
+    if (c.has_dense_layers() || t.has("intermediate_size")) c.intermediate_size = req_positive(t, "intermediate_size");
   } else {
     if (t.has("num_experts") && t.req_int("num_experts") != 0)
       fail(tpath, ": field 'num_experts' is set but ", name, " is the dense model (use ",

@@ -15,8 +15,11 @@
 // Qwen3NextForCausalLM (model_type qwen3_next, transformers' Qwen3NextConfig): the same text model
 // with the GDN input projections fused per key head (in_proj_qkvz / in_proj_ba, regrouped at
 // staging: model/qwen3_next_layout.h), top-level rope_theta / partial_rotary_factor (default
-// 0.25), per-expert tensors, and norm_topk_prob as a flag (default true). Served as published:
-// MoE in every layer (decoder_sparse_step 1, mlp_only_layers []; anything else is refused).
+// 0.25), per-expert tensors, norm_topk_prob as a flag (default true), and dense layers: layer i
+// runs the routed experts iff num_experts > 0, (i + 1) % decoder_sparse_step == 0 and i is not in
+// mlp_only_layers (ModelConfig::sparse_layer), else a dense MLP of intermediate_size.
+// RoPE scaling (rope_parameters, or Qwen3-Next's v4 rope_scaling): default or YaRN
+// (io/rope_scaling.h), over the rotary dims int(head_dim · partial_rotary_factor).
 #include <nlohmann/json.hpp>
 #include <string>
 

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "io/hybrid_config.h"
 #include "io/json_fields.h"
+#include "io/moe_layer_pattern.h"
 
 namespace pypto {
 
@@ -54,19 +55,7 @@ static void parse_moe_fields(const JsonFields& f, ModelConfig& c) {
     fail(path, ": field 'num_experts_per_tok' is ", k, "; it must be in [1, ", experts_key, " = ", c.num_experts, "]");
   c.num_experts_per_tok = static_cast<int32_t>(std::max<int64_t>(0, std::min<int64_t>(k, INT32_MAX)));
   c.moe_intermediate_size = positive_int(f, "moe_intermediate_size", f.req_int("moe_intermediate_size"));
-  if (auto v = f.opt_int("decoder_sparse_step")) c.decoder_sparse_step = positive_int(f, "decoder_sparse_step", *v);
-  if (f.has("mlp_only_layers")) {
-    const auto& list = f.at("mlp_only_layers");
-    if (!list.is_array()) f.bad("mlp_only_layers", "a list of layer indices");
-    for (const auto& v : list) {
-      if (!v.is_number_integer()) f.bad("mlp_only_layers", "a list of layer indices");
-      const int64_t i = v.get<int64_t>();
-      if (i < 0 || i >= c.num_hidden_layers)
-        fail(path, ": field 'mlp_only_layers' lists layer ", i, ", outside [0, num_hidden_layers = ",
-             c.num_hidden_layers, ")");
-      c.mlp_only_layers.push_back(static_cast<int32_t>(i));
-    }
-  }
+  parse_moe_layer_pattern(f, c);
   c.norm_topk_prob = f.opt_bool("norm_topk_prob").value_or(false);
   // Qwen2-MoE's shared expert does not exist in Qwen3-MoE; a config that asks for one is another model.
   if (auto v = f.opt_int("shared_expert_intermediate_size"); v && *v != 0)

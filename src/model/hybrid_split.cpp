@@ -34,8 +34,9 @@ void walk_sizes(const ModelConfig& c, const Backend& be, DType wdt, const Staged
     if (head) take(packed(f.head, V, H));
   }
   if (head) vec(H);
-  // One decoder layer; the MTP head's layer is a full-attention one.
-  auto layer = [&](bool full) {
+  // One decoder layer (`sparse`: routed experts in place of the dense MLP); the MTP head's layer
+  // is a full-attention one with the FFN of the config's rule at layer 0 (hybrid_staging.cpp).
+  auto layer = [&](bool full, bool sparse) {
     vec(H);
     vec(H);
     if (full) {
@@ -57,7 +58,7 @@ void walk_sizes(const ModelConfig& c, const Backend& be, DType wdt, const Staged
       vec(nv);  // -exp(A_log)
       vec(c.linear_value_head_dim);
     }
-    if (c.arch != ModelArch::Qwen35Moe) {
+    if (!sparse) {
       lin(2 * c.intermediate_size / tp, H);
       lin(H, c.intermediate_size / tp);
       return;
@@ -72,14 +73,14 @@ void walk_sizes(const ModelConfig& c, const Backend& be, DType wdt, const Staged
     lin(H, c.shared_expert_intermediate_size / tp);
     flin(1, H);
   };
-  for (int i = first; i < first + layers; ++i) layer(c.full_attention_layer(i));
+  for (int i = first; i < first + layers; ++i) layer(c.full_attention_layer(i), c.sparse_layer(i));
   // The MTP head (staged after the layers): its two input norms, fc [H, 2H], one full-attention
   // layer and its final norm.
   if (f.mtp && head) {
     vec(H);
     vec(H);
     lin(H, 2 * H);
-    layer(true);
+    layer(true, c.sparse_layer(0));
     vec(H);
   }
 }
@@ -95,8 +96,9 @@ void check_hybrid_tp(const ModelConfig& c, int tp, const StagedFormats& f) {
   divides(c.num_key_value_heads, "num_key_value_heads");
   divides(c.linear_num_key_heads, "linear_num_key_heads");
   divides(c.linear_num_value_heads, "linear_num_value_heads");
-  if (c.intermediate_size > 0 && c.arch != ModelArch::Qwen35Moe) divides(c.intermediate_size, "intermediate_size");
-  if (c.arch == ModelArch::Qwen35Moe) {
+  // The MTP layer follows the rule at layer 0, which the main stack has too.
+  if (c.has_dense_layers()) divides(c.intermediate_size, "intermediate_size");
+  if (c.has_sparse_layers()) {
     // The routed experts: their columns (moe_staging.h expert_shard checks them, or whole
     // experts under --enable-expert-parallel); the shared expert is split by columns either way.
     (void)expert_shard(c, 0, tp, f.expert_parallel, f.layers, f.group);
@@ -110,11 +112,8 @@ void check_hybrid_tp(const ModelConfig& c, int tp, const StagedFormats& f) {
   };
   whole_groups(c.q_size() / tp, "o_proj");
   whole_groups(c.gdn_value_dim() / tp, "linear_attn.out_proj");
-  if (c.arch == ModelArch::Qwen35Moe) {
-    whole_groups(c.shared_expert_intermediate_size / tp, "shared_expert.down_proj");
-  } else {
-    whole_groups(c.intermediate_size / tp, "mlp.down_proj");
-  }
+  if (c.has_sparse_layers()) whole_groups(c.shared_expert_intermediate_size / tp, "shared_expert.down_proj");
+  if (c.has_dense_layers()) whole_groups(c.intermediate_size / tp, "mlp.down_proj");
 }
 
 size_t hybrid_staged_bytes(const Checkpoint& ck, const Backend& backend, int num_layers, const StagedFormats* formats,

@@ -39,9 +39,16 @@ bool fused_experts(const Checkpoint& ck, int i) {
   return ck.find(lname(ck.config(), i, "mlp.experts.gate_up_proj")) != nullptr;
 }
 
+// The MTP layer's FFN kind: vLLM builds it as a decoder layer whose index is the one in its name
+// "mtp.layers.0", so the rule of ModelConfig::sparse_layer at layer 0 (for Qwen3-Next with dense
+// layers it can be dense; always sparse on Qwen3.5-MoE, dense on dense Qwen3.5).
+bool mtp_layer_sparse(const ModelConfig& c) { return c.sparse_layer(0); }
+
 // The tensors of one decoder layer whose names start with `p` (a main-stack layer, or the MTP
-// head's "mtp.layers.0."); `fused`: its experts are stored fused (3-D).
-void add_layer_tensors(const ModelConfig& c, const std::string& p, bool full, bool fused, std::vector<Expected>& v) {
+// head's "mtp.layers.0."); `sparse`: routed experts (ModelConfig::sparse_layer) in place of the
+// dense MLP; `fused`: its experts are stored fused (3-D).
+void add_layer_tensors(const ModelConfig& c, const std::string& p, bool full, bool sparse, bool fused,
+                       std::vector<Expected>& v) {
   const int64_t H = c.hidden_size, hd = c.head_dim;
   const int64_t C = c.gdn_conv_dim(), Vd = c.gdn_value_dim(), nv = c.linear_num_value_heads;
   auto add = [&](const std::string& s, Shape shape, bool matrix) { v.push_back({p + s, shape, matrix}); };
@@ -70,7 +77,7 @@ void add_layer_tensors(const ModelConfig& c, const std::string& p, bool full, bo
     add("linear_attn.norm.weight", {c.linear_value_head_dim}, false);
     add("linear_attn.out_proj.weight", {H, Vd}, true);
   }
-  if (c.arch != ModelArch::Qwen35Moe) {
+  if (!sparse) {
     add("mlp.gate_proj.weight", {c.intermediate_size, H}, true);
     add("mlp.up_proj.weight", {c.intermediate_size, H}, true);
     add("mlp.down_proj.weight", {H, c.intermediate_size}, true);
@@ -102,12 +109,12 @@ std::vector<Expected> expected_tensors(const Checkpoint& ck) {
   v.push_back({c.tensor_prefix + "norm.weight", {H}, false});
   if (!c.tie_word_embeddings) v.push_back({"lm_head.weight", {V, H}, true});
   for (int i = 0; i < c.num_hidden_layers; ++i)
-    add_layer_tensors(c, lname(c, i, ""), c.full_attention_layer(i), fused_experts(ck, i), v);
+    add_layer_tensors(c, lname(c, i, ""), c.full_attention_layer(i), c.sparse_layer(i), fused_experts(ck, i), v);
   return v;
 }
 
 // The MTP head's tensors (fact sheet §3.6): two [H] norms, fc [H, 2H], one full-attention layer
-// with the main stack's FFN kind (experts per expert or fused), mtp.norm [H].
+// with a dense FFN or experts (mtp_layer_sparse; per expert or fused), mtp.norm [H].
 std::vector<Expected> mtp_expected_tensors(const Checkpoint& ck) {
   const ModelConfig& c = ck.config();
   const int64_t H = c.hidden_size;
@@ -115,7 +122,8 @@ std::vector<Expected> mtp_expected_tensors(const Checkpoint& ck) {
                              {"mtp.pre_fc_norm_hidden.weight", {H}, false},
                              {"mtp.fc.weight", {H, 2 * H}, true},
                              {"mtp.norm.weight", {H}, false}};
-  add_layer_tensors(c, "mtp.layers.0.", true, ck.find("mtp.layers.0.mlp.experts.gate_up_proj") != nullptr, v);
+  add_layer_tensors(c, "mtp.layers.0.", true, mtp_layer_sparse(c), ck.find("mtp.layers.0.mlp.experts.gate_up_proj") != nullptr,
+                    v);
   return v;
 }
 
@@ -214,7 +222,7 @@ void validate_hybrid_checkpoint(const Checkpoint& ck) {
     if (known.count(name)) continue;
     if (starts_with(name, c.tensor_prefix) || name == "lm_head.weight")
       problems.push_back(str_cat(name, ": not part of the model config.json describes (check layer_types, ",
-                                 "num_hidden_layers and tie_word_embeddings)"));
+                                 "num_hidden_layers, decoder_sparse_step, mlp_only_layers and tie_word_embeddings)"));
   }
   throw_problems(ck, "checkpoint does not match config.json", problems);
   if (visual > 0) log_info(ck.dir(), ": skipping ", visual, " model.visual.* tensors (the vision tower; text only)");
@@ -271,7 +279,7 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
   // The routed experts this rank holds: all of them by columns, or whole ones under
   // --enable-expert-parallel (model/moe_staging.h); the shared expert always by columns.
   const ExpertShard shard =
-      c.arch == ModelArch::Qwen35Moe ? expert_shard(c, rank, tp, opt.expert_parallel, fmt.layers, fmt.group) : ExpertShard{};
+      c.has_sparse_layers() ? expert_shard(c, rank, tp, opt.expert_parallel, fmt.layers, fmt.group) : ExpertShard{};
   w.moe_inter = shard.inter;
   w.vocab_begin = vs.begin;
   w.vocab_rows = Vr;
@@ -489,7 +497,8 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
   if (has_head) w.final_norm = vec_f32(P + "norm.weight", 1.0f);
 
   // One decoder layer (a main-stack layer, or the MTP head's): N(suffix) names its tensors.
-  auto stage_layer = [&](Qwen3LayerWeights& L, const std::function<std::string(const std::string&)>& N, bool full) {
+  auto stage_layer = [&](Qwen3LayerWeights& L, const std::function<std::string(const std::string&)>& N, bool full,
+                         bool sparse) {
     L.input_norm = vec_f32(N("input_layernorm.weight"), 1.0f);
     L.post_norm = vec_f32(N("post_attention_layernorm.weight"), 1.0f);
     if (full) {
@@ -551,14 +560,14 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
       G.neg_exp_a = neg;
       G.norm = vec_f32(N("linear_attn.norm.weight"), 0.0f);  // the one plain (not 1 + w) norm
     }
-    if (c.arch != ModelArch::Qwen35Moe) {
+    if (!sparse) {  // the dense SwiGLU MLP (dense Qwen3.5; Qwen3-Next's mlp_only_layers / decoder_sparse_step)
       const Rows gu[] = {rows_of(N("mlp.gate_proj.weight"), i0, I), rows_of(N("mlp.up_proj.weight"), i0, I)};
       L.gate_up = pack(gu, H);
       L.down = pack_cols(whole(N("mlp.down_proj.weight")), c.intermediate_size, i0, i0 + I);
       done({N("mlp.gate_proj.weight"), N("mlp.up_proj.weight"), N("mlp.down_proj.weight")});
       return;
     }
-    // Qwen3.5-MoE: every layer sparse; the router stays float like the other architectures'.
+    // A sparse layer (every Qwen3.5-MoE layer); the router stays float like the other architectures'.
     L.sparse = true;
     const int64_t mI = c.moe_intermediate_size, sI = c.shared_expert_intermediate_size;
     const int64_t e0 = shard.first, e1 = shard.first + shard.count;  // this rank's experts
@@ -602,11 +611,13 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
           N("mlp.shared_expert.down_proj.weight"), N("mlp.shared_expert_gate.weight")});
   };
   for (int i = lb; i < le; ++i)
-    stage_layer(w.layers.emplace_back(), [&](const std::string& s) { return lname(c, i, s); }, c.full_attention_layer(i));
+    stage_layer(w.layers.emplace_back(), [&](const std::string& s) { return lname(c, i, s); }, c.full_attention_layer(i),
+                c.sparse_layer(i));
   // The MTP head (speculative decoding, model/mtp_head.h): its norms, fc and one gated-attention
   // layer; embed_tokens and lm_head are the target's (staged above). Qwen3.5 / Qwen3.6 and
-  // Qwen3-Next publish the same block (Qwen3-Next's MTP layer is sparse like its main stack, its
-  // experts per-expert 2-D tensors as there; its norms (1 + w) too).
+  // Qwen3-Next publish the same block (its FFN as mtp_layer_sparse says: Qwen3-Next's published
+  // MTP layer is sparse like its main stack, its experts per-expert 2-D tensors as there; its
+  // norms (1 + w) too).
   if (opt.mtp) {
     if (ck.find("mtp.fc.weight") == nullptr)
       fail(ck.dir(), ": --speculative-config method mtp needs the checkpoint's MTP head (mtp.* tensors), and it has ",
@@ -618,7 +629,8 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
     const Rows fc = whole("mtp.fc.weight");
     w.mtp.fc = pack(std::span<const Rows>(&fc, 1), 2 * H);  // [H, 2H]: [embedding | hidden] inputs
     done({"mtp.fc.weight"});
-    stage_layer(w.mtp.layer, [](const std::string& s) { return "mtp.layers.0." + s; }, /*full=*/true);
+    stage_layer(w.mtp.layer, [](const std::string& s) { return "mtp.layers.0." + s; }, /*full=*/true,
+                mtp_layer_sparse(c));
     w.mtp.norm = vec_f32("mtp.norm.weight", 1.0f);
   }
   w.weight_formats = fmt.describe();

@@ -30,6 +30,11 @@ MtpHead::MtpHead(const Qwen3Weights& target, const Qwen3Weights* embed_source, B
   layer_.config = c;
   layer_.config.num_hidden_layers = 2;  // the MTP layer sits as the last layer of a two-layer model
   layer_.config.full_attention = {0, 1};
+  // Its FFN kind is the staged layer's (model/hybrid_staging.cpp: the rule of the config at
+  // layer 0, vLLM's index for "mtp.layers.0"); here it sits at index 1, so the pattern says that.
+  layer_.config.decoder_sparse_step = 1;
+  layer_.config.mlp_only_layers.clear();
+  if (!target.mtp.layer.sparse) layer_.config.mlp_only_layers = {1};
   layer_.tp_rank = target.tp_rank;
   layer_.tp_size = target.tp_size;
   layer_.n_heads = target.n_heads;

@@ -32,6 +32,9 @@ struct HybridPreset {
   int experts = 0, top_k = 0;
   int64_t moe_inter = 0, shared_inter = 0;
   bool next = false;  // Qwen3NextForCausalLM: fused per-key-head GDN projections, Qwen3's vocabulary
+  // Qwen3-Next's layer pattern (ModelConfig::sparse_layer): decoder_sparse_step, and one layer
+  // listed in mlp_only_layers (-1: none).
+  int sparse_step = 1, dense_layer = -1;
 };
 
 // The published shapes (docs/status.md, issue 36): Qwen3.5-0.8B, Qwen3.6-27B (= Qwen3.5-27B) and
@@ -50,6 +53,10 @@ constexpr HybridPreset kHybridPresets[] = {
     // tiny one of the same kind (tiny-hybrid-moe's shapes).
     {"qwen3-next-80b-a3b", 2048, 5120, 48, 16, 2, 256, 4, 16, 32, 128, 128, false, 512, 10, 512, 512, true},
     {"tiny-next", 64, 128, 4, 4, 2, 32, 2, 2, 4, 16, 32, false, 8, 2, 32, 48, true},
+    // tiny-next with dense MLP layers as Qwen3NextConfig allows them: decoder_sparse_step 2 and
+    // mlp_only_layers [3], so only layer 1 is sparse; layers 0 and 2 (GDN) and 3 (attention) run
+    // the dense MLP of intermediate_size, and so does the MTP layer (the rule at layer 0).
+    {"tiny-next-dense", 64, 128, 4, 4, 2, 32, 2, 2, 4, 16, 32, false, 8, 2, 32, 48, true, 2, 3},
 };
 constexpr int64_t kQwen3NextVocab = 151936;
 constexpr int64_t kQwen35Vocab = 248320;
@@ -120,7 +127,7 @@ void add_mtp_head(const ModelConfig& c, const TestModelOptions& opt, int64_t H, 
   out_proj(l + "self_attn.o_proj.weight", {H, c.q_size()});
   add(l + "self_attn.q_norm.weight", {c.head_dim}, 0.0f, gamma_std);
   add(l + "self_attn.k_norm.weight", {c.head_dim}, 0.0f, gamma_std);
-  if (c.num_experts == 0) {
+  if (!c.sparse_layer(0)) {  // the MTP layer's FFN: the config's rule at layer 0 (vLLM's index)
     proj(l + "mlp.gate_proj.weight", {c.intermediate_size, H});
     proj(l + "mlp.up_proj.weight", {c.intermediate_size, H});
     out_proj(l + "mlp.down_proj.weight", {H, c.intermediate_size});
@@ -150,12 +157,11 @@ constexpr int32_t kFp8Block = 128;  // Qwen's weight_block_size [128, 128]
 // that divides every quantized projection's in_features.
 int32_t hybrid_int4_group(const ModelConfig& c, int32_t requested) {
   std::vector<int64_t> ins = {c.hidden_size, c.q_size(), c.gdn_value_dim()};
-  if (c.num_experts > 0) {
+  if (c.has_sparse_layers()) {
     ins.push_back(c.moe_intermediate_size);
     ins.push_back(c.shared_expert_intermediate_size);
-  } else {
-    ins.push_back(c.intermediate_size);
   }
+  if (c.has_dense_layers()) ins.push_back(c.intermediate_size);
   auto divides_all = [&](int64_t g) {
     for (int64_t in : ins)
       if (in % g) return false;
@@ -217,6 +223,8 @@ ModelConfig hybrid_test_model_config(const std::string& preset) {
     c.moe_intermediate_size = p->moe_inter;
     c.shared_expert_intermediate_size = p->shared_inter;
     c.norm_topk_prob = true;
+    c.decoder_sparse_step = p->sparse_step;
+    if (p->dense_layer >= 0) c.mlp_only_layers = {p->dense_layer};
   }
   // Qwen3's special-token ids: the tokenizer files written beside are Qwen3's.
   c.bos_token_ids = {151643};
@@ -232,6 +240,7 @@ void make_hybrid_test_model(const TestModelOptions& opt) {
     c.num_hidden_layers = *opt.layers;
     c.full_attention.assign(size_t(c.num_hidden_layers), 0);
     for (int i = 0; i < c.num_hidden_layers; ++i) c.full_attention[size_t(i)] = (i + 1) % p.interval == 0;
+    std::erase_if(c.mlp_only_layers, [&](int32_t i) { return i >= c.num_hidden_layers; });
   }
   if (opt.qwen2 || !opt.qk_norm || opt.outlier_channels != 0)
     fail("preset ", opt.preset, " is a hybrid: --qwen2, --no-qk-norm and --outlier-channels do not apply to it");
@@ -328,7 +337,7 @@ void make_hybrid_test_model(const TestModelOptions& opt) {
       add(g + "norm.weight", {c.linear_value_head_dim}, 1.0f, gamma_std);
       out_proj(g + "out_proj.weight", {H, value_dim});
     }
-    if (!moe) {
+    if (!c.sparse_layer(i)) {
       qproj(l + "mlp.gate_proj.weight", {c.intermediate_size, H});
       qproj(l + "mlp.up_proj.weight", {c.intermediate_size, H});
       out_proj(l + "mlp.down_proj.weight", {H, c.intermediate_size});
@@ -424,7 +433,7 @@ void make_hybrid_test_model(const TestModelOptions& opt) {
            {"model_type", "qwen3_next"},
            {"vocab_size", V},
            {"hidden_size", H},
-           {"intermediate_size", c.intermediate_size},  // unused: every layer is sparse
+           {"intermediate_size", c.intermediate_size},  // the dense layers' (unused when every layer is sparse)
            {"num_hidden_layers", c.num_hidden_layers},
            {"full_attention_interval", p.interval},
            {"num_attention_heads", c.num_attention_heads},
@@ -448,8 +457,8 @@ void make_hybrid_test_model(const TestModelOptions& opt) {
            {"moe_intermediate_size", c.moe_intermediate_size},
            {"shared_expert_intermediate_size", c.shared_expert_intermediate_size},
            {"norm_topk_prob", true},
-           {"decoder_sparse_step", 1},
-           {"mlp_only_layers", nlohmann::ordered_json::array()},
+           {"decoder_sparse_step", c.decoder_sparse_step},
+           {"mlp_only_layers", c.mlp_only_layers},
            {"tie_word_embeddings", c.tie_word_embeddings},
            {"torch_dtype", dtype_name_hf},
            {"bos_token_id", 151643},

@@ -9,14 +9,16 @@
 // attention layer with a dense FFN, or for MoE per-expert 2-D experts.{e}.* tensors and a shared
 // expert (TestModelOptions::mtp: random, or an always-accepting "oracle" checkpoint).
 //
-// Qwen3-Next presets (qwen3-next-80b-a3b, tiny-next) write Qwen3NextForCausalLM as published:
+// Qwen3-Next presets (qwen3-next-80b-a3b, tiny-next, tiny-next-dense) write Qwen3NextForCausalLM as published:
 // config.json with Qwen3NextConfig's keys (full_attention_interval, top-level rope_theta and
 // partial_rotary_factor, norm_topk_prob, decoder_sparse_step, mlp_only_layers), the GDN input
 // projections fused per key head (in_proj_qkvz, in_proj_ba; model/qwen3_next_layout.h), per-expert
 // tensors, Qwen3's 151,936-row vocabulary and Qwen3's tokenizer and chat template. Their MTP block
 // is the same as Qwen3.5-MoE's (mtp.*, per-expert 2-D experts), as vLLM's Qwen3NextMTP loads it;
 // config.json declares no MTP key, as Qwen3NextConfig has none (vLLM reads an optional
-// num_nextn_predict_layers, default 1).
+// num_nextn_predict_layers, default 1). tiny-next-dense has dense layers (decoder_sparse_step 2,
+// mlp_only_layers [3]): those layers, and the MTP layer (the rule at layer 0), write
+// mlp.{gate,up,down}_proj instead of experts.
 //
 // The tokenizer files are Qwen3's (the Qwen3.5 tokenizer is not obtainable here); the vocabulary
 // size and the embedding / lm_head shapes are the real models' 248,320 rows, of which the

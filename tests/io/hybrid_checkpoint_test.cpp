@@ -281,6 +281,71 @@ TEST(HybridCheckpoint, Qwen3NextStagesTheGroupedProjections) {
   EXPECT_NE(e.find("layers.0.linear_attn.in_proj_qkvz.weight: not part of the model"), std::string::npos) << e;
 }
 
+// Qwen3-Next with dense layers (make-test-model --preset tiny-next-dense: decoder_sparse_step 2,
+// mlp_only_layers [3]): only layer 1 stages experts, the others (and the MTP layer, the rule at
+// layer 0) the dense MLP; float and int4, one rank and rank 1 of --tp 2, the staged bytes are
+// what staged_slab_bytes predicts. A config whose pattern disagrees with the tensors is refused
+// naming them.
+TEST(HybridCheckpoint, Qwen3NextDenseLayersStageAsTheLayerRuleSays) {
+  TestModelOptions o;
+  o.preset = "tiny-next-dense";
+  o.mtp = "random";
+  const auto dir = make_model_in_temp("qwen3_next_dense", o);
+  auto ck = Checkpoint::open(dir.string());
+  const ModelConfig& c = ck->config();
+  ASSERT_EQ(c.decoder_sparse_step, 2);
+  ASSERT_EQ(c.mlp_only_layers, (std::vector<int32_t>{3}));
+  EXPECT_NE(ck->find("model.layers.0.mlp.gate_proj.weight"), nullptr);
+  EXPECT_NE(ck->find("model.layers.1.mlp.experts.7.down_proj.weight"), nullptr);
+  EXPECT_NE(ck->find("mtp.layers.0.mlp.down_proj.weight"), nullptr) << "the MTP layer is dense too";
+  auto be = make_reference_backend();
+  for (const WeightFormat q : {WeightFormat::Float, WeightFormat::Int4}) {
+    for (const int tp : {1, 2}) {
+      StagingOptions so;
+      so.show_progress = false;
+      so.quantization = q;
+      so.int4_group = 8;  // divides a rank's share of the shared expert (48 / 2)
+      so.mtp = true;
+      so.tp_size = tp;
+      so.tp_rank = tp - 1;
+      const Qwen3Weights w = stage_qwen3_weights(*ck, *be, so);
+      const std::string what = str_cat(q == WeightFormat::Float ? "float" : "int4", " tp ", tp);
+      ASSERT_EQ(w.layers.size(), 4u);
+      for (int i = 0; i < 4; ++i) {
+        const Qwen3LayerWeights& l = w.layers[size_t(i)];
+        EXPECT_EQ(l.sparse, i == 1) << what << " layer " << i;
+        if (l.sparse) {
+          EXPECT_EQ(l.experts.size(), 8u) << what;
+          EXPECT_EQ(l.shared_expert.down.k_in, 48 / tp) << what;
+        } else {
+          EXPECT_EQ(l.gate_up.n_out, 2 * 128 / tp) << what << " layer " << i;
+          EXPECT_EQ(l.down.k_in, 128 / tp) << what << " layer " << i;
+          EXPECT_TRUE(l.experts.empty()) << what;
+        }
+      }
+      ASSERT_TRUE(w.mtp.present);
+      EXPECT_FALSE(w.mtp.layer.sparse) << what;
+      EXPECT_EQ(w.mtp.layer.gate_up.n_out, 2 * 128 / tp) << what;
+      StagedFormats f = staged_formats(*ck, q, so.int4_group);
+      f.mtp = true;
+      EXPECT_EQ(w.resident_bytes, staged_slab_bytes(*ck, *be, tp - 1, tp, -1, &f)) << what;
+    }
+  }
+  // mlp_only_layers [1, 3]: layer 1 is dense by the config but stored sparse.
+  edit_config(dir, [](nlohmann::json& j) { j["mlp_only_layers"] = {1, 3}; });
+  std::string e = open_error(dir);
+  EXPECT_NE(e.find("model.layers.1.mlp.gate_proj.weight: missing"), std::string::npos) << e;
+  EXPECT_NE(e.find("model.layers.1.mlp.gate.weight: not part of the model"), std::string::npos) << e;
+  // Every layer sparse (the published pattern): the dense layers' experts are missing.
+  edit_config(dir, [](nlohmann::json& j) {
+    j["mlp_only_layers"] = nlohmann::json::array();
+    j["decoder_sparse_step"] = 1;
+  });
+  e = open_error(dir);
+  EXPECT_NE(e.find("model.layers.0.mlp.gate.weight: missing"), std::string::npos) << e;
+  EXPECT_NE(e.find("model.layers.0.mlp.gate_proj.weight: not part of the model"), std::string::npos) << e;
+}
+
 // A pre-quantized hybrid (make-test-model --quant-format fp8 / gptq): the projections stay in the
 // checkpoint's format, the GDN's b | a, the router, the shared expert's gate and lm_head float,
 // and the staged bytes are what staged_slab_bytes predicts; FP8 codes without an fp8

@@ -3,11 +3,18 @@
 // give θ and the partial rotary dims, and inconsistent configs are refused naming the field.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "core/error.h"
+#include "io/checkpoint.h"
 #include "io/model_config.h"
+#include "io/rope_scaling.h"
 
 using namespace pypto;
 
@@ -106,7 +113,9 @@ TEST(HybridConfig, RefusesInconsistentFieldsNamingThem) {
   EXPECT_NE(parse_error(with("attn_output_gate", false)).find("attn_output_gate"), std::string::npos);
   EXPECT_NE(parse_error(with("mlp_only_layers", {1})).find("mlp_only_layers"), std::string::npos);
   EXPECT_NE(parse_error(with("mamba_ssm_dtype", "bfloat16")).find("mamba_ssm_dtype"), std::string::npos);
-  EXPECT_NE(parse_error(with("rope_parameters", {{"rope_type", "yarn"}})).find("rope_type"), std::string::npos);
+  EXPECT_NE(parse_error(with("rope_parameters", {{"rope_type", "linear"}})).find("'rope_parameters.rope_type' is 'linear'"),
+            std::string::npos);
+  EXPECT_NE(parse_error(with("rope_parameters", {{"rope_type", "yarn"}})).find("YaRN needs 'factor'"), std::string::npos);
   EXPECT_NE(parse_error(with("rope_parameters", {{"partial_rotary_factor", 1.5}})).find("partial_rotary_factor"),
             std::string::npos);
   EXPECT_NE(parse_error(with("tie_word_embeddings", true)).find("disagree"), std::string::npos);
@@ -178,16 +187,130 @@ TEST(HybridConfig, RefusesQwen3NextSettingsItDoesNotServe) {
     j[key] = value;
     return parse_error(j);
   };
-  std::string e = error_with("decoder_sparse_step", 2);
-  EXPECT_NE(e.find("decoder_sparse_step"), std::string::npos) << e;
-  e = error_with("mlp_only_layers", {1});
-  EXPECT_NE(e.find("mlp_only_layers"), std::string::npos) << e;
-  e = error_with("num_experts", 0);
-  EXPECT_NE(e.find("num_experts"), std::string::npos) << e;
-  e = error_with("model_type", "qwen3_5_moe");
+  std::string e = error_with("model_type", "qwen3_5_moe");
   EXPECT_NE(e.find("model_type"), std::string::npos) << e;
-  e = error_with("rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}});
-  EXPECT_NE(e.find("rope_scaling"), std::string::npos) << e;
   e = error_with("attention_bias", true);
   EXPECT_NE(e.find("attention_bias"), std::string::npos) << e;
+  // The dense-layer keys and YaRN are read (below); bad values of them are refused by name.
+  e = error_with("mlp_only_layers", {1, 48});
+  EXPECT_NE(e.find("'mlp_only_layers' lists layer 48, outside [0, num_hidden_layers = 48)"), std::string::npos) << e;
+  e = error_with("mlp_only_layers", "1");
+  EXPECT_NE(e.find("mlp_only_layers"), std::string::npos) << e;
+  e = error_with("decoder_sparse_step", 0);
+  EXPECT_NE(e.find("'decoder_sparse_step' must be a positive integer"), std::string::npos) << e;
+  e = error_with("num_experts", -1);
+  EXPECT_NE(e.find("num_experts"), std::string::npos) << e;
+  e = error_with("rope_scaling", {{"rope_type", "linear"}, {"factor", 4.0}});
+  EXPECT_NE(e.find("'rope_scaling.rope_type' is 'linear'"), std::string::npos) << e;
+  e = error_with("rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}, {"low_freq_factor", 1}});
+  EXPECT_NE(e.find("'low_freq_factor' is not a YaRN field"), std::string::npos) << e;
+  e = error_with("rope_parameters", {{"rope_type", "yarn"}, {"factor", 4.0}});  // beside rope_scaling yarn below
+  EXPECT_EQ(e, "") << "rope_parameters alone (rope_scaling null) is read";
+  nlohmann::json both = qwen3_next();
+  both["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1e7}};
+  both["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+  e = parse_error(both);
+  EXPECT_NE(e.find("'rope_parameters' and 'rope_scaling' are both set"), std::string::npos) << e;
+  // Dense layers need intermediate_size.
+  nlohmann::json no_inter = qwen3_next();
+  no_inter["decoder_sparse_step"] = 2;
+  no_inter.erase("intermediate_size");
+  e = parse_error(no_inter);
+  EXPECT_NE(e.find("intermediate_size"), std::string::npos) << e;
+}
+
+// Dense Qwen3-Next layers (transformers' Qwen3NextDecoderLayer): layer i is sparse iff i is not in
+// mlp_only_layers, num_experts > 0 and (i + 1) % decoder_sparse_step == 0.
+TEST(HybridConfig, ReadsQwen3NextDenseLayers) {
+  nlohmann::json j = qwen3_next();
+  j["decoder_sparse_step"] = 2;
+  j["mlp_only_layers"] = {3, 10};
+  ModelConfig c = parse(j);
+  for (int i = 0; i < 48; ++i) EXPECT_EQ(c.sparse_layer(i), (i + 1) % 2 == 0 && i != 3) << i;
+  EXPECT_EQ(c.intermediate_size, 5120);
+  EXPECT_TRUE(c.has_dense_layers());
+  EXPECT_TRUE(c.has_sparse_layers());
+  j = qwen3_next();
+  j["mlp_only_layers"] = {0};
+  c = parse(j);
+  EXPECT_FALSE(c.sparse_layer(0));
+  EXPECT_TRUE(c.sparse_layer(1));
+  // num_experts 0: every layer dense; the routing fields are unused.
+  j = qwen3_next();
+  j["num_experts"] = 0;
+  j.erase("num_experts_per_tok");
+  c = parse(j);
+  EXPECT_FALSE(c.has_sparse_layers());
+  EXPECT_EQ(c.num_experts, 0);
+  // Qwen3.5-MoE has neither key: anything but every layer sparse is refused.
+  nlohmann::json t = moe_text();
+  t["decoder_sparse_step"] = 2;
+  const std::string e = parse_error(wrapper(t));
+  EXPECT_NE(e.find("decoder_sparse_step"), std::string::npos) << e;
+}
+
+// YaRN on the hybrids' partial RoPE: Qwen3.5's rope_parameters (with its MRoPE keys and the
+// partial factor inside), Qwen3-Next's v4 rope_scaling beside top-level rope_theta /
+// partial_rotary_factor; the positions limit follows as for dense Qwen3.
+TEST(HybridConfig, ReadsYarnOnThePartialRope) {
+  nlohmann::json t = moe_text();
+  t["rope_parameters"]["rope_type"] = "yarn";
+  t["rope_parameters"]["factor"] = 4.0;
+  t["rope_parameters"]["original_max_position_embeddings"] = 262144;
+  ModelConfig c = parse(wrapper(t));
+  EXPECT_TRUE(c.rope_scaling.yarn);
+  EXPECT_DOUBLE_EQ(c.rope_scaling.factor, 4.0);
+  EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 262144);
+  EXPECT_NEAR(c.rope_scaling.attention_factor, 0.1 * std::log(4.0) + 1.0, 1e-15);
+  EXPECT_EQ(c.rotary_dim, 64);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 1e7);
+  EXPECT_EQ(model_max_positions(c), 4 * 262144);
+  t["rope_parameters"]["rope_type"] = "longrope";
+  std::string e = parse_error(wrapper(t));
+  EXPECT_NE(e.find("'rope_parameters.rope_type' is 'longrope'"), std::string::npos) << e;
+  t["rope_parameters"]["rope_type"] = "yarn";
+  t["rope_parameters"]["mrope_section"] = "11";
+  e = parse_error(wrapper(t));
+  EXPECT_NE(e.find("mrope_section"), std::string::npos) << e;
+
+  nlohmann::json n = qwen3_next();
+  n["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 2.0}, {"original_max_position_embeddings", 65536}};
+  c = parse(n);
+  EXPECT_TRUE(c.rope_scaling.yarn);
+  EXPECT_DOUBLE_EQ(c.rope_scaling.factor, 2.0);
+  EXPECT_EQ(c.rotary_dim, 64) << "the top-level partial_rotary_factor still applies";
+  EXPECT_EQ(model_max_positions(c), 262144) << "max(max_position_embeddings, factor x original)";
+  EXPECT_NO_THROW(check_max_model_len(c, 262144));
+  try {
+    check_max_model_len(c, 262145);
+    ADD_FAILURE() << "accepted --max-model-len past the model's positions";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("262144"), std::string::npos) << err.what();
+  }
+}
+
+// --hf-overrides on the wrapper: text_config is merged key by key (objects inside it too, as vLLM
+// updates a nested config), so a YaRN rope_parameters keeps θ, the partial factor and the MRoPE
+// keys; a top-level rope override, which the text model would not read, is refused naming the
+// text_config form.
+TEST(HybridConfig, HfOverridesMergeTextConfigKeyByKey) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("pypto_hybrid_overrides_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "config.json") << wrapper(moe_text()).dump(2);
+  const ModelConfig c = read_model_config(
+      dir.string(),
+      R"({"text_config": {"rope_parameters": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 262144}}})");
+  EXPECT_TRUE(c.rope_scaling.yarn);
+  EXPECT_DOUBLE_EQ(c.rope_scaling.factor, 4.0);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 1e7) << "rope_theta kept from config.json";
+  EXPECT_EQ(c.rotary_dim, 64) << "partial_rotary_factor kept from config.json";
+  EXPECT_EQ(c.num_experts, 256) << "the rest of text_config kept";
+  try {
+    read_model_config(dir.string(), R"({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}})");
+    ADD_FAILURE() << "a top-level rope override on the wrapper was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("text_config"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove_all(dir);
 }

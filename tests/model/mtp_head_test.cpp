@@ -110,6 +110,9 @@ TEST(MtpHead, MoeHeadMatchesTheReference) { check_against_reference("tiny-hybrid
 // Qwen3-Next (Qwen3NextForCausalLM): the same block behind a target with fused per-key-head GDN
 // projections and per-expert tensors throughout.
 TEST(MtpHead, Qwen3NextHeadMatchesTheReference) { check_against_reference("tiny-next", false); }
+// Qwen3-Next with dense layers (decoder_sparse_step 2, mlp_only_layers [3]): the MTP layer's FFN is
+// dense too, by the layer rule at index 0 (vLLM's index for "mtp.layers.0").
+TEST(MtpHead, Qwen3NextDenseHeadMatchesTheReference) { check_against_reference("tiny-next-dense", false); }
 
 TEST(MtpHead, ACheckpointWithoutMtpTensorsIsRefusedByName) {
   TestModelOptions o;

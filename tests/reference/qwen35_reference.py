@@ -39,7 +39,17 @@ Written from the semantics of transformers' modeling_qwen3_5.py / modeling_qwen3
     [T, 2 n_v] is viewed [T, n_k, 2 r] and split into b (r), a (r); v, z, b, a then flatten to
     value heads g r + j, and the conv runs over cat(q, k, v) flattened head-major. The router's
     renormalisation follows the norm_topk_prob flag (default true); the config spells rope_theta
-    and partial_rotary_factor at the top level.
+    and partial_rotary_factor at the top level. Its decoder layers are not all sparse
+    (Qwen3NextDecoderLayer): layer i runs the sparse MoE block iff i is not in mlp_only_layers
+    (default []), num_experts > 0 and (i + 1) % decoder_sparse_step == 0 (default 1); otherwise a
+    dense SwiGLU MLP of intermediate_size (mlp.{gate,up,down}_proj). Qwen3.5-MoE has neither key
+    (every layer sparse), dense Qwen3.5 no experts.
+  - RoPE scaling: rope_parameters (Qwen3.5; transformers v5) or rope_scaling (Qwen3-Next's v4
+    config) with rope_type "default" or "yarn". YaRN as transformers' _compute_yarn_parameters
+    computes it with dim = int(head_dim * partial_rotary_factor), the rotary dims (the inverse
+    frequencies, the correction range and the ramp all over those rot / 2 frequencies;
+    rope_reference.rope_parameters with head_dim = rot), and cos / sin times the attention factor
+    (Qwen3_5TextRotaryEmbedding / Qwen3NextRotaryEmbedding scale them by attention_scaling).
   - The MTP head (mtp.*, when the checkpoint has it), from the semantics of vLLM's Qwen3.5 MTP
     module: at position t it takes the target's final *normed* hidden state h_t and the next
     token x_{t+1}:  e = norm1p(embed(x_{t+1}); pre_fc_norm_embedding), h = norm1p(h_t;
@@ -48,7 +58,9 @@ Written from the semantics of transformers' modeling_qwen3_5.py / modeling_qwen3
     with its FFN / MoE, and logits(x_{t+2}) = lm_head(norm1p(m; mtp.norm)); embed_tokens and
     lm_head are the target's. Qwen3-Next's MTP block (vLLM's Qwen3-Next MTP module) is the same:
     the layer's sparse MoE with per-expert tensors, renormalised per norm_topk_prob like the
-    main stack, and every norm in the (1 + w) form.
+    main stack, and every norm in the (1 + w) form. vLLM builds the MTP layer as a decoder layer
+    whose index is the one in its name "mtp.layers.0", so its FFN follows the layer rule above at
+    index 0 (dense when 0 is in mlp_only_layers or decoder_sparse_step > 1).
 
 Usage: qwen35_reference.py --model DIR --token-ids 1,2,3 --out logits.npy [--greedy N]
                            [--mtp-out mtp_logits.npy]  (row t: the MTP's logits for token t + 2)
@@ -64,6 +76,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from checkpoint_reader import read_checkpoint  # noqa: E402
 from qwen3_reference import linear, parse_ids, prepare_linear, rms_norm, rotate_half  # noqa: E402
+from rope_reference import rope_parameters  # noqa: E402
 
 
 def norm1p(x, w, eps):
@@ -113,26 +126,38 @@ class Qwen35Reference:
         theta = float(rp.get("rope_theta", t.get("rope_theta", 10000.0)))
         factor = float(rp.get("partial_rotary_factor", t.get("partial_rotary_factor", 0.25)))
         self.rot = int(self.head_dim * factor)
-        self.inv_freq = 1.0 / (theta ** (torch.arange(0, self.rot, 2, dtype=torch.float64) / self.rot)).float()
+        scaling = t.get("rope_parameters") or t.get("rope_scaling") or {}
+        if scaling.get("rope_type", scaling.get("type", "default")) == "default":
+            self.inv_freq = 1.0 / (theta ** (torch.arange(0, self.rot, 2, dtype=torch.float64) / self.rot)).float()
+            self.rope_scale = 1.0
+        else:  # YaRN over the rotary dims (raises for any type the reference does not implement)
+            self.inv_freq, self.rope_scale = rope_parameters({**t, "rope_theta": theta}, self.rot)
         self.top_k = t.get("num_experts_per_tok", 0)
         self.n_experts = t.get("num_experts", 0)
+        # Which layers run the routed experts (Qwen3NextDecoderLayer's rule; Qwen3.5-MoE: all).
+        if self.next:
+            step, dense = t.get("decoder_sparse_step", 1), set(t.get("mlp_only_layers") or [])
+            self.sparse = lambda i: i not in dense and self.n_experts > 0 and (i + 1) % step == 0
+        else:
+            self.sparse = lambda i: self.moe
         tie = cfg.get("tie_word_embeddings", t.get("tie_word_embeddings", False))
 
         self.embed = w[prefix + "embed_tokens.weight"]
         self.lm_head = prepare_linear(self.embed if tie else w.pop("lm_head.weight"))
         self.final_norm = w[prefix + "norm.weight"]
-        self.layers = [self._load_layer(w, f"{prefix}layers.{i}.", self.full[i]) for i in range(self.n_layers)]
+        self.layers = [self._load_layer(w, f"{prefix}layers.{i}.", self.full[i], self.sparse(i))
+                       for i in range(self.n_layers)]
         self.mtp = None
         if "mtp.fc.weight" in w:
             self.mtp = {
                 "norm_embed": w["mtp.pre_fc_norm_embedding.weight"],
                 "norm_hidden": w["mtp.pre_fc_norm_hidden.weight"],
                 "fc": prepare_linear(w.pop("mtp.fc.weight")),
-                "layer": self._load_layer(w, "mtp.layers.0.", True),
+                "layer": self._load_layer(w, "mtp.layers.0.", True, self.sparse(0)),  # vLLM: index 0
                 "norm": w["mtp.norm.weight"],
             }
 
-    def _load_layer(self, w, p, full):
+    def _load_layer(self, w, p, full, sparse):
         L = {"input_norm": w[p + "input_layernorm.weight"], "post_norm": w[p + "post_attention_layernorm.weight"]}
         if full:
             for key in ("q", "k", "v", "o"):
@@ -148,7 +173,7 @@ class Qwen35Reference:
             L["A_log"] = w[g + "A_log"]
             L["gdn_norm"] = w[g + "norm.weight"]
             L["out"] = prepare_linear(w.pop(g + "out_proj.weight"))
-        if not self.moe:
+        if not sparse:
             L["mlp"] = tuple(prepare_linear(w.pop(p + f"mlp.{n}_proj.weight")) for n in ("gate", "up", "down"))
             return L
         L["router"] = prepare_linear(w.pop(p + "mlp.gate.weight"))
@@ -173,7 +198,8 @@ class Qwen35Reference:
         angles = positions.float()[:, None] * self.inv_freq[None, :]
         emb = torch.cat((angles, angles), dim=-1)
         xr, xp = x[..., : self.rot], x[..., self.rot:]
-        return torch.cat((xr * emb.cos() + rotate_half(xr) * emb.sin(), xp), dim=-1)
+        cos, sin = emb.cos() * self.rope_scale, emb.sin() * self.rope_scale
+        return torch.cat((xr * cos + rotate_half(xr) * sin, xp), dim=-1)
 
     def _attention(self, L, x, positions, cache):
         T, hd = x.shape[0], self.head_dim
@@ -240,7 +266,7 @@ class Qwen35Reference:
         return linear(y.reshape(T, self.n_v * self.d_v), L["out"])
 
     def _mlp(self, L, x):
-        if not self.moe:
+        if "mlp" in L:  # a dense layer
             return swiglu(*L["mlp"], x)
         probs = torch.softmax(linear(x, L["router"]), dim=1, dtype=torch.float32)
         weights, chosen = torch.topk(probs, self.top_k, dim=-1)
