@@ -7,6 +7,8 @@
 #include <fstream>
 #include <functional>
 #include <string>
+#include <system_error>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -18,11 +20,22 @@
 
 namespace pypto::test {
 
-// <tmp>/pypto_io_test_<name>_<pid>, removed first (ctest runs the suites as parallel processes).
+// <tmp>/pypto_io_test_<name>_<pid>, removed first (ctest runs the suites as parallel processes)
+// and again when the process exits, whatever the test did (a hybrid MoE checkpoint is ~73 MB: left
+// behind by every run they filled /tmp).
 inline std::filesystem::path io_temp_dir(const std::string& name) {
+  struct RemovedAtExit {
+    std::vector<std::filesystem::path> dirs;
+    ~RemovedAtExit() {
+      std::error_code ec;
+      for (const auto& d : dirs) std::filesystem::remove_all(d, ec);
+    }
+  };
+  static RemovedAtExit created;
   std::filesystem::path d =
       std::filesystem::temp_directory_path() / ("pypto_io_test_" + name + "_" + std::to_string(getpid()));
   std::filesystem::remove_all(d);
+  created.dirs.push_back(d);
   return d;
 }
 
