@@ -77,6 +77,12 @@ double SpecCostModel::draft_seconds(int32_t batch) const {
   return b ? b->draft : -1;
 }
 
+size_t SpecCostModel::spec_samples(const Bucket& b) {
+  size_t n = 0;
+  for (size_t r = 2; r < b.cost.size(); ++r) n += b.cost[r].samples.size();
+  return n;
+}
+
 void SpecCostModel::add_sample(GridPoint& p, double seconds) {
   // Stale: keep the old estimate as one sample, so the new one is not outvoted by old ones.
   if (p.median >= 0 && decode_steps_ - p.last_step > kStale) {
@@ -256,18 +262,27 @@ std::vector<int32_t> SpecCostModel::choose(std::span<const Candidate> requests) 
   }
   const Bucket& b = at(int32_t(requests.size()));
   // Exploration of a new batch size: a plain step (without drafter context, so it costs what
-  // plain decoding costs), then one with k = 1.
+  // plain decoding costs), then one speculative step: every request at its cap (the longest k)
+  // unless the engine's drafts have mostly been rejected so far, then at k = 1.
   if (b.cost[1].median < 0) {
     context_ = false;
     count(ks);
     return ks;
   }
-  if (b.cost[2].median < 0) {
-    for (size_t i = 0; i < ks.size(); ++i) ks[i] = std::min(1, requests[i].cap);
+  if (spec_samples(b) == 0) {
+    const int32_t explore = global_alpha() >= kExploreLongest ? max_k_ : 1;
+    for (size_t i = 0; i < ks.size(); ++i) ks[i] = std::clamp(requests[i].cap, 0, explore);
     count(ks);
     return ks;
   }
-  const std::vector<int32_t> chosen = decide(b, requests, &stats_);
+  std::vector<int32_t> chosen = decide(b, requests, &stats_);
+  if (std::all_of(chosen.begin(), chosen.end(), [](int32_t k) { return k == 0; }) &&
+      spec_samples(b) < kConfirm) {
+    // Plain wins, but on fewer than kConfirm speculative step times: unless it wins by more than
+    // the host's noise, speculate once more (the median then rests on more samples).
+    const Plan plain = plain_plan(b, requests), spec = best_spec_plan(b, requests);
+    if (spec.rate > 0 && spec.rate >= plain.rate * (1.0 - kNoise)) chosen = spec.ks;
+  }
   const int32_t best = chosen.empty() ? 0 : *std::max_element(chosen.begin(), chosen.end());
   if (probed_) {  // the step before was a probe: did it change the decision?
     probed_ = false;

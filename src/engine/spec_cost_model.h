@@ -33,14 +33,43 @@
 // flip the choice; a grid point not re-measured for kStale decode steps keeps only its median, so
 // its next sample (a probe's) weighs as much as the old estimate. The drafter's time per pass per
 // bucket is an EMA. Unmeasured rows are interpolated linearly between measured ones (extrapolated
-// with the last slope). The first decode steps of a bucket explore: one plain step, one with k = 1.
+// with the last slope): the prior that a verify's cost grows about linearly in its rows.
+//
+// Warm-up, sized for slow steps (issue 30/37: the full-depth Qwen3.6-27B shape with MTP on 2
+// threads, a 1.3 s plain step, a 98 ms drafting pass, a step drafting k = 1/2/3 costing
+// 1.60/2.29/2.73x a plain one, every draft accepted: a 24-token request is only ~6-12 steps, so
+// each warm-up step is several % of it). The first decode steps of a bucket explore: one plain
+// step, then one step with every request at its cap (the longest k; k = 1 only when the engine's
+// drafts have mostly been rejected, global acceptance < kExploreLongest), and from the third step
+// on it decides from the first sample of each grid point (the median window fills later), the
+// rows between plain and the cap on the straight line. On the shape above at max k = 3, with the
+// acceptance prior after one fully accepted run (alpha 0.95): verify(4) = 2.73 * 1.3 - 3 * 0.098
+// = 3.25 s, so the line gives verify(2) = 1.95 s, verify(3) = 2.60 s, and the rates are k = 3:
+// 3.71 / 3.54 s = 1.05 tok/s, k = 2: 2.85 / 2.80 = 1.02, k = 1: 1.95 / 2.05 = 0.95, plain
+// 1 / 1.3 = 0.77: it speculates at k = 3 from the third step. The warm-up costs one plain step
+// (1.3 s for 1 token, where k = 3 gives 1.47 tokens per plain step's time): the 24-token request
+// takes 1.3 + 5 * 3.55 + 2.98 (the last step has room for 2 drafts) = 22.0 s against 21.3 s at a
+// forced k = 3, 97 % of its rate (SlowStepsConvergeWithinAShortRequest). The previous warm-up
+// (plain, then k = 1, then k = 3 extrapolated from k = 1's slope) reached 93 %.
+//
+// Not giving up on one sample: a single step time can be off by more than kMargin (a drafter
+// restarting its context after a plain step, the shared host), and with 1.3 s steps the next
+// probe (kFirstProbe steps) comes after the request ends, so a wrong "off" costs the whole
+// request. So while a bucket has fewer than kConfirm speculative step times, a verdict for plain
+// that wins by less than kNoise (8 %) speculates again with the best speculative plan: at most
+// kConfirm - 1 more steps, each at most 8 % slower than plain when plain really was better. A
+// verdict driven by acceptance (drafts rejected: a few tenths of a token per draft) wins by
+// more than that, and a request's rejections also stop it through its throttle.
 //
 // Probing: the losing side is retried now and then, so a change is noticed (a request starts
 // copying its prompt; a cost measured during a noisy spell): after `interval` decode steps one
 // step takes the other choice (k = 1 when speculation is off, k = 0 when it is on). A probe that
 // does not change the decision doubles the interval (kFirstProbe .. kMaxProbe steps); a changed
 // decision resets it. The probes' cost is bounded by their backoff: at kFirstProbe = 32, with
-// every draft rejected, the probe steps are about 1 in 32 at first and 1 in 1024 later.
+// every draft rejected, the probe steps are about 1 in 32 at first and 1 in 1024 later. The
+// interval is counted in decode steps, not seconds: a probe's extra cost is a share of one step,
+// so steps bound the overhead at any step time (1/32 of a step's cost, whether a step takes 1 ms
+// or 1.3 s); slow steps are served by the warm-up above, not by faster probes.
 //
 // The choice of k only changes speed: verification is lossless whatever k is (engine/spec_verify.h).
 #include <cstdint>
@@ -80,6 +109,9 @@ class SpecCostModel {
   static constexpr int32_t kMaxProbe = 1024;
   static constexpr int32_t kContextLead = 4;   // steps before a probe a drafter resumes its context
   static constexpr double kGlobalDecay = 0.99;
+  static constexpr double kExploreLongest = 0.5;  // engine-wide acceptance to explore at the cap
+  static constexpr int32_t kConfirm = 3;        // speculative step times before a close "off"
+  static constexpr double kNoise = 0.08;        // "close": plain ahead by less than this
 
   // enabled false ("cost_model": false in --speculative-config): always max_k (the throttle
   // still applies per request), for measuring what forced speculation gives.
@@ -145,6 +177,8 @@ class SpecCostModel {
   const Bucket* find(int32_t batch) const;
   Bucket& at(int32_t batch);
   static double estimate(const Bucket& b, double rows);
+  // Step times measured at rows >= 2 (in the windows) of bucket `b`.
+  static size_t spec_samples(const Bucket& b);
   void add_sample(GridPoint& p, double seconds);
   // Plain decoding and the best speculative assignment for `requests` on bucket `b`.
   Plan plain_plan(const Bucket& b, std::span<const Candidate> requests) const;

@@ -5,9 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cstdint>
 #include <functional>
 #include <vector>
+
+#include "engine/spec_throttle.h"
 
 namespace pypto {
 namespace {
@@ -80,19 +84,32 @@ TEST(SpecCostModel, AcceptanceEstimateFollowsTheRuns) {
   EXPECT_DOUBLE_EQ(AcceptanceEstimate().alpha(0.3), 0.3);  // no run yet: the prior
 }
 
-TEST(SpecCostModel, ExploresPlainThenOneDraftThenDecides) {
+TEST(SpecCostModel, ExploresPlainThenTheLongestKThenDecides) {
   SpecCostModel m(3);
   const std::vector<SpecCostModel::Candidate> c = {{1.0, 3}};
   EXPECT_EQ(m.choose_k(c), 0);
   EXPECT_FALSE(m.context_needed());  // the plain exploration step measures plain decoding
   m.observe_step(1, 1, 1.0);
-  EXPECT_EQ(m.choose_k(c), 1);
+  EXPECT_EQ(m.choose_k(c), 3);  // no acceptance seen yet (prior 0.5): the cap
   EXPECT_TRUE(m.context_needed());
-  m.observe_drafting(1, 1, 0.05);
-  m.observe_step(1, 2, 1.05);
+  m.observe_drafting(1, 3, 0.15);
+  m.observe_step(1, 4, 1.075);
+  m.observe_acceptance(3, 3);
   EXPECT_EQ(m.choose_k(c), 3);  // alpha 1 on a dense cost: the longest k
+  // Rows between plain and the explored 4 are a straight line until measured.
+  EXPECT_NEAR(m.step_seconds(1, 2), 1.025, 1e-12);
   // No request may draft: nothing to choose.
   EXPECT_EQ(m.choose_k(std::vector<SpecCostModel::Candidate>{{1.0, 0}}), 0);
+}
+
+TEST(SpecCostModel, ExploresOneDraftWhenTheEnginesDraftsAreMostlyRejected) {
+  SpecCostModel m(3);
+  for (int i = 0; i < 10; ++i) m.observe_acceptance(3, 0);  // earlier requests' drafts
+  ASSERT_LT(m.global_alpha(), SpecCostModel::kExploreLongest);
+  const std::vector<SpecCostModel::Candidate> c = {{0.1, 3}};
+  EXPECT_EQ(m.choose_k(c), 0);
+  m.observe_step(1, 1, 1.0);
+  EXPECT_EQ(m.choose_k(c), 1);
 }
 
 TEST(SpecCostModel, MoeVerifyCostingMoreThanItEmitsChoosesZeroEvenAtFullAcceptance) {
@@ -311,6 +328,113 @@ TEST(SpecCostModel, StatsCountTheDecisions) {
   EXPECT_NEAR(st.plain_tokens_per_s, 1.0, 1e-12);
   EXPECT_GT(st.spec_step_s, 1.86);             // the best speculative step: verify + drafting
   EXPECT_LT(st.spec_tokens_per_s, 1.0);        // and what it would give: less than plain
+}
+
+// The full-depth Qwen3.6-27B shape with its MTP head, as measured (docs/status.md, issue 30/37):
+// a plain decode step 1.3 s, a drafting pass 98 ms, a step drafting k = 1/2/3 (verify and
+// drafting) 1.60/2.29/2.73x a plain step. One request of `max_tokens` tokens; `accepts(k)` drafts
+// of k accepted. Returns tokens per second of synthetic time.
+struct SlowRun {
+  double tokens_per_s = 0;
+  std::vector<int32_t> ks;
+};
+constexpr double kSlowPlain = 1.3, kSlowDraft = 0.098;
+SlowRun run_slow(const std::vector<double>& k_step, int32_t max_k, bool cost_model, int32_t max_tokens,
+                 const std::function<int32_t(int32_t k)>& accepts) {
+  SpecCostModel model(max_k, cost_model);
+  SpecThrottle throttle(max_k);
+  AcceptanceEstimate est;
+  SlowRun out;
+  double seconds = 0;
+  int32_t tokens = 0;
+  while (tokens < max_tokens) {
+    // The scheduler's cap: the throttle's k, and room for the accepted drafts and the bonus token.
+    const int32_t cap = std::max(0, std::min(throttle.peek_k(), max_tokens - tokens - 1));
+    const std::vector<SpecCostModel::Candidate> c = {{est.alpha(model.global_alpha()), cap}};
+    const int32_t k = std::min(model.choose_k(c), throttle.next_k());
+    out.ks.push_back(k);
+    const double total = kSlowPlain * k_step[size_t(k)];
+    if (k > 0) model.observe_drafting(1, k, kSlowDraft * k);
+    model.observe_step(1, 1 + k, total - kSlowDraft * k);  // the verify alone
+    seconds += total;
+    const int32_t a = k > 0 ? accepts(k) : 0;
+    if (k > 0) {
+      est.observe(k, a);
+      throttle.observe(k, a);
+      model.observe_acceptance(k, a);
+    }
+    tokens += 1 + a;
+  }
+  out.tokens_per_s = double(tokens) / seconds;
+  return out;
+}
+
+const std::vector<double> kSlowSteps = {1.0, 1.60, 2.29, 2.73};
+
+TEST(SpecCostModel, SlowStepsConvergeWithinAShortRequest) {
+  // Every draft accepted (an oracle head), a 24-token request: the forced k and the cost model
+  // at each max k. With 1.3 s steps the warm-up is a plain step and one step at the cap; the
+  // cost model must then stay on the best k, so it reaches within 6 % of the best forced k.
+  const auto all = [](int32_t k) { return k; };
+  const double plain = 1.0 / kSlowPlain;  // tokens per second of plain decoding
+  double best_forced = 0;
+  for (int32_t max_k = 1; max_k <= 3; ++max_k) {
+    const SlowRun forced = run_slow(kSlowSteps, max_k, false, 24, all);
+    const SlowRun model = run_slow(kSlowSteps, max_k, true, 24, all);
+    best_forced = std::max(best_forced, forced.tokens_per_s);
+    EXPECT_GT(model.tokens_per_s, 0.94 * forced.tokens_per_s) << "max k " << max_k;
+    EXPECT_GT(model.tokens_per_s, 1.15 * plain) << "max k " << max_k;
+    // After the two warm-up steps every step speculates (but the last, which may have room for
+    // no draft: one token left).
+    for (size_t i = 2; i + 1 < model.ks.size(); ++i) EXPECT_GT(model.ks[i], 0) << "max k " << max_k << " step " << i;
+  }
+  const SlowRun model3 = run_slow(kSlowSteps, 3, true, 24, all);
+  EXPECT_GT(model3.tokens_per_s, 0.94 * best_forced);
+  EXPECT_EQ(model3.ks[1], 3);  // the exploration at the cap
+}
+
+TEST(SpecCostModel, SlowStepsKeepSpeculatingAfterOneStepWithinNoise) {
+  // The step at the cap (the exploration) comes out 15 % slow (the drafter restarting its
+  // context, a noisy host): on that one sample plain decoding looks 2 % better, within the
+  // noise, so the model takes more samples, and with them keeps speculating.
+  const auto all = [](int32_t k) { return k; };
+  std::vector<double> steps = kSlowSteps;
+  SpecCostModel model(3);
+  AcceptanceEstimate est;
+  int32_t spec = 0;
+  for (int step = 0; step < 12; ++step) {
+    const std::vector<SpecCostModel::Candidate> c = {{est.alpha(model.global_alpha()), 3}};
+    const int32_t k = model.choose_k(c);
+    spec += k > 0;
+    double total = kSlowPlain * steps[size_t(k)];
+    if (step == 1) total *= 1.15;
+    if (k > 0) model.observe_drafting(1, k, kSlowDraft * k);
+    model.observe_step(1, 1 + k, total - kSlowDraft * k);
+    if (k > 0) {
+      est.observe(k, all(k));
+      model.observe_acceptance(k, all(k));
+    }
+  }
+  EXPECT_GE(spec, 11) << "of 12 steps, only the plain exploration is plain";
+  EXPECT_TRUE(model.stats().speculating);
+}
+
+TEST(SpecCostModel, SlowStepsThatDoNotPayStopAtOnce) {
+  // The same slow plain step, but a step drafting k costs 2.2/3.4/4.6x a plain one (an MoE
+  // verify): even at full acceptance plain decoding wins, so after the warm-up every step is plain.
+  const std::vector<double> costly = {1.0, 2.2, 3.4, 4.6};
+  const SlowRun model = run_slow(costly, 3, true, 64, [](int32_t k) { return k; });
+  // After the warm-up only the first probe (32 decode steps on) drafts.
+  int32_t after = 0;
+  for (size_t i = 2; i < model.ks.size(); ++i) after += model.ks[i] > 0;
+  EXPECT_LE(after, 1) << "speculative steps after the warm-up of " << model.ks.size();
+  EXPECT_GT(model.tokens_per_s, 0.95 / kSlowPlain);  // plain decoding: 1 / 1.3 s
+  // Drafts that are all rejected on the cheap steps: it stops within the confirmation samples.
+  const SlowRun rejected = run_slow(kSlowSteps, 3, true, 64, [](int32_t) { return 0; });
+  int32_t spec = 0;
+  for (const int32_t k : rejected.ks) spec += k > 0;
+  EXPECT_LE(spec, 3) << "speculative steps of " << rejected.ks.size();
+  EXPECT_GT(rejected.tokens_per_s, 0.9 / kSlowPlain);
 }
 
 }  // namespace
