@@ -278,8 +278,8 @@ Qwen3Weights stage_hybrid_cached(const Checkpoint& ck, const Backend& backend, c
     w.from_compile_cache = true;
     return w;
   }
-  compile_cache_store(opt.compile_cache_dir, key, slabs->slab.data(), total);
-  log_info("compile cache: stored ", path);
+  if (compile_cache_store(opt.compile_cache_dir, key, slabs->slab.data(), total))
+    log_info("compile cache: stored ", path);
   return w;
 }
 
