@@ -28,9 +28,11 @@ using namespace pypto;
 // the OS page cache in both cases after the first run.
 static WeightFormat g_quant = WeightFormat::Float;  // --quantization
 static int g_group = 64;                           // --quantization-group
+static int g_threads = 1;                          // --threads: the backend's worker threads
+static int g_runs = 5;                             // --runs: timed runs each way (medians)
 
 static int compare_compile_cache(const std::string& model, const std::string& dir) {
-  auto backend = make_cpu_backend(1);
+  auto backend = make_cpu_backend(g_threads);
   auto time_once = [&](bool cached, bool* hit) {
     auto t0 = std::chrono::steady_clock::now();
     auto ck = Checkpoint::open(model);
@@ -50,10 +52,10 @@ static int compare_compile_cache(const std::string& model, const std::string& di
   bool hit = false;
   time_once(false, &hit);  // bring the checkpoint into the page cache
   std::vector<double> cold, warm;
-  for (int i = 0; i < 5; i++) cold.push_back(time_once(false, &hit));
+  for (int i = 0; i < g_runs; i++) cold.push_back(time_once(false, &hit));
   double first = time_once(true, &hit);  // miss: stage + store
   if (hit) std::printf("note: the cache already held this entry\n");
-  for (int i = 0; i < 5; i++) {
+  for (int i = 0; i < g_runs; i++) {
     warm.push_back(time_once(true, &hit));
     if (!hit) {
       std::fprintf(stderr, "bench_staging: expected a compile-cache hit\n");
@@ -61,9 +63,9 @@ static int compare_compile_cache(const std::string& model, const std::string& di
     }
   }
   std::printf("model            %s\n", model.c_str());
-  std::printf("cold start       %.3f s (staging from the checkpoint, median of 5)\n", median(cold));
+  std::printf("cold start       %.3f s (staging from the checkpoint, median of %d)\n", median(cold), g_runs);
   std::printf("first cached run %.3f s (staging + writing the entry)\n", first);
-  std::printf("warm start       %.3f s (compile-cache hit, median of 5): %.2fx\n", median(warm),
+  std::printf("warm start       %.3f s (compile-cache hit, median of %d): %.2fx\n", median(warm), g_runs,
               median(cold) / median(warm));
   std::printf("{\"cold_s\": %.4f, \"warm_s\": %.4f, \"first_cached_s\": %.4f}\n", median(cold), median(warm), first);
   return 0;
@@ -80,6 +82,8 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--compile-cache") && i + 1 < argc) cache_dir = argv[++i];
     else if (!std::strcmp(argv[i], "--quantization") && i + 1 < argc) quantization = argv[++i];
     else if (!std::strcmp(argv[i], "--quantization-group") && i + 1 < argc) g_group = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) g_threads = std::max(1, std::atoi(argv[++i]));
+    else if (!std::strcmp(argv[i], "--runs") && i + 1 < argc) g_runs = std::max(1, std::atoi(argv[++i]));
     else {
       std::fprintf(stderr, "usage: bench_staging --model DIR [--tp N --rank R]\n");
       return 2;

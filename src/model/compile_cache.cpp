@@ -155,7 +155,7 @@ bool compile_cache_load(const std::string& dir, const std::string& key, uint8_t*
   return true;
 }
 
-void compile_cache_store(const std::string& dir, const std::string& key, const uint8_t* src, size_t bytes) {
+bool compile_cache_store(const std::string& dir, const std::string& key, const uint8_t* src, size_t bytes) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   const std::string path = compile_cache_path(dir, key);
@@ -163,7 +163,7 @@ void compile_cache_store(const std::string& dir, const std::string& key, const u
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
     log_warn("compile cache: cannot create ", tmp, ": ", std::strerror(errno), "; continuing without caching");
-    return;
+    return false;
   }
   uint8_t hbuf[kHeaderBytes] = {};
   Header hd{};
@@ -178,7 +178,9 @@ void compile_cache_store(const std::string& dir, const std::string& key, const u
   if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
     log_warn("compile cache: cannot write ", path, ": ", std::strerror(errno), "; continuing without caching");
     fs::remove(tmp, ec);
+    return false;
   }
+  return true;
 }
 
 }  // namespace pypto

@@ -32,7 +32,8 @@ std::string staging_fingerprint(const Checkpoint& ck, const Backend& backend, in
 // removed, and reported as a miss.
 bool compile_cache_load(const std::string& dir, const std::string& key, uint8_t* dst, size_t bytes);
 // Writes entry `key` atomically (errors are logged, not fatal: the run goes on without a cache).
-void compile_cache_store(const std::string& dir, const std::string& key, const uint8_t* src, size_t bytes);
+// Returns whether the entry was written.
+bool compile_cache_store(const std::string& dir, const std::string& key, const uint8_t* src, size_t bytes);
 std::string compile_cache_path(const std::string& dir, const std::string& key);
 
 }  // namespace pypto

@@ -19,7 +19,9 @@
 // Pre-quantized checkpoints (block FP8, AWQ, GPTQ-Int4; model/hybrid_prequant.h): each projection
 // stored quantized is staged in its format as stored (rows regrouped and fused like float ones),
 // the others in the checkpoint's float dtype.
-// Not yet: the compile cache (refused by name).
+// --use-compile-cache: the staged bytes go to one slab, written to the cache on a cold start and
+// read back on a warm one (keyed by checkpoint, backend, rank, formats, layer range, expert
+// parallelism and the MTP head; stage_hybrid_cached in the .cpp).
 // The --tp checks and the staged sizes: model/hybrid_split.h.
 #include <cstddef>
 

@@ -595,8 +595,8 @@ Qwen3Weights stage_qwen3_weights(const Checkpoint& ck, const Backend& backend, c
   progress.finish();
 
   if (!cache_key.empty()) {
-    compile_cache_store(opt.compile_cache_dir, cache_key, slab->data(), slab->size());
-    log_info("compile cache: stored ", compile_cache_path(opt.compile_cache_dir, cache_key));
+    if (compile_cache_store(opt.compile_cache_dir, cache_key, slab->data(), slab->size()))
+      log_info("compile cache: stored ", compile_cache_path(opt.compile_cache_dir, cache_key));
   }
   return w;
 }

@@ -71,6 +71,36 @@ TEST_F(HybridParallelCli, RankProcessesPrintTheSingleRankTokens) {
   EXPECT_EQ(printed_token_ids(s.output), printed_token_ids(one.output)) << s.output;
 }
 
+// --use-compile-cache on the hybrids: the first start stages and stores each rank's slab, the
+// second maps it back (logged as a hit, not staged again), and both print the tokens of a start
+// without the cache; the int4 start and the rank processes find entries of their own.
+TEST_F(HybridParallelCli, CompileCachePrintsTheTokensOfAStartWithoutIt) {
+  const std::string cc = " --use-compile-cache --compile-cache-dir " + (dir_ / "compile-cache").string();
+  for (const char* preset : {"tiny-hybrid", "tiny-hybrid-moe"}) {
+    for (const char* extra : {"", " --quantization int4", " --tp 2 --devices 0,1 --distributed-executor-backend mp",
+                              " --pp 2 --devices 0,1 --distributed-executor-backend mp"}) {
+      const std::string args = "--model " + (dir_ / preset).string() +
+                               " --kv-cache-memory 16MiB --max-model-len 256 --prompt 'the quick brown fox' "
+                               "--generate-config '{\"max_tokens\": 10, \"temperature\": 0}'" + extra;
+      const std::string what = std::string(preset) + extra;
+      const RunResult plain = run(args);
+      ASSERT_EQ(plain.exit_code, 0) << what << "\n" << plain.output;
+      const std::string want = printed_token_ids(plain.output);
+      ASSERT_FALSE(want.empty()) << plain.output;
+      const RunResult cold = run(args + cc);
+      ASSERT_EQ(cold.exit_code, 0) << what << "\n" << cold.output;
+      EXPECT_TRUE(has(cold.output, "compile cache: stored")) << what << "\n" << cold.output;
+      EXPECT_FALSE(has(cold.output, "compile cache: hit")) << what << ": another option's entry was used\n" << cold.output;
+      EXPECT_EQ(printed_token_ids(cold.output), want) << what;
+      const RunResult warm = run(args + cc);
+      ASSERT_EQ(warm.exit_code, 0) << what << "\n" << warm.output;
+      EXPECT_TRUE(has(warm.output, "compile cache: hit")) << what << "\n" << warm.output;
+      EXPECT_FALSE(has(warm.output, "compile cache: stored")) << what << "\n" << warm.output;
+      EXPECT_EQ(printed_token_ids(warm.output), want) << what;
+    }
+  }
+}
+
 // Four prompts of different lengths, prefilled in 5-token chunks: the router spreads them over
 // the pipeline's engines (--pp 2: two, --pp 4: four), whose steps are in flight together, each
 // sequence in its engine's own state slots. Sharing a slot or a snapshot entry between engines
