@@ -17,7 +17,6 @@ chunks and a 22-row tail):
 
 Usage: check_hybrid_gdn_chunked_cli.py --binary PATH/pypto-serving --work-dir DIR
 """
-import json
 import os
 import subprocess
 import sys
@@ -25,7 +24,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cli_checks import binary_and_work_dir, check_close, engine_logits, run  # noqa: E402
+from cli_checks import binary_and_work_dir, check_close, engine_logits, offline_greedy, run  # noqa: E402
 from qwen35_reference import Qwen35Reference  # noqa: E402
 
 
@@ -40,15 +39,8 @@ CHUNKED = ("--gdn-prefill", "chunked")
 
 
 def offline(binary, model, prompts, out, extra=()):
-    """Greedy tokens and cached prompt tokens per prompt, fp32 KV as the reference keeps it."""
-    cmd = [binary, "--model", model, "--kv-cache-dtype", "fp32", "--kv-cache-memory", "64MiB", "--max-model-len", "512",
-           "--threads", "2", "--output-json", out, "--generate-config",
-           json.dumps({"max_new_tokens": GREEDY, "temperature": 0, "ignore_eos": True}), *extra]
-    for p in prompts:
-        cmd += ["--prompt-token-ids", ",".join(map(str, p))]
-    run(cmd)
-    with open(out) as f:
-        res = json.load(f)["results"]
+    """Greedy tokens and cached prompt tokens per prompt."""
+    res = offline_greedy(binary, model, prompts, out, GREEDY, 512, extra)
     return [r["token_ids"] for r in res], [r.get("num_cached_tokens", 0) for r in res]
 
 

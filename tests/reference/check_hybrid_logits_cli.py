@@ -23,7 +23,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cli_checks import binary_and_work_dir, check_close, engine_logits, run  # noqa: E402
+from cli_checks import binary_and_work_dir, check_close, engine_logits, offline_greedy, run  # noqa: E402
 from qwen35_reference import Qwen35Reference  # noqa: E402
 
 PROMPTS = [
@@ -35,16 +35,7 @@ GREEDY = 12
 
 
 def greedy(binary, model, prompts, out, extra=()):
-    # fp32 KV as the reference keeps it: random-weight logits have near-ties (a 0.01 margin) that
-    # bf16 K/V rounding alone can flip.
-    cmd = [binary, "--model", model, "--kv-cache-dtype", "fp32", "--kv-cache-memory", "64MiB", "--max-model-len", "256", "--max-num-seqs", "4",
-           "--threads", "2", "--output-json", out, "--generate-config",
-           json.dumps({"max_new_tokens": GREEDY, "temperature": 0, "ignore_eos": True}), *extra]
-    for p in prompts:
-        cmd += ["--prompt-token-ids", ",".join(map(str, p))]
-    run(cmd)
-    with open(out) as f:
-        return [r["token_ids"] for r in json.load(f)["results"]]
+    return [r["token_ids"] for r in offline_greedy(binary, model, prompts, out, GREEDY, 256, ("--max-num-seqs", "4", *extra))]
 
 
 def check_model(binary, work, preset, extra, arch):

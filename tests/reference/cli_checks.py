@@ -1,7 +1,8 @@
 """Shared steps of the scripts that run the binary and hold its logits against the reference:
-their command line (--binary, --work-dir), running a command with its line echoed, `pypto-serving logits` on token ids, and the bound
+their command line (--binary, --work-dir), running a command with its line echoed, `pypto-serving logits` on token ids, offline greedy runs, and the bound
 max|dlogit| <= 1e-3 * max(1, max|logit|)."""
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -41,3 +42,17 @@ def check_close(got, ref, label):
     if not diff <= bound:
         sys.exit(f"{label}: the engine disagrees with the reference")
     return diff, bound
+
+
+def offline_greedy(binary, model, prompts, out, tokens, max_model_len, extra=()):
+    """Offline greedy decoding of `prompts` (token id lists), `tokens` new tokens each, 2 threads,
+    fp32 KV as the references keep it (random-weight logits have near-ties, a 0.01 margin, that
+    bf16 K/V rounding alone can flip); the results of --output-json, one per prompt."""
+    cmd = [binary, "--model", model, "--kv-cache-dtype", "fp32", "--kv-cache-memory", "64MiB",
+           "--max-model-len", str(max_model_len), "--threads", "2", "--output-json", out, "--generate-config",
+           json.dumps({"max_new_tokens": tokens, "temperature": 0, "ignore_eos": True}), *extra]
+    for p in prompts:
+        cmd += ["--prompt-token-ids", ",".join(map(str, p))]
+    run(cmd)
+    with open(out) as f:
+        return json.load(f)["results"]
