@@ -18,6 +18,7 @@ namespace pypto {
 static CpuFeatures detect() {
   CpuFeatures f;
   unsigned a, b, c, d;
+  if (__get_cpuid(0, &a, &b, &c, &d)) f.vendor_amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;  // "AuthenticAMD"
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
   bool osxsave = c & bit_OSXSAVE;
   f.fma = c & bit_FMA;

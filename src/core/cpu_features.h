@@ -16,6 +16,9 @@ struct CpuFeatures {
   // granted this process the tile data state: amx_usable().
   bool amx_tile = false, amx_bf16 = false, amx_int8 = false;
   bool amx_os_state = false;
+  // cpuid.0's vendor string: which kernel is faster where rates differ by family (VDPBF16PS runs at
+  // twice the f32 FMA rate on AMD Zen 4 / Zen 5, at half of it on Intel Xeons).
+  bool vendor_amd = false;
 };
 
 const CpuFeatures& cpu_features();

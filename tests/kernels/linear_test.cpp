@@ -239,5 +239,22 @@ TEST(Linear, F32ActivationErrorAgainstF64) {
   }
 }
 
+// The kernel `auto` picks for bf16 weights at high is a rule of the CPU (cpu_backend.h
+// bf16dot_at_full_rate: the bf16 dot product on AMD, f32 FMA elsewhere), never a timing taken at
+// start-up: a timing on a loaded machine once made one process round differently from the next.
+TEST(Linear, AutoKernelAtHighIsARuleOfTheCpuNotATiming) {
+  const CpuFeatures& f = cpu_features();
+  if (cpu_isa() != Isa::Avx512 || !f.avx512_bf16 || amx_usable())
+    GTEST_SKIP() << "needs AVX-512 BF16 without usable AMX (the case where auto chooses between bf16 dot and f32)";
+  CpuBackendOptions o;
+  o.split_bf16_activations = true;
+  const std::string want = f.vendor_amd ? "cpu-avx512-bf16x2act" : "cpu-avx512";
+  EXPECT_EQ(bf16dot_at_full_rate(f), f.vendor_amd);
+  EXPECT_EQ(make_cpu_backend_for_isa(Isa::Avx512, 2, {}, o)->name(), want);
+  CpuFeatures other = f;
+  other.vendor_amd = !f.vendor_amd;
+  EXPECT_EQ(bf16dot_at_full_rate(other), other.vendor_amd);
+}
+
 }  // namespace
 }  // namespace pypto::test

@@ -50,9 +50,9 @@ constexpr int64_t kLinearSerialMacs = 1 << 16;
 constexpr int64_t kRowsSerialElems = 1 << 15;
 
 // Multiply-add rates of VDPBF16PS and f32 FMA on this core (flops/s, one thread, registers only),
-// timed once per process (~2 ms): which one is faster differs by CPU family. Zen 5 runs the bf16
-// dot product at twice the FMA rate (530 vs 265 GFLOP/s per core); Xeons with AMX run it at half
-// (120 vs 240), so there the f32 kernel beats it even at medium.
+// timed once per process (~2 ms) for the start-up log only. Which one is faster differs by CPU
+// family: Zen 5 runs the bf16 dot product at twice the FMA rate (530 vs 265 GFLOP/s per core);
+// Xeons with AMX run it at half (120 vs 240), so there the f32 kernel beats it even at medium.
 struct DotVsFma {
   double dot = 0, fma = 0;
 };
@@ -76,13 +76,16 @@ const DotVsFma& dot_vs_fma() {
   return r;
 }
 
-// Auto without AMX: the bf16 dot product when it is at least as fast per useful multiply-add as
-// f32 FMA (it also reads W without widening it: +50 % at 16 rows, +10 % at 512 on Zen 5); high
-// needs two products per pair.
-bool bf16dot_pays(bool split) {
-  const DotVsFma& r = dot_vs_fma();
-  return r.dot / (split ? 2 : 1) >= 0.75 * r.fma;
-}
+}  // namespace
+
+// Auto without AMX: the bf16 dot product where it runs at twice the FMA rate (AMD; it also reads W
+// without widening it: +50 % at 16 rows, +10 % at 512 on Zen 5), f32 FMA elsewhere. Decided by
+// the CPU's vendor, never by a timing: a timing taken on a loaded machine once chose f32 for a
+// process, whose logits then differed from the next run's by ~3e-4 (the two kernels round
+// differently), so the same command must pick the same kernel on the same CPU, loaded or not.
+bool bf16dot_at_full_rate(const CpuFeatures& f) { return f.vendor_amd; }
+
+namespace {
 
 // The kernel a backend runs for bf16 weights: CpuLinearKernel::Auto resolved for this CPU, or the
 // one asked for, checked. Highest (neither option set) always runs f32 FMA.
@@ -92,7 +95,7 @@ CpuLinearKernel resolve_linear_kernel(const cpu::KernelTable& kt, const CpuBacke
     case CpuLinearKernel::Auto:
       if (!reduced) return CpuLinearKernel::F32;
       if (kt.linear_cols_amx) return CpuLinearKernel::Amx;
-      if (kt.linear_cols_bf16dot && bf16dot_pays(!o.bf16_activations)) return CpuLinearKernel::Bf16Dot;
+      if (kt.linear_cols_bf16dot && bf16dot_at_full_rate(cpu_features())) return CpuLinearKernel::Bf16Dot;
       return CpuLinearKernel::F32;
     case CpuLinearKernel::F32: return CpuLinearKernel::F32;
     case CpuLinearKernel::Bf16Dot:
@@ -773,8 +776,9 @@ std::string describe_cpu_linear_choice() {
   };
   std::string why = amx_status();
   if (!kt->linear_cols_amx && kt->linear_cols_bf16dot)
-    why = str_cat(amx_status(), "; vdpbf16ps ", static_cast<int>(dot_vs_fma().dot / 1e9), " vs fma ",
-                  static_cast<int>(dot_vs_fma().fma / 1e9), " GFLOP/s per core");
+    why = str_cat(amx_status(), "; ", cpu_features().vendor_amd ? "AMD" : "not AMD", ": vdpbf16ps ",
+                  static_cast<int>(dot_vs_fma().dot / 1e9), " vs fma ", static_cast<int>(dot_vs_fma().fma / 1e9),
+                  " GFLOP/s per core, measured");
   // Quantized weights: which activations each precision gives int8 / int4 weights here.
   auto quant = [&](QuantActivations a) {
     const QuantActivations r = resolve_quant_activations(*kt, a);

@@ -26,6 +26,11 @@ struct CpuBackendOptions {
   CpuLinearKernel linear_kernel = CpuLinearKernel::Auto;
 };
 
+// CpuLinearKernel::Auto without AMX takes the bf16 dot product where this is true (AMD: VDPBF16PS at
+// twice the f32 FMA rate), f32 FMA elsewhere: a fixed rule of the CPU, never a timing, so a
+// command's results do not depend on how loaded the machine was when it started.
+bool bf16dot_at_full_rate(const CpuFeatures& f);
+
 // isa must be supported by this CPU; Isa::Scalar gives the reference backend. num_threads <= 0
 // means one per usable core.
 std::unique_ptr<Backend> make_cpu_backend_for_isa(Isa isa, int num_threads, const std::vector<int>& cores = {},
