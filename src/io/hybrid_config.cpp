@@ -83,7 +83,10 @@ void parse_layer_types(const JsonFields& t, ModelConfig& c) {
 void parse_rope(const JsonFields& t, ModelConfig& c) {
   const std::string& path = t.path();
   double theta = t.opt_number("rope_theta").value_or(10000.0);
-  double factor = t.opt_number("partial_rotary_factor").value_or(1.0);
+  // The classes' default (Qwen3_5TextConfig, Qwen3_5MoeTextConfig, Qwen3NextConfig set
+  // partial_rotary_factor 0.25 unless given), which transformers copies into rope_parameters
+  // when that lacks the key: so 0.25 wherever neither place names it.
+  double factor = t.opt_number("partial_rotary_factor").value_or(0.25);
   const bool has_params = t.has("rope_parameters"), has_scaling = t.has("rope_scaling");
   if (has_params && has_scaling)
     fail(path, ": fields 'rope_parameters' and 'rope_scaling' are both set (", t.at("rope_scaling").dump(),
@@ -105,8 +108,6 @@ void parse_rope(const JsonFields& t, ModelConfig& c) {
     if (auto v = r.opt_number("rope_theta")) theta = *v;
     if (has_params) {
       if (auto v = r.opt_number("partial_rotary_factor")) factor = *v;
-    } else {
-      factor = t.opt_number("partial_rotary_factor").value_or(0.25);  // Qwen3-Next's class default
     }
     if (r.has("mrope_section")) {
       const nlohmann::json& ms = r.at("mrope_section");
@@ -121,9 +122,6 @@ void parse_rope(const JsonFields& t, ModelConfig& c) {
     if (has_params)
       for (const char* k : {"partial_rotary_factor", "mrope_section", "mrope_interleaved"}) scaling.erase(k);
     c.rope_scaling = parse_rope_scaling(scaling, c.max_position_embeddings, path);
-  } else {
-    // Without rope_parameters the class default partial factor is 0.25 (Qwen3_5TextConfig).
-    factor = t.opt_number("partial_rotary_factor").value_or(0.25);
   }
   if (!(theta > 0)) fail(path, ": rope_theta must be > 0, got ", theta);
   if (!(factor > 0 && factor <= 1)) fail(path, ": partial_rotary_factor must be in (0, 1], got ", factor);

@@ -75,6 +75,13 @@ TEST(HybridConfig, ReadsTheMoeWrapper) {
   for (int i = 0; i < 40; ++i) EXPECT_TRUE(c.sparse_layer(i));
   EXPECT_FALSE(c.tie_word_embeddings);
   EXPECT_EQ(c.eos_token_ids, (std::vector<int32_t>{248044, 248046})) << "text_config's and the wrapper's";
+  // rope_parameters without partial_rotary_factor: the class default 0.25, which transformers
+  // copies into rope_parameters (not 1.0: that would rotate all 256 dims).
+  nlohmann::json t = moe_text();
+  t["rope_parameters"].erase("partial_rotary_factor");
+  EXPECT_EQ(parse(wrapper(t)).rotary_dim, 64);
+  t["partial_rotary_factor"] = 0.5;  // a top-level value still applies
+  EXPECT_EQ(parse(wrapper(t)).rotary_dim, 128);
 }
 
 TEST(HybridConfig, ReadsTheTextOnlyDenseLayoutWithLayerTypes) {
