@@ -202,6 +202,9 @@ class Backend {
   // definition (kernels/gdn_recurrence.h); a backend may run heads in parallel and vectorised, as
   // long as each head's arithmetic does not depend on the thread count.
   virtual void gated_delta_rule(const GdnSequence& s);
+  // Value head h of s alone, on the calling thread, with exactly the arithmetic gated_delta_rule
+  // gives that head (a fused decode path runs its heads inside its own parallel jobs).
+  virtual void gated_delta_rule_head(const GdnSequence& s, int32_t h);
   // The same rule in the chunked WY form (kernels/gdn_chunked.h, C = 64), for --gdn-prefill chunked:
   // equal to gated_delta_rule up to rounding. Only where gdn_chunked_supported(d_k, d_v) says so
   // (the default: nowhere; the loader refuses the option otherwise).

@@ -42,6 +42,8 @@ void Backend::gated_delta_rule(const GdnSequence& s) {
   for (int32_t h = 0; h < s.n_v; ++h) gdn_head_scalar(s, h);
 }
 
+void Backend::gated_delta_rule_head(const GdnSequence& s, int32_t h) { gdn_head_scalar(s, h); }
+
 void Backend::gated_delta_rule_chunked(const GdnSequence& s) {
   PYPTO_ASSERT(false, "backend ", name(), " has no chunked gated delta rule (d_k ", s.d_k, ", d_v ", s.d_v, ")");
 }

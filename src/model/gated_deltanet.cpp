@@ -7,24 +7,12 @@
 #include "core/error.h"
 #include "core/profiler.h"
 #include "kernels/gdn_chunked.h"
+#include "model/gdn_math.h"
 
 namespace pypto {
-namespace {
 
-float silu(float x) { return x / (1.0f + std::exp(-x)); }
-float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-// softplus as torch computes it (threshold 20: x itself above it).
-float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
-
-// x[0, d) ← x · rsqrt(Σx² + 1e-6) · scale (transformers' / FLA's l2norm, eps 1e-6).
-void l2norm(float* x, int32_t d, float scale) {
-  float ss = 0.0f;
-  for (int32_t i = 0; i < d; ++i) ss += x[i] * x[i];
-  const float inv = scale / std::sqrt(ss + 1e-6f);
-  for (int32_t i = 0; i < d; ++i) x[i] *= inv;
-}
-
-}  // namespace
+using gdn::l2norm;
+using gdn::silu;
 
 GatedDeltaNet::GatedDeltaNet(Backend& backend, const ModelConfig& c, GdnPrefill prefill)
     : backend_(backend),
@@ -79,16 +67,11 @@ void GatedDeltaNet::conv_silu(const GdnLayerWeights& W, int64_t r0, int64_t n, f
     for (int64_t c = 0; c < nc; ++c)
       for (int32_t j = 0; j < K; ++j) w[j * kChunk + c] = W.conv[(c0 + c) * K + j];
     float acc[kChunk];
+    const float* x[16];
     size_t next = 0;  // the next save point
     for (int64_t t = 0; t < n; ++t) {
-      for (int64_t c = 0; c < nc; ++c) acc[c] = 0.0f;
-      for (int32_t j = 0; j < K; ++j) {
-        const float* x = input(t - hist + j) + c0;
-        const float* wj = w + j * kChunk;
-        for (int64_t c = 0; c < nc; ++c) acc[c] += wj[c] * x[c];
-      }
-      float* out = conv_ + (r0 + t) * C + c0;
-      for (int64_t c = 0; c < nc; ++c) out[c] = silu(acc[c]);
+      for (int32_t j = 0; j < K; ++j) x[j] = input(t - hist + j) + c0;
+      gdn::conv_silu_row(w, kChunk, x, K, nc, acc, conv_ + (r0 + t) * C + c0);
       for (; next < saves.size() && saves[next].rows == t + 1; ++next)
         for (int32_t j = 0; j < hist; ++j)
           std::copy_n(input(t + 1 - hist + j) + c0, nc, saves[next].conv + int64_t(j) * C + c0);
@@ -173,6 +156,9 @@ void GatedDeltaNet::forward(const GdnLayerWeights& W, const float* h, const Forw
                      [](const SavePoint& a, const SavePoint& b) { return a.rows < b.rows; });
   }
 
+  PYPTO_PROF_OP("gdn.decode_fused");
+  if (decode_fused(W, batch, states, layer)) return finish(W, T, out);
+
   PYPTO_PROF_OP("gdn.conv");
   for (int32_t s = 0; s < batch.num_seqs(); ++s) {
     const int64_t r0 = batch.query_start[size_t(s)], n = batch.query_start[size_t(s) + 1] - r0;
@@ -188,11 +174,7 @@ void GatedDeltaNet::forward(const GdnLayerWeights& W, const float* h, const Forw
       l2norm(row + key_dim_ + int64_t(i) * d_k_, d_k_, 1.0f);     // k
     }
     const float* b = proj_ + t * P + C + value_dim_;
-    const float* a = b + n_v_;
-    for (int32_t v = 0; v < n_v_; ++v) {
-      beta_[t * n_v_ + v] = sigmoid(b[v]);
-      g_[t * n_v_ + v] = W.neg_exp_a[v] * softplus(a[v] + W.dt_bias[v]);
-    }
+    gdn::gates(b, b + n_v_, W.neg_exp_a, W.dt_bias, 0, n_v_, beta_ + t * n_v_, g_ + t * n_v_);
   });
 
   PYPTO_PROF_OP("gdn.recurrence");
@@ -224,6 +206,13 @@ void GatedDeltaNet::forward(const GdnLayerWeights& W, const float* h, const Forw
     run(n);
   }
 
+  finish(W, T, out);
+}
+
+// o [T, n_v, d_v] → out [T, hidden]: the gated RMSNorm with SiLU(z), then out_proj.
+void GatedDeltaNet::finish(const GdnLayerWeights& W, int64_t T, float* out) {
+  Backend& be = backend_;
+  const int64_t P = proj_dim_, C = conv_dim_;
   PYPTO_PROF_OP("gdn.gated_norm");
   be.rms_norm(o_, W.norm, T * n_v_, d_v_, eps_, o_);  // per value head over d_v
   be.synchronize();

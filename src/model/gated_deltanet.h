@@ -54,6 +54,10 @@ class GatedDeltaNet {
     float* recurrent;
   };
   void run_rule(int64_t r, int64_t n, float* state, bool chunked);
+  // A step of one row per sequence and no save points: conv, norms, gates and recurrence fused
+  // per (sequence, key head) (model/gdn_decode.cpp); false (nothing done) for any other step.
+  bool decode_fused(const GdnLayerWeights& W, const ForwardBatch& batch, GdnStatePool& states, int32_t layer);
+  void finish(const GdnLayerWeights& W, int64_t T, float* out);
   void conv_silu(const GdnLayerWeights& W, int64_t r0, int64_t n, float* conv_state, const std::vector<SavePoint>& saves);
 
   Backend& backend_;

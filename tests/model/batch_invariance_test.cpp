@@ -96,6 +96,15 @@ void check_invariance(Qwen3Model& model, const std::vector<DType>& kvs = kAllKv)
     const std::vector<float> in_chunks = prompt_logits(model, ids, chunked);
     EXPECT_EQ(0, std::memcmp(alone.data(), in_chunks.data(), alone.size() * sizeof(float)))
         << "7-token chunks differ from one call";
+    if (model.hybrid()) {
+      // One token per step: every step a decode row, which the GDN layers run on their fused
+      // decode path (model/gdn_decode.cpp), against one pass over the prompt (the step-wide path).
+      PromptLogitsOptions one_by_one = whole;
+      one_by_one.chunk = 1;
+      const std::vector<float> tokens = prompt_logits(model, ids, one_by_one);
+      EXPECT_EQ(0, std::memcmp(alone.data(), tokens.data(), alone.size() * sizeof(float)))
+          << "one token per step (the fused decode path) differs from one call";
+    }
     const std::vector<float> packed = run_a_packed(model, Seq{ids, {}, 0}, kv);
     EXPECT_EQ(0, std::memcmp(alone.data(), packed.data(), alone.size() * sizeof(float)))
         << "packed with other sequences differs from alone";

@@ -300,10 +300,13 @@ class CpuBackend final : public Backend {
   // where the ISA has it and d_v is a multiple of 16, else the scalar definition.
   void gated_delta_rule(const GdnSequence& s) override {
     PYPTO_ASSERT(s.n_k > 0 && s.n_v % s.n_k == 0 && s.d_k > 0 && s.d_v > 0, "GDN shape ", s.n_k, "/", s.n_v);
-    const bool vec = kt_.isa == Isa::Avx512 && s.d_v % 16 == 0 && s.d_v <= 512;
     pool_.parallel_for(s.n_v, [&](int64_t b, int64_t e, int) {
-      for (int64_t h = b; h < e; ++h) vec ? cpu::gdn_head_avx512(s, int32_t(h)) : gdn_head_scalar(s, int32_t(h));
+      for (int64_t h = b; h < e; ++h) gated_delta_rule_head(s, int32_t(h));
     });
+  }
+  void gated_delta_rule_head(const GdnSequence& s, int32_t h) override {
+    const bool vec = kt_.isa == Isa::Avx512 && s.d_v % 16 == 0 && s.d_v <= 512;
+    vec ? cpu::gdn_head_avx512(s, h) : gdn_head_scalar(s, h);
   }
 
   // --gdn-prefill chunked: value heads in parallel, each in 64-token chunks (kernels/gdn_chunked.h).
