@@ -169,7 +169,7 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
          " cannot run it; --tp, --pp, and --dp with --distributed-executor-backend threads can. Or use "
          "{\"method\": \"ngram\", ...}, which works with both");
   const bool mtp = opt.engine.scheduler.speculative.method == SpeculativeMethod::Mtp;  // parallel/replicas/mtp_load.h
-  if (mtp) check_mtp_layout(opt.process_comm != nullptr, opt.layout.dp, opt.pp_virtual_engines);
+  if (mtp) check_mtp_layout(opt.pp_virtual_engines);
   if (opt.process_comm) return load_process_rank0(opt);
   const EngineLoadOptions& eo = opt.engine;
   const ParallelLayout& L = opt.layout;

@@ -8,11 +8,7 @@
 
 namespace pypto {
 
-void check_mtp_layout(bool process_comm, int dp, bool pp_virtual_engines) {
-  if (process_comm && dp > 1)
-    fail("--speculative-config: method mtp does not run under --dp ", dp, " with rank processes (replica i > 0 ",
-         "is driven over a link that carries target steps only): use --distributed-executor-backend threads, ",
-         "or --tp / --pp with --dp 1, or {\"method\": \"ngram\", ...}");
+void check_mtp_layout(bool pp_virtual_engines) {
   if (pp_virtual_engines)
     fail("--speculative-config: method mtp does not run under --pp-virtual-engines (engines sharing a replica's ",
          "stages); --pp without it, --tp and --dp work");

@@ -20,12 +20,12 @@ namespace pypto {
 class DraftProposer;
 struct ReplicaLoadOptions;
 
-// Refuses the layouts the MTP drafter does not run under (--dp with rank processes, virtual
-// engines), naming them. --dp replicas (threads) each get their own executor and drafter over the
-// shared weights; --tp / --pp shard the head over the last stage's TP ranks, threads or processes
-// (parallel/replicas/mtp_rank_pass.h). (--distributed-executor-backend mpi is refused with the
-// run options.)
-void check_mtp_layout(bool process_comm, int dp, bool pp_virtual_engines);
+// Refuses the layouts the MTP drafter does not run under (virtual engines), naming them. --dp
+// replicas each get their own executor and drafter (threads: over the shared weights; rank
+// processes: the drafter on rank 0, its passes over the replica's link); --tp / --pp shard the
+// head over the last stage's TP ranks, threads or processes (mp or mpi;
+// parallel/replicas/mtp_rank_pass.h).
+void check_mtp_layout(bool pp_virtual_engines);
 
 // The MTP layer's KV pool in blocks for a target pool of target_blocks: what the target holds of
 // a request plus its k - 1 lookahead rows (every rank computes it from the agreed block count).

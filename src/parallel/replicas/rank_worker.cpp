@@ -239,7 +239,6 @@ int run_rank_worker(const ReplicaLoadOptions& opt) {
   std::unique_ptr<MtpRankPart> mtp;
   std::vector<float> mtp_hidden;  // the last stage's TP rank 0 under --pp: each step's hidden rows
   if (eo.scheduler.speculative.method == SpeculativeMethod::Mtp) {
-    PYPTO_ASSERT(!link, "rank ", rank, ": MTP with rank processes runs one replica");
     mtp = std::make_unique<MtpRankPart>(*weights, *backend, comm, model_comm(pos, &comm, opt.stage_comm.get()), pos,
                                         mtp_kv_blocks(num_blocks, eo), eo.cache.block_size, eo.kv_cache_dtype);
     if (mtp->captures_step_hidden()) stage.capture_normed_hidden(&mtp_hidden);
@@ -261,12 +260,16 @@ int run_rank_worker(const ReplicaLoadOptions& opt) {
     if (h.kind == kStop) return 0;
     if (h.kind == kMtpPassMessage && mtp) {  // one of the drafter's passes, between steps
       message.resize(size_t(h.bytes));
+      if (link) link->recv(message.data(), h.bytes, 0);  // replica i > 0's, from rank 0 (mtp_rank_pass.h)
       comm.broadcast(message.data(), h.bytes, 0);
+      std::string refused;
       try {
         mtp->serve(message);
-      } catch (const Error&) {
+      } catch (const Error& e) {
         // Every rank refused the pass before its first message (rank 0 reports it); go on.
+        refused = e.what();
       }
+      if (link) mtp->reply_over_link(*link, refused);
       continue;
     }
     PYPTO_ASSERT(h.kind == kStep && h.bytes > 0, "step message kind ", h.kind, " of ", h.bytes, " bytes");
@@ -291,6 +294,12 @@ int run_rank_worker(const ReplicaLoadOptions& opt) {
       link->send(refused.data(), reply.error_bytes, 0);
     else if (!logits.empty())
       link->send(logits.data(), int64_t(sizeof(float) * logits.size()), 0);
+    if (mtp && refused.empty() && batch.num_tokens() > 0) {  // the drafter on rank 0 reads the step's rows
+      const int64_t floats = batch.num_tokens() * weights->config.hidden_size;
+      PYPTO_ASSERT(int64_t(mtp_hidden.size()) >= floats, "rank ", rank, ": captured ", mtp_hidden.size(),
+                   " floats of hidden rows for ", batch.num_tokens(), " rows");
+      link->send(mtp_hidden.data(), int64_t(sizeof(float)) * floats, 0);
+    }
   }
 }
 
@@ -432,7 +441,6 @@ LoadedEngine load_process_rank0(const ReplicaLoadOptions& opt) {
   if (!mtp) {
     replica0 = std::move(runner);
   } else {  // the drafter's bookkeeping here, its passes on the last stage's ranks (mtp_rank_pass.h)
-    PYPTO_ASSERT(L.dp == 1, "MTP with rank processes runs one replica (check_mtp_layout)");
     const int64_t mtp_blocks = mtp_kv_blocks(num_blocks, eo);
     auto part = std::make_shared<MtpRankPart>(*weights, rank0_backend, *replica_comm,
                                               model_comm(pos, replica_comm.get(), opt.stage_comm.get()), pos,
@@ -444,11 +452,20 @@ LoadedEngine load_process_rank0(const ReplicaLoadOptions& opt) {
   std::vector<ReplicaSet::Replica> replicas;
   for (int i = 0; i < L.dp; ++i) {
     std::unique_ptr<ModelExecutor> inner;
-    if (i == 0)
+    EngineConfig ei = ec;  // with MTP each replica has its own drafter
+    if (i == 0) {
       inner = std::move(replica0);
-    else
-      inner = std::make_unique<RemoteReplicaExecutor>(opt.link_comms[size_t(i - 1)], cfg.vocab_size, eo.cache.block_size);
-    add_engine(out, replicas, ec, std::move(inner));
+    } else {
+      const std::shared_ptr<Communicator>& link = opt.link_comms[size_t(i - 1)];
+      auto remote = std::make_unique<RemoteReplicaExecutor>(link, cfg.vocab_size, eo.cache.block_size,
+                                                            weights->config.hybrid() ? weights->state_slots : 0);
+      if (mtp)  // its drafter's bookkeeping here too, its passes over the link (mtp_rank_pass.h)
+        inner = make_mtp_link_executor(std::move(remote), link, cfg, mtp_kv_blocks(num_blocks, eo),
+                                       eo.cache.block_size, &ei.drafter);
+      else
+        inner = std::move(remote);
+    }
+    add_engine(out, replicas, ei, std::move(inner));
   }
   const int nr = L.ranks_per_replica();
   const std::string shape = L.pp > 1 ? str_cat(" (", L.pp, " pipeline stages of ", L.tp, ")") : std::string();
@@ -460,7 +477,10 @@ LoadedEngine load_process_rank0(const ReplicaLoadOptions& opt) {
   else
     out.placement = str_cat("process group of ", L.dp, " replicas of ", nr, " ranks", shape, ": replica i is ranks i*", nr,
                             " .. i*", nr, "+", nr - 1, "; rank 0 on ", this_host_name(),
-                            " (every replica's engine, the router)");
+                            " (every replica's engine, the router)",
+                            mtp ? str_cat("; each replica's MTP drafter's passes on the ", L.tp, " rank",
+                                          L.tp > 1 ? "s" : "", " of its last stage")
+                                : std::string());
   out.replicas = std::make_shared<ReplicaSet>(std::move(replicas), router_options(opt, num_blocks));
   return out;
 }
