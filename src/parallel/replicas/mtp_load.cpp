@@ -8,12 +8,6 @@
 
 namespace pypto {
 
-void check_mtp_layout(bool pp_virtual_engines) {
-  if (pp_virtual_engines)
-    fail("--speculative-config: method mtp does not run under --pp-virtual-engines (engines sharing a replica's ",
-         "stages); --pp without it, --tp and --dp work");
-}
-
 int64_t mtp_kv_bytes_per_block(const std::vector<std::shared_ptr<const Qwen3Weights>>& ranks,
                                const EngineLoadOptions& eo) {
   int64_t bytes = 0;

@@ -68,10 +68,7 @@ void MtpRankPart::run(const ForwardBatch& batch, const float* hidden, float* log
   }
 }
 
-namespace {
-
-// The pass message after its StepHeader: int64 batch_bytes, the encoded batch, hidden [T, H] f32.
-void encode_pass(const ForwardBatch& batch, const std::vector<float>& hidden, std::vector<uint8_t>& message) {
+void encode_mtp_pass(const ForwardBatch& batch, const std::vector<float>& hidden, std::vector<uint8_t>& message) {
   std::vector<uint8_t> encoded;
   encode_batch(batch, encoded);
   const int64_t batch_bytes = int64_t(encoded.size());
@@ -82,7 +79,20 @@ void encode_pass(const ForwardBatch& batch, const std::vector<float>& hidden, st
   std::memcpy(p + sizeof batch_bytes + encoded.size(), hidden.data(), hidden.size() * sizeof(float));
 }
 
-}  // namespace
+void decode_mtp_pass(const std::vector<uint8_t>& message, int64_t H, ForwardBatch& batch, std::vector<float>& hidden) {
+  int64_t batch_bytes = 0;
+  if (message.size() < sizeof batch_bytes) fail("MTP pass message of ", message.size(), " bytes is truncated");
+  std::memcpy(&batch_bytes, message.data(), sizeof batch_bytes);
+  if (batch_bytes < 0 || size_t(batch_bytes) > message.size() - sizeof batch_bytes)
+    fail("MTP pass message: its batch of ", batch_bytes, " bytes overruns the ", message.size(), "-byte message");
+  decode_batch(message.data() + sizeof batch_bytes, size_t(batch_bytes), batch);
+  const size_t hidden_bytes = message.size() - sizeof batch_bytes - size_t(batch_bytes);
+  if (hidden_bytes != sizeof(float) * size_t(batch.num_tokens() * H))
+    fail("MTP pass message: ", hidden_bytes, " bytes of hidden rows for ", batch.num_tokens(), " rows of ", H);
+  hidden.resize(size_t(batch.num_tokens() * H));
+  if (hidden_bytes > 0)
+    std::memcpy(hidden.data(), message.data() + sizeof batch_bytes + size_t(batch_bytes), hidden_bytes);
+}
 
 void MtpRankPart::drive(const ForwardBatch& batch, const std::vector<float>& hidden, std::vector<float>& logits,
                         std::vector<float>& out) {
@@ -91,7 +101,7 @@ void MtpRankPart::drive(const ForwardBatch& batch, const std::vector<float>& hid
   PYPTO_ASSERT(int64_t(hidden.size()) == T * H && int64_t(out.size()) == T * H &&
                    int64_t(logits.size()) == batch.num_logits() * weights_.config.vocab_size,
                "MTP pass buffers");
-  encode_pass(batch, hidden, message_);
+  encode_mtp_pass(batch, hidden, message_);
   StepHeader h{kMtpPassMessage, int64_t(message_.size())};
   replica_.broadcast(&h, sizeof h, 0);
   replica_.broadcast(message_.data(), h.bytes, 0);
@@ -99,19 +109,8 @@ void MtpRankPart::drive(const ForwardBatch& batch, const std::vector<float>& hid
 }
 
 void MtpRankPart::serve(const std::vector<uint8_t>& message) {
-  int64_t batch_bytes = 0;
-  if (message.size() < sizeof batch_bytes) fail("MTP pass message of ", message.size(), " bytes is truncated");
-  std::memcpy(&batch_bytes, message.data(), sizeof batch_bytes);
-  if (batch_bytes < 0 || size_t(batch_bytes) > message.size() - sizeof batch_bytes)
-    fail("MTP pass message: its batch of ", batch_bytes, " bytes overruns the ", message.size(), "-byte message");
-  decode_batch(message.data() + sizeof batch_bytes, size_t(batch_bytes), batch_);
-  const size_t hidden_bytes = message.size() - sizeof batch_bytes - size_t(batch_bytes);
   const int64_t H = weights_.config.hidden_size;
-  if (hidden_bytes != sizeof(float) * size_t(batch_.num_tokens() * H))
-    fail("MTP pass message: ", hidden_bytes, " bytes of hidden rows for ", batch_.num_tokens(), " rows of ", H);
-  hidden_.resize(size_t(batch_.num_tokens() * H));
-  if (hidden_bytes > 0)
-    std::memcpy(hidden_.data(), message.data() + sizeof batch_bytes + size_t(batch_bytes), hidden_bytes);
+  decode_mtp_pass(message, H, batch_, hidden_);
   if (pos_.rank() != 0) return run(batch_, hidden_.data(), nullptr, nullptr);
   // A --dp replica's leader: head rank 0's results land here (as in rank 0's drive()).
   link_logits_.assign(size_t(batch_.num_logits() * weights_.config.vocab_size), 0.0f);
@@ -130,7 +129,7 @@ void MtpRankPart::reply_over_link(Communicator& link, const std::string& refused
 
 void MtpRankPart::drive_over_link(Communicator& link, const ForwardBatch& batch, const std::vector<float>& hidden,
                                   std::vector<float>& logits, std::vector<float>& out, std::vector<uint8_t>& message) {
-  encode_pass(batch, hidden, message);
+  encode_mtp_pass(batch, hidden, message);
   StepHeader h{kMtpPassMessage, int64_t(message.size())};
   link.send(&h, sizeof h, 1);
   link.send(message.data(), h.bytes, 1);

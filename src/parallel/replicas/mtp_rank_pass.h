@@ -51,6 +51,11 @@ class RemoteReplicaExecutor;
 // StepHeader kind of an MTP pass (after kStepMessage 1 and kStopMessage 2, replica_link.h).
 inline constexpr int64_t kMtpPassMessage = 3;
 
+// The pass message after its StepHeader: int64 batch_bytes, the encoded batch (batch_codec.h),
+// hidden [T, H] f32. decode_mtp_pass fails naming what is malformed.
+void encode_mtp_pass(const ForwardBatch& batch, const std::vector<float>& hidden, std::vector<uint8_t>& message);
+void decode_mtp_pass(const std::vector<uint8_t>& message, int64_t H, ForwardBatch& batch, std::vector<float>& hidden);
+
 // One rank's share of the MTP drafter's passes (rank 0's and every worker's).
 class MtpRankPart {
  public:

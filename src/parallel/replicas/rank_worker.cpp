@@ -20,6 +20,7 @@
 #include "parallel/replicas/load_replicas.h"
 #include "parallel/replicas/mtp_load.h"
 #include "parallel/replicas/mtp_rank_pass.h"
+#include "parallel/replicas/mtp_virtual_engines.h"
 #include "parallel/replicas/replica_link.h"
 #include "parallel/replicas/step_pipeline.h"
 
@@ -232,7 +233,10 @@ int run_rank_worker(const ReplicaLoadOptions& opt) {
     log_info("rank ", rank, " of ", world.size(), " (pipeline stage ", pos.stage, ": layers ", weights->layer_begin, "-",
              weights->layer_end - 1, ", tensor-parallel rank ", pos.tp_rank, ") on ", this_host_name(), ": ready (",
              num_blocks, " KV blocks, ", pp, " virtual engines)");
-    return run_pipelined_stage(model, *cache, comm, opt.stage_comm.get(), opt.return_comm.get(), pos);
+    PipelinedMtp mtp;  // the drafter's passes between the engines' steps (mtp_virtual_engines.h)
+    if (eo.scheduler.speculative.method == SpeculativeMethod::Mtp)
+      mtp = {weights.get(), mtp_kv_blocks(num_blocks / pp, eo) * pp, eo.cache.block_size, eo.kv_cache_dtype};
+    return run_pipelined_stage(model, *cache, comm, opt.stage_comm.get(), opt.return_comm.get(), pos, mtp);
   }
   PipelineStage stage(model, *cache, pp > 1 ? &comm : nullptr, pos, opt.pp_micro_batches);
   // --speculative-config method mtp: this rank's share of the drafter's passes (mtp_rank_pass.h).
@@ -324,16 +328,29 @@ LoadedEngine pipelined_rank0(const ReplicaLoadOptions& opt, LoadedEngine out, st
   auto pipeline = std::make_shared<StepPipeline>(std::move(backend), weights, opt.process_comm, opt.stage_comm,
                                                  opt.return_comm, L.pp, total, eo.cache.block_size, eo.kv_cache_dtype);
   if (eo.prefault_kv_cache) pipeline->prefault_kv_cache();
+  // With MTP each engine has its own drafter and stretch of the last stage's MTP pool, which the
+  // stages size from the same agreed block count (mtp_virtual_engines.h).
+  const bool mtp = eo.scheduler.speculative.method == SpeculativeMethod::Mtp;
+  if (mtp) pipeline->enable_mtp();
   ec.cache.num_blocks = static_cast<int32_t>(per_engine);
   out.capacity.num_blocks = per_engine;
   std::vector<ReplicaSet::Replica> engines;
-  for (int g = 0; g < L.pp; ++g)
-    add_engine(out, engines, ec,
-               std::make_unique<VirtualEngineExecutor>(pipeline, virtual_engine_share(weights->config, eo, g, per_engine),
-                                                       eo.cache.block_size));
+  for (int g = 0; g < L.pp; ++g) {
+    const VirtualEngineShare share = virtual_engine_share(weights->config, eo, g, per_engine);
+    EngineConfig eg = ec;
+    std::unique_ptr<ModelExecutor> exec =
+        mtp ? make_mtp_virtual_engine_executor(pipeline, share, eo.cache.block_size, weights->config, g,
+                                               mtp_kv_blocks(per_engine, eo), &eg.drafter)
+            : std::make_unique<VirtualEngineExecutor>(pipeline, share, eo.cache.block_size);
+    add_engine(out, engines, eg, std::move(exec));
+  }
   out.placement = str_cat("process group of ", L.ranks_per_replica(), " ranks (", L.pp, " pipeline stages of ", L.tp,
                           "): rank 0 on ", this_host_name(), " (", L.pp, " virtual engines of ", per_engine,
-                          " KV blocks each, their steps in flight together)");
+                          " KV blocks each, their steps in flight together",
+                          mtp ? str_cat("; each engine's MTP drafter's passes on the ", L.tp, " rank",
+                                        L.tp > 1 ? "s" : "", " of the last stage")
+                              : std::string(),
+                          ")");
   out.replicas = std::make_shared<ReplicaSet>(std::move(engines), router_options(opt, per_engine));
   return out;
 }
