@@ -6,7 +6,7 @@
 // (thread ranks, the MTP head sharded over the last stage's TP ranks) it prints what one rank
 // prints, with the same acceptance, and so under --tp / --pp rank processes (--distributed-executor-
 // backend mp or mpi: the drafter's passes run in the ranks' processes), and so under --dp with rank
-// processes; a target without an MTP head and --pp-virtual-engines are refused by name.
+// processes and --pp-virtual-engines; a target without an MTP head is refused by name.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -181,7 +181,9 @@ TEST_F(HybridSpeculativeCli, MtpUnderTensorAndPipelineParallelRanksMatchesOneRan
 // last stage): the MTP head's passes run in the ranks' processes (parallel/replicas/
 // mtp_rank_pass.h) and print the tokens of one rank without speculation and with it, with the same
 // draft and accepted counts: on the oracle every draft accepted, on the perturbed head a partial
-// acceptance (rejections roll the MTP context back). The two prompts go to the two replicas.
+// acceptance (rejections roll the MTP context back). The two prompts go to the two replicas. And
+// --pp-virtual-engines (threads and rank processes: each engine's drafter's passes travel the
+// step pipeline between the engines' steps).
 TEST_F(HybridSpeculativeCli, MtpUnderRankProcessesMatchesOneRank) {
   const std::string prompts = " --kv-cache-memory 16MiB --max-model-len 256 --prompt 'the quick brown fox' "
                               "--prompt 'one two three four five' --generate-config '{\"max_tokens\": 16, "
@@ -196,13 +198,18 @@ TEST_F(HybridSpeculativeCli, MtpUnderRankProcessesMatchesOneRank) {
   };
   const Layout layouts[] = {
       {"", " --tp 2 --devices 0,1 --distributed-executor-backend mp", "process group of 2 ranks", 1},
-      {"", " --pp 2 --devices 0,1 --distributed-executor-backend mp", "process group of 2 ranks", 3},
+      {"", " --pp 2 --devices 0,1 --distributed-executor-backend mp", "process group of 2 ranks", 2},
       {"", " --dp 2 --devices 0,1 --distributed-executor-backend mp", "process group of 2 replicas of 1 ranks", 3},
       {"", " --dp 2 --pp 2 --devices 0,1,2,3 --cpu-oversubscribe --distributed-executor-backend mp",
        "process group of 2 replicas of 2 ranks", 2},
       {mpirun + "-np 2 ", " --tp 2 --distributed-executor-backend mpi", "process group of 2 ranks", 1},
       {mpirun + "-np 4 ", " --dp 2 --pp 2 --distributed-executor-backend mpi", "process group of 2 replicas of 2 ranks",
        2},
+      // --pp-virtual-engines: two engines over the stages, each with its own drafter and stretch of
+      // the MTP pool (threads, mp, mpi; tests/parallel compares the drafts themselves).
+      {"", " --pp 2 --pp-virtual-engines --devices 0,1", "2 virtual engines of", 2},
+      {"", " --pp 2 --pp-virtual-engines --devices 0,1 --distributed-executor-backend mp", "2 virtual engines of", 1},
+      {mpirun + "-np 2 ", " --pp 2 --pp-virtual-engines --distributed-executor-backend mpi", "2 virtual engines of", 2},
   };
   bool skipped_mpi = false;
   for (const char* ck : {"tiny-hybrid-oracle", "tiny-hybrid-oracle-perturbed"}) {
@@ -245,15 +252,12 @@ TEST_F(HybridSpeculativeCli, MtpUnderRankProcessesMatchesOneRank) {
   if (skipped_mpi) GTEST_SKIP() << "the mpi layouts: " << pypto::test::kNoMpi;
 }
 
-TEST_F(HybridSpeculativeCli, MtpIsRefusedWithoutAHeadOrUnderParallelLayouts) {
+TEST_F(HybridSpeculativeCli, MtpIsRefusedWithoutAHead) {
   const std::string rest = " --kv-cache-memory 16MiB --max-model-len 256 --prompt hi --speculative-config "
                            "'{\"method\": \"mtp\", \"num_speculative_tokens\": 2}'";
   RunResult r = run("--model " + model("tiny") + rest);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(has(r.output, "has none: use method ngram or draft_model")) << r.output;
-  r = run("--model " + model("tiny-hybrid-oracle") + rest + " --pp 2 --pp-virtual-engines --devices 0,1");
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_TRUE(has(r.output, "does not run under --pp-virtual-engines")) << r.output;
   r = run("--model " + model("tiny-hybrid-oracle") + " --kv-cache-memory 16MiB --max-model-len 256 --prompt hi "
           "--speculative-config '{\"method\": \"mtp\", \"num_speculative_tokens\": 2, \"model\": \"x\"}'");
   EXPECT_NE(r.exit_code, 0);
