@@ -267,12 +267,6 @@ void validate_run_options(RunOptions& o) {
   if (o.pp_virtual_engines && o.dp != 1 && deb != "threads")
     fail("--pp-virtual-engines with --dp ", o.dp, " needs --distributed-executor-backend threads (processes: --dp 1; "
          "got ", deb, ")");
-  // MTP drafts on the last stage's ranks between steps; the messages that takes are run under mp
-  // (parallel/replicas/mtp_rank_pass.h) and have not been run under mpirun.
-  if (deb == "mpi" && !o.speculative_config.empty() &&
-      parse_speculative_config(o.speculative_config).method == SpeculativeMethod::Mtp)
-    fail("--speculative-config: method mtp does not run under --distributed-executor-backend mpi: use mp (rank ",
-         "processes on one host) or threads, or {\"method\": \"ngram\", ...}");
   if (deb == "mpi") {
     // Each rank is its own process, on its own host or with the cores mpirun bound it to.
     if (!o.devices.empty() || !o.cpu_groups.empty() || o.cpu_oversubscribe)

@@ -5,8 +5,8 @@
 // the same tokens; the deprecated method names work with a warning; under --dp, --tp and --pp
 // (thread ranks, the MTP head sharded over the last stage's TP ranks) it prints what one rank
 // prints, with the same acceptance, and so under --tp / --pp rank processes (--distributed-executor-
-// backend mp: the drafter's passes run in the ranks' processes); a target without an MTP head and
-// the layouts it does not run under (--dp with rank processes, mpi) are refused by name.
+// backend mp or mpi: the drafter's passes run in the ranks' processes), and so under --dp with rank
+// processes and --pp-virtual-engines; a target without an MTP head is refused by name.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -175,17 +175,43 @@ TEST_F(HybridSpeculativeCli, MtpUnderTensorAndPipelineParallelRanksMatchesOneRan
   }
 }
 
-// --tp 2 and --pp 2 as rank processes (--distributed-executor-backend mp): the MTP head's passes
-// run in the ranks' processes (parallel/replicas/mtp_rank_pass.h) and print the tokens of one rank
-// without speculation and with it, with the same draft and accepted counts: on the oracle every
-// draft accepted, on the perturbed head a partial acceptance (rejections roll the MTP context back).
+// --tp 2 and --pp 2 as rank processes (--distributed-executor-backend mp, and mpi under mpirun),
+// and --dp 2 replicas of rank processes (replica 1 and its drafter's passes driven over its link,
+// its leader sending each step's hidden rows back; with --pp 2 the leader first gets them from its
+// last stage): the MTP head's passes run in the ranks' processes (parallel/replicas/
+// mtp_rank_pass.h) and print the tokens of one rank without speculation and with it, with the same
+// draft and accepted counts: on the oracle every draft accepted, on the perturbed head a partial
+// acceptance (rejections roll the MTP context back). The two prompts go to the two replicas. And
+// --pp-virtual-engines (threads and rank processes: each engine's drafter's passes travel the
+// step pipeline between the engines' steps).
 TEST_F(HybridSpeculativeCli, MtpUnderRankProcessesMatchesOneRank) {
   const std::string prompts = " --kv-cache-memory 16MiB --max-model-len 256 --prompt 'the quick brown fox' "
                               "--prompt 'one two three four five' --generate-config '{\"max_tokens\": 16, "
                               "\"temperature\": 0}'";
   const std::string mtp = " --speculative-config '{\"method\": \"mtp\", \"num_speculative_tokens\": 3, "
                           "\"cost_model\": false}'";
-  const char* layouts[] = {" --tp 2 --devices 0,1", " --pp 2 --devices 0,1"};
+  const std::string mpirun = pypto::test::mpirun_prefix();
+  // (launcher, layout, the placement line it prints, checkpoints: 1 oracle, 2 perturbed, 3 both)
+  struct Layout {
+    std::string launcher, args, placement;
+    int checkpoints;
+  };
+  const Layout layouts[] = {
+      {"", " --tp 2 --devices 0,1 --distributed-executor-backend mp", "process group of 2 ranks", 1},
+      {"", " --pp 2 --devices 0,1 --distributed-executor-backend mp", "process group of 2 ranks", 2},
+      {"", " --dp 2 --devices 0,1 --distributed-executor-backend mp", "process group of 2 replicas of 1 ranks", 3},
+      {"", " --dp 2 --pp 2 --devices 0,1,2,3 --cpu-oversubscribe --distributed-executor-backend mp",
+       "process group of 2 replicas of 2 ranks", 2},
+      {mpirun + "-np 2 ", " --tp 2 --distributed-executor-backend mpi", "process group of 2 ranks", 1},
+      {mpirun + "-np 4 ", " --dp 2 --pp 2 --distributed-executor-backend mpi", "process group of 2 replicas of 2 ranks",
+       2},
+      // --pp-virtual-engines: two engines over the stages, each with its own drafter and stretch of
+      // the MTP pool (threads, mp, mpi; tests/parallel compares the drafts themselves).
+      {"", " --pp 2 --pp-virtual-engines --devices 0,1", "2 virtual engines of", 2},
+      {"", " --pp 2 --pp-virtual-engines --devices 0,1 --distributed-executor-backend mp", "2 virtual engines of", 1},
+      {mpirun + "-np 2 ", " --pp 2 --pp-virtual-engines --distributed-executor-backend mpi", "2 virtual engines of", 2},
+  };
+  bool skipped_mpi = false;
   for (const char* ck : {"tiny-hybrid-oracle", "tiny-hybrid-oracle-perturbed"}) {
     const bool oracle = std::string(ck) == "tiny-hybrid-oracle";
     const std::string base = "--model " + model(ck) + prompts;
@@ -196,13 +222,18 @@ TEST_F(HybridSpeculativeCli, MtpUnderRankProcessesMatchesOneRank) {
     ASSERT_EQ(one.exit_code, 0) << one.output;
     const auto s1 = speculative_line(one.output);
     ASSERT_TRUE(s1) << one.output;
-    for (const char* layout : layouts) {
-      if (!oracle && std::string(layout).find("--pp") == std::string::npos) continue;  // one rejection case is enough
-      const std::string what = std::string(ck) + layout + " mp";
-      const RunResult r = run(base + mtp + layout + " --distributed-executor-backend mp");
+    for (const Layout& l : layouts) {
+      if (!(l.checkpoints & (oracle ? 1 : 2))) continue;  // a few rejection cases are enough
+      const bool mpi = has(l.args, "mpi");
+      if (mpi && mpirun.empty()) {
+        skipped_mpi = true;
+        continue;
+      }
+      const std::string what = std::string(ck) + l.args;
+      const RunResult r = pypto::test::run_shell(l.launcher + pypto::test::kBinary + " " + base + mtp + l.args);
       ASSERT_EQ(r.exit_code, 0) << what << "\n" << r.output;
-      EXPECT_TRUE(has(r.output, "process group of 2 ranks")) << what << "\n" << r.output;
-      EXPECT_TRUE(has(r.output, "the MTP drafter's passes on the")) << what << "\n" << r.output;
+      EXPECT_TRUE(has(r.output, l.placement)) << what << "\n" << r.output;
+      EXPECT_TRUE(has(r.output, "MTP drafter's passes on the")) << what << "\n" << r.output;
       EXPECT_EQ(printed_token_ids(r.output), printed_token_ids(plain.output)) << what << "\n" << r.output;
       const auto s2 = speculative_line(r.output);
       ASSERT_TRUE(s2) << what << "\n" << r.output;
@@ -218,20 +249,15 @@ TEST_F(HybridSpeculativeCli, MtpUnderRankProcessesMatchesOneRank) {
       }
     }
   }
+  if (skipped_mpi) GTEST_SKIP() << "the mpi layouts: " << pypto::test::kNoMpi;
 }
 
-TEST_F(HybridSpeculativeCli, MtpIsRefusedWithoutAHeadOrUnderParallelLayouts) {
+TEST_F(HybridSpeculativeCli, MtpIsRefusedWithoutAHead) {
   const std::string rest = " --kv-cache-memory 16MiB --max-model-len 256 --prompt hi --speculative-config "
                            "'{\"method\": \"mtp\", \"num_speculative_tokens\": 2}'";
   RunResult r = run("--model " + model("tiny") + rest);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(has(r.output, "has none: use method ngram or draft_model")) << r.output;
-  r = run("--model " + model("tiny-hybrid-oracle") + rest + " --dp 2 --devices 0,1 --distributed-executor-backend mp");
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_TRUE(has(r.output, "does not run under --dp 2 with rank processes")) << r.output;
-  r = run("--model " + model("tiny-hybrid-oracle") + rest + " --tp 2 --distributed-executor-backend mpi");
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_TRUE(has(r.output, "does not run under --distributed-executor-backend mpi")) << r.output;
   r = run("--model " + model("tiny-hybrid-oracle") + " --kv-cache-memory 16MiB --max-model-len 256 --prompt hi "
           "--speculative-config '{\"method\": \"mtp\", \"num_speculative_tokens\": 2, \"model\": \"x\"}'");
   EXPECT_NE(r.exit_code, 0);

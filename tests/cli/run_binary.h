@@ -1,6 +1,6 @@
 #pragma once
 // Runs the real pypto-serving binary for the CLI tests: its exit code and its stdout and stderr
-// together.
+// together; mpirun_prefix() runs it as an mpirun job (tests built with PYPTO_MPIEXEC).
 #include <sys/wait.h>
 
 #include <array>
@@ -17,6 +17,19 @@ struct RunResult {
   int exit_code;
   std::string output;  // stdout and stderr together
 };
+
+// "" when this build has no MPI; else an mpirun prefix that runs as root, over TCP on loopback,
+// with more ranks than cores allowed, ended after 300 s if it hangs ("-np N" follows).
+inline std::string mpirun_prefix() {
+#ifdef PYPTO_MPIEXEC
+  return "timeout 300 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,tcp "
+         "OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_rmaps_base_oversubscribe=1 "
+         "OMPI_MCA_mpi_yield_when_idle=1 OMPI_MCA_hwloc_base_binding_policy=none " PYPTO_MPIEXEC " ";
+#else
+  return "";
+#endif
+}
+inline const char* kNoMpi = "this build has no MPI (scripts/setup.sh installs openmpi-bin and libopenmpi-dev; rebuild)";
 
 // `CMD 2>&1` through the shell.
 inline RunResult run_shell(const std::string& cmd) {

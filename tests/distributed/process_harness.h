@@ -28,19 +28,6 @@ extern char** environ;
 namespace pypto::test {
 
 
-// "" when this build has no MPI; else an mpirun prefix that runs as root, over TCP on loopback,
-// with more ranks than cores allowed, ended after 300 s if it hangs ("-np N" follows).
-inline std::string mpirun_prefix() {
-#ifdef PYPTO_MPIEXEC
-  return "timeout 300 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,tcp "
-         "OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_rmaps_base_oversubscribe=1 "
-         "OMPI_MCA_mpi_yield_when_idle=1 OMPI_MCA_hwloc_base_binding_policy=none " PYPTO_MPIEXEC " ";
-#else
-  return "";
-#endif
-}
-inline const char* kNoMpi = "this build has no MPI (scripts/setup.sh installs openmpi-bin and libopenmpi-dev; rebuild)";
-
 inline bool has(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
 
 inline std::string read_file(const std::filesystem::path& p) {

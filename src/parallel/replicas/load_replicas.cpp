@@ -14,6 +14,7 @@
 #include "model/weight_staging.h"
 #include "parallel/replicas/draft_load.h"
 #include "parallel/replicas/mtp_load.h"
+#include "parallel/replicas/mtp_virtual_engines.h"
 #include "parallel/replicas/pooling_load.h"
 #include "parallel/replicas/rank_worker.h"
 #include "parallel/replicas/step_pipeline.h"
@@ -169,7 +170,6 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
          " cannot run it; --tp, --pp, and --dp with --distributed-executor-backend threads can. Or use "
          "{\"method\": \"ngram\", ...}, which works with both");
   const bool mtp = opt.engine.scheduler.speculative.method == SpeculativeMethod::Mtp;  // parallel/replicas/mtp_load.h
-  if (mtp) check_mtp_layout(opt.process_comm != nullptr, opt.layout.dp, opt.pp_virtual_engines);
   if (opt.process_comm) return load_process_rank0(opt);
   const EngineLoadOptions& eo = opt.engine;
   const ParallelLayout& L = opt.layout;
@@ -374,17 +374,28 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
       }
     }
     if (opt.pp_virtual_engines) {
+      // With MTP each engine has its own drafter and stretch of the last stage's MTP pool
+      // (mtp_virtual_engines.h).
+      const int64_t mtp_blocks = mtp ? mtp_kv_blocks(per_engine, eo) : 0;
       auto pipeline = make_threaded_step_pipeline(std::move(parts), L.pp, out.capacity.num_blocks, eo.cache.block_size,
-                                                  eo.kv_cache_dtype, L.dp > 1 ? str_cat("replica ", i, " ") : "");
+                                                  eo.kv_cache_dtype, L.dp > 1 ? str_cat("replica ", i, " ") : "",
+                                                  mtp_blocks * L.pp);
       if (eo.prefault_kv_cache) pipeline->prefault_kv_cache();  // rank 0's; the stage threads' map as used
       EngineConfig ve = ec;
       ve.cache.num_blocks = static_cast<int32_t>(per_engine);
-      for (int g = 0; g < L.pp; ++g)
-        add_engine(out, replicas, ve,
-                   std::make_unique<VirtualEngineExecutor>(pipeline, virtual_engine_share(cfg, eo, g, per_engine),
-                                                           eo.cache.block_size));
+      for (int g = 0; g < L.pp; ++g) {
+        const VirtualEngineShare share = virtual_engine_share(cfg, eo, g, per_engine);
+        EngineConfig vg = ve;
+        std::unique_ptr<ModelExecutor> exec =
+            mtp ? make_mtp_virtual_engine_executor(pipeline, share, eo.cache.block_size, cfg, g, mtp_blocks, &vg.drafter)
+                : std::make_unique<VirtualEngineExecutor>(pipeline, share, eo.cache.block_size);
+        add_engine(out, replicas, vg, std::move(exec));
+      }
       out.placement += str_cat(out.placement.empty() ? "" : "\n", "replica ", i, ": ", L.pp, " virtual engines of ",
-                               per_engine, " KV blocks over ", nr, " rank threads, their steps in flight together");
+                               per_engine, " KV blocks over ", nr, " rank threads, their steps in flight together",
+                               mtp ? str_cat("; each engine's MTP drafter's passes on the ", L.tp, " rank",
+                                             L.tp > 1 ? "s" : "", " of the last stage")
+                                   : std::string());
       continue;
     }
     if (mtp && nr == 1) {  // one rank per replica: the target with its hidden states for the MTP drafter

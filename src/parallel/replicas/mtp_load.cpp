@@ -8,16 +8,6 @@
 
 namespace pypto {
 
-void check_mtp_layout(bool process_comm, int dp, bool pp_virtual_engines) {
-  if (process_comm && dp > 1)
-    fail("--speculative-config: method mtp does not run under --dp ", dp, " with rank processes (replica i > 0 ",
-         "is driven over a link that carries target steps only): use --distributed-executor-backend threads, ",
-         "or --tp / --pp with --dp 1, or {\"method\": \"ngram\", ...}");
-  if (pp_virtual_engines)
-    fail("--speculative-config: method mtp does not run under --pp-virtual-engines (engines sharing a replica's ",
-         "stages); --pp without it, --tp and --dp work");
-}
-
 int64_t mtp_kv_bytes_per_block(const std::vector<std::shared_ptr<const Qwen3Weights>>& ranks,
                                const EngineLoadOptions& eo) {
   int64_t bytes = 0;

@@ -4,7 +4,8 @@
 // are added to the target's, so one memory budget covers both), and the engine runs the target
 // through MtpExecutor (the hidden states the drafter reads) on one rank per replica, or through
 // MtpTpExecutor under --tp (thread ranks), the MTP head sharded like the target's layers. Rank
-// processes (--distributed-executor-backend mp) start it in rank_worker.cpp (mtp_rank_pass.h).
+// processes (--distributed-executor-backend mp / mpi, any --dp) start it in rank_worker.cpp
+// (mtp_rank_pass.h); --pp-virtual-engines in mtp_virtual_engines.h. Every layout runs it.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -19,13 +20,6 @@ namespace pypto {
 
 class DraftProposer;
 struct ReplicaLoadOptions;
-
-// Refuses the layouts the MTP drafter does not run under (--dp with rank processes, virtual
-// engines), naming them. --dp replicas (threads) each get their own executor and drafter over the
-// shared weights; --tp / --pp shard the head over the last stage's TP ranks, threads or processes
-// (parallel/replicas/mtp_rank_pass.h). (--distributed-executor-backend mpi is refused with the
-// run options.)
-void check_mtp_layout(bool process_comm, int dp, bool pp_virtual_engines);
 
 // The MTP layer's KV pool in blocks for a target pool of target_blocks: what the target holds of
 // a request plus its k - 1 lookahead rows (every rank computes it from the agreed block count).

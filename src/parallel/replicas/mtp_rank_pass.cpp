@@ -68,6 +68,32 @@ void MtpRankPart::run(const ForwardBatch& batch, const float* hidden, float* log
   }
 }
 
+void encode_mtp_pass(const ForwardBatch& batch, const std::vector<float>& hidden, std::vector<uint8_t>& message) {
+  std::vector<uint8_t> encoded;
+  encode_batch(batch, encoded);
+  const int64_t batch_bytes = int64_t(encoded.size());
+  message.resize(sizeof batch_bytes + encoded.size() + hidden.size() * sizeof(float));
+  uint8_t* p = message.data();
+  std::memcpy(p, &batch_bytes, sizeof batch_bytes);
+  std::memcpy(p + sizeof batch_bytes, encoded.data(), encoded.size());
+  std::memcpy(p + sizeof batch_bytes + encoded.size(), hidden.data(), hidden.size() * sizeof(float));
+}
+
+void decode_mtp_pass(const std::vector<uint8_t>& message, int64_t H, ForwardBatch& batch, std::vector<float>& hidden) {
+  int64_t batch_bytes = 0;
+  if (message.size() < sizeof batch_bytes) fail("MTP pass message of ", message.size(), " bytes is truncated");
+  std::memcpy(&batch_bytes, message.data(), sizeof batch_bytes);
+  if (batch_bytes < 0 || size_t(batch_bytes) > message.size() - sizeof batch_bytes)
+    fail("MTP pass message: its batch of ", batch_bytes, " bytes overruns the ", message.size(), "-byte message");
+  decode_batch(message.data() + sizeof batch_bytes, size_t(batch_bytes), batch);
+  const size_t hidden_bytes = message.size() - sizeof batch_bytes - size_t(batch_bytes);
+  if (hidden_bytes != sizeof(float) * size_t(batch.num_tokens() * H))
+    fail("MTP pass message: ", hidden_bytes, " bytes of hidden rows for ", batch.num_tokens(), " rows of ", H);
+  hidden.resize(size_t(batch.num_tokens() * H));
+  if (hidden_bytes > 0)
+    std::memcpy(hidden.data(), message.data() + sizeof batch_bytes + size_t(batch_bytes), hidden_bytes);
+}
+
 void MtpRankPart::drive(const ForwardBatch& batch, const std::vector<float>& hidden, std::vector<float>& logits,
                         std::vector<float>& out) {
   PYPTO_ASSERT(pos_.rank() == 0, "rank 0 drives the MTP passes");
@@ -75,14 +101,7 @@ void MtpRankPart::drive(const ForwardBatch& batch, const std::vector<float>& hid
   PYPTO_ASSERT(int64_t(hidden.size()) == T * H && int64_t(out.size()) == T * H &&
                    int64_t(logits.size()) == batch.num_logits() * weights_.config.vocab_size,
                "MTP pass buffers");
-  std::vector<uint8_t> encoded;
-  encode_batch(batch, encoded);
-  const int64_t batch_bytes = int64_t(encoded.size());
-  message_.resize(sizeof batch_bytes + encoded.size() + hidden.size() * sizeof(float));
-  uint8_t* p = message_.data();
-  std::memcpy(p, &batch_bytes, sizeof batch_bytes);
-  std::memcpy(p + sizeof batch_bytes, encoded.data(), encoded.size());
-  std::memcpy(p + sizeof batch_bytes + encoded.size(), hidden.data(), hidden.size() * sizeof(float));
+  encode_mtp_pass(batch, hidden, message_);
   StepHeader h{kMtpPassMessage, int64_t(message_.size())};
   replica_.broadcast(&h, sizeof h, 0);
   replica_.broadcast(message_.data(), h.bytes, 0);
@@ -90,20 +109,39 @@ void MtpRankPart::drive(const ForwardBatch& batch, const std::vector<float>& hid
 }
 
 void MtpRankPart::serve(const std::vector<uint8_t>& message) {
-  int64_t batch_bytes = 0;
-  if (message.size() < sizeof batch_bytes) fail("MTP pass message of ", message.size(), " bytes is truncated");
-  std::memcpy(&batch_bytes, message.data(), sizeof batch_bytes);
-  if (batch_bytes < 0 || size_t(batch_bytes) > message.size() - sizeof batch_bytes)
-    fail("MTP pass message: its batch of ", batch_bytes, " bytes overruns the ", message.size(), "-byte message");
-  decode_batch(message.data() + sizeof batch_bytes, size_t(batch_bytes), batch_);
-  const size_t hidden_bytes = message.size() - sizeof batch_bytes - size_t(batch_bytes);
   const int64_t H = weights_.config.hidden_size;
-  if (hidden_bytes != sizeof(float) * size_t(batch_.num_tokens() * H))
-    fail("MTP pass message: ", hidden_bytes, " bytes of hidden rows for ", batch_.num_tokens(), " rows of ", H);
-  hidden_.resize(size_t(batch_.num_tokens() * H));
-  if (hidden_bytes > 0)
-    std::memcpy(hidden_.data(), message.data() + sizeof batch_bytes + size_t(batch_bytes), hidden_bytes);
-  run(batch_, hidden_.data(), nullptr, nullptr);
+  decode_mtp_pass(message, H, batch_, hidden_);
+  if (pos_.rank() != 0) return run(batch_, hidden_.data(), nullptr, nullptr);
+  // A --dp replica's leader: head rank 0's results land here (as in rank 0's drive()).
+  link_logits_.assign(size_t(batch_.num_logits() * weights_.config.vocab_size), 0.0f);
+  link_out_.assign(size_t(batch_.num_tokens() * H), 0.0f);
+  run(batch_, hidden_.data(), link_logits_.data(), link_out_.data());
+}
+
+void MtpRankPart::reply_over_link(Communicator& link, const std::string& refused) {
+  PYPTO_ASSERT(pos_.rank() == 0, "a replica's leader answers rank 0's MTP passes");
+  LinkReply reply{int64_t(refused.size())};
+  link.send(&reply, sizeof reply, 0);
+  if (!refused.empty()) return link.send(refused.data(), reply.error_bytes, 0);
+  if (!link_logits_.empty()) link.send(link_logits_.data(), int64_t(sizeof(float) * link_logits_.size()), 0);
+  if (!link_out_.empty()) link.send(link_out_.data(), int64_t(sizeof(float) * link_out_.size()), 0);
+}
+
+void MtpRankPart::drive_over_link(Communicator& link, const ForwardBatch& batch, const std::vector<float>& hidden,
+                                  std::vector<float>& logits, std::vector<float>& out, std::vector<uint8_t>& message) {
+  encode_mtp_pass(batch, hidden, message);
+  StepHeader h{kMtpPassMessage, int64_t(message.size())};
+  link.send(&h, sizeof h, 1);
+  link.send(message.data(), h.bytes, 1);
+  LinkReply reply{};
+  link.recv(&reply, sizeof reply, 1);
+  if (reply.error_bytes > 0) {
+    std::string what(size_t(reply.error_bytes), '\0');
+    link.recv(what.data(), reply.error_bytes, 1);
+    fail(what);
+  }
+  if (!logits.empty()) link.recv(logits.data(), int64_t(sizeof(float) * logits.size()), 1);
+  if (!out.empty()) link.recv(out.data(), int64_t(sizeof(float) * out.size()), 1);
 }
 
 void MtpRankPart::exchange_step_hidden(int64_t rows, std::vector<float>& hidden) {
@@ -152,7 +190,49 @@ class MtpProcessExecutor : public ModelExecutor {
   std::vector<float> hidden_;  // [T, hidden] of the step
 };
 
+// Replica i > 0 (--dp): the step over the link, then the leader's hidden rows over it too.
+class MtpLinkExecutor : public ModelExecutor {
+ public:
+  MtpLinkExecutor(std::unique_ptr<RemoteReplicaExecutor> inner, std::shared_ptr<Communicator> link,
+                  std::shared_ptr<MtpProposer> mtp, int64_t hidden_size)
+      : inner_(std::move(inner)), link_(std::move(link)), mtp_(std::move(mtp)), H_(hidden_size) {}
+
+  void execute(const SchedulerOutput& so, ExecutorOutput& out) override {
+    inner_->execute(so, out);  // throws when the replica refused the step: then no hidden rows follow
+    const ForwardBatch& batch = inner_->last_batch();
+    if (batch.num_tokens() == 0) return;
+    hidden_.resize(size_t(batch.num_tokens() * H_));
+    link_->recv(hidden_.data(), int64_t(sizeof(float) * hidden_.size()), 1);
+    mtp_->observe(so, batch, hidden_.data());
+  }
+
+ private:
+  std::unique_ptr<RemoteReplicaExecutor> inner_;
+  std::shared_ptr<Communicator> link_;
+  std::shared_ptr<MtpProposer> mtp_;
+  int64_t H_;
+  std::vector<float> hidden_;  // [T, hidden] of the step
+};
+
 }  // namespace
+
+std::unique_ptr<ModelExecutor> make_mtp_link_executor(std::unique_ptr<RemoteReplicaExecutor> inner,
+                                                      std::shared_ptr<Communicator> link, const ModelConfig& config,
+                                                      int64_t mtp_blocks, int32_t block_size,
+                                                      std::shared_ptr<DraftProposer>* drafter) {
+  // The pass runs on the replica's engine thread, as its steps do: the link is never used by two
+  // threads at once.
+  auto message = std::make_shared<std::vector<uint8_t>>();
+  Communicator* l = link.get();
+  auto mtp = std::make_shared<MtpProposer>(
+      config,
+      [l, message](const ForwardBatch& batch, const std::vector<float>& hidden, std::vector<float>& logits,
+                   std::vector<float>& out) { MtpRankPart::drive_over_link(*l, batch, hidden, logits, out, *message); },
+      mtp_blocks, block_size);
+  mtp->keep_alive({std::shared_ptr<const void>(link)});
+  *drafter = mtp;
+  return std::make_unique<MtpLinkExecutor>(std::move(inner), std::move(link), std::move(mtp), config.hidden_size);
+}
 
 std::unique_ptr<ModelExecutor> make_mtp_process_executor(std::unique_ptr<ProcessTpExecutor> inner,
                                                          std::shared_ptr<MtpRankPart> part, const ModelConfig& config,

@@ -20,6 +20,7 @@
 #include "parallel/replicas/load_replicas.h"
 #include "parallel/replicas/mtp_load.h"
 #include "parallel/replicas/mtp_rank_pass.h"
+#include "parallel/replicas/mtp_virtual_engines.h"
 #include "parallel/replicas/replica_link.h"
 #include "parallel/replicas/step_pipeline.h"
 
@@ -232,14 +233,16 @@ int run_rank_worker(const ReplicaLoadOptions& opt) {
     log_info("rank ", rank, " of ", world.size(), " (pipeline stage ", pos.stage, ": layers ", weights->layer_begin, "-",
              weights->layer_end - 1, ", tensor-parallel rank ", pos.tp_rank, ") on ", this_host_name(), ": ready (",
              num_blocks, " KV blocks, ", pp, " virtual engines)");
-    return run_pipelined_stage(model, *cache, comm, opt.stage_comm.get(), opt.return_comm.get(), pos);
+    PipelinedMtp mtp;  // the drafter's passes between the engines' steps (mtp_virtual_engines.h)
+    if (eo.scheduler.speculative.method == SpeculativeMethod::Mtp)
+      mtp = {weights.get(), mtp_kv_blocks(num_blocks / pp, eo) * pp, eo.cache.block_size, eo.kv_cache_dtype};
+    return run_pipelined_stage(model, *cache, comm, opt.stage_comm.get(), opt.return_comm.get(), pos, mtp);
   }
   PipelineStage stage(model, *cache, pp > 1 ? &comm : nullptr, pos, opt.pp_micro_batches);
   // --speculative-config method mtp: this rank's share of the drafter's passes (mtp_rank_pass.h).
   std::unique_ptr<MtpRankPart> mtp;
   std::vector<float> mtp_hidden;  // the last stage's TP rank 0 under --pp: each step's hidden rows
   if (eo.scheduler.speculative.method == SpeculativeMethod::Mtp) {
-    PYPTO_ASSERT(!link, "rank ", rank, ": MTP with rank processes runs one replica");
     mtp = std::make_unique<MtpRankPart>(*weights, *backend, comm, model_comm(pos, &comm, opt.stage_comm.get()), pos,
                                         mtp_kv_blocks(num_blocks, eo), eo.cache.block_size, eo.kv_cache_dtype);
     if (mtp->captures_step_hidden()) stage.capture_normed_hidden(&mtp_hidden);
@@ -261,12 +264,16 @@ int run_rank_worker(const ReplicaLoadOptions& opt) {
     if (h.kind == kStop) return 0;
     if (h.kind == kMtpPassMessage && mtp) {  // one of the drafter's passes, between steps
       message.resize(size_t(h.bytes));
+      if (link) link->recv(message.data(), h.bytes, 0);  // replica i > 0's, from rank 0 (mtp_rank_pass.h)
       comm.broadcast(message.data(), h.bytes, 0);
+      std::string refused;
       try {
         mtp->serve(message);
-      } catch (const Error&) {
+      } catch (const Error& e) {
         // Every rank refused the pass before its first message (rank 0 reports it); go on.
+        refused = e.what();
       }
+      if (link) mtp->reply_over_link(*link, refused);
       continue;
     }
     PYPTO_ASSERT(h.kind == kStep && h.bytes > 0, "step message kind ", h.kind, " of ", h.bytes, " bytes");
@@ -291,6 +298,12 @@ int run_rank_worker(const ReplicaLoadOptions& opt) {
       link->send(refused.data(), reply.error_bytes, 0);
     else if (!logits.empty())
       link->send(logits.data(), int64_t(sizeof(float) * logits.size()), 0);
+    if (mtp && refused.empty() && batch.num_tokens() > 0) {  // the drafter on rank 0 reads the step's rows
+      const int64_t floats = batch.num_tokens() * weights->config.hidden_size;
+      PYPTO_ASSERT(int64_t(mtp_hidden.size()) >= floats, "rank ", rank, ": captured ", mtp_hidden.size(),
+                   " floats of hidden rows for ", batch.num_tokens(), " rows");
+      link->send(mtp_hidden.data(), int64_t(sizeof(float)) * floats, 0);
+    }
   }
 }
 
@@ -315,16 +328,29 @@ LoadedEngine pipelined_rank0(const ReplicaLoadOptions& opt, LoadedEngine out, st
   auto pipeline = std::make_shared<StepPipeline>(std::move(backend), weights, opt.process_comm, opt.stage_comm,
                                                  opt.return_comm, L.pp, total, eo.cache.block_size, eo.kv_cache_dtype);
   if (eo.prefault_kv_cache) pipeline->prefault_kv_cache();
+  // With MTP each engine has its own drafter and stretch of the last stage's MTP pool, which the
+  // stages size from the same agreed block count (mtp_virtual_engines.h).
+  const bool mtp = eo.scheduler.speculative.method == SpeculativeMethod::Mtp;
+  if (mtp) pipeline->enable_mtp();
   ec.cache.num_blocks = static_cast<int32_t>(per_engine);
   out.capacity.num_blocks = per_engine;
   std::vector<ReplicaSet::Replica> engines;
-  for (int g = 0; g < L.pp; ++g)
-    add_engine(out, engines, ec,
-               std::make_unique<VirtualEngineExecutor>(pipeline, virtual_engine_share(weights->config, eo, g, per_engine),
-                                                       eo.cache.block_size));
+  for (int g = 0; g < L.pp; ++g) {
+    const VirtualEngineShare share = virtual_engine_share(weights->config, eo, g, per_engine);
+    EngineConfig eg = ec;
+    std::unique_ptr<ModelExecutor> exec =
+        mtp ? make_mtp_virtual_engine_executor(pipeline, share, eo.cache.block_size, weights->config, g,
+                                               mtp_kv_blocks(per_engine, eo), &eg.drafter)
+            : std::make_unique<VirtualEngineExecutor>(pipeline, share, eo.cache.block_size);
+    add_engine(out, engines, eg, std::move(exec));
+  }
   out.placement = str_cat("process group of ", L.ranks_per_replica(), " ranks (", L.pp, " pipeline stages of ", L.tp,
                           "): rank 0 on ", this_host_name(), " (", L.pp, " virtual engines of ", per_engine,
-                          " KV blocks each, their steps in flight together)");
+                          " KV blocks each, their steps in flight together",
+                          mtp ? str_cat("; each engine's MTP drafter's passes on the ", L.tp, " rank",
+                                        L.tp > 1 ? "s" : "", " of the last stage")
+                              : std::string(),
+                          ")");
   out.replicas = std::make_shared<ReplicaSet>(std::move(engines), router_options(opt, per_engine));
   return out;
 }
@@ -432,7 +458,6 @@ LoadedEngine load_process_rank0(const ReplicaLoadOptions& opt) {
   if (!mtp) {
     replica0 = std::move(runner);
   } else {  // the drafter's bookkeeping here, its passes on the last stage's ranks (mtp_rank_pass.h)
-    PYPTO_ASSERT(L.dp == 1, "MTP with rank processes runs one replica (check_mtp_layout)");
     const int64_t mtp_blocks = mtp_kv_blocks(num_blocks, eo);
     auto part = std::make_shared<MtpRankPart>(*weights, rank0_backend, *replica_comm,
                                               model_comm(pos, replica_comm.get(), opt.stage_comm.get()), pos,
@@ -444,11 +469,20 @@ LoadedEngine load_process_rank0(const ReplicaLoadOptions& opt) {
   std::vector<ReplicaSet::Replica> replicas;
   for (int i = 0; i < L.dp; ++i) {
     std::unique_ptr<ModelExecutor> inner;
-    if (i == 0)
+    EngineConfig ei = ec;  // with MTP each replica has its own drafter
+    if (i == 0) {
       inner = std::move(replica0);
-    else
-      inner = std::make_unique<RemoteReplicaExecutor>(opt.link_comms[size_t(i - 1)], cfg.vocab_size, eo.cache.block_size);
-    add_engine(out, replicas, ec, std::move(inner));
+    } else {
+      const std::shared_ptr<Communicator>& link = opt.link_comms[size_t(i - 1)];
+      auto remote = std::make_unique<RemoteReplicaExecutor>(link, cfg.vocab_size, eo.cache.block_size,
+                                                            weights->config.hybrid() ? weights->state_slots : 0);
+      if (mtp)  // its drafter's bookkeeping here too, its passes over the link (mtp_rank_pass.h)
+        inner = make_mtp_link_executor(std::move(remote), link, cfg, mtp_kv_blocks(num_blocks, eo),
+                                       eo.cache.block_size, &ei.drafter);
+      else
+        inner = std::move(remote);
+    }
+    add_engine(out, replicas, ei, std::move(inner));
   }
   const int nr = L.ranks_per_replica();
   const std::string shape = L.pp > 1 ? str_cat(" (", L.pp, " pipeline stages of ", L.tp, ")") : std::string();
@@ -460,7 +494,10 @@ LoadedEngine load_process_rank0(const ReplicaLoadOptions& opt) {
   else
     out.placement = str_cat("process group of ", L.dp, " replicas of ", nr, " ranks", shape, ": replica i is ranks i*", nr,
                             " .. i*", nr, "+", nr - 1, "; rank 0 on ", this_host_name(),
-                            " (every replica's engine, the router)");
+                            " (every replica's engine, the router)",
+                            mtp ? str_cat("; each replica's MTP drafter's passes on the ", L.tp, " rank",
+                                          L.tp > 1 ? "s" : "", " of its last stage")
+                                : std::string());
   out.replicas = std::make_shared<ReplicaSet>(std::move(replicas), router_options(opt, num_blocks));
   return out;
 }

@@ -8,9 +8,10 @@
 namespace pypto {
 
 RemoteReplicaExecutor::RemoteReplicaExecutor(std::shared_ptr<Communicator> link, int64_t vocab_size,
-                                             int32_t block_size)
+                                             int32_t block_size, int32_t state_slots)
     : link_(std::move(link)), vocab_size_(vocab_size), block_size_(block_size) {
   PYPTO_ASSERT(link_ && link_->size() == 2 && link_->rank() == 0, "a replica link is rank 0 and the replica's leader");
+  if (state_slots > 0) tables_.enable_state_slots(state_slots);  // a hybrid's batches carry them
 }
 
 RemoteReplicaExecutor::~RemoteReplicaExecutor() {

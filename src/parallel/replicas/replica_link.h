@@ -7,7 +7,9 @@
 //   rank 0 → leader: StepHeader {kStep, bytes}, then the encoded ForwardBatch (batch_codec.h);
 //                    or StepHeader {kStop, 0} at shutdown;
 //   leader → rank 0: LinkReply {error bytes}, then the step's logits [rows, vocab] f32, or the
-//                    error's text when the batch was refused (a token outside the vocabulary).
+//                    error's text when the batch was refused (a token outside the vocabulary);
+//                    with the MTP drafter, the step's hidden rows [T, H] f32 after the logits and
+//                    its passes as StepHeader {kMtpPassMessage, bytes} (mtp_rank_pass.h).
 // The leader runs each batch with its replica exactly as rank 0 runs replica 0's: it broadcasts it
 // to its replica's ranks and runs its own slice (rank_worker.cpp). The replicas' links are
 // separate communicators, so rank 0's engine threads use them concurrently.
@@ -43,9 +45,14 @@ struct LinkReply {
 // engine thread (rank 0's compute threads belong to replica 0).
 class RemoteReplicaExecutor : public ModelExecutor {
  public:
-  RemoteReplicaExecutor(std::shared_ptr<Communicator> link, int64_t vocab_size, int32_t block_size);
+  // state_slots: a hybrid's GDN state slots per replica (--max-num-seqs; 0 for a dense model), which
+  // this executor hands out as ModelRunner does (the leader's model holds that many).
+  RemoteReplicaExecutor(std::shared_ptr<Communicator> link, int64_t vocab_size, int32_t block_size,
+                        int32_t state_slots);
   ~RemoteReplicaExecutor() override;
   void execute(const SchedulerOutput& so, ExecutorOutput& out) override;
+  // The batch of the last execute() (the MTP drafter reads its rows: mtp_rank_pass.h).
+  const ForwardBatch& last_batch() const { return batch_; }
 
  private:
   std::shared_ptr<Communicator> link_;

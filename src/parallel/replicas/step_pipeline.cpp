@@ -4,7 +4,9 @@
 #include "core/log.h"
 #include "core/profiler.h"
 #include "parallel/rank_health.h"
+#include "model/mtp_head.h"
 #include "parallel/replicas/batch_codec.h"
+#include "parallel/replicas/mtp_rank_pass.h"
 #include "parallel/replicas/replica_link.h"
 #include "parallel/shm_communicator.h"
 
@@ -57,6 +59,26 @@ void StepPipeline::send_step(const ForwardBatch& batch) {
   world_->send(hidden_.data(), int64_t(sizeof(float) * hidden_.size()), next);
 }
 
+void StepPipeline::send_mtp_pass(const ForwardBatch& batch, const std::vector<float>& hidden) {
+  encode_mtp_pass(batch, hidden, message_);
+  StepHeader h{kMtpPassMessage, static_cast<int64_t>(message_.size())};
+  if (stage_comm_) {
+    stage_comm_->broadcast(&h, sizeof h, 0);
+    stage_comm_->broadcast(message_.data(), h.bytes, 0);
+  }
+  const int64_t T = batch.num_tokens(), H = model_->hidden_size();
+  mtp_e_.resize(size_t(T * H));
+  {
+    PYPTO_PROF_OP("pipeline.mtp_embedding");
+    MtpHead::lookup_embedding(*weights_, *backend_, stage_comm_.get(), batch.token_ids.data(), T, mtp_e_.data(),
+                              mtp_local_ids_);
+  }
+  const int next = pos_.tp;
+  world_->send(&h, sizeof h, next);
+  world_->send(message_.data(), h.bytes, next);
+  world_->send(mtp_e_.data(), int64_t(sizeof(float) * mtp_e_.size()), next);
+}
+
 void StepPipeline::send_stop() {
   StepHeader h{kStopMessage, 0};
   if (stage_comm_) stage_comm_->broadcast(&h, sizeof h, 0);
@@ -75,7 +97,10 @@ void StepPipeline::thread_main() {
       queue_.pop_front();
     }
     try {
-      send_step(*job->batch);
+      if (job->mtp_hidden)
+        send_mtp_pass(*job->batch, *job->mtp_hidden);
+      else
+        send_step(*job->batch);
     } catch (...) {
       job->error = std::current_exception();
     }
@@ -94,27 +119,21 @@ void StepPipeline::thread_main() {
   }
 }
 
-void StepPipeline::run(const ForwardBatch& batch, float* logits_out) {
-  if (batch.num_tokens() == 0) return;
-  model_->check_batch(batch, *cache_);  // a bad batch fails this engine's step, nothing is sent
-  Job job;
-  job.batch = &batch;
+void StepPipeline::submit_and_collect(Job& job, const std::function<void()>& collect) {
   {
     std::lock_guard lock(mu_);
     job.ticket = next_ticket_++;
     queue_.push_back(&job);
   }
   cv_.notify_all();
-  // Wait until the step is on its way and it is this step's turn to take logits.
+  // Wait until the job is on its way and it is this job's turn to take its results.
   std::unique_lock lock(mu_);
   cv_.wait(lock, [&] { return job.sent && next_collect_ == job.ticket; });
   lock.unlock();
   std::exception_ptr error = job.error;
-  const int64_t n = batch.num_logits();
-  if (!error && n > 0) {
+  if (!error) {
     try {
-      PYPTO_PROF_OP("pipeline.recv_logits");
-      back_->recv(logits_out, int64_t(sizeof(float) * size_t(n * model_->vocab_size())), 1);
+      collect();
     } catch (...) {
       error = std::current_exception();
     }
@@ -124,6 +143,40 @@ void StepPipeline::run(const ForwardBatch& batch, float* logits_out) {
   lock.unlock();
   cv_.notify_all();
   if (error) std::rethrow_exception(error);
+}
+
+void StepPipeline::run(const ForwardBatch& batch, float* logits_out, float* hidden_out) {
+  if (batch.num_tokens() == 0) return;
+  model_->check_batch(batch, *cache_);  // a bad batch fails this engine's step, nothing is sent
+  PYPTO_ASSERT(!mtp_ || hidden_out, "a step with the MTP drafter needs its hidden rows' buffer");
+  Job job;
+  job.batch = &batch;
+  submit_and_collect(job, [&] {
+    PYPTO_PROF_OP("pipeline.recv_logits");
+    const int64_t n = batch.num_logits();
+    if (n > 0) back_->recv(logits_out, int64_t(sizeof(float) * size_t(n * model_->vocab_size())), 1);
+    if (mtp_) back_->recv(hidden_out, int64_t(sizeof(float)) * batch.num_tokens() * model_->hidden_size(), 1);
+  });
+}
+
+void StepPipeline::run_mtp_pass(const ForwardBatch& batch, const std::vector<float>& hidden, std::vector<float>& logits,
+                                std::vector<float>& out) {
+  PYPTO_ASSERT(mtp_, "an MTP pass on a pipeline without the MTP drafter");
+  const int64_t T = batch.num_tokens(), H = model_->hidden_size(), V = model_->vocab_size();
+  PYPTO_ASSERT(int64_t(hidden.size()) == T * H && int64_t(out.size()) == T * H &&
+                   int64_t(logits.size()) == batch.num_logits() * V,
+               "MTP pass buffers");
+  for (const int32_t id : batch.token_ids)  // before anything is sent: no stage is left waiting
+    if (id < 0 || id >= V) fail("MTP pass: token id ", id, " is outside the vocabulary [0, ", V, ")");
+  if (T == 0) return;
+  Job job;
+  job.batch = &batch;
+  job.mtp_hidden = &hidden;
+  submit_and_collect(job, [&] {
+    PYPTO_PROF_OP("pipeline.recv_mtp");
+    if (!logits.empty()) back_->recv(logits.data(), int64_t(sizeof(float) * logits.size()), 1);
+    back_->recv(out.data(), int64_t(sizeof(float) * out.size()), 1);
+  });
 }
 
 VirtualEngineExecutor::VirtualEngineExecutor(std::shared_ptr<StepPipeline> pipeline, const VirtualEngineShare& share,
@@ -145,7 +198,11 @@ void VirtualEngineExecutor::execute(const SchedulerOutput& so, ExecutorOutput& o
   for (ForwardBatch::StateSave& v : batch_.state_saves) v.entry += share_.snapshot_offset;
   out.vocab_size = pipeline_->vocab_size();
   out.logits.resize(static_cast<size_t>(batch_.num_logits() * out.vocab_size));
-  pipeline_->run(batch_, out.logits.data());
+  if (!observe_) return pipeline_->run(batch_, out.logits.data());
+  if (batch_.num_tokens() == 0) return;
+  hidden_.resize(size_t(batch_.num_tokens() * hidden_size_));
+  pipeline_->run(batch_, out.logits.data(), hidden_.data());
+  observe_(so, batch_, hidden_.data());  // the drafter reads positions and tokens, not the shifted ids
 }
 
 namespace {
@@ -173,7 +230,7 @@ struct ThreadedStages {
 
 std::shared_ptr<StepPipeline> make_threaded_step_pipeline(std::vector<TpRankParts> ranks, int pp, int64_t num_blocks,
                                                           int32_t block_size, DType kv_dtype,
-                                                          const std::string& track_prefix) {
+                                                          const std::string& track_prefix, int64_t mtp_blocks) {
   const int n = static_cast<int>(ranks.size());
   PYPTO_ASSERT(pp > 1 && n % pp == 0, n, " ranks for ", pp, " pipeline stages");
   const int tp = n / pp;
@@ -192,15 +249,18 @@ std::shared_ptr<StepPipeline> make_threaded_step_pipeline(std::vector<TpRankPart
       std::move(r0.backend), r0.weights, std::shared_ptr<Communicator>(std::move(r0.world)),
       tp > 1 ? std::shared_ptr<Communicator>(std::move(r0.comm)) : nullptr, std::shared_ptr<Communicator>(std::move(back[0])),
       pp, num_blocks, block_size, kv_dtype);
+  if (mtp_blocks > 0) owner->pipeline->enable_mtp();
   for (int r = 1; r < n; ++r) {
     ThreadedStages::Rank* rk = &owner->ranks[size_t(r)];
     const StagePosition pos = StagePosition::of_rank(r, pp, tp);
     Communicator* back_end = r == (pp - 1) * tp ? owner->back_end.get() : nullptr;
-    owner->threads.emplace_back([rk, pos, back_end, tp, track_prefix] {
+    PipelinedMtp mtp;
+    if (mtp_blocks > 0) mtp = {rk->parts.weights.get(), mtp_blocks, block_size, kv_dtype};
+    owner->threads.emplace_back([rk, pos, back_end, tp, track_prefix, mtp] {
       prof::name_this_thread(str_cat(track_prefix, "pp stage ", pos.stage, " tp rank ", pos.tp_rank));
       try {
         run_pipelined_stage(*rk->model, *rk->cache, *rk->parts.world, tp > 1 ? rk->parts.comm.get() : nullptr, back_end,
-                            pos);
+                            pos, mtp);
       } catch (const std::exception& e) {
         log_error("pipeline stage ", pos.stage, " tensor-parallel rank ", pos.tp_rank, ": ", e.what());
       }
@@ -209,8 +269,48 @@ std::shared_ptr<StepPipeline> make_threaded_step_pipeline(std::vector<TpRankPart
   return std::shared_ptr<StepPipeline>(owner, owner->pipeline.get());
 }
 
+namespace {
+
+// An MTP pass on a stage rank (the header's message already here, on every rank of the stage):
+// stage 0 looks the embedding rows up, the stages between pass them on, the last runs the head.
+void pipelined_mtp_pass(const StepHeader& h, const std::vector<uint8_t>& message, Communicator& world,
+                        Communicator* stage_comm, Communicator* back, StagePosition pos, const Qwen3Weights& w,
+                        Backend& backend, MtpHead* head, KvCache* mtp_cache, ForwardBatch& batch,
+                        std::vector<float>& hidden, std::vector<float>& e, std::vector<float>& logits,
+                        std::vector<float>& out, std::vector<int32_t>& local_ids) {
+  const int64_t H = w.config.hidden_size, V = w.config.vocab_size;
+  decode_mtp_pass(message, H, batch, hidden);  // rank 0 encoded it: this guards the protocol
+  const int64_t T = batch.num_tokens(), n = batch.num_logits();
+  e.resize(size_t(T * H));
+  if (pos.first())
+    MtpHead::lookup_embedding(w, backend, stage_comm, batch.token_ids.data(), T, e.data(), local_ids);
+  else
+    world.recv(e.data(), int64_t(sizeof(float) * e.size()), pos.rank() - pos.tp);
+  if (!pos.last()) {
+    if (pos.tp_rank == 0) {
+      world.send(&h, sizeof h, (pos.stage + 1) * pos.tp);
+      world.send(message.data(), h.bytes, (pos.stage + 1) * pos.tp);
+    }
+    world.send(e.data(), int64_t(sizeof(float) * e.size()), pos.rank() + pos.tp);
+    return;
+  }
+  const bool gathers = pos.tp_rank == Qwen3Model::kLogitsRank;
+  if (gathers) {
+    logits.resize(size_t(n * V));
+    out.resize(size_t(T * H));
+  }
+  PYPTO_PROF_OP("pipeline.mtp_head");
+  head->forward(batch, hidden.data(), *mtp_cache, gathers ? logits.data() : nullptr, gathers ? out.data() : nullptr,
+                e.data());
+  if (!gathers) return;
+  if (n > 0) back->send(logits.data(), int64_t(sizeof(float) * logits.size()), 0);
+  back->send(out.data(), int64_t(sizeof(float) * out.size()), 0);
+}
+
+}  // namespace
+
 int run_pipelined_stage(Qwen3Model& model, KvCache& cache, Communicator& world, Communicator* stage_comm,
-                        Communicator* back, StagePosition pos) {
+                        Communicator* back, StagePosition pos, const PipelinedMtp& mtp) {
   PYPTO_ASSERT(pos.pp > 1 && pos.rank() > 0, "rank 0 runs StepPipeline");
   PYPTO_ASSERT(pos.tp == 1 || stage_comm, "a stage of ", pos.tp, " TP ranks without its group");
   const bool lead = pos.tp_rank == 0;  // receives and passes on the step's header and batch
@@ -219,9 +319,20 @@ int run_pipelined_stage(Qwen3Model& model, KvCache& cache, Communicator& world, 
   const bool keeps_logits = pos.last() && pos.tp_rank == Qwen3Model::kLogitsRank;
   PYPTO_ASSERT(!keeps_logits || (back && back->rank() == 1), "the last stage's TP rank 0 needs the return link");
   const int64_t H = model.hidden_size(), V = model.vocab_size();
+  // The MTP drafter (PipelinedMtp): the last stage's ranks hold the head and its KV pool, and its
+  // TP rank 0 sends each step's final normed hidden rows after the logits.
+  std::unique_ptr<MtpHead> mtp_head;
+  std::unique_ptr<KvCache> mtp_cache;
+  if (mtp.weights && pos.last()) {
+    mtp_head = std::make_unique<MtpHead>(*mtp.weights, nullptr, model.backend(), stage_comm);
+    mtp_cache = std::make_unique<KvCache>(mtp_head->kv_cache_spec(mtp.blocks, mtp.block_size, mtp.kv_dtype));
+  }
+  const bool sends_hidden = mtp.weights && keeps_logits;
   ForwardBatch batch;
   std::vector<uint8_t> message;
-  std::vector<float> hidden_in, hidden_out, logits;
+  std::vector<float> hidden_in, hidden_out, logits, normed;
+  std::vector<float> mtp_hidden, mtp_e, mtp_out;
+  std::vector<int32_t> local_ids;
   for (;;) {
     StepHeader h{};
     if (lead && !pos.first()) world.recv(&h, sizeof h, prev0);
@@ -230,10 +341,16 @@ int run_pipelined_stage(Qwen3Model& model, KvCache& cache, Communicator& world, 
       if (lead && !pos.last()) world.send(&h, sizeof h, next0);
       return 0;
     }
-    PYPTO_ASSERT(h.kind == kStepMessage && h.bytes > 0, "step message kind ", h.kind, " of ", h.bytes, " bytes");
+    PYPTO_ASSERT((h.kind == kStepMessage || (h.kind == kMtpPassMessage && mtp.weights)) && h.bytes > 0,
+                 "step message kind ", h.kind, " of ", h.bytes, " bytes");
     message.resize(size_t(h.bytes));
     if (lead && !pos.first()) world.recv(message.data(), h.bytes, prev0);
     if (stage_comm) stage_comm->broadcast(message.data(), h.bytes, 0);
+    if (h.kind == kMtpPassMessage) {
+      pipelined_mtp_pass(h, message, world, stage_comm, back, pos, *mtp.weights, model.backend(), mtp_head.get(),
+                         mtp_cache.get(), batch, mtp_hidden, mtp_e, logits, mtp_out, local_ids);
+      continue;
+    }
     decode_batch(message.data(), message.size(), batch);
     const int64_t T = batch.num_tokens(), n = batch.num_logits();
     if (!pos.first()) {
@@ -244,8 +361,18 @@ int run_pipelined_stage(Qwen3Model& model, KvCache& cache, Communicator& world, 
     if (!pos.last()) hidden_out.resize(size_t(T * H));
     if (keeps_logits) logits.resize(size_t(n * V));
     // Rank 0 checked the batch before sending it: nothing here can refuse it.
-    model.forward_stage(batch, cache, pos.first() ? nullptr : hidden_in.data(), pos.last() ? nullptr : hidden_out.data(),
-                        keeps_logits ? logits.data() : nullptr);
+    if (sends_hidden) {
+      normed.resize(size_t(T * H));
+      model.set_normed_hidden_out(normed.data());
+    }
+    try {
+      model.forward_stage(batch, cache, pos.first() ? nullptr : hidden_in.data(),
+                          pos.last() ? nullptr : hidden_out.data(), keeps_logits ? logits.data() : nullptr);
+    } catch (...) {
+      model.set_normed_hidden_out(nullptr);
+      throw;
+    }
+    model.set_normed_hidden_out(nullptr);
     if (!pos.last()) {
       PYPTO_PROF_OP("pipeline.send");
       if (lead) {
@@ -253,8 +380,9 @@ int run_pipelined_stage(Qwen3Model& model, KvCache& cache, Communicator& world, 
         world.send(message.data(), h.bytes, next0);
       }
       world.send(hidden_out.data(), int64_t(sizeof(float) * hidden_out.size()), next);
-    } else if (keeps_logits && n > 0) {
-      back->send(logits.data(), int64_t(sizeof(float) * logits.size()), 0);
+    } else if (keeps_logits) {
+      if (n > 0) back->send(logits.data(), int64_t(sizeof(float) * logits.size()), 0);
+      if (sends_hidden) back->send(normed.data(), int64_t(sizeof(float) * normed.size()), 0);
     }
   }
 }

@@ -18,6 +18,15 @@
 //     step on the same way, or, on the last stage, TP rank 0 sends the logits [rows, vocab] to
 //     rank 0 over the return link (none when the step samples no row).
 //   stop: a StepHeader of kind Stop passed down the same way.
+// With the MTP drafter (--speculative-config method mtp; enable_mtp()): the last stage's TP rank 0
+// also sends each step's final normed hidden rows [tokens, hidden] f32 after its logits; and an
+// engine's drafter pass is a job of its own (StepHeader {kMtpPassMessage, bytes}, the message of
+// mtp_rank_pass.h: batch and hidden rows), in the same order as the steps: stage 0's ranks look
+// the embedding rows e [tokens, hidden] up (vocab-parallel over their TP group) and send the
+// message and e on, each to the next stage's rank of the same TP index; the stages between pass
+// both on; the last stage's ranks run the MTP head over their slice (MtpHead, its own KV pool
+// holding every engine's blocks) and its TP rank 0 returns the logits [rows, vocab] and the
+// head's outputs [tokens, hidden] over the return link.
 // The stages run steps in submission order, so rank 0 receives logits in that order; each caller
 // of StepPipeline::run() takes its logits when its turn comes. Every step's rows are whole
 // sequences of one engine, and a row's logits do not depend on the batch it is in, so the
@@ -26,6 +35,7 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -59,7 +69,19 @@ class StepPipeline {
   // Runs `batch` through every stage and writes its logits [batch.num_logits(), vocab] to
   // logits_out. Thread-safe: the engines call it from their own threads, and up to pp of their
   // steps are in flight together. A bad batch throws here, before anything is sent.
-  void run(const ForwardBatch& batch, float* logits_out);
+  // With enable_mtp(): hidden_out [batch.num_tokens(), hidden] receives the step's final normed
+  // hidden rows (required then; ignored otherwise).
+  void run(const ForwardBatch& batch, float* logits_out, float* hidden_out = nullptr);
+
+  // The MTP drafter: every stage rank runs its part (run_pipelined_stage's PipelinedMtp); call
+  // before the first run().
+  void enable_mtp() { mtp_ = true; }
+  // One pass of the MTP head over `batch` (the MTP rows: their KV slots in the last stage's MTP
+  // pool) with hidden rows [T, H]; fills logits [batch.num_logits(), vocab] and out [T, H] (sized
+  // by the caller). Thread-safe like run(); a token id outside the vocabulary throws before
+  // anything is sent.
+  void run_mtp_pass(const ForwardBatch& batch, const std::vector<float>& hidden, std::vector<float>& logits,
+                    std::vector<float>& out);
 
   void prefault_kv_cache() { cache_->prefault(); }
   int64_t vocab_size() const { return model_->vocab_size(); }
@@ -67,13 +89,18 @@ class StepPipeline {
  private:
   struct Job {
     const ForwardBatch* batch = nullptr;
+    const std::vector<float>* mtp_hidden = nullptr;  // an MTP pass's input rows (null: a target step)
     uint64_t ticket = 0;
     bool sent = false;  // the pipeline thread is done with it (batch no longer read)
     std::exception_ptr error;
   };
   void thread_main();
   void send_step(const ForwardBatch& batch);
+  void send_mtp_pass(const ForwardBatch& batch, const std::vector<float>& hidden);
   void send_stop();
+  // Queues `job`, waits until it is sent and its results are next to come back, runs `collect`
+  // (receiving them) unless sending failed, and lets the next job collect.
+  void submit_and_collect(Job& job, const std::function<void()>& collect);
 
   std::unique_ptr<Backend> backend_;
   std::shared_ptr<const Qwen3Weights> weights_;
@@ -83,6 +110,9 @@ class StepPipeline {
   std::unique_ptr<KvCache> cache_;
   std::vector<uint8_t> message_;
   std::vector<float> hidden_;
+  bool mtp_ = false;
+  std::vector<float> mtp_e_;           // [T, H] an MTP pass's embedding rows (stage 0's)
+  std::vector<int32_t> mtp_local_ids_;  // scratch of the lookup
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -114,7 +144,18 @@ class VirtualEngineExecutor : public ModelExecutor {
   VirtualEngineExecutor(std::shared_ptr<StepPipeline> pipeline, const VirtualEngineShare& share, int32_t block_size);
   void execute(const SchedulerOutput& so, ExecutorOutput& out) override;
 
+  // The MTP drafter (the pipeline's enable_mtp()): after each step, `fn` gets the step's output,
+  // its batch and its final normed hidden rows [T, H] (MtpProposer::observe).
+  using ObserveHidden = std::function<void(const SchedulerOutput&, const ForwardBatch&, const float*)>;
+  void observe_hidden(ObserveHidden fn, int64_t hidden_size) {
+    observe_ = std::move(fn);
+    hidden_size_ = hidden_size;
+  }
+
  private:
+  ObserveHidden observe_;
+  int64_t hidden_size_ = 0;
+  std::vector<float> hidden_;  // [T, H] of the step (with observe_)
   std::shared_ptr<StepPipeline> pipeline_;
   VirtualEngineShare share_;
   int32_t block_size_;
@@ -126,14 +167,26 @@ class VirtualEngineExecutor : public ModelExecutor {
 // order, their `comm` and `world` set as for TpModelRunner) with ranks 1.. as threads of this
 // process running run_pipelined_stage() over in-process communicators, and rank 0's pipeline,
 // which is returned and owns them (destroying it stops and joins them).
+// mtp_blocks > 0: the MTP drafter's pool on the last stage (every engine's), the pipeline's
+// enable_mtp() called.
 std::shared_ptr<StepPipeline> make_threaded_step_pipeline(std::vector<TpRankParts> ranks, int pp, int64_t num_blocks,
                                                           int32_t block_size, DType kv_dtype,
-                                                          const std::string& track_prefix);
+                                                          const std::string& track_prefix, int64_t mtp_blocks = 0);
 
-// A stage rank other than rank 0 under --pp-virtual-engines: runs steps as they come until Stop
-// (the protocol above). back: the return link on the last stage's TP rank 0, else null. Returns
-// 0 after Stop.
+// A stage rank's part of the MTP drafter's passes (the protocol above): `weights` is the rank's
+// slice (staged with the MTP layer on the last stage; the embedding on the first); the last
+// stage's ranks hold an MTP KV pool of `blocks` (every virtual engine's) of block_size.
+struct PipelinedMtp {
+  const Qwen3Weights* weights = nullptr;  // null: no MTP
+  int64_t blocks = 0;
+  int32_t block_size = 0;
+  DType kv_dtype = DType::F32;
+};
+
+// A stage rank other than rank 0 under --pp-virtual-engines: runs steps (and MTP passes) as they
+// come until Stop (the protocol above). back: the return link on the last stage's TP rank 0, else
+// null. Returns 0 after Stop.
 int run_pipelined_stage(Qwen3Model& model, KvCache& cache, Communicator& world, Communicator* stage_comm,
-                        Communicator* back, StagePosition pos);
+                        Communicator* back, StagePosition pos, const PipelinedMtp& mtp = {});
 
 }  // namespace pypto
