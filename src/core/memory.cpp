@@ -1,7 +1,6 @@
 #include "core/memory.h"
 
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -16,21 +15,9 @@ namespace pypto {
 
 AlignedBuffer::AlignedBuffer(size_t nbytes) : size_(nbytes) {
   if (nbytes == 0) return;
-  constexpr size_t kHuge = size_t(2) << 20;
-  // From 2 MiB on, the mapping starts on a 2 MiB boundary (map kHuge more, unmap the ragged head
-  // and tail), so every whole 2 MiB of it can be one huge page: weights read in scattered pieces
-  // (a MoE step's experts) then cost one TLB entry per 2 MiB instead of one per 4 KiB.
-  const size_t map_bytes = nbytes >= kHuge ? nbytes + kHuge : nbytes;
-  void* p = mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* p = mmap(nullptr, nbytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) fail("out of memory: cannot allocate ", nbytes, " bytes: ", std::strerror(errno));
-  if (map_bytes != nbytes) {
-    const uintptr_t base = reinterpret_cast<uintptr_t>(p), start = (base + kHuge - 1) & ~(kHuge - 1);
-    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE)), end = (start + nbytes + page - 1) & ~(page - 1);
-    if (start > base) munmap(p, start - base);
-    if (base + map_bytes > end) munmap(reinterpret_cast<void*>(end), base + map_bytes - end);
-    p = reinterpret_cast<void*>(start);
-    madvise(p, nbytes, MADV_HUGEPAGE);
-  }
+  if (nbytes >= (2u << 20)) madvise(p, nbytes, MADV_HUGEPAGE);
   data_ = static_cast<uint8_t*>(p);
 }
 

@@ -153,29 +153,10 @@ struct HybridSlabs {
   size_t bytes = 0;   // as the buffers would hold them (resident_bytes, staged_slab_bytes)
   size_t offset = 0;  // the next 64-byte aligned offset into the slab
   bool compute() const { return mode == Mode::Buffers || mode == Mode::Fill; }
-  // Buffers mode: a tensor of kOwnBuffer bytes or more gets its own (huge-page advised) mapping;
-  // smaller ones, a MoE layer's experts above all (256 of ~1 MiB), are packed into kArenaBytes
-  // arenas so that they sit on huge pages too. A decode step reads 8 experts per layer anywhere in
-  // the weights: with 4 KiB pages every 4 KiB costs a page walk, and at full depth (20 GB of
-  // weights, 40 MB of page tables) the walks miss the caches.
-  static constexpr size_t kArenaBytes = size_t(64) << 20, kOwnBuffer = size_t(2) << 20;
-  uint8_t* arena = nullptr;
-  size_t arena_used = kArenaBytes;
-  uint8_t* take_buffer(size_t n) {
-    if (n >= kOwnBuffer) return buffers.emplace_back(n).data();
-    n = (n + 63) & ~size_t(63);
-    if (arena_used + n > kArenaBytes) {
-      arena = buffers.emplace_back(kArenaBytes).data();
-      arena_used = 0;
-    }
-    uint8_t* p = arena + arena_used;
-    arena_used += n;
-    return p;
-  }
   uint8_t* take(size_t n) {
     n = std::max<size_t>(n, 64);
     bytes += n;
-    if (mode == Mode::Buffers) return take_buffer(n);
+    if (mode == Mode::Buffers) return buffers.emplace_back(n).data();
     const size_t at = offset;
     offset += (n + 63) & ~size_t(63);
     if (mode == Mode::Measure) return nullptr;
