@@ -51,6 +51,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "core/error.h"
 #include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/kv_quant_simd.h"
 
@@ -199,7 +200,7 @@ namespace pypto::cpu::PYPTO_ISA_NS {
 constexpr int kAttnTile = kLanes == 16 ? 4 : 2;
 // A cache block goes through the column path when at least this many query-heads of the task see
 // it; below that (decode) the row path is cheaper.
-constexpr int32_t kAttnColsMin = 8;
+constexpr int32_t kAttnColsMin = kAttentionColsMin;
 // Column-path register tile: keys × query vectors (kLanes query-heads each).
 constexpr int kAttnTileKeys = kLanes == 16 ? 4 : 2;
 constexpr int kAttnTileQv = 2;
@@ -393,6 +394,76 @@ inline void pv_run(int n, float* const* o, const float* alpha, const float* p, i
   pv_update<HC, N>(o, alpha, p, pj, vg, nk);
 }
 
+// Row path: one query-head q ([HC·L]) over the first nk keys of a block widened to f32 (kf, vfb:
+// [round_lanes(block), HC·L], rows past the block's end zero in kf), L keys per step; m, l its
+// running max and sum, o ([HC·L]) its running numerator; p: [L] scratch. The one definition of the
+// row path's arithmetic (attention_fast and the decode tasks of attention_decode_heads.h).
+template <int HC>
+__attribute__((always_inline)) inline void row_path_block(const float* q, float* o, const float* kf, const float* vfb,
+                                                          int32_t nkeys, float scale, float& m, float& l, float* p) {
+  constexpr int L = kLanes;
+  constexpr int32_t hd = HC * L;
+  vf qv[HC];
+  for (int ch = 0; ch < HC; ++ch) qv[ch] = vload(q + ch * L);
+  for (int32_t g0 = 0; g0 < nkeys; g0 += L) {
+    const int nk = nkeys - g0 < L ? nkeys - g0 : L;
+    const float* kg = kf + static_cast<int64_t>(g0) * hd;
+    // Lane r of acc[j]: chain r of key j (see scores_cols); reduce_lanes adds the chains.
+    // All L rows of the group are read (rows past the block are zeros): keys >= nk are
+    // masked by softmax_step whatever their scores.
+    vf acc[L];
+    for (int j = 0; j < L; ++j) acc[j] = vzero();
+    for (int ch = 0; ch < HC; ++ch)
+      for (int j = 0; j < L; ++j) acc[j] = vfma(qv[ch], vload(kg + j * hd + ch * L), acc[j]);
+    const vf s = vmul(reduce_lanes(acc), vset1(scale));
+    float a;
+    vstore(p, softmax_step(s, nk, m, l, a));
+    pv_update<HC, 1>(&o, &a, p, 1, vfb + static_cast<int64_t>(g0) * hd, nk);
+  }
+}
+
+// Row `j` of KV head `head` in cache block `block`, K and V, as f32 into kd / vd ([head_dim] each):
+// bf16 widened exactly, 8-bit codes times the row's scale (kv_quant_simd.h), f32 copied.
+template <int HC>
+__attribute__((always_inline)) inline void widen_row(const KvCacheLayer& c, int64_t block, int32_t head, int32_t j,
+                                                     float* kd, float* vd) {
+  constexpr int L = kLanes;
+  const int64_t off = c.row(block, head, j);  // head-major block
+  if (c.dtype == DType::F32) {
+    const float* ks = static_cast<const float*>(c.k) + off;
+    const float* vs = static_cast<const float*>(c.v) + off;
+    for (int ch = 0; ch < HC; ++ch) {
+      vstore(kd + ch * L, vload(ks + ch * L));
+      vstore(vd + ch * L, vload(vs + ch * L));
+    }
+  } else if (c.dtype == DType::I8) {  // codes · the row's scale, in registers (kv_quant_simd.h)
+    const int64_t si = c.scale_index(block, head, j);
+    const vf ksc = vset1(c.k_scale[si]), vsc = vset1(c.v_scale[si]);
+    const int8_t* ks = static_cast<const int8_t*>(c.k) + off;
+    const int8_t* vs = static_cast<const int8_t*>(c.v) + off;
+    for (int ch = 0; ch < HC; ++ch) {
+      vstore(kd + ch * L, load_kv_i8(ks + ch * L, ksc));
+      vstore(vd + ch * L, load_kv_i8(vs + ch * L, vsc));
+    }
+  } else if (c.dtype == DType::F8_E4M3) {
+    const int64_t si = c.scale_index(block, head, j);
+    const vf ksc = vset1(c.k_scale[si] * 256.0f), vsc = vset1(c.v_scale[si] * 256.0f);  // 2^8: see kv_quant_simd.h
+    const uint8_t* ks = static_cast<const uint8_t*>(c.k) + off;
+    const uint8_t* vs = static_cast<const uint8_t*>(c.v) + off;
+    for (int ch = 0; ch < HC; ++ch) {
+      vstore(kd + ch * L, load_kv_e4m3(ks + ch * L, ksc));
+      vstore(vd + ch * L, load_kv_e4m3(vs + ch * L, vsc));
+    }
+  } else {
+    const uint16_t* ks = static_cast<const uint16_t*>(c.k) + off;
+    const uint16_t* vs = static_cast<const uint16_t*>(c.v) + off;
+    for (int ch = 0; ch < HC; ++ch) {
+      vstore(kd + ch * L, load_bf16(ks + ch * L));
+      vstore(vd + ch * L, load_bf16(vs + ch * L));
+    }
+  }
+}
+
 template <int HC>
 inline void attention_fast(const AttentionTask& t, float* scratch) {
   constexpr int L = kLanes, J = kAttnTileKeys, QV = kAttnTileQv;
@@ -482,40 +553,7 @@ inline void attention_fast(const AttentionTask& t, float* scratch) {
     }
     for (int32_t j = 0; j < nrows; ++j) {
       if (j < next_rows) prefetch_rows(next_block, j);
-      const int64_t off = c.row(block, t.kv_head, j);  // head-major block
-      if (c.dtype == DType::F32) {
-        const float* ks = static_cast<const float*>(c.k) + off;
-        const float* vs = static_cast<const float*>(c.v) + off;
-        for (int ch = 0; ch < HC; ++ch) {
-          vstore(kf + j * hd + ch * L, vload(ks + ch * L));
-          vstore(vfb + j * hd + ch * L, vload(vs + ch * L));
-        }
-      } else if (c.dtype == DType::I8) {  // codes · the row's scale, in registers (kv_quant_simd.h)
-        const int64_t si = c.scale_index(block, t.kv_head, j);
-        const vf ksc = vset1(c.k_scale[si]), vsc = vset1(c.v_scale[si]);
-        const int8_t* ks = static_cast<const int8_t*>(c.k) + off;
-        const int8_t* vs = static_cast<const int8_t*>(c.v) + off;
-        for (int ch = 0; ch < HC; ++ch) {
-          vstore(kf + j * hd + ch * L, load_kv_i8(ks + ch * L, ksc));
-          vstore(vfb + j * hd + ch * L, load_kv_i8(vs + ch * L, vsc));
-        }
-      } else if (c.dtype == DType::F8_E4M3) {
-        const int64_t si = c.scale_index(block, t.kv_head, j);
-        const vf ksc = vset1(c.k_scale[si] * 256.0f), vsc = vset1(c.v_scale[si] * 256.0f);  // 2^8: see kv_quant_simd.h
-        const uint8_t* ks = static_cast<const uint8_t*>(c.k) + off;
-        const uint8_t* vs = static_cast<const uint8_t*>(c.v) + off;
-        for (int ch = 0; ch < HC; ++ch) {
-          vstore(kf + j * hd + ch * L, load_kv_e4m3(ks + ch * L, ksc));
-          vstore(vfb + j * hd + ch * L, load_kv_e4m3(vs + ch * L, vsc));
-        }
-      } else {
-        const uint16_t* ks = static_cast<const uint16_t*>(c.k) + off;
-        const uint16_t* vs = static_cast<const uint16_t*>(c.v) + off;
-        for (int ch = 0; ch < HC; ++ch) {
-          vstore(kf + j * hd + ch * L, load_bf16(ks + ch * L));
-          vstore(vfb + j * hd + ch * L, load_bf16(vs + ch * L));
-        }
-      }
+      widen_row<HC>(c, block, t.kv_head, j, kf + j * hd, vfb + j * hd);
     }
 
     // Key rows past the block's end up to a whole group: zeros (their scores are masked anyway).
@@ -579,24 +617,7 @@ inline void attention_fast(const AttentionTask& t, float* scratch) {
       // Row path (few query-heads, e.g. decode): one query-head at a time, L keys per step.
       for (int32_t qi = first_seeing(kb0); qi < nq; ++qi) {
         const int32_t limit = pos[qi] + 1 < kb1 ? pos[qi] + 1 : kb1;
-        float* o = op[qi];
-        vf qv[HC];
-        for (int ch = 0; ch < HC; ++ch) qv[ch] = vload(qp[qi] + ch * L);
-        for (int32_t g0 = kb0; g0 < limit; g0 += L) {
-          const int nk = limit - g0 < L ? limit - g0 : L;
-          const float* kg = kf + static_cast<int64_t>(g0 - kb0) * hd;
-          // Lane r of acc[j]: chain r of key j (see scores_cols); reduce_lanes adds the chains.
-          // All L rows of the group are read (rows past the block are zeros): keys >= nk are
-          // masked by softmax_step whatever their scores.
-          vf acc[L];
-          for (int j = 0; j < L; ++j) acc[j] = vzero();
-          for (int ch = 0; ch < HC; ++ch)
-            for (int j = 0; j < L; ++j) acc[j] = vfma(qv[ch], vload(kg + j * hd + ch * L), acc[j]);
-          const vf s = vmul(reduce_lanes(acc), vset1(scale));
-          float a;
-          vstore(p, softmax_step(s, nk, run_max[qi], run_sum[qi], a));
-          pv_update<HC, 1>(&o, &a, p, 1, vfb + static_cast<int64_t>(g0 - kb0) * hd, nk);
-        }
+        row_path_block<HC>(qp[qi], op[qi], kf, vfb, limit - kb0, scale, run_max[qi], run_sum[qi], p);
       }
     }
   }
@@ -608,7 +629,24 @@ inline void attention_fast(const AttentionTask& t, float* scratch) {
   }
 }
 
+#include "kernels/cpu/attention_decode_heads.h"
+
 inline void attention(const AttentionTask& t, float* scratch) {
+  if (t.kv_head_end > t.kv_head + 1) {  // a decode task over several KV heads
+    switch (t.cache->head_dim / kLanes * (t.cache->head_dim % kLanes == 0 ? 1 : 0)) {
+      case 4: return attention_decode_heads<4>(t, scratch);
+      case 8: return attention_decode_heads<8>(t, scratch);
+      case 16: return attention_decode_heads<16>(t, scratch);
+      default:  // generic head_dim: one head at a time (the same arithmetic either way)
+        for (int32_t h = t.kv_head; h < t.kv_head_end; ++h) {
+          AttentionTask one = t;
+          one.kv_head = h;
+          one.kv_head_end = 0;
+          attention_generic(one, scratch);
+        }
+        return;
+    }
+  }
   switch (t.cache->head_dim / kLanes * (t.cache->head_dim % kLanes == 0 ? 1 : 0)) {
     case 4: return attention_fast<4>(t, scratch);
     case 8: return attention_fast<8>(t, scratch);

@@ -682,6 +682,21 @@ void CpuBackend::paged_attention(const float* q, int64_t m, int32_t n_heads, con
   PYPTO_ASSERT(group <= cpu::kAttentionMaxQueries, "GQA group ", group, " too large");
   const int32_t rows_per_task = cpu::kAttentionMaxQueries / group;
 
+  // Decode rows (one query, GQA group on the row path) go out as tasks over `decode_heads` KV
+  // heads at once, so each cache block's rows of those heads are read as one contiguous run
+  // (attention_decode_heads.h): as many heads as still leave a task per thread. Which heads share
+  // a task never changes a result.
+  const bool row_path_group = group < cpu::kAttentionColsMin;
+  int32_t n_decode = 0;
+  for (int32_t s = 0; s < batch.num_seqs; ++s) n_decode += batch.query_start[s + 1] - batch.query_start[s] == 1;
+  int32_t decode_heads = 1;
+  for (int32_t d = cache.n_kv_heads; d > 1 && row_path_group; --d)
+    if (cache.n_kv_heads % d == 0 && d * group <= cpu::kAttentionMaxQueries &&
+        static_cast<int64_t>(n_decode) * (cache.n_kv_heads / d) >= pool_.num_threads()) {
+      decode_heads = d;
+      break;
+    }
+
   // Tasks ordered (sequence, KV head, query chunk); each costs ~ queries × keys seen.
   tasks_.clear();
   task_cost_.clear();
@@ -690,6 +705,13 @@ void CpuBackend::paged_attention(const float* q, int64_t m, int32_t n_heads, con
     PYPTO_ASSERT(q0 <= q1 && q1 <= m && q1 - q0 <= ctx, "seq ", s, ": queries [", q0, ", ", q1, ") context ", ctx);
     PYPTO_ASSERT((ctx + cache.block_size - 1) / cache.block_size <= batch.max_blocks_per_seq, "seq ", s,
                  " context ", ctx, " exceeds its block table");
+    if (q1 - q0 == 1 && decode_heads > 1) {
+      for (int32_t h = 0; h < cache.n_kv_heads; h += decode_heads) {
+        tasks_.push_back({q, out, n_heads, &cache, &batch, s, h, q0, q1, h + decode_heads});
+        task_cost_.push_back(static_cast<int64_t>(decode_heads) * (ctx + cache.block_size));
+      }
+      continue;
+    }
     for (int32_t h = 0; h < cache.n_kv_heads; ++h)
       for (int32_t t0 = q0; t0 < q1; t0 += rows_per_task) {
         const int32_t t1 = std::min(q1, t0 + rows_per_task);

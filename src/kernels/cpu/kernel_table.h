@@ -13,6 +13,9 @@ namespace pypto::cpu {
 
 // Most query-heads one attention task holds (its running softmax state lives in scratch).
 constexpr int32_t kAttentionMaxQueries = 64;
+// A cache block goes through the attention's column path when at least this many query-heads of
+// a task see it; below that (decode with GQA groups < 8) the row path (attention_impl.h).
+constexpr int32_t kAttentionColsMin = 8;
 
 // y[m, n_out] = x[m, k] · W[n_out, k]ᵀ (+ bias[n_out]); W plain row-major in `dtype`.
 struct LinearTask {
@@ -91,6 +94,10 @@ struct AttentionTask {
   const AttentionBatch* batch = nullptr;
   int32_t seq = 0, kv_head = 0;
   int32_t t0 = 0, t1 = 0;
+  // KV heads [kv_head, kv_head_end) for a decode task (one query row, the sequence's last, and
+  // fewer than kAttentionColsMin query-heads per KV head): its heads' rows of each cache block are read
+  // as one contiguous run (attention_decode_heads.h). 0: kv_head only.
+  int32_t kv_head_end = 0;
 };
 
 struct KernelTable {
