@@ -17,9 +17,15 @@
 // order in which the heads' independent computations interleave changes, and the heads share
 // nothing but the f32 block tile, rewritten per head.
 //
+// Split along the sequence (t.partial set): the task computes one segment (kAttnSegmentBlocks
+// cache blocks, t.seg) of its query-heads and leaves its (m, l, acc) in t.partial; once every
+// segment of the sequence is done, attention_fold folds them in segment order into out — the
+// same fold_segment calls, in the same order, as a task that walks all segments itself.
+//
 // Shapes: q, out [m, n_heads, HC·L]; the task's row t0 is its sequence's only query (position
 // context_len - 1, so it sees every key of every block); query-heads (h0 · group ..
-// h1 · group), at most kAttentionMaxQueries, each with fewer than kAttnColsMin per KV head.
+// h1 · group), at most kAttentionMaxQueries. A segment's partial: [nq] m, [nq] l, [nq, hd] acc
+// (attention_partial_floats).
 
 template <int HC>
 inline void attention_decode_heads(const AttentionTask& t, float* scratch) {
@@ -32,8 +38,7 @@ inline void attention_decode_heads(const AttentionTask& t, float* scratch) {
   const int32_t group = t.n_heads / c.n_kv_heads;
   const int32_t h0 = t.kv_head, nh = t.kv_head_end - t.kv_head;
   const int32_t nq = nh * group;
-  PYPTO_ASSERT(t.t1 == t.t0 + 1 && b.query_start[t.seq + 1] - b.query_start[t.seq] == 1 && nq <= kAttentionMaxQueries &&
-                   group < kAttnColsMin,
+  PYPTO_ASSERT(t.t1 == t.t0 + 1 && b.query_start[t.seq + 1] - b.query_start[t.seq] == 1 && nq <= kAttentionMaxQueries,
                "decode-heads task: rows [", t.t0, ", ", t.t1, ") group ", group, " heads ", nh);
   const int32_t ctx = b.context_len[t.seq];
   const int32_t* table = b.block_tables + static_cast<int64_t>(t.seq) * b.max_blocks_per_seq;
@@ -44,14 +49,22 @@ inline void attention_decode_heads(const AttentionTask& t, float* scratch) {
   float* run_max = vfb + round_lanes(bs) * hd;  // [kMaxQ]
   float* run_sum = run_max + kMaxQ;              // [kMaxQ]
   float* p = run_sum + kMaxQ;                    // [L]
+  float* tot_max = p + L;                        // [kMaxQ]  folded segments (fold_segment)
+  float* tot_sum = tot_max + kMaxQ;              // [kMaxQ]
+  float* tot_acc = tot_sum + kMaxQ;              // [nq, hd]
 
   // Query-head qi = (KV head - h0) · group + head within the group.
   const float* q = t.q + (static_cast<int64_t>(t.t0) * t.n_heads + h0 * group) * hd;  // [nq, hd]
   float* out = t.out + (static_cast<int64_t>(t.t0) * t.n_heads + h0 * group) * hd;  // [nq, hd]
+  const bool split = t.partial != nullptr;
+  if (split) out = t.partial + 2 * nq;  // the segment's acc goes to its partial, not to out
   for (int32_t qi = 0; qi < nq; ++qi) {
-    run_max[qi] = -INFINITY;
-    run_sum[qi] = 0.0f;
-    for (int ch = 0; ch < HC; ++ch) vstore(out + qi * hd + ch * L, vzero());
+    run_max[qi] = tot_max[qi] = -INFINITY;
+    run_sum[qi] = tot_sum[qi] = 0.0f;
+    for (int ch = 0; ch < HC; ++ch) {
+      vstore(out + qi * hd + ch * L, vzero());
+      vstore(tot_acc + qi * hd + ch * L, vzero());
+    }
   }
   // The task's heads' rows of a block: [nh, bs, hd] elements from row(block, h0, 0), contiguous.
   const int64_t esize = c.dtype == DType::F32 ? 4 : (c.dtype == DType::BF16 ? 2 : 1);
@@ -71,12 +84,19 @@ inline void attention_decode_heads(const AttentionTask& t, float* scratch) {
     }
   };
 
+  // Blocks [b_begin, b_end): all of the sequence's, or one segment's.
   const int32_t nblocks = (ctx + bs - 1) / bs;
-  for (int32_t bi = 1; bi < kAttnPrefetchBlocks && bi < nblocks; ++bi) prefetch_block(table[bi]);
-  for (int32_t bi = 0; bi < nblocks; ++bi) {
+  const int32_t b_begin = split ? t.seg * kAttnSegmentBlocks : 0;
+  const int32_t b_end = split && (t.seg + 1) * kAttnSegmentBlocks < nblocks ? (t.seg + 1) * kAttnSegmentBlocks : nblocks;
+  PYPTO_ASSERT(b_begin < b_end, "decode segment ", t.seg, " of a context of ", ctx);
+  for (int32_t bi = b_begin + 1; bi < b_begin + kAttnPrefetchBlocks && bi < b_end; ++bi) prefetch_block(table[bi]);
+  for (int32_t bi = b_begin; bi < b_end; ++bi) {
     const int32_t kb0 = bi * bs, nrows = ctx - kb0 < bs ? ctx - kb0 : bs;
     const int64_t block = table[bi];
-    if (bi + kAttnPrefetchBlocks < nblocks) prefetch_block(table[bi + kAttnPrefetchBlocks]);
+    if (bi > b_begin && bi % kAttnSegmentBlocks == 0)  // a new segment (never within a split task)
+      for (int32_t qi = 0; qi < nq; ++qi)
+        next_segment(tot_max[qi], tot_sum[qi], tot_acc + qi * hd, run_max[qi], run_sum[qi], out + qi * hd, hd);
+    if (bi + kAttnPrefetchBlocks < b_end) prefetch_block(table[bi + kAttnPrefetchBlocks]);
     for (int32_t hh = 0; hh < nh; ++hh) {
       for (int32_t j = 0; j < nrows; ++j) widen_row<HC>(c, block, h0 + hh, j, kf + j * hd, vfb + j * hd);
       // Key rows past the block's end up to a whole group: zeros (masked in the softmax anyway).
@@ -89,8 +109,38 @@ inline void attention_decode_heads(const AttentionTask& t, float* scratch) {
     }
   }
 
+  if (split) {
+    for (int32_t qi = 0; qi < nq; ++qi) {
+      t.partial[qi] = run_max[qi];
+      t.partial[nq + qi] = run_sum[qi];
+    }
+    return;
+  }
+  for (int32_t qi = 0; qi < nq; ++qi)
+    finish_query(tot_max[qi], tot_sum[qi], tot_acc + qi * hd, run_max[qi], run_sum[qi], out + qi * hd, hd);
+}
+
+// The segments 0 .. nseg - 1 of a split decode task (t.partial: the first segment's partial, the
+// others following, attention_partial_floats apart) folded in order into out: the arithmetic of
+// the fold_segment / finish_query calls of an unsplit task.
+inline void attention_fold(const AttentionTask& t, int32_t nseg) {
+  const KvCacheLayer& c = *t.cache;
+  const int32_t hd = c.head_dim, group = t.n_heads / c.n_kv_heads;
+  const int32_t nq = (t.kv_head_end - t.kv_head) * group;
+  const int64_t stride = static_cast<int64_t>(nq) * (hd + 2);
+  float* out = t.out + (static_cast<int64_t>(t.t0) * t.n_heads + t.kv_head * group) * hd;  // [nq, hd]
   for (int32_t qi = 0; qi < nq; ++qi) {
-    const vf inv = vset1(1.0f / run_sum[qi]);
-    for (int ch = 0; ch < HC; ++ch) vstore(out + qi * hd + ch * L, vmul(vload(out + qi * hd + ch * L), inv));
+    float* o = out + static_cast<int64_t>(qi) * hd;  // A, the total, in place
+    for (int32_t e = 0; e < hd; e += kLanes) vstore_n(o + e, vzero(), hd - e < kLanes ? hd - e : kLanes);
+    float M = -INFINITY, Ls = 0.0f;
+    for (int32_t sg = 0; sg < nseg; ++sg) {
+      const float* part = t.partial + sg * stride;
+      fold_segment(M, Ls, o, part[qi], part[nq + qi], part + 2 * nq + static_cast<int64_t>(qi) * hd, hd);
+    }
+    const vf inv = vset1(1.0f / Ls);
+    for (int32_t e = 0; e < hd; e += kLanes) {
+      const int n = hd - e < kLanes ? hd - e : kLanes;
+      vstore_n(o + e, vmul(vload_n(o + e, n), inv), n);
+    }
   }
 }
