@@ -708,8 +708,14 @@ void CpuBackend::paged_attention(const float* q, int64_t m, int32_t n_heads, con
   const int64_t unsplit_tasks = static_cast<int64_t>(n_decode) * (cache.n_kv_heads / decode_heads) +
                                 static_cast<int64_t>(batch.num_seqs - n_decode) * cache.n_kv_heads;
   const int64_t segment_keys = static_cast<int64_t>(cpu::kAttentionSegmentBlocks) * cache.block_size;
+  int64_t split_tasks = static_cast<int64_t>(batch.num_seqs - n_decode) * cache.n_kv_heads;
+  for (int32_t s = 0; s < batch.num_seqs; ++s)
+    if (batch.query_start[s + 1] - batch.query_start[s] == 1)
+      split_tasks += (batch.context_len[s] + segment_keys - 1) / segment_keys;
+  // Split only where it gives the threads more tasks than the heads alone do.
   const bool split = pool_.num_threads() > 1 && unsplit_tasks < 2 * pool_.num_threads() &&
-                     n_heads <= cpu::kAttentionMaxQueries && kt_.attention_splits(cache.head_dim);
+                     split_tasks > unsplit_tasks && n_heads <= cpu::kAttentionMaxQueries &&
+                     kt_.attention_splits(cache.head_dim);
   const int64_t partial_floats = static_cast<int64_t>(n_heads) * (cache.head_dim + 2);  // one segment
   folds_.clear();
   if (split) {
