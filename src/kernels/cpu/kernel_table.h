@@ -97,9 +97,10 @@ struct AttentionTask {
   const AttentionBatch* batch = nullptr;
   int32_t seq = 0, kv_head = 0;
   int32_t t0 = 0, t1 = 0;
-  // KV heads [kv_head, kv_head_end) for a decode task (one query row, the sequence's last, and
-  // fewer than kAttentionColsMin query-heads per KV head): its heads' rows of each cache block are read
-  // as one contiguous run (attention_decode_heads.h). 0: kv_head only.
+  // KV heads [kv_head, kv_head_end) for a decode task (one query row, its sequence's only one; the
+  // backend makes them for GQA groups below kAttentionColsMin, and split tasks over all heads for
+  // any group): its heads' rows of each cache block are read as one contiguous run
+  // (attention_decode_heads.h). 0: kv_head only.
   int32_t kv_head_end = 0;
   // Split along the sequence (a decode task over several KV heads only): this task computes
   // segment `seg` (kAttentionSegmentBlocks cache blocks) and writes its partial softmax state to
