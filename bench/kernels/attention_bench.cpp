@@ -137,7 +137,9 @@ BENCHMARK(BM_AttentionDecodeBatch)->Args({512, 16, 1, 0, 0})->Args({300, 16, 1, 
     // sequence and a batch of 8, bf16 and int8 (0.6B heads).
     ->Args({32768, 1, 0, 0, 0})->Args({32768, 1, 0, 1, 0})
     ->Args({4096, 1, 1, 0, 0})->Args({4096, 1, 1, 1, 0})->Args({4096, 8, 1, 0, 0})->Args({4096, 8, 1, 1, 0})
-    ->Repetitions(5)->ReportAggregatesOnly(true)->Unit(benchmark::kMicrosecond)->UseRealTime();
+    // CPU time: all threads' (a loaded host's processes take turns on the cores; CPU time / threads
+    // is the step's time on cores of its own, what the wall time is on a quiet host).
+    ->Repetitions(5)->ReportAggregatesOnly(true)->Unit(benchmark::kMicrosecond)->UseRealTime()->MeasureProcessCPUTime();
 
 }  // namespace
 }  // namespace pypto::bench

@@ -27,6 +27,9 @@
 // h1 · group), at most kAttentionMaxQueries. A segment's partial: [nq] m, [nq] l, [nq, hd] acc
 // (attention_partial_floats).
 
+// How many cache blocks ahead a decode task prefetches (see the loop below).
+constexpr int32_t kDecodePrefetchBlocks = 2;
+
 template <int HC>
 inline void attention_decode_heads(const AttentionTask& t, float* scratch) {
   constexpr int L = kLanes;
@@ -66,17 +69,25 @@ inline void attention_decode_heads(const AttentionTask& t, float* scratch) {
       vstore(tot_acc + qi * hd + ch * L, vzero());
     }
   }
-  // The task's heads' rows of a block: [nh, bs, hd] elements from row(block, h0, 0), contiguous.
+  // Prefetch (a hint: no value changes). Block bi + kDecodePrefetchBlocks is fetched into L2
+  // while block bi is computed, its lines issued a slice at a time before each query-head's work
+  // on each head (nh · group slices): issued in one burst at the block's start, the prefetches
+  // fill the core's miss queue and the core waits on them before computing, so memory time and
+  // arithmetic add up instead of overlapping (the hybrids' 8 query-heads per KV head make the
+  // arithmetic per byte as long as the transfer). Slice u of `slices` covers lines
+  // [u · n / slices, (u + 1) · n / slices) of the heads' K run, the same of the V run, and the
+  // 8-bit row scales with the first slice.
   const int64_t esize = c.dtype == DType::F32 ? 4 : (c.dtype == DType::BF16 ? 2 : 1);
-  const int64_t run_bytes = static_cast<int64_t>(nh) * bs * hd * esize;
-  auto prefetch_block = [&](int64_t blk) __attribute__((always_inline)) {
+  const int64_t run_lines = (static_cast<int64_t>(nh) * bs * hd * esize + 63) / 64;  // [nh, bs, hd]
+  const int32_t slices = nh * group;
+  auto prefetch_slice = [&](int64_t blk, int32_t u) __attribute__((always_inline)) {
     const char* kr = static_cast<const char*>(c.k) + c.row(blk, h0, 0) * esize;
     const char* vr = static_cast<const char*>(c.v) + c.row(blk, h0, 0) * esize;
-    for (int64_t e = 0; e < run_bytes; e += 64) {
-      _mm_prefetch(kr + e, _MM_HINT_T1);  // into L2, as attention_fast (T0 measured no faster)
-      _mm_prefetch(vr + e, _MM_HINT_T1);
+    for (int64_t e = u * run_lines / slices; e < (u + 1) * run_lines / slices; ++e) {
+      _mm_prefetch(kr + e * 64, _MM_HINT_T1);  // into L2, as attention_fast (T0 measured no faster)
+      _mm_prefetch(vr + e * 64, _MM_HINT_T1);
     }
-    if (c.k_scale) {  // 8-bit: the rows' scales, [nh, bs] f32 each
+    if (c.k_scale && u == 0) {  // 8-bit: the rows' scales, [nh, bs] f32 each
       for (int64_t e = 0; e < static_cast<int64_t>(nh) * bs; e += 16) {
         _mm_prefetch(reinterpret_cast<const char*>(c.k_scale + c.scale_index(blk, h0, 0) + e), _MM_HINT_T1);
         _mm_prefetch(reinterpret_cast<const char*>(c.v_scale + c.scale_index(blk, h0, 0) + e), _MM_HINT_T1);
@@ -89,14 +100,16 @@ inline void attention_decode_heads(const AttentionTask& t, float* scratch) {
   const int32_t b_begin = split ? t.seg * kAttnSegmentBlocks : 0;
   const int32_t b_end = split && (t.seg + 1) * kAttnSegmentBlocks < nblocks ? (t.seg + 1) * kAttnSegmentBlocks : nblocks;
   PYPTO_ASSERT(b_begin < b_end, "decode segment ", t.seg, " of a context of ", ctx);
-  for (int32_t bi = b_begin + 1; bi < b_begin + kAttnPrefetchBlocks && bi < b_end; ++bi) prefetch_block(table[bi]);
+  for (int32_t bi = b_begin; bi < b_begin + kDecodePrefetchBlocks && bi < b_end; ++bi)
+    for (int32_t u = 0; u < slices; ++u) prefetch_slice(table[bi], u);
   for (int32_t bi = b_begin; bi < b_end; ++bi) {
     const int32_t kb0 = bi * bs, nrows = ctx - kb0 < bs ? ctx - kb0 : bs;
     const int64_t block = table[bi];
     if (bi > b_begin && bi % kAttnSegmentBlocks == 0)  // a new segment (never within a split task)
       for (int32_t qi = 0; qi < nq; ++qi)
         next_segment(tot_max[qi], tot_sum[qi], tot_acc + qi * hd, run_max[qi], run_sum[qi], out + qi * hd, hd);
-    if (bi + kAttnPrefetchBlocks < b_end) prefetch_block(table[bi + kAttnPrefetchBlocks]);
+    const bool ahead = bi + kDecodePrefetchBlocks < b_end;
+    const int64_t next_block = ahead ? table[bi + kDecodePrefetchBlocks] : 0;
     for (int32_t hh = 0; hh < nh; ++hh) {
       for (int32_t j = 0; j < nrows; ++j) widen_row<HC>(c, block, h0 + hh, j, kf + j * hd, vfb + j * hd);
       // Key rows past the block's end up to a whole group: zeros (masked in the softmax anyway).
@@ -104,6 +117,7 @@ inline void attention_decode_heads(const AttentionTask& t, float* scratch) {
         for (int ch = 0; ch < HC; ++ch) vstore(kf + j * hd + ch * L, vzero());
       for (int32_t gi = 0; gi < group; ++gi) {
         const int32_t qi = hh * group + gi;
+        if (ahead) prefetch_slice(next_block, qi);
         row_path_block<HC>(q + qi * hd, out + qi * hd, kf, vfb, nrows, scale, run_max[qi], run_sum[qi], p);
       }
     }
