@@ -27,8 +27,8 @@
 // h1 · group), at most kAttentionMaxQueries. A segment's partial: [nq] m, [nq] l, [nq, hd] acc
 // (attention_partial_floats).
 
-// How many cache blocks ahead a decode task prefetches (see the loop below). 4 measured 10-20 %
-// less CPU time than 2 or than one burst a block ahead at 32K (docs/status.md, issue 31).
+// How many cache blocks ahead a decode task prefetches (see the loop below). 4 measured up to 24 %
+// less CPU time than one burst a block ahead at 32K, 2 in between (docs/status.md, issue 31).
 constexpr int32_t kDecodePrefetchBlocks = 4;
 
 template <int HC>
