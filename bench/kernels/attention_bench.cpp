@@ -129,9 +129,17 @@ BENCHMARK(BM_AttentionDecodeBatch)->Args({512, 16, 1, 0, 0})->Args({300, 16, 1, 
     // context) and 16 sequences at 512.
     ->Args({2560, 1, 1, 0, 0})->Args({2560, 1, 1, 1, 0})->Args({2560, 1, 1, 2, 0})
     ->Args({512, 16, 1, 1, 0})->Args({512, 16, 1, 2, 0})
-    // The hybrids' attention heads at a long context: one sequence of 32K tokens, bf16 and int8.
-    ->Args({32768, 1, 1, 0, 1})->Args({32768, 1, 1, 1, 1})->Args({32768, 1, 1, 0, 0})->Args({32768, 1, 1, 1, 0})
-    ->Repetitions(5)->ReportAggregatesOnly(true)->Unit(benchmark::kMicrosecond)->UseRealTime();
+    // One sequence of 32K tokens (issue 31's long-context decode), bf16, int8 and fp8, the hybrids'
+    // attention heads and the 0.6B heads.
+    ->Args({32768, 1, 1, 0, 1})->Args({32768, 1, 1, 1, 1})->Args({32768, 1, 1, 2, 1})
+    ->Args({32768, 1, 1, 0, 0})->Args({32768, 1, 1, 1, 0})->Args({32768, 1, 1, 2, 0})
+    // The same with each sequence's blocks in order (as right after its prefill), and at 4K: one
+    // sequence and a batch of 8, bf16 and int8 (0.6B heads).
+    ->Args({32768, 1, 0, 0, 0})->Args({32768, 1, 0, 1, 0})
+    ->Args({4096, 1, 1, 0, 0})->Args({4096, 1, 1, 1, 0})->Args({4096, 8, 1, 0, 0})->Args({4096, 8, 1, 1, 0})
+    // CPU time: all threads' (a loaded host's processes take turns on the cores; CPU time / threads
+    // is the step's time on cores of its own, what the wall time is on a quiet host).
+    ->Repetitions(5)->ReportAggregatesOnly(true)->Unit(benchmark::kMicrosecond)->UseRealTime()->MeasureProcessCPUTime();
 
 }  // namespace
 }  // namespace pypto::bench

@@ -6,6 +6,8 @@
 namespace pypto::cpu {
 void fill_attention_avx2(KernelTable& t) {
   t.attention = avx2::attention;
+  t.attention_fold = avx2::attention_fold;
+  t.attention_splits = avx2::attention_splits;
   t.attention_scratch_floats = avx2::attention_scratch_floats;
 }
 }  // namespace pypto::cpu

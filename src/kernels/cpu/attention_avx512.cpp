@@ -6,6 +6,8 @@
 namespace pypto::cpu {
 void fill_attention_avx512(KernelTable& t) {
   t.attention = avx512::attention;
+  t.attention_fold = avx512::attention_fold;
+  t.attention_splits = avx512::attention_splits;
   t.attention_scratch_floats = avx512::attention_scratch_floats;
 }
 }  // namespace pypto::cpu

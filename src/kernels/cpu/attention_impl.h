@@ -51,6 +51,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "core/error.h"
 #include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/kv_quant_simd.h"
 
@@ -63,8 +64,9 @@ inline int64_t attention_scratch_floats(int32_t block_size, int32_t head_dim) {
   // [round_lanes(bs), hd] + transposed queries [64 + L, hd] + scores [2, L, L] + alpha [2, L] +
   // 2 × [64 + L] + [L].
   const int64_t ld = round_lanes(head_dim), slots = kAttentionMaxQueries + kLanes;
+  // Folded segments: + [64 + L, hd] + 2 × [64 + L].
   return 2 * round_lanes(block_size) * ld + slots * ld + 2 * kLanes * kLanes + 2 * kLanes + 2 * slots + kLanes +
-         round_lanes(block_size);
+         round_lanes(block_size) + slots * ld + 2 * slots;
 }
 
 // Σ_e a[e]·b[e] over n elements, lane-then-tree order.
@@ -80,6 +82,52 @@ inline float exp_scalar(float x) {
   float out[kLanes];
   vstore(out, vexp(vset1(x)));
   return out[0];
+}
+
+// Segments (flash decoding). The keys of every query are taken in fixed segments of
+// kAttnSegmentBlocks cache blocks ([s · S, (s + 1) · S), S = kAttnSegmentBlocks · block_size keys,
+// whatever the thread count or batch): the online softmax above runs within a segment from
+// (m, l, acc) = (-inf, 0, 0), and the segments' (m, l, acc) are folded in segment order into a
+// total (M, Λ, A) by fold_segment; out = A / Λ. A decode query may then have its segments computed
+// by different threads (partials, attention_decode_split.h) and folded afterwards in the same
+// order by the same function, and so gives the bits a prefill row (folding in place as its task
+// walks the blocks) gives: the split never enters the arithmetic.
+constexpr int32_t kAttnSegmentBlocks = kAttentionSegmentBlocks;
+
+// (M, Λ, A) ← (M, Λ, A) ⊕ (m, l, a): M' = max(M, m), Λ' = Λ·e^(M-M') + l·e^(m-M'),
+// A' = A·e^(M-M') + a·e^(m-M') (A, a: [hd]). On the first fold (M = -inf, Λ = 0, A = 0) the first
+// terms are 0.
+inline void fold_segment(float& M, float& Ls, float* A, float m, float l, const float* a, int32_t hd) {
+  const float Mn = M > m ? M : m;
+  const float fa = exp_scalar(M - Mn), fb = exp_scalar(m - Mn);
+  Ls = Ls * fa + l * fb;
+  M = Mn;
+  const vf va = vset1(fa), vb = vset1(fb);
+  for (int32_t e = 0; e < hd; e += kLanes) {
+    const int n = hd - e < kLanes ? hd - e : kLanes;
+    vstore_n(A + e, vfma(vload_n(a + e, n), vb, vmul(vload_n(A + e, n), va)), n);
+  }
+}
+
+// A query-head's last segment (m, l, o) folded into its total, then o = A / Λ.
+inline void finish_query(float& M, float& Ls, float* A, float m, float l, float* o, int32_t hd) {
+  fold_segment(M, Ls, A, m, l, o, hd);
+  const vf inv = vset1(1.0f / Ls);
+  for (int32_t e = 0; e < hd; e += kLanes) {
+    const int n = hd - e < kLanes ? hd - e : kLanes;
+    vstore_n(o + e, vmul(vload_n(A + e, n), inv), n);
+  }
+}
+
+// A query-head's segment (m, l, o) folded into its total and restarted: at a segment boundary.
+inline void next_segment(float& M, float& Ls, float* A, float& m, float& l, float* o, int32_t hd) {
+  fold_segment(M, Ls, A, m, l, o, hd);
+  m = -INFINITY;
+  l = 0.0f;
+  for (int32_t e = 0; e < hd; e += kLanes) {
+    const int n = hd - e < kLanes ? hd - e : kLanes;
+    vstore_n(o + e, vzero(), n);
+  }
 }
 
 inline void attention_generic(const AttentionTask& t, float* scratch) {
@@ -99,11 +147,15 @@ inline void attention_generic(const AttentionTask& t, float* scratch) {
   float* s = vfb + bs * ldk;                  // [round_lanes(bs)]  scores → probabilities
   float* run_max = s + round_lanes(bs);       // [nq]
   float* run_sum = run_max + kAttentionMaxQueries; // [nq]
+  float* tot_max = run_sum + kAttentionMaxQueries;  // [nq]  folded segments (fold_segment)
+  float* tot_sum = tot_max + kAttentionMaxQueries;  // [nq]
+  float* tot_acc = tot_sum + kAttentionMaxQueries;  // [nq, ldk]
 
   // acc lives in `out` (this task's rows are written by no one else).
   for (int32_t qi = 0; qi < nq; ++qi) {
-    run_max[qi] = -INFINITY;
-    run_sum[qi] = 0.0f;
+    run_max[qi] = tot_max[qi] = -INFINITY;
+    run_sum[qi] = tot_sum[qi] = 0.0f;
+    for (int32_t e = 0; e < hd; ++e) tot_acc[qi * ldk + e] = 0.0f;
     const int32_t row = t.t0 + qi / group, h = t.kv_head * group + qi % group;
     float* o = t.out + (static_cast<int64_t>(row) * t.n_heads + h) * hd;
     for (int32_t e = 0; e < hd; ++e) o[e] = 0.0f;
@@ -113,6 +165,13 @@ inline void attention_generic(const AttentionTask& t, float* scratch) {
   for (int32_t kb0 = 0; kb0 <= last_pos; kb0 += bs) {
     const int32_t kb1 = kb0 + bs <= last_pos + 1 ? kb0 + bs : last_pos + 1;
     const int64_t block = table[kb0 / bs];
+    if (kb0 > 0 && kb0 % (kAttnSegmentBlocks * bs) == 0)  // a new segment for the queries that see it
+      for (int32_t qi = 0; qi < nq; ++qi) {
+        const int32_t row = t.t0 + qi / group, h = t.kv_head * group + qi % group;
+        if (first_pos + (row - q0) < kb0) continue;
+        next_segment(tot_max[qi], tot_sum[qi], tot_acc + qi * ldk, run_max[qi], run_sum[qi],
+                     t.out + (static_cast<int64_t>(row) * t.n_heads + h) * hd, hd);
+      }
     // Widen this block's keys and values of our KV head to f32.
     for (int32_t j = 0; j < kb1 - kb0; ++j) {
       // Head-major blocks (backend.h): this head's rows of the block are contiguous.
@@ -183,11 +242,7 @@ inline void attention_generic(const AttentionTask& t, float* scratch) {
   for (int32_t qi = 0; qi < nq; ++qi) {
     const int32_t row = t.t0 + qi / group, h = t.kv_head * group + qi % group;
     float* o = t.out + (static_cast<int64_t>(row) * t.n_heads + h) * hd;
-    const vf inv = vset1(1.0f / run_sum[qi]);
-    for (int32_t e = 0; e < hd; e += kLanes) {
-      const int n = hd - e < kLanes ? hd - e : kLanes;
-      vstore_n(o + e, vmul(vload_n(o + e, n), inv), n);
-    }
+    finish_query(tot_max[qi], tot_sum[qi], tot_acc + qi * ldk, run_max[qi], run_sum[qi], o, hd);
   }
 }
 
@@ -199,7 +254,7 @@ namespace pypto::cpu::PYPTO_ISA_NS {
 constexpr int kAttnTile = kLanes == 16 ? 4 : 2;
 // A cache block goes through the column path when at least this many query-heads of the task see
 // it; below that (decode) the row path is cheaper.
-constexpr int32_t kAttnColsMin = 8;
+constexpr int32_t kAttnColsMin = kAttentionColsMin;
 // Column-path register tile: keys × query vectors (kLanes query-heads each).
 constexpr int kAttnTileKeys = kLanes == 16 ? 4 : 2;
 constexpr int kAttnTileQv = 2;
@@ -393,6 +448,76 @@ inline void pv_run(int n, float* const* o, const float* alpha, const float* p, i
   pv_update<HC, N>(o, alpha, p, pj, vg, nk);
 }
 
+// Row path: one query-head q ([HC·L]) over the first nk keys of a block widened to f32 (kf, vfb:
+// [round_lanes(block), HC·L], rows past the block's end zero in kf), L keys per step; m, l its
+// running max and sum, o ([HC·L]) its running numerator; p: [L] scratch. The one definition of the
+// row path's arithmetic (attention_fast and the decode tasks of attention_decode_heads.h).
+template <int HC>
+__attribute__((always_inline)) inline void row_path_block(const float* q, float* o, const float* kf, const float* vfb,
+                                                          int32_t nkeys, float scale, float& m, float& l, float* p) {
+  constexpr int L = kLanes;
+  constexpr int32_t hd = HC * L;
+  vf qv[HC];
+  for (int ch = 0; ch < HC; ++ch) qv[ch] = vload(q + ch * L);
+  for (int32_t g0 = 0; g0 < nkeys; g0 += L) {
+    const int nk = nkeys - g0 < L ? nkeys - g0 : L;
+    const float* kg = kf + static_cast<int64_t>(g0) * hd;
+    // Lane r of acc[j]: chain r of key j (see scores_cols); reduce_lanes adds the chains.
+    // All L rows of the group are read (rows past the block are zeros): keys >= nk are
+    // masked by softmax_step whatever their scores.
+    vf acc[L];
+    for (int j = 0; j < L; ++j) acc[j] = vzero();
+    for (int ch = 0; ch < HC; ++ch)
+      for (int j = 0; j < L; ++j) acc[j] = vfma(qv[ch], vload(kg + j * hd + ch * L), acc[j]);
+    const vf s = vmul(reduce_lanes(acc), vset1(scale));
+    float a;
+    vstore(p, softmax_step(s, nk, m, l, a));
+    pv_update<HC, 1>(&o, &a, p, 1, vfb + static_cast<int64_t>(g0) * hd, nk);
+  }
+}
+
+// Row `j` of KV head `head` in cache block `block`, K and V, as f32 into kd / vd ([head_dim] each):
+// bf16 widened exactly, 8-bit codes times the row's scale (kv_quant_simd.h), f32 copied.
+template <int HC>
+__attribute__((always_inline)) inline void widen_row(const KvCacheLayer& c, int64_t block, int32_t head, int32_t j,
+                                                     float* kd, float* vd) {
+  constexpr int L = kLanes;
+  const int64_t off = c.row(block, head, j);  // head-major block
+  if (c.dtype == DType::F32) {
+    const float* ks = static_cast<const float*>(c.k) + off;
+    const float* vs = static_cast<const float*>(c.v) + off;
+    for (int ch = 0; ch < HC; ++ch) {
+      vstore(kd + ch * L, vload(ks + ch * L));
+      vstore(vd + ch * L, vload(vs + ch * L));
+    }
+  } else if (c.dtype == DType::I8) {  // codes · the row's scale, in registers (kv_quant_simd.h)
+    const int64_t si = c.scale_index(block, head, j);
+    const vf ksc = vset1(c.k_scale[si]), vsc = vset1(c.v_scale[si]);
+    const int8_t* ks = static_cast<const int8_t*>(c.k) + off;
+    const int8_t* vs = static_cast<const int8_t*>(c.v) + off;
+    for (int ch = 0; ch < HC; ++ch) {
+      vstore(kd + ch * L, load_kv_i8(ks + ch * L, ksc));
+      vstore(vd + ch * L, load_kv_i8(vs + ch * L, vsc));
+    }
+  } else if (c.dtype == DType::F8_E4M3) {
+    const int64_t si = c.scale_index(block, head, j);
+    const vf ksc = vset1(c.k_scale[si] * 256.0f), vsc = vset1(c.v_scale[si] * 256.0f);  // 2^8: see kv_quant_simd.h
+    const uint8_t* ks = static_cast<const uint8_t*>(c.k) + off;
+    const uint8_t* vs = static_cast<const uint8_t*>(c.v) + off;
+    for (int ch = 0; ch < HC; ++ch) {
+      vstore(kd + ch * L, load_kv_e4m3(ks + ch * L, ksc));
+      vstore(vd + ch * L, load_kv_e4m3(vs + ch * L, vsc));
+    }
+  } else {
+    const uint16_t* ks = static_cast<const uint16_t*>(c.k) + off;
+    const uint16_t* vs = static_cast<const uint16_t*>(c.v) + off;
+    for (int ch = 0; ch < HC; ++ch) {
+      vstore(kd + ch * L, load_bf16(ks + ch * L));
+      vstore(vd + ch * L, load_bf16(vs + ch * L));
+    }
+  }
+}
+
 template <int HC>
 inline void attention_fast(const AttentionTask& t, float* scratch) {
   constexpr int L = kLanes, J = kAttnTileKeys, QV = kAttnTileQv;
@@ -417,6 +542,9 @@ inline void attention_fast(const AttentionTask& t, float* scratch) {
   float* run_max = alpha + QV * L;                // [kMaxQ]
   float* run_sum = run_max + kMaxQ;               // [kMaxQ]
   float* p = run_sum + kMaxQ;                     // [L]  row path probabilities
+  float* tot_max = p + L;                         // [kMaxQ]  folded segments (fold_segment)
+  float* tot_sum = tot_max + kMaxQ;               // [kMaxQ]
+  float* tot_acc = tot_sum + kMaxQ;               // [nq, hd]
 
   // Query-head qi = (row - t0) · group + head within the group.
   const float* qp[kAttentionMaxQueries];
@@ -429,9 +557,12 @@ inline void attention_fast(const AttentionTask& t, float* scratch) {
     op[qi] = t.out + (static_cast<int64_t>(row) * t.n_heads + h) * hd;
     pos[qi] = first_pos + (row - q0);
     posf[qi] = static_cast<float>(pos[qi]);
-    run_max[qi] = -INFINITY;
-    run_sum[qi] = 0.0f;
-    for (int ch = 0; ch < HC; ++ch) vstore(op[qi] + ch * L, vzero());
+    run_max[qi] = tot_max[qi] = -INFINITY;
+    run_sum[qi] = tot_sum[qi] = 0.0f;
+    for (int ch = 0; ch < HC; ++ch) {
+      vstore(op[qi] + ch * L, vzero());
+      vstore(tot_acc + qi * hd + ch * L, vzero());
+    }
   }
   for (int32_t qi = nq; qi < nqv * L; ++qi) {  // padding lanes: see nothing
     pos[qi] = -1;
@@ -472,6 +603,9 @@ inline void attention_fast(const AttentionTask& t, float* scratch) {
     const int32_t kb1 = kb0 + bs <= last_pos + 1 ? kb0 + bs : last_pos + 1;
     const int32_t nrows = kb1 - kb0;
     const int64_t block = table[kb0 / bs];
+    if (kb0 > 0 && kb0 % (kAttnSegmentBlocks * bs) == 0)  // a new segment for the queries that see it
+      for (int32_t qi = first_seeing(kb0); qi < nq; ++qi)
+        next_segment(tot_max[qi], tot_sum[qi], tot_acc + qi * hd, run_max[qi], run_sum[qi], op[qi], hd);
     // Block kb0 / bs + kAttnPrefetchBlocks: rows of this head to prefetch while this one is used.
     const int32_t pf0 = kb0 + kAttnPrefetchBlocks * bs;
     const int32_t next_rows = pf0 <= last_pos ? (pf0 + bs <= last_pos + 1 ? bs : last_pos + 1 - pf0) : 0;
@@ -482,40 +616,7 @@ inline void attention_fast(const AttentionTask& t, float* scratch) {
     }
     for (int32_t j = 0; j < nrows; ++j) {
       if (j < next_rows) prefetch_rows(next_block, j);
-      const int64_t off = c.row(block, t.kv_head, j);  // head-major block
-      if (c.dtype == DType::F32) {
-        const float* ks = static_cast<const float*>(c.k) + off;
-        const float* vs = static_cast<const float*>(c.v) + off;
-        for (int ch = 0; ch < HC; ++ch) {
-          vstore(kf + j * hd + ch * L, vload(ks + ch * L));
-          vstore(vfb + j * hd + ch * L, vload(vs + ch * L));
-        }
-      } else if (c.dtype == DType::I8) {  // codes · the row's scale, in registers (kv_quant_simd.h)
-        const int64_t si = c.scale_index(block, t.kv_head, j);
-        const vf ksc = vset1(c.k_scale[si]), vsc = vset1(c.v_scale[si]);
-        const int8_t* ks = static_cast<const int8_t*>(c.k) + off;
-        const int8_t* vs = static_cast<const int8_t*>(c.v) + off;
-        for (int ch = 0; ch < HC; ++ch) {
-          vstore(kf + j * hd + ch * L, load_kv_i8(ks + ch * L, ksc));
-          vstore(vfb + j * hd + ch * L, load_kv_i8(vs + ch * L, vsc));
-        }
-      } else if (c.dtype == DType::F8_E4M3) {
-        const int64_t si = c.scale_index(block, t.kv_head, j);
-        const vf ksc = vset1(c.k_scale[si] * 256.0f), vsc = vset1(c.v_scale[si] * 256.0f);  // 2^8: see kv_quant_simd.h
-        const uint8_t* ks = static_cast<const uint8_t*>(c.k) + off;
-        const uint8_t* vs = static_cast<const uint8_t*>(c.v) + off;
-        for (int ch = 0; ch < HC; ++ch) {
-          vstore(kf + j * hd + ch * L, load_kv_e4m3(ks + ch * L, ksc));
-          vstore(vfb + j * hd + ch * L, load_kv_e4m3(vs + ch * L, vsc));
-        }
-      } else {
-        const uint16_t* ks = static_cast<const uint16_t*>(c.k) + off;
-        const uint16_t* vs = static_cast<const uint16_t*>(c.v) + off;
-        for (int ch = 0; ch < HC; ++ch) {
-          vstore(kf + j * hd + ch * L, load_bf16(ks + ch * L));
-          vstore(vfb + j * hd + ch * L, load_bf16(vs + ch * L));
-        }
-      }
+      widen_row<HC>(c, block, t.kv_head, j, kf + j * hd, vfb + j * hd);
     }
 
     // Key rows past the block's end up to a whole group: zeros (their scores are masked anyway).
@@ -579,36 +680,39 @@ inline void attention_fast(const AttentionTask& t, float* scratch) {
       // Row path (few query-heads, e.g. decode): one query-head at a time, L keys per step.
       for (int32_t qi = first_seeing(kb0); qi < nq; ++qi) {
         const int32_t limit = pos[qi] + 1 < kb1 ? pos[qi] + 1 : kb1;
-        float* o = op[qi];
-        vf qv[HC];
-        for (int ch = 0; ch < HC; ++ch) qv[ch] = vload(qp[qi] + ch * L);
-        for (int32_t g0 = kb0; g0 < limit; g0 += L) {
-          const int nk = limit - g0 < L ? limit - g0 : L;
-          const float* kg = kf + static_cast<int64_t>(g0 - kb0) * hd;
-          // Lane r of acc[j]: chain r of key j (see scores_cols); reduce_lanes adds the chains.
-          // All L rows of the group are read (rows past the block are zeros): keys >= nk are
-          // masked by softmax_step whatever their scores.
-          vf acc[L];
-          for (int j = 0; j < L; ++j) acc[j] = vzero();
-          for (int ch = 0; ch < HC; ++ch)
-            for (int j = 0; j < L; ++j) acc[j] = vfma(qv[ch], vload(kg + j * hd + ch * L), acc[j]);
-          const vf s = vmul(reduce_lanes(acc), vset1(scale));
-          float a;
-          vstore(p, softmax_step(s, nk, run_max[qi], run_sum[qi], a));
-          pv_update<HC, 1>(&o, &a, p, 1, vfb + static_cast<int64_t>(g0 - kb0) * hd, nk);
-        }
+        row_path_block<HC>(qp[qi], op[qi], kf, vfb, limit - kb0, scale, run_max[qi], run_sum[qi], p);
       }
     }
   }
 
-  for (int32_t qi = 0; qi < nq; ++qi) {
-    float* o = op[qi];
-    const vf inv = vset1(1.0f / run_sum[qi]);
-    for (int ch = 0; ch < HC; ++ch) vstore(o + ch * L, vmul(vload(o + ch * L), inv));
-  }
+  for (int32_t qi = 0; qi < nq; ++qi)
+    finish_query(tot_max[qi], tot_sum[qi], tot_acc + qi * hd, run_max[qi], run_sum[qi], op[qi], hd);
+}
+
+#include "kernels/cpu/attention_decode_heads.h"
+
+inline bool attention_splits(int32_t head_dim) {
+  const int32_t hc = head_dim % kLanes == 0 ? head_dim / kLanes : 0;
+  return hc == 4 || hc == 8 || hc == 16;
 }
 
 inline void attention(const AttentionTask& t, float* scratch) {
+  if (t.kv_head_end > t.kv_head + 1 || t.partial) {  // a decode task over several KV heads
+    switch (t.cache->head_dim / kLanes * (t.cache->head_dim % kLanes == 0 ? 1 : 0)) {
+      case 4: return attention_decode_heads<4>(t, scratch);
+      case 8: return attention_decode_heads<8>(t, scratch);
+      case 16: return attention_decode_heads<16>(t, scratch);
+      default:  // generic head_dim: one head at a time (the same arithmetic either way)
+        PYPTO_ASSERT(!t.partial, "split decode task at head_dim ", t.cache->head_dim);
+        for (int32_t h = t.kv_head; h < t.kv_head_end; ++h) {
+          AttentionTask one = t;
+          one.kv_head = h;
+          one.kv_head_end = 0;
+          attention_generic(one, scratch);
+        }
+        return;
+    }
+  }
   switch (t.cache->head_dim / kLanes * (t.cache->head_dim % kLanes == 0 ? 1 : 0)) {
     case 4: return attention_fast<4>(t, scratch);
     case 8: return attention_fast<8>(t, scratch);

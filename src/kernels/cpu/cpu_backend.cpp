@@ -646,6 +646,10 @@ class CpuBackend final : public Backend {
   std::vector<cpu::AttentionTask> tasks_;
   std::vector<int64_t> task_cost_;
   std::vector<size_t> task_order_;
+  // Split decode sequences: their fold (the task over all KV heads, number of segments) and the
+  // segments' partial softmax states (grow only).
+  std::vector<std::pair<cpu::AttentionTask, int32_t>> folds_;
+  AlignedBuffer partials_;
 };
 
 void CpuBackend::ensure_rope_table(int32_t max_pos, int32_t head_dim, const RopeSpec& rope) {
@@ -682,6 +686,48 @@ void CpuBackend::paged_attention(const float* q, int64_t m, int32_t n_heads, con
   PYPTO_ASSERT(group <= cpu::kAttentionMaxQueries, "GQA group ", group, " too large");
   const int32_t rows_per_task = cpu::kAttentionMaxQueries / group;
 
+  // Decode rows (one query, GQA group on the row path) go out as tasks over `decode_heads` KV
+  // heads at once, so each cache block's rows of those heads are read as one contiguous run
+  // (attention_decode_heads.h): as many heads as still leave a task per thread. Which heads share
+  // a task never changes a result.
+  const bool row_path_group = group < cpu::kAttentionColsMin;
+  int32_t n_decode = 0;
+  for (int32_t s = 0; s < batch.num_seqs; ++s) n_decode += batch.query_start[s + 1] - batch.query_start[s] == 1;
+  int32_t decode_heads = 1;
+  for (int32_t d = cache.n_kv_heads; d > 1 && row_path_group; --d)
+    if (cache.n_kv_heads % d == 0 && d * group <= cpu::kAttentionMaxQueries &&
+        static_cast<int64_t>(n_decode) * (cache.n_kv_heads / d) >= pool_.num_threads()) {
+      decode_heads = d;
+      break;
+    }
+
+  // Too few tasks to keep the threads busy (few decode sequences, few KV heads): decode sequences
+  // of more than one segment are split along the sequence, one task per segment over all KV heads
+  // (each a run of n_kv_heads rows per block), and folded afterwards (attention_decode_heads.h).
+  // The split changes no bit of any result (segments are part of every query's arithmetic).
+  const int64_t unsplit_tasks = static_cast<int64_t>(n_decode) * (cache.n_kv_heads / decode_heads) +
+                                static_cast<int64_t>(batch.num_seqs - n_decode) * cache.n_kv_heads;
+  const int64_t segment_keys = static_cast<int64_t>(cpu::kAttentionSegmentBlocks) * cache.block_size;
+  int64_t split_tasks = static_cast<int64_t>(batch.num_seqs - n_decode) * cache.n_kv_heads;
+  for (int32_t s = 0; s < batch.num_seqs; ++s)
+    if (batch.query_start[s + 1] - batch.query_start[s] == 1)
+      split_tasks += (batch.context_len[s] + segment_keys - 1) / segment_keys;
+  // Split only where it gives the threads more tasks than the heads alone do.
+  const bool split = pool_.num_threads() > 1 && unsplit_tasks < 2 * pool_.num_threads() &&
+                     split_tasks > unsplit_tasks && n_heads <= cpu::kAttentionMaxQueries &&
+                     kt_.attention_splits(cache.head_dim);
+  const int64_t partial_floats = static_cast<int64_t>(n_heads) * (cache.head_dim + 2);  // one segment
+  folds_.clear();
+  if (split) {
+    int64_t total = 0;
+    for (int32_t s = 0; s < batch.num_seqs; ++s)
+      if (batch.query_start[s + 1] - batch.query_start[s] == 1)
+        total += (batch.context_len[s] + segment_keys - 1) / segment_keys * partial_floats;
+    if (partials_.size() < static_cast<size_t>(total) * sizeof(float))
+      partials_ = AlignedBuffer(static_cast<size_t>(total) * sizeof(float));
+  }
+  float* next_partial = reinterpret_cast<float*>(partials_.data());
+
   // Tasks ordered (sequence, KV head, query chunk); each costs ~ queries × keys seen.
   tasks_.clear();
   task_cost_.clear();
@@ -690,6 +736,28 @@ void CpuBackend::paged_attention(const float* q, int64_t m, int32_t n_heads, con
     PYPTO_ASSERT(q0 <= q1 && q1 <= m && q1 - q0 <= ctx, "seq ", s, ": queries [", q0, ", ", q1, ") context ", ctx);
     PYPTO_ASSERT((ctx + cache.block_size - 1) / cache.block_size <= batch.max_blocks_per_seq, "seq ", s,
                  " context ", ctx, " exceeds its block table");
+    const int32_t nseg = static_cast<int32_t>((ctx + segment_keys - 1) / segment_keys);
+    if (q1 - q0 == 1 && split && nseg > 1) {
+      for (int32_t g = 0; g < nseg; ++g) {
+        cpu::AttentionTask t{q, out, n_heads, &cache, &batch, s, 0, q0, q1, cache.n_kv_heads};
+        t.seg = g;
+        t.partial = next_partial + g * partial_floats;
+        tasks_.push_back(t);
+        task_cost_.push_back(static_cast<int64_t>(cache.n_kv_heads) * std::min<int64_t>(segment_keys, ctx - g * segment_keys));
+      }
+      cpu::AttentionTask f{q, out, n_heads, &cache, &batch, s, 0, q0, q1, cache.n_kv_heads};
+      f.partial = next_partial;
+      folds_.push_back({f, nseg});
+      next_partial += nseg * partial_floats;
+      continue;
+    }
+    if (q1 - q0 == 1 && decode_heads > 1) {
+      for (int32_t h = 0; h < cache.n_kv_heads; h += decode_heads) {
+        tasks_.push_back({q, out, n_heads, &cache, &batch, s, h, q0, q1, h + decode_heads});
+        task_cost_.push_back(static_cast<int64_t>(decode_heads) * (ctx + cache.block_size));
+      }
+      continue;
+    }
     for (int32_t h = 0; h < cache.n_kv_heads; ++h)
       for (int32_t t0 = q0; t0 < q1; t0 += rows_per_task) {
         const int32_t t1 = std::min(q1, t0 + rows_per_task);
@@ -703,6 +771,7 @@ void CpuBackend::paged_attention(const float* q, int64_t m, int32_t n_heads, con
 
   if (pool_.num_threads() == 1 || tasks_.size() == 1) {
     for (const auto& t : tasks_) kt_.attention(t, scratch(0));
+    for (const auto& f : folds_) kt_.attention_fold(f.first, f.second);
     return;
   }
   // Costliest tasks first, handed out one at a time: the threads finish together even when one
@@ -715,6 +784,10 @@ void CpuBackend::paged_attention(const float* q, int64_t m, int32_t n_heads, con
   pool_.parallel_for_dynamic(static_cast<int64_t>(tasks_.size()), 1, [&](int64_t b, int64_t e, int tid) {
     for (int64_t i = b; i < e; ++i) kt_.attention(tasks_[task_order_[i]], scratch(tid));
   });
+  if (!folds_.empty())
+    pool_.parallel_for_dynamic(static_cast<int64_t>(folds_.size()), 1, [&](int64_t b, int64_t e, int) {
+      for (int64_t i = b; i < e; ++i) kt_.attention_fold(folds_[i].first, folds_[i].second);
+    });
 }
 
 }  // namespace

@@ -13,6 +13,12 @@ namespace pypto::cpu {
 
 // Most query-heads one attention task holds (its running softmax state lives in scratch).
 constexpr int32_t kAttentionMaxQueries = 64;
+// A cache block goes through the attention's column path when at least this many query-heads of
+// a task see it; below that (decode with GQA groups < 8) the row path (attention_impl.h).
+constexpr int32_t kAttentionColsMin = 8;
+// Every query's keys are taken in fixed segments of this many cache blocks, folded in order
+// (attention_impl.h): what lets a decode query be split along its sequence across threads.
+constexpr int32_t kAttentionSegmentBlocks = 128;
 
 // y[m, n_out] = x[m, k] · W[n_out, k]ᵀ (+ bias[n_out]); W plain row-major in `dtype`.
 struct LinearTask {
@@ -91,6 +97,17 @@ struct AttentionTask {
   const AttentionBatch* batch = nullptr;
   int32_t seq = 0, kv_head = 0;
   int32_t t0 = 0, t1 = 0;
+  // KV heads [kv_head, kv_head_end) for a decode task (one query row, its sequence's only one; the
+  // backend makes them for GQA groups below kAttentionColsMin, and split tasks over all heads for
+  // any group): its heads' rows of each cache block are read as one contiguous run
+  // (attention_decode_heads.h). 0: kv_head only.
+  int32_t kv_head_end = 0;
+  // Split along the sequence (a decode task over several KV heads only): this task computes
+  // segment `seg` (kAttentionSegmentBlocks cache blocks) and writes its partial softmax state to
+  // `partial` ([nq] max, [nq] sum, [nq, head_dim] numerator, nq = its query-heads) instead of out;
+  // KernelTable::attention_fold then folds the sequence's segments into out. nullptr: no split.
+  int32_t seg = 0;
+  float* partial = nullptr;
 };
 
 struct KernelTable {
@@ -158,6 +175,10 @@ struct KernelTable {
   void (*from_f32)(const float* src, int64_t n, void* dst, DType dtype) = nullptr;
   // One attention task; scratch: attention_scratch_floats(block_size, head_dim) floats.
   void (*attention)(const AttentionTask& t, float* scratch) = nullptr;
+  // Folds the nseg segment partials of a split decode task (t.partial: segment 0's) into t.out.
+  void (*attention_fold)(const AttentionTask& t, int32_t nseg) = nullptr;
+  // Whether a head_dim goes through the vector kernels a split decode task needs.
+  bool (*attention_splits)(int32_t head_dim) = nullptr;
   int64_t (*attention_scratch_floats)(int32_t block_size, int32_t head_dim) = nullptr;
 };
 

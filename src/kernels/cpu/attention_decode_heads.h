@@ -1,0 +1,161 @@
+#pragma once
+// Decode attention over several KV heads per task (included by attention_impl.h, in the ISA
+// namespace, after attention_fast).
+//
+// Why: one decode task of attention_fast reads one KV head's rows of each cache block: with the
+// head-major blocks ([block, kv head, slot, head_dim], backend.h) a 16-token bf16 block at
+// head_dim 128 gives a 4 KiB run for K and one for V, each in a block that lies anywhere in the
+// pool. On the AMD EPYC Zen 5 host such shuffled 4 KiB runs read at about half the rate of 32 KiB
+// runs even as a plain read loop (BM_RunReadBandwidth), so a long-context decode streams its
+// cache well below the bandwidth. A task over the KV heads [h0, h1) of one decode row reads each
+// block's rows of those heads as one run of (h1 - h0) · block_size · row_bytes bytes (and so for
+// V), and prefetches the next block's run while it works.
+//
+// Arithmetic: exactly attention_fast's row path, per query-head — the block's rows of one head
+// widened by widen_row, then row_path_block over the block's keys, blocks in order — so a query's
+// bits are the same in a multi-head task, a one-head task, alone or in a prefill chunk: only the
+// order in which the heads' independent computations interleave changes, and the heads share
+// nothing but the f32 block tile, rewritten per head.
+//
+// Split along the sequence (t.partial set): the task computes one segment (kAttnSegmentBlocks
+// cache blocks, t.seg) of its query-heads and leaves its (m, l, acc) in t.partial; once every
+// segment of the sequence is done, attention_fold folds them in segment order into out — the
+// same fold_segment calls, in the same order, as a task that walks all segments itself.
+//
+// Shapes: q, out [m, n_heads, HC·L]; the task's row t0 is its sequence's only query (position
+// context_len - 1, so it sees every key of every block); query-heads (h0 · group ..
+// h1 · group), at most kAttentionMaxQueries. A segment's partial: [nq] m, [nq] l, [nq, hd] acc
+// (attention_partial_floats).
+
+// How many cache blocks ahead a decode task prefetches (see the loop below). 4 measured up to 24 %
+// less CPU time than one burst a block ahead at 32K, 2 in between (docs/status.md, issue 31).
+constexpr int32_t kDecodePrefetchBlocks = 4;
+
+template <int HC>
+inline void attention_decode_heads(const AttentionTask& t, float* scratch) {
+  constexpr int L = kLanes;
+  constexpr int32_t hd = HC * L;
+  constexpr int kMaxQ = kAttentionMaxQueries + kLanes;
+  const KvCacheLayer& c = *t.cache;
+  const AttentionBatch& b = *t.batch;
+  const int32_t bs = c.block_size;
+  const int32_t group = t.n_heads / c.n_kv_heads;
+  const int32_t h0 = t.kv_head, nh = t.kv_head_end - t.kv_head;
+  const int32_t nq = nh * group;
+  PYPTO_ASSERT(t.t1 == t.t0 + 1 && b.query_start[t.seq + 1] - b.query_start[t.seq] == 1 && nq <= kAttentionMaxQueries,
+               "decode-heads task: rows [", t.t0, ", ", t.t1, ") group ", group, " heads ", nh);
+  const int32_t ctx = b.context_len[t.seq];
+  const int32_t* table = b.block_tables + static_cast<int64_t>(t.seq) * b.max_blocks_per_seq;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+
+  float* kf = scratch;                     // [round_lanes(bs), hd]  one head's keys of the block, f32
+  float* vfb = kf + round_lanes(bs) * hd;  // [round_lanes(bs), hd]  its values
+  float* run_max = vfb + round_lanes(bs) * hd;  // [kMaxQ]
+  float* run_sum = run_max + kMaxQ;              // [kMaxQ]
+  float* p = run_sum + kMaxQ;                    // [L]
+  float* tot_max = p + L;                        // [kMaxQ]  folded segments (fold_segment)
+  float* tot_sum = tot_max + kMaxQ;              // [kMaxQ]
+  float* tot_acc = tot_sum + kMaxQ;              // [nq, hd]
+
+  // Query-head qi = (KV head - h0) · group + head within the group.
+  const float* q = t.q + (static_cast<int64_t>(t.t0) * t.n_heads + h0 * group) * hd;  // [nq, hd]
+  float* out = t.out + (static_cast<int64_t>(t.t0) * t.n_heads + h0 * group) * hd;  // [nq, hd]
+  const bool split = t.partial != nullptr;
+  if (split) out = t.partial + 2 * nq;  // the segment's acc goes to its partial, not to out
+  for (int32_t qi = 0; qi < nq; ++qi) {
+    run_max[qi] = tot_max[qi] = -INFINITY;
+    run_sum[qi] = tot_sum[qi] = 0.0f;
+    for (int ch = 0; ch < HC; ++ch) {
+      vstore(out + qi * hd + ch * L, vzero());
+      vstore(tot_acc + qi * hd + ch * L, vzero());
+    }
+  }
+  // Prefetch (a hint: no value changes). Block bi + kDecodePrefetchBlocks is fetched into L2
+  // while block bi is computed, its lines issued a slice at a time before each query-head's work
+  // on each head (nh · group slices): issued in one burst at the block's start, the prefetches
+  // fill the core's miss queue and the core waits on them before computing, so memory time and
+  // arithmetic add up instead of overlapping (the hybrids' 8 query-heads per KV head make the
+  // arithmetic per byte as long as the transfer). Slice u of `slices` covers lines
+  // [u · n / slices, (u + 1) · n / slices) of the heads' K run, the same of the V run, and the
+  // 8-bit row scales with the first slice.
+  const int64_t esize = c.dtype == DType::F32 ? 4 : (c.dtype == DType::BF16 ? 2 : 1);
+  const int64_t run_lines = (static_cast<int64_t>(nh) * bs * hd * esize + 63) / 64;  // [nh, bs, hd]
+  const int32_t slices = nh * group;
+  auto prefetch_slice = [&](int64_t blk, int32_t u) __attribute__((always_inline)) {
+    const char* kr = static_cast<const char*>(c.k) + c.row(blk, h0, 0) * esize;
+    const char* vr = static_cast<const char*>(c.v) + c.row(blk, h0, 0) * esize;
+    for (int64_t e = u * run_lines / slices; e < (u + 1) * run_lines / slices; ++e) {
+      _mm_prefetch(kr + e * 64, _MM_HINT_T1);  // into L2, as attention_fast (T0 measured no faster)
+      _mm_prefetch(vr + e * 64, _MM_HINT_T1);
+    }
+    if (c.k_scale && u == 0) {  // 8-bit: the rows' scales, [nh, bs] f32 each
+      for (int64_t e = 0; e < static_cast<int64_t>(nh) * bs; e += 16) {
+        _mm_prefetch(reinterpret_cast<const char*>(c.k_scale + c.scale_index(blk, h0, 0) + e), _MM_HINT_T1);
+        _mm_prefetch(reinterpret_cast<const char*>(c.v_scale + c.scale_index(blk, h0, 0) + e), _MM_HINT_T1);
+      }
+    }
+  };
+
+  // Blocks [b_begin, b_end): all of the sequence's, or one segment's.
+  const int32_t nblocks = (ctx + bs - 1) / bs;
+  const int32_t b_begin = split ? t.seg * kAttnSegmentBlocks : 0;
+  const int32_t b_end = split && (t.seg + 1) * kAttnSegmentBlocks < nblocks ? (t.seg + 1) * kAttnSegmentBlocks : nblocks;
+  PYPTO_ASSERT(b_begin < b_end, "decode segment ", t.seg, " of a context of ", ctx);
+  for (int32_t bi = b_begin; bi < b_begin + kDecodePrefetchBlocks && bi < b_end; ++bi)
+    for (int32_t u = 0; u < slices; ++u) prefetch_slice(table[bi], u);
+  for (int32_t bi = b_begin; bi < b_end; ++bi) {
+    const int32_t kb0 = bi * bs, nrows = ctx - kb0 < bs ? ctx - kb0 : bs;
+    const int64_t block = table[bi];
+    if (bi > b_begin && bi % kAttnSegmentBlocks == 0)  // a new segment (never within a split task)
+      for (int32_t qi = 0; qi < nq; ++qi)
+        next_segment(tot_max[qi], tot_sum[qi], tot_acc + qi * hd, run_max[qi], run_sum[qi], out + qi * hd, hd);
+    const bool ahead = bi + kDecodePrefetchBlocks < b_end;
+    const int64_t next_block = ahead ? table[bi + kDecodePrefetchBlocks] : 0;
+    for (int32_t hh = 0; hh < nh; ++hh) {
+      for (int32_t j = 0; j < nrows; ++j) widen_row<HC>(c, block, h0 + hh, j, kf + j * hd, vfb + j * hd);
+      // Key rows past the block's end up to a whole group: zeros (masked in the softmax anyway).
+      for (int32_t j = nrows; j < round_lanes(nrows); ++j)
+        for (int ch = 0; ch < HC; ++ch) vstore(kf + j * hd + ch * L, vzero());
+      for (int32_t gi = 0; gi < group; ++gi) {
+        const int32_t qi = hh * group + gi;
+        if (ahead) prefetch_slice(next_block, qi);
+        row_path_block<HC>(q + qi * hd, out + qi * hd, kf, vfb, nrows, scale, run_max[qi], run_sum[qi], p);
+      }
+    }
+  }
+
+  if (split) {
+    for (int32_t qi = 0; qi < nq; ++qi) {
+      t.partial[qi] = run_max[qi];
+      t.partial[nq + qi] = run_sum[qi];
+    }
+    return;
+  }
+  for (int32_t qi = 0; qi < nq; ++qi)
+    finish_query(tot_max[qi], tot_sum[qi], tot_acc + qi * hd, run_max[qi], run_sum[qi], out + qi * hd, hd);
+}
+
+// The segments 0 .. nseg - 1 of a split decode task (t.partial: the first segment's partial, the
+// others following, attention_partial_floats apart) folded in order into out: the arithmetic of
+// the fold_segment / finish_query calls of an unsplit task.
+inline void attention_fold(const AttentionTask& t, int32_t nseg) {
+  const KvCacheLayer& c = *t.cache;
+  const int32_t hd = c.head_dim, group = t.n_heads / c.n_kv_heads;
+  const int32_t nq = (t.kv_head_end - t.kv_head) * group;
+  const int64_t stride = static_cast<int64_t>(nq) * (hd + 2);
+  float* out = t.out + (static_cast<int64_t>(t.t0) * t.n_heads + t.kv_head * group) * hd;  // [nq, hd]
+  for (int32_t qi = 0; qi < nq; ++qi) {
+    float* o = out + static_cast<int64_t>(qi) * hd;  // A, the total, in place
+    for (int32_t e = 0; e < hd; e += kLanes) vstore_n(o + e, vzero(), hd - e < kLanes ? hd - e : kLanes);
+    float M = -INFINITY, Ls = 0.0f;
+    for (int32_t sg = 0; sg < nseg; ++sg) {
+      const float* part = t.partial + sg * stride;
+      fold_segment(M, Ls, o, part[qi], part[nq + qi], part + 2 * nq + static_cast<int64_t>(qi) * hd, hd);
+    }
+    const vf inv = vset1(1.0f / Ls);
+    for (int32_t e = 0; e < hd; e += kLanes) {
+      const int n = hd - e < kLanes ? hd - e : kLanes;
+      vstore_n(o + e, vmul(vload_n(o + e, n), inv), n);
+    }
+  }
+}
