@@ -82,12 +82,15 @@ def as_f32(dtype, shape, raw):
     return np.ascontiguousarray(data.astype(np.float32)).reshape(shape)
 
 
-def parse_args(description):
-    """--model, --out and --gguf-py; returns (args, the gguf module from --gguf-py or the path)."""
+def parse_args(description, extra=None):
+    """--model, --out and --gguf-py (and the options `extra(parser)` adds); returns (args, the gguf
+    module from --gguf-py or the path)."""
     ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--model", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--gguf-py", help="llama.cpp's gguf-py folder (else gguf must be importable)")
+    if extra:
+        extra(ap)
     a = ap.parse_args()
     if a.gguf_py:
         sys.path.insert(0, a.gguf_py)
