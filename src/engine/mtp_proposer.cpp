@@ -217,7 +217,7 @@ void MtpProposer::observe(const SchedulerOutput& so, const ForwardBatch& batch, 
       st.base = start;
       st.own_first = size_t((start + block_size_ - 1) / block_size_);
       st.tagged = st.own_first;
-      if (s.is_new && context_needed_) restore(st, s);
+      if (s.is_new && context_needed_ && restore_on_hit_) restore(st, s);
     }
     // Rows past start - 2 may hold rejected drafts, so row start - 1 is recomputed with x_start,
     // unless prepare() just computed it from the verified token (then rows < start are verified).

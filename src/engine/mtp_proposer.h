@@ -105,6 +105,9 @@ class MtpProposer final : public DraftProposer {
     int64_t hits = 0, restored = 0, restored_rows = 0;
   };
   const ContextStats& context_stats() const { return context_stats_; }
+  // False: a request admitted with a prefix-cache hit starts its MTP context at the hit, as before
+  // the context was shared (bench_mtp_prefix compares the two); set before any request.
+  void set_restore_on_hit(bool restore) { restore_on_hit_ = restore; }
   // The first target position of request `req_id`'s MTP context (its base), -1: no context.
   int64_t context_start(const std::string& req_id) const;
 
@@ -163,6 +166,7 @@ class MtpProposer final : public DraftProposer {
   std::vector<float> rows_hidden_, logits_, out_;  // per pass: [T, H] input, [T, V], [T, H]
   bool warned_short_ = false;
   bool context_needed_ = true;
+  bool restore_on_hit_ = true;
 };
 
 }  // namespace pypto
