@@ -200,10 +200,14 @@ void MtpProposer::observe(const SchedulerOutput& so, const ForwardBatch& batch, 
       it = states_.end();
     }
     State& st = it != states_.end() ? it->second : states_[s.req_id];
-    // The target's block table as this step used it: the blocks covering positions [0, start + n).
-    const int32_t* row = batch.block_tables.data() + int64_t(i) * batch.max_blocks_per_seq;
-    const int64_t nb = std::min<int64_t>(batch.max_blocks_per_seq, (start + n + block_size_ - 1) / block_size_);
-    st.table.assign(row, row + nb);
+    // The request's target block table as the scheduler allocated it (the batch's may be shifted
+    // by an executor that places several engines' blocks in one pool: --pp-virtual-engines).
+    if (s.is_new) st.table = s.block_ids;
+    else st.table.insert(st.table.end(), s.block_ids.begin(), s.block_ids.end());
+    if (int64_t(st.table.size()) * block_size_ < start + n) {  // a step this proposer never saw
+      states_.erase(s.req_id);  // no table to write into: the request drafts no more (a fresh admission would)
+      continue;
+    }
     // Blocks allocated this step hold nothing of anyone's MTP context any more.
     const size_t fresh_from = s.is_new ? size_t(start / block_size_) : 0;
     for (size_t j = fresh_from; j < s.block_ids.size(); ++j)
@@ -272,7 +276,9 @@ void MtpProposer::observe(const SchedulerOutput& so, const ForwardBatch& batch, 
   // Keep each request's rows for the next step (its last row, or the last accepted one).
   for (size_t i = 0; i < so.scheduled.size(); ++i) {
     const ScheduledRequest& s = so.scheduled[i];
-    State& st = states_.at(s.req_id);
+    auto found = states_.find(s.req_id);
+    if (found == states_.end()) continue;
+    State& st = found->second;
     const int64_t q0 = batch.query_start[i], n = batch.query_start[i + 1] - q0;
     st.hidden.assign(hidden + q0 * H_, hidden + (q0 + n) * H_);
     st.hidden_start = s.num_computed_tokens;
