@@ -8,4 +8,6 @@ void DraftProposer::propose_for(const Request& req, int32_t k, std::vector<int32
   propose(req.all_token_ids, k, out);
 }
 
+void DraftProposer::finish(const Request& req) { forget(req.request_id); }
+
 }  // namespace pypto

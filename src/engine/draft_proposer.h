@@ -54,6 +54,14 @@ class DraftProposer {
   virtual void prefill(std::span<const Chunk> chunks) { (void)chunks; }
   virtual void propose_for(const Request& req, int32_t k, std::vector<int32_t>& out);
   virtual void forget(const std::string& req_id) { (void)req_id; }
+  // The request finished or is preempted now (its num_computed_tokens still those the target
+  // verified): a drafter whose context is shared through the prefix cache (MTP) publishes what of
+  // it is final, then forgets the request.
+  virtual void finish(const Request& req);
+  // Once, before any request: the target's KV pool has `num_blocks` blocks (ids [0, num_blocks)).
+  // A drafter whose KV lives beside the target's, in the same block ids (MTP), learns which ids of
+  // its own pool are its private lookahead blocks.
+  virtual void set_target_kv_blocks(int64_t num_blocks) { (void)num_blocks; }
   // Set before each step's prepare(): whether the drafter should keep its per-request context up
   // to date during this step (engine/spec_cost_model.h: false while speculation does not pay and
   // no probe is near). A drafter that skips its work then restarts or catches up its context

@@ -215,4 +215,6 @@ void EngineLoop::loop_body() {
   }
 }
 
+DraftProposer* EngineLoop::drafter() const { return engine_->scheduler().drafter(); }
+
 }  // namespace pypto

@@ -86,6 +86,8 @@ class EngineLoop {
   bool is_alive() const;
   int64_t num_pending_tokens() const;
   EngineLoopStats stats() const;
+  // The engine's drafter (null: none), for settings made before the first request (benchmarks).
+  DraftProposer* drafter() const;
 
  private:
   void run();

@@ -21,7 +21,9 @@ MtpProposer::MtpProposer(std::vector<Rank> ranks, Fanout fanout, int64_t num_blo
     : H_(ranks.at(0).target->config.hidden_size),
       V_(ranks.at(0).target->config.vocab_size),
       fanout_(std::move(fanout)),
-      block_size_(block_size) {
+      block_size_(block_size),
+      num_blocks_(num_blocks) {
+  set_target_kv_blocks(num_blocks);  // until the scheduler says: no private blocks
   PYPTO_ASSERT(num_blocks > 0 && num_blocks < (int64_t(1) << 31), "MTP KV blocks: ", num_blocks);
   PYPTO_ASSERT(ranks.size() == 1 || fanout_, "a tensor-parallel MTP head needs its ranks' fan-out");
   for (const Rank& r : ranks) {
@@ -30,44 +32,117 @@ MtpProposer::MtpProposer(std::vector<Rank> ranks, Fanout fanout, int64_t num_blo
     heads_.push_back(std::make_unique<MtpHead>(*r.target, r.embed ? *r.embed : *r.target, *r.backend, r.comm));
     caches_.push_back(std::make_unique<KvCache>(heads_.back()->kv_cache_spec(num_blocks, block_size, kv_dtype)));
   }
-  free_.reserve(size_t(num_blocks));
-  for (int64_t b = num_blocks - 1; b >= 0; --b) free_.push_back(int32_t(b));  // lowest ids first out
 }
 
 MtpProposer::MtpProposer(const ModelConfig& config, RemotePass pass, int64_t num_blocks, int32_t block_size)
-    : H_(config.hidden_size), V_(config.vocab_size), remote_(std::move(pass)), block_size_(block_size) {
+    : H_(config.hidden_size),
+      V_(config.vocab_size),
+      remote_(std::move(pass)),
+      block_size_(block_size),
+      num_blocks_(num_blocks) {
   PYPTO_ASSERT(num_blocks > 0 && num_blocks < (int64_t(1) << 31), "MTP KV blocks: ", num_blocks);
   PYPTO_ASSERT(remote_, "a remote MTP head needs its pass");
-  free_.reserve(size_t(num_blocks));
-  for (int64_t b = num_blocks - 1; b >= 0; --b) free_.push_back(int32_t(b));  // lowest ids first out
+  set_target_kv_blocks(num_blocks);
 }
 
 void MtpProposer::propose(std::span<const int32_t>, int32_t, std::vector<int32_t>& out) const {
   out.clear();  // unreachable through the scheduler, which calls propose_for()
 }
 
-bool MtpProposer::reserve(State& st, int64_t positions) {
-  const size_t need = size_t((positions + block_size_ - 1) / block_size_);
-  if (need <= st.blocks.size()) return true;
-  if (need - st.blocks.size() > free_.size()) {
+void MtpProposer::set_target_kv_blocks(int64_t num_blocks) {
+  PYPTO_ASSERT(num_blocks > 0 && num_blocks <= num_blocks_ && states_.empty(), "the target's ", num_blocks,
+               " KV blocks in an MTP pool of ", num_blocks_, ", set before any request");
+  target_blocks_ = num_blocks;
+  free_.clear();
+  for (int64_t b = num_blocks_ - 1; b >= num_blocks; --b) free_.push_back(int32_t(b));  // lowest ids first out
+  tag_.assign(size_t(num_blocks), -1);
+  last_written_.assign(size_t(num_blocks), -1);
+  first_token_.assign(size_t(num_blocks), -1);
+}
+
+int32_t MtpProposer::row_block(const State& st, int64_t t) const {
+  // MTP position m = t - base lives in block table entry base / bs + m / bs: for base 0 the
+  // target's block of t; after a restart an entry at or before it (never a tagged or hit block:
+  // a restart happens past every verified row).
+  const size_t e = size_t(st.base / block_size_ + (t - st.base) / block_size_);
+  PYPTO_ASSERT(e < st.table.size(), "MTP row ", t, " outside its block table");
+  return st.table[e];
+}
+
+void MtpProposer::wrote_row(const State& st, int64_t t, int32_t next_token) {
+  const int32_t b = row_block(st, t);
+  if (b >= target_blocks_) return;  // private lookahead
+  PYPTO_ASSERT(tag_[size_t(b)] < 0, "MTP row ", t, " written into shared block ", b);
+  if (st.base == 0 && (t + 1) % block_size_ == 0) last_written_[size_t(b)] = next_token;
+}
+
+bool MtpProposer::lookahead(State& st, int64_t last, std::vector<int32_t>& taken) {
+  const size_t need = size_t(st.base / block_size_ + (last - st.base) / block_size_ + 1);
+  if (need <= st.table.size()) return true;
+  if (need - st.table.size() > free_.size()) {
     if (!warned_short_)
-      log_warn("speculative decoding: the MTP head's KV pool (", free_.size(), " free blocks) is short; requests ",
-               "decode without drafts until blocks free up (logged once)");
+      log_warn("speculative decoding: the MTP head's private lookahead blocks (", free_.size(), " free) are short; ",
+               "requests decode without drafts until blocks free up (logged once)");
     warned_short_ = true;
     return false;
   }
-  while (st.blocks.size() < need) {
-    st.blocks.push_back(free_.back());
+  while (st.table.size() < need) {
+    st.table.push_back(free_.back());
+    taken.push_back(free_.back());
     free_.pop_back();
   }
   return true;
 }
 
-void MtpProposer::forget(const std::string& req_id) {
+void MtpProposer::restore(State& st, const ScheduledRequest& s) {
+  const int64_t start = s.num_computed_tokens;
+  if (start <= 0 || start % block_size_ != 0 || s.token_ids.empty()) return;
+  ++context_stats_.hits;
+  const size_t kh = size_t(start / block_size_);
+  if (st.table.size() < kh) return;
+  for (size_t j = 0; j < kh; ++j) {
+    const int32_t b = st.table[j], nb = j + 1 < kh ? st.table[j + 1] : -1;
+    if (b >= target_blocks_ || (nb >= target_blocks_)) return;
+    const int32_t next = nb >= 0 ? first_token_[size_t(nb)] : s.token_ids[0];  // x_{(j+1) bs}
+    if (tag_[size_t(b)] < 0 || tag_[size_t(b)] != next) return;
+  }
+  st.base = 0;
+  st.valid = start;
+  st.prepared = start;  // rows < start are verified: the first step computes rows from start on
+  st.tagged = kh;
+  ++context_stats_.restored;
+  context_stats_.restored_rows += start;
+}
+
+void MtpProposer::tag(State& st) {
+  if (st.base != 0) return;
+  while (st.tagged < st.table.size() && int64_t(st.tagged + 1) * block_size_ <= st.valid) {
+    const int32_t b = st.table[st.tagged];
+    if (st.tagged >= st.own_first && b < target_blocks_) tag_[size_t(b)] = last_written_[size_t(b)];
+    ++st.tagged;
+  }
+}
+
+void MtpProposer::forget(const std::string& req_id) { states_.erase(req_id); }
+
+void MtpProposer::finish(const Request& req) {
+  auto it = states_.find(req.request_id);
+  if (it != states_.end()) {
+    State& st = it->second;
+    // Rows < num_computed - 1 pair verified tokens; row num_computed - 1 waits for a token the
+    // target never computed (or held a rejected draft).
+    if (st.prepared != req.num_computed_tokens)
+      st.valid = std::clamp<int64_t>(st.valid, 0, std::max<int64_t>(0, req.num_computed_tokens - 1 - st.base));
+    else
+      st.valid = std::clamp<int64_t>(st.valid, 0, std::max<int64_t>(0, req.num_computed_tokens - st.base));
+    tag(st);
+  }
+  forget(req.request_id);
+}
+
+int64_t MtpProposer::context_start(const std::string& req_id) const {
   auto it = states_.find(req_id);
-  if (it == states_.end()) return;
-  free_.insert(free_.end(), it->second.blocks.rbegin(), it->second.blocks.rend());
-  states_.erase(it);
+  return it == states_.end() ? -1 : it->second.base;
 }
 
 // As DraftModelProposer chooses: the request's history as the target's row j will see it
@@ -125,12 +200,35 @@ void MtpProposer::observe(const SchedulerOutput& so, const ForwardBatch& batch, 
       it = states_.end();
     }
     State& st = it != states_.end() ? it->second : states_[s.req_id];
-    if (it == states_.end()) st.base = start;
+    // The request's target block table as the scheduler allocated it (the batch's may be shifted
+    // by an executor that places several engines' blocks in one pool: --pp-virtual-engines).
+    if (s.is_new) st.table = s.block_ids;
+    else st.table.insert(st.table.end(), s.block_ids.begin(), s.block_ids.end());
+    if (int64_t(st.table.size()) * block_size_ < start + n) {  // a step this proposer never saw
+      states_.erase(s.req_id);  // no table to write into: the request drafts no more (a fresh admission would)
+      continue;
+    }
+    // Blocks allocated this step hold nothing of anyone's MTP context any more.
+    const size_t fresh_from = s.is_new ? size_t(start / block_size_) : 0;
+    for (size_t j = fresh_from; j < s.block_ids.size(); ++j)
+      if (const int32_t b = s.block_ids[j]; b >= 0 && b < target_blocks_)
+        tag_[size_t(b)] = last_written_[size_t(b)] = first_token_[size_t(b)] = -1;
+    for (int64_t q = start; q < start + n; ++q)
+      if (q % block_size_ == 0 && size_t(q / block_size_) < st.table.size())
+        if (const int32_t b = st.table[size_t(q / block_size_)]; b < target_blocks_)
+          first_token_[size_t(b)] = s.token_ids[size_t(q - start)];  // a draft's is replaced once verified
+    if (it == states_.end()) {
+      st.base = start;
+      st.own_first = size_t((start + block_size_ - 1) / block_size_);
+      st.tagged = st.own_first;
+      if (s.is_new && context_needed_ && restore_on_hit_) restore(st, s);
+    }
     // Rows past start - 2 may hold rejected drafts, so row start - 1 is recomputed with x_start,
     // unless prepare() just computed it from the verified token (then rows < start are verified).
     const int64_t verified_rows = st.prepared == start ? start - st.base : start - 1 - st.base;
     st.prepared = -1;
     st.valid = std::clamp<int64_t>(st.valid, 0, std::max<int64_t>(0, verified_rows));
+    tag(st);
     int64_t first = st.base + st.valid;
     const bool have_prev = st.hidden_start >= 0 && st.hidden_start <= start - 1 &&
                            start - 1 < st.hidden_start + int64_t(st.hidden.size()) / H_;
@@ -143,13 +241,10 @@ void MtpProposer::observe(const SchedulerOutput& so, const ForwardBatch& batch, 
     const int64_t end = start + n - 1;  // row t needs x_{t+1}: the step's tokens reach start + n - 1
     if (!context_needed_ && s.num_draft_tokens == 0) {
       st.valid = 0;  // speculation is off this step: no MTP rows; the context restarts later
-      st.base = end;
-    } else if (end > first && reserve(st, end - st.base)) {
-      plan.push_back({&st, i, first, end});
-      max_blocks = std::max(max_blocks, int32_t(st.blocks.size()));
+      st.base = std::max(end, first);
     } else if (end > first) {
-      st.valid = 0;  // no room: this request's MTP context restarts later
-      st.base = end;
+      plan.push_back({&st, i, first, end});
+      max_blocks = std::max(max_blocks, int32_t(st.table.size()));
     }
   }
   batch_.max_blocks_per_seq = max_blocks;
@@ -161,12 +256,14 @@ void MtpProposer::observe(const SchedulerOutput& so, const ForwardBatch& batch, 
     ids.clear();
     for (int64_t t = r.first; t < r.end; ++t) {
       ids.push_back(s.token_ids[size_t(t + 1 - start)]);  // x_{t+1}
+      wrote_row(*r.st, t, ids.back());
       const float* h = t >= start ? hidden + (q0 + t - start) * H_
                                   : r.st->hidden.data() + (t - r.st->hidden_start) * H_;  // h_{start-1}: kept
       rows_hidden_.insert(rows_hidden_.end(), h, h + H_);
     }
-    batch_.add_sequence(ids.data(), int32_t(ids.size()), int32_t(r.first - r.st->base), r.st->blocks.data(),
-                        int32_t(r.st->blocks.size()), block_size_, ForwardBatch::Logits::None);
+    const size_t off = size_t(r.st->base / block_size_);
+    batch_.add_sequence(ids.data(), int32_t(ids.size()), int32_t(r.first - r.st->base), r.st->table.data() + off,
+                        int32_t(r.st->table.size() - off), block_size_, ForwardBatch::Logits::None);
     advanced.push_back({r.st, r.end - r.st->base});
   }
   try {
@@ -179,7 +276,9 @@ void MtpProposer::observe(const SchedulerOutput& so, const ForwardBatch& batch, 
   // Keep each request's rows for the next step (its last row, or the last accepted one).
   for (size_t i = 0; i < so.scheduled.size(); ++i) {
     const ScheduledRequest& s = so.scheduled[i];
-    State& st = states_.at(s.req_id);
+    auto found = states_.find(s.req_id);
+    if (found == states_.end()) continue;
+    State& st = found->second;
     const int64_t q0 = batch.query_start[i], n = batch.query_start[i + 1] - q0;
     st.hidden.assign(hidden + q0 * H_, hidden + (q0 + n) * H_);
     st.hidden_start = s.num_computed_tokens;
@@ -199,6 +298,13 @@ void MtpProposer::prepare(std::span<const Query> queries) {
   };
   std::vector<Job> jobs;
   int32_t max_blocks = 1, max_k = 0;
+  // Private lookahead blocks lent for this prepare(), and each table's target entries to cut back to.
+  std::vector<int32_t> taken;
+  std::vector<std::pair<State*, size_t>> target_entries;
+  auto give_back = [&] {
+    for (auto& [st, n] : target_entries) st->table.resize(n);
+    free_.insert(free_.end(), taken.rbegin(), taken.rend());
+  };
   for (const Query& q : queries) {
     if (q.k <= 0) continue;
     const Request& r = *q.request;
@@ -215,12 +321,16 @@ void MtpProposer::prepare(std::span<const Query> queries) {
       st.base = p - 1;
       st.valid = 0;
     }
-    if (!reserve(st, p - 1 - st.base + q.k)) continue;
+    target_entries.push_back({&st, st.table.size()});
+    if (!lookahead(st, p - 2 + q.k, taken)) continue;
     jobs.push_back({&r, &st, q.k, p});
-    max_blocks = std::max(max_blocks, int32_t(st.blocks.size()));
+    max_blocks = std::max(max_blocks, int32_t(st.table.size() - size_t(st.base / block_size_)));
     max_k = std::max(max_k, q.k);
   }
-  if (jobs.empty()) return;
+  if (jobs.empty()) {
+    give_back();
+    return;
+  }
   const size_t V = size_t(V_);
   try {
     for (int32_t d = 0; d < max_k; ++d) {
@@ -235,8 +345,10 @@ void MtpProposer::prepare(std::span<const Query> queries) {
         const int32_t tok = d == 0 ? j.req->all_token_ids[size_t(j.p)] : st.drafts[size_t(d - 1)];
         const float* h = d == 0 ? st.hidden.data() + (j.p - 1 - st.hidden_start) * H_ : st.out.data();
         rows_hidden_.insert(rows_hidden_.end(), h, h + H_);
-        batch_.add_sequence(&tok, 1, int32_t(j.p - 1 - st.base + d), st.blocks.data(), int32_t(st.blocks.size()),
-                            block_size_, ForwardBatch::Logits::Last);
+        wrote_row(st, j.p - 1 + d, tok);
+        const size_t off = size_t(st.base / block_size_);
+        batch_.add_sequence(&tok, 1, int32_t(j.p - 1 - st.base + d), st.table.data() + off,
+                            int32_t(st.table.size() - off), block_size_, ForwardBatch::Logits::Last);
         rows.push_back(&j);
       }
       run(rows_hidden_);
@@ -245,6 +357,7 @@ void MtpProposer::prepare(std::span<const Query> queries) {
         if (d == 0) {  // row p - 1 is verified: (h_{p-1}, x_p)
           st.valid = rows[r]->p - st.base;
           st.prepared = rows[r]->p;
+          tag(st);
         }
         st.out.assign(out_.begin() + int64_t(r) * H_, out_.begin() + int64_t(r + 1) * H_);
         st.drafts.push_back(choose(*rows[r]->req, st, std::span<float>(logits_.data() + r * V, V)));
@@ -253,12 +366,15 @@ void MtpProposer::prepare(std::span<const Query> queries) {
   } catch (...) {
     for (const Job& j : jobs) {  // which KV got written is unknown: these contexts restart
       j.st->valid = 0;
-      j.st->base = j.p - 1;
+      j.st->base = j.p;  // past row p - 1, which may be verified (and its block tagged) already
+      j.st->prepared = -1;
       j.st->drafts.clear();
       j.st->dist = {};
     }
+    give_back();
     throw;
   }
+  give_back();
 }
 
 void MtpProposer::propose_for(const Request& req, int32_t k, std::vector<int32_t>& out) {

@@ -4,9 +4,11 @@
 // target's final normed hidden states, one MTP layer reused for each of the k draft positions.
 //
 // Data flow. The MTP row at position t pairs the target's hidden state h_t with token x_{t+1}
-// and lives in the MTP's own paged KV cache (its own blocks; position t - base, where base is the
-// first position the MTP saw of the request: a prefix-cache hit or a resumed request starts its
-// MTP context there, so drafts for it attend to less context, never to anything wrong).
+// and lives in the MTP's paged KV cache, which is indexed by the target's block ids: row t sits in
+// the target block holding position t, at its slot t % block_size (one more layer of the target's
+// KV blocks; the pool's ids past the target's are private lookahead blocks for draft rows beyond
+// the request's target blocks). A request's MTP context covers rows [base, base + valid); base is
+// 0 unless the context had to restart (see below), and MTP positions are t - base.
 //  - observe() (MtpExecutor, after every target step): the step's hidden rows h_t for positions
 //    [s, s + n) of each request. Rows t in [s - 1, s + n - 1) whose x_{t+1} the step holds are
 //    computed right away (prompt chunks and verify rows alike); the n hidden rows are kept until
@@ -17,6 +19,20 @@
 //    computed from h_{p-1} and x_p and gives draft 1; draft j + 1 comes from the row pairing the
 //    previous MTP row's output (RMSNorm1p(m; mtp.norm), what its lm_head read) with draft j at the
 //    next position. Requests are batched in each pass: k batched MTP forwards per step.
+// Prefix caching (the MTP context survives a prefix-cache hit). Once every row of a target block
+// is verified (rows of rejected drafts rolled back and recomputed) in a context with base 0, the
+// block is tagged with the token x_{t+1} its last row paired with: rows at slots 0 .. bs - 2 are
+// a function of the block's hash chain alone, the last one also of the next block's first token.
+// A request admitted with a hit of h tokens (h = kh * bs) restores rows [0, h) as its context
+// (base 0) when each hit block j is tagged with the request's own token at (j + 1) * bs (for
+// j < kh - 1 the first token of hit block j + 1, recorded when it was scheduled; for the last,
+// the request's token at h): then it drafts as it would have on a cold run, attending to the whole
+// prefix, and it never writes a hit block (its rows start at h). Otherwise its context starts at
+// the hit, as the target's rows do. A hybrid resumes only at a GDN state snapshot (the hit ends
+// there), so the MTP context resumes at the same place or earlier. A context restarts (base > 0,
+// rows at MTP positions t - base in the request's own blocks, never tagged) after a gap the kept
+// hidden rows cannot fill: speculation off for a stretch under the cost model, a failed pass.
+// finish() tags what a finished or preempted request verified last (rows < num_computed - 1).
 // Drafts are chosen as DraftModelProposer chooses (greedy: argmax; sampled: a draw from the
 // processed distribution q, kept for rejection sampling).
 //
@@ -47,7 +63,8 @@ class MtpProposer final : public DraftProposer {
  public:
   // `target` (staged with its MTP head, one rank) and `backend` (the target's: the MTP runs on
   // the engine thread between and inside the target's steps) must outlive the proposer.
-  // num_blocks of block_size tokens: the MTP layer's KV pool.
+  // num_blocks of block_size tokens: the MTP layer's KV pool, at least the target's blocks (the
+  // same ids, set_target_kv_blocks()) plus the private lookahead blocks of the draft rows.
   MtpProposer(const Qwen3Weights& target, Backend& backend, int64_t num_blocks, int32_t block_size, DType kv_dtype);
 
   // Tensor parallel: rank r's slice (its last pipeline stage's), backend and communicator; under
@@ -79,6 +96,20 @@ class MtpProposer final : public DraftProposer {
   // False: observe() keeps the step's hidden rows but computes no MTP rows (speculation is off:
   // a plain step then costs what it costs without MTP); the contexts restart at the next rows.
   void set_context_needed(bool needed) override { context_needed_ = needed; }
+  void finish(const Request& req) override;
+  void set_target_kv_blocks(int64_t num_blocks) override;
+
+  // Prefix-cache hits seen by the MTP context (admitted or resumed requests with a hit), how many
+  // of them restored it (base 0 rather than the hit), and the rows restored.
+  struct ContextStats {
+    int64_t hits = 0, restored = 0, restored_rows = 0;
+  };
+  const ContextStats& context_stats() const { return context_stats_; }
+  // False: a request admitted with a prefix-cache hit starts its MTP context at the hit, as before
+  // the context was shared (bench_mtp_prefix compares the two); set before any request.
+  void set_restore_on_hit(bool restore) { restore_on_hit_ = restore; }
+  // The first target position of request `req_id`'s MTP context (its base), -1: no context.
+  int64_t context_start(const std::string& req_id) const;
 
   // After the target's step `so` (its batch `batch`): hidden [batch.num_tokens(), H], the final
   // normed hidden state of every row.
@@ -88,21 +119,31 @@ class MtpProposer final : public DraftProposer {
   int tp_size() const { return int(heads_.size()); }
   // Parts the proposer keeps alive (the loader's weights and backend).
   void keep_alive(std::vector<std::shared_ptr<const void>> parts) { parts_ = std::move(parts); }
-  int64_t free_blocks() const { return int64_t(free_.size()); }
+  int64_t free_blocks() const { return int64_t(free_.size()); }  // private lookahead blocks
 
  private:
   struct State {
     int64_t base = 0;               // target position of MTP position 0
     int64_t valid = 0;              // MTP rows [0, valid) hold verified (h_t, x_{t+1}) pairs
     int64_t prepared = -1;          // prepare() computed row p - 1 from the verified x_p (p), this step
-    std::vector<int32_t> blocks;    // MTP KV blocks, in position order
+    std::vector<int32_t> table;     // the target's block table (last observed), + lookahead in prepare()
+    size_t own_first = 0;           // first block index this request computed (the hit's end)
+    size_t tagged = 0;              // blocks below are tagged or hit (tag())
     int64_t hidden_start = -1;      // target position of hidden row 0 (-1: none)
     std::vector<float> hidden;      // [rows, H] the last step's hidden rows
     std::vector<int32_t> drafts;    // this step's proposal
     std::vector<float> out;         // [H] the last MTP row's output (fed to the next pass)
     DraftDistribution dist;         // sampled requests: q of each draft
   };
-  bool reserve(State& st, int64_t positions);
+  // Appends private lookahead blocks so st.table covers MTP rows up to target position `last`.
+  bool lookahead(State& st, int64_t last, std::vector<int32_t>& taken);
+  // The request's hit blocks [0, start / bs) carry verified MTP rows for its tokens: restores.
+  void restore(State& st, const ScheduledRequest& s);
+  // Tags the request's own blocks whose rows are now all verified (base 0).
+  void tag(State& st);
+  // The block holding MTP row t, and the bookkeeping of a row written there with x_{t+1}.
+  int32_t row_block(const State& st, int64_t t) const;
+  void wrote_row(const State& st, int64_t t, int32_t next_token);
   int32_t choose(const Request& req, State& st, std::span<float> logits);
   void run(const std::vector<float>& hidden_rows);  // the heads over batch_ → logits_, out_ (rank 0's)
 
@@ -113,12 +154,19 @@ class MtpProposer final : public DraftProposer {
   Fanout fanout_;                                 // null on one rank
   RemotePass remote_;                             // rank processes: instead of heads_
   int32_t block_size_;
-  std::vector<int32_t> free_;
+  int64_t num_blocks_;             // the MTP pool's blocks
+  int64_t target_blocks_;          // ids below are the target's blocks, the rest private
+  std::vector<int32_t> free_;      // private lookahead blocks, free
+  // Per target block id: the x_{t+1} its last row paired with once all its rows are verified
+  // (-1: not shareable), the token the latest write of its last row used, its first token.
+  std::vector<int32_t> tag_, last_written_, first_token_;
+  ContextStats context_stats_;
   std::unordered_map<std::string, State> states_;
   ForwardBatch batch_;
   std::vector<float> rows_hidden_, logits_, out_;  // per pass: [T, H] input, [T, V], [T, H]
   bool warned_short_ = false;
   bool context_needed_ = true;
+  bool restore_on_hit_ = true;
 };
 
 }  // namespace pypto

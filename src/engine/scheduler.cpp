@@ -29,6 +29,7 @@ void Scheduler::set_drafter(std::shared_ptr<DraftProposer> drafter) {
                     config_.speculative.method == SpeculativeMethod::Mtp),
                "a drafter is set once, before any request, for method draft_model or mtp");
   proposer_ = std::move(drafter);
+  proposer_->set_target_kv_blocks(kv_.block_pool().num_blocks());
 }
 
 int64_t Scheduler::draft_cap(const Request& req) const {
@@ -129,7 +130,7 @@ void Scheduler::preempt(Request* req, SchedulerOutput& out) {
   // Recompute-style: the KV is dropped (its full blocks stay in the prefix cache until evicted,
   // so the recompute often starts from a hit) and the request restarts from its tokens so far.
   kv_.free(*req);
-  if (proposer_) proposer_->forget(req->request_id);  // a draft model's KV goes too; it catches up later
+  if (proposer_) proposer_->finish(*req);  // a draft model's KV goes too; it catches up later
   prefill_.forget(req->request_id);
   req->status = RequestStatus::Preempted;
   req->num_computed_tokens = 0;
@@ -394,7 +395,7 @@ std::vector<EngineCoreOutput> Scheduler::update_from_output(const SchedulerOutpu
 
 void Scheduler::retire(Request* req, RequestStatus status) {
   kv_.free(*req);
-  if (proposer_) proposer_->forget(req->request_id);
+  if (proposer_) proposer_->finish(*req);
   prefill_.forget(req->request_id);
   auto r = std::find(running_.begin(), running_.end(), req);
   if (r != running_.end()) running_.erase(r);

@@ -197,7 +197,7 @@ TEST(MtpSpecDecode, BatchedChunkedAndPrefixCachedOutputsAreUnchanged) {
   EXPECT_EQ(plain.tokens, run_once("oracle-perturbed", {.k = 2, .threshold = 7, .budget = 40}, ps, 12).tokens);
   MtpEngine cached("oracle-perturbed", {.k = 3, .prefix_caching = true});
   EXPECT_EQ(plain.tokens, cached.run(ps, 12, "p").tokens);
-  const Outcome again = cached.run(ps, 12, "p");  // resumes from the prefix cache: the head's context starts there
+  const Outcome again = cached.run(ps, 12, "p");  // resumes from the prefix cache, the head's context restored
   EXPECT_EQ(plain.tokens, again.tokens);
   EXPECT_GT(again.hits, 0) << "no prefix-cache hit";
   EXPECT_GT(again.stats.num_accepted_tokens, 0);

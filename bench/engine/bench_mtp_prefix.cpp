@@ -1,0 +1,209 @@
+// The MTP drafter's acceptance after a prefix-cache hit (engine/mtp_proposer.h, "Prefix
+// caching"): a two-turn chat on a hybrid checkpoint with an MTP head, turn 2's prompt = turn 1's
+// prompt + its answer + a new message, so turn 2 resumes from the prefix cache.
+//
+//   bench_mtp_prefix --model DIR [--k 2] [--prompt-len 64] [--answer 32] [--message 16]
+//                    [--tokens 32] [--repeats 3] [--threads N] [--quantization none|int8|int4]
+//                    [--kv-cache-mib 256]
+//
+// Three engines share one staged copy of the model, every one with speculation forced at k (no
+// cost model): "restored" (the MTP context restored on the hit: the default), "at hit" (the
+// context starts at the hit, as before it was shared: MtpProposer::set_restore_on_hit(false)),
+// and "cold" (prefix caching off: turn 2 computed in full, the MTP context with it). Each repeat
+// is a new conversation (new random tokens) run on the three in turn. Reported for turn 2: tokens
+// served from the cache, drafted / accepted tokens and the acceptance rate, tokens per step and
+// decode tokens/s (medians), and whether the outputs are identical (they must be).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "engine/model_runner.h"
+#include "engine/mtp_proposer.h"
+#include "parallel/replicas/load_replicas.h"
+
+using namespace pypto;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Args {
+  std::string model, quantization = "none";
+  int k = 2, prompt_len = 64, answer = 32, message = 16, tokens = 32, repeats = 3, threads = 0, kv_cache_mib = 256;
+};
+
+LoadedEngine load(const Args& a, bool prefix_caching, bool restore,
+                  const std::vector<std::shared_ptr<const Qwen3Weights>>& weights) {
+  EngineLoadOptions o;
+  o.model_dir = a.model;
+  o.reuse_weights = weights;
+  o.scheduler.max_num_seqs = 1;
+  o.cache.enable_prefix_caching = prefix_caching;
+  o.scheduler.max_model_len = a.prompt_len + a.answer + a.message + a.tokens + 64;
+  o.kv_cache_memory = int64_t(a.kv_cache_mib) << 20;
+  o.show_progress = false;
+  o.threads = a.threads;
+  o.quantization = parse_quantization(a.quantization);
+  SpeculativeConfig& s = o.scheduler.speculative;
+  s.method = SpeculativeMethod::Mtp;
+  s.num_speculative_tokens = a.k;
+  s.cost_model = false;
+  s.validate();
+  LoadedEngine le = load_engine(o);
+  auto* mtp = dynamic_cast<MtpProposer*>(le.loop->drafter());
+  if (mtp == nullptr) fail("bench_mtp_prefix: the engine's drafter is not the MTP head");
+  mtp->set_restore_on_hit(restore);
+  return le;
+}
+
+struct Turn {
+  std::vector<int32_t> tokens;
+  int64_t cached = 0, steps = 0, drafted = 0, accepted = 0;
+  double tok_s = 0;
+};
+
+Turn run_turn(LoadedEngine& le, const std::vector<int32_t>& prompt, int tokens, const std::string& id) {
+  const EngineLoopStats before = le.loop->stats();
+  EngineRequest r;
+  r.request_id = id;
+  r.prompt_token_ids = prompt;
+  r.params.temperature = 0.0f;
+  r.params.max_tokens = tokens;
+  r.params.ignore_eos = true;
+  Turn t;
+  Clock::time_point first{}, last{};
+  auto stream = le.loop->add_request(r);
+  while (auto out = stream->next()) {
+    if (!out->new_token_ids.empty()) {
+      if (t.tokens.empty()) first = Clock::now();
+      last = Clock::now();
+    }
+    t.tokens.insert(t.tokens.end(), out->new_token_ids.begin(), out->new_token_ids.end());
+    if (out->finish_reason == FinishReason::Error) fail("request ", id, " failed: ", out->error);
+    if (out->finish_reason) t.cached = out->num_cached_tokens;
+  }
+  const EngineLoopStats after = le.loop->stats();
+  const double s = std::chrono::duration<double>(last - first).count();
+  t.tok_s = s > 0 ? double(t.tokens.size() - 1) / s : 0;
+  t.steps = after.engine.steps - before.engine.steps;
+  t.drafted = after.spec_decode.num_draft_tokens - before.spec_decode.num_draft_tokens;
+  t.accepted = after.spec_decode.num_accepted_tokens - before.spec_decode.num_accepted_tokens;
+  return t;
+}
+
+std::vector<int32_t> random_tokens(std::mt19937_64& rng, int n) {
+  std::uniform_int_distribution<int32_t> tok(1000, 100000);
+  std::vector<int32_t> ids(size_t(std::max(n, 0)));
+  for (auto& t : ids) t = tok(rng);
+  return ids;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+struct Series {
+  std::string name;
+  std::vector<double> tok_s;
+  int64_t cached = 0, drafted = 0, accepted = 0, tokens = 0, steps = 0;
+};
+
+int run(const Args& a) {
+  std::vector<LoadedEngine> engines;
+  engines.push_back(load(a, true, true, {}));
+  const auto shared = engines.front().weights;
+  engines.push_back(load(a, true, false, shared));
+  engines.push_back(load(a, false, true, shared));
+  std::vector<Series> series = {{"restored"}, {"at hit"}, {"cold"}};
+  std::printf("model %s (%s), backend %s, %d threads, MTP k %d (forced), prompt %d, answer %d, message %d, "
+              "turn 2 decodes %d tokens, %d repeats\n",
+              a.model.c_str(), a.quantization.c_str(), engines.front().backend_name.c_str(), engines.front().threads, a.k,
+              a.prompt_len, a.answer, a.message, a.tokens, a.repeats);
+  std::mt19937_64 rng(11);
+  bool identical = true;
+  for (int r = 0; r < a.repeats; ++r) {
+    const std::vector<int32_t> p = random_tokens(rng, a.prompt_len), msg = random_tokens(rng, a.message);
+    std::vector<int32_t> reference;
+    for (size_t e = 0; e < engines.size(); ++e) {
+      const std::string id = "c" + std::to_string(r);
+      const Turn t1 = run_turn(engines[e], p, a.answer, id + "t1");
+      std::vector<int32_t> p2 = p;
+      p2.insert(p2.end(), t1.tokens.begin(), t1.tokens.end());
+      p2.insert(p2.end(), msg.begin(), msg.end());
+      const Turn t2 = run_turn(engines[e], p2, a.tokens, id + "t2");
+      std::vector<int32_t> both = t1.tokens;
+      both.insert(both.end(), t2.tokens.begin(), t2.tokens.end());
+      if (e == 0) reference = both;
+      else identical = identical && both == reference;
+      Series& s = series[e];
+      s.tok_s.push_back(t2.tok_s);
+      s.cached += t2.cached;
+      s.drafted += t2.drafted;
+      s.accepted += t2.accepted;
+      s.tokens += int64_t(t2.tokens.size());
+      s.steps += t2.steps;
+    }
+  }
+  std::printf("%-9s %14s %9s %9s %11s %12s %13s %9s\n", "turn 2", "cached tokens", "drafted", "accepted", "acceptance",
+              "tokens/step", "decode tok/s", "vs cold");
+  const double cold = median(series[2].tok_s);
+  for (const Series& s : series)
+    std::printf("%-9s %14lld %9lld %9lld %10.1f%% %12.2f %13.2f %8.2fx\n", s.name.c_str(), (long long)s.cached,
+                (long long)s.drafted, (long long)s.accepted, s.drafted ? 100.0 * double(s.accepted) / double(s.drafted) : 0.0,
+                s.steps ? double(s.tokens) / double(s.steps) : 0.0, median(s.tok_s),
+                cold > 0 ? median(s.tok_s) / cold : 0.0);
+  std::printf("outputs identical across the three: %s\n", identical ? "yes" : "NO");
+  return identical ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string f = argv[i];
+    auto value = [&]() -> const char* {
+      if (i + 1 >= argc) fail(f, " needs a value");
+      return argv[++i];
+    };
+    auto number = [&](int lo) {
+      const std::string v = value();
+      int n = 0;
+      try {
+        n = std::stoi(v);
+      } catch (const std::exception&) {
+        fail(f, ": not a number: \"", v, "\"");
+      }
+      if (n < lo) fail(f, " must be at least ", lo, ", got ", n);
+      return n;
+    };
+    if (f == "--model") a.model = value();
+    else if (f == "--k") a.k = number(1);
+    else if (f == "--prompt-len") a.prompt_len = number(1);
+    else if (f == "--answer") a.answer = number(1);
+    else if (f == "--message") a.message = number(1);
+    else if (f == "--tokens") a.tokens = number(2);
+    else if (f == "--repeats") a.repeats = number(1);
+    else if (f == "--threads") a.threads = number(0);
+    else if (f == "--kv-cache-mib") a.kv_cache_mib = number(16);
+    else if (f == "--quantization") a.quantization = value();
+    else {
+      std::fprintf(stderr, "bench_mtp_prefix: unknown flag %s (see the file comment for the flags)\n", f.c_str());
+      return 2;
+    }
+  }
+  if (a.model.empty()) {
+    std::fprintf(stderr, "usage: bench_mtp_prefix --model DIR [--k 2] [--prompt-len 64] [--answer 32] ...\n");
+    return 2;
+  }
+  try {
+    return run(a);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_mtp_prefix: %s\n", e.what());
+    return 1;
+  }
+}
