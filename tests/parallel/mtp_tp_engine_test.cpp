@@ -75,6 +75,28 @@ Qwen3Weights stage(const Checkpoint& ck, int tp_rank, int tp, int layer_begin, i
   return w;
 }
 
+// The ranks of a threaded pipeline: pp stages of tp ranks over `layers` (an equal split), the last
+// stage with the MTP head, each rank on its own one-thread backend; `engines` as stage() takes it.
+std::vector<TpRankParts> pipeline_parts(const Checkpoint& ck, int tp, int pp, int layers, int engines = 1) {
+  std::vector<TpRankParts> parts;
+  std::vector<std::unique_ptr<Communicator>> world;
+  if (pp > 1) world = make_shm_communicators(pp * tp);
+  for (int s = 0; s < pp; ++s) {
+    std::vector<std::unique_ptr<Communicator>> comms;
+    if (tp > 1) comms = make_shm_communicators(tp);
+    for (int t = 0; t < tp; ++t) {
+      TpRankParts p;
+      p.backend = make_cpu_backend(1);
+      p.weights = std::make_shared<const Qwen3Weights>(
+          stage(ck, t, tp, s * layers / pp, (s + 1) * layers / pp, /*mtp=*/s == pp - 1, engines));
+      if (tp > 1) p.comm = std::move(comms[size_t(t)]);
+      if (pp > 1) p.world = std::move(world[size_t(s * tp + t)]);
+      parts.push_back(std::move(p));
+    }
+  }
+  return parts;
+}
+
 struct Outcome {
   std::map<std::string, Ids> tokens, drafts;
 };
@@ -142,23 +164,7 @@ Outcome run_engine(int tp, int pp, int k, uint64_t seed = 40) {
       exec = std::make_unique<ModelRunner>(*one_model, *one_cache);
     }
   } else {
-    std::vector<TpRankParts> parts;
-    std::vector<std::unique_ptr<Communicator>> world;
-    if (pp > 1) world = make_shm_communicators(pp * tp);
-    for (int s = 0; s < pp; ++s) {
-      std::vector<std::unique_ptr<Communicator>> comms;
-      if (tp > 1) comms = make_shm_communicators(tp);
-      for (int t = 0; t < tp; ++t) {
-        TpRankParts p;
-        p.backend = make_cpu_backend(1);
-        p.weights = std::make_shared<const Qwen3Weights>(
-            stage(*ck, t, tp, s * layers / pp, (s + 1) * layers / pp, /*mtp=*/s == pp - 1));
-        if (tp > 1) p.comm = std::move(comms[size_t(t)]);
-        if (pp > 1) p.world = std::move(world[size_t(s * tp + t)]);
-        parts.push_back(std::move(p));
-      }
-    }
-    auto runner = std::make_unique<TpModelRunner>(std::move(parts), kBlocks, kBlockSize, DType::BF16, "", pp,
+    auto runner = std::make_unique<TpModelRunner>(pipeline_parts(*ck, tp, pp, layers), kBlocks, kBlockSize, DType::BF16, "", pp,
                                                   MicroBatchPolicy{4, 1});  // micro-batches of any size
     auto e = std::make_unique<MtpTpExecutor>(std::move(runner), kBlocks + 32, kBlockSize, DType::BF16);
     mtp = e->mtp_proposer();
@@ -185,21 +191,7 @@ std::vector<Outcome> run_virtual_engines(int tp, const uint64_t seeds[2]) {
   constexpr int kPp = 2, kMtpBlocks = kBlocks + 32;
   auto ck = Checkpoint::open(model_dir());
   const int layers = ck->config().num_hidden_layers;
-  std::vector<TpRankParts> parts;
-  std::vector<std::unique_ptr<Communicator>> world = make_shm_communicators(kPp * tp);
-  for (int s = 0; s < kPp; ++s) {
-    std::vector<std::unique_ptr<Communicator>> comms;
-    if (tp > 1) comms = make_shm_communicators(tp);
-    for (int t = 0; t < tp; ++t) {
-      TpRankParts p;
-      p.backend = make_cpu_backend(1);
-      p.weights = std::make_shared<const Qwen3Weights>(
-          stage(*ck, t, tp, s * layers / kPp, (s + 1) * layers / kPp, /*mtp=*/s == kPp - 1, kPp));
-      if (tp > 1) p.comm = std::move(comms[size_t(t)]);
-      p.world = std::move(world[size_t(s * tp + t)]);
-      parts.push_back(std::move(p));
-    }
-  }
+  std::vector<TpRankParts> parts = pipeline_parts(*ck, tp, kPp, layers, /*engines=*/kPp);
   auto pipeline = make_threaded_step_pipeline(std::move(parts), kPp, kPp * kBlocks, kBlockSize, DType::BF16, "",
                                               kPp * kMtpBlocks);
   std::vector<std::unique_ptr<Engine>> engines;
