@@ -14,8 +14,9 @@
 #include "core/log.h"
 #include "core/memory.h"
 #include "core/tensor.h"
-#include "model/compile_cache.h"
+#include "model/hybrid_checkpoint_check.h"
 #include "model/hybrid_prequant.h"
+#include "model/hybrid_slabs.h"
 #include "model/hybrid_split.h"
 #include "model/moe_staging.h"
 #include "model/quant_rows.h"
@@ -25,111 +26,6 @@
 namespace pypto {
 namespace {
 
-struct Expected {
-  std::string name;
-  Shape shape;
-  bool matrix;  // a projection: the checkpoint's weight dtype; otherwise any float dtype
-};
-
-std::string lname(const ModelConfig& c, int i, const std::string& suffix) {
-  return str_cat(c.tensor_prefix, "layers.", i, ".", suffix);
-}
-
-// The experts of layer i are stored fused (3-D) when its gate_up_proj tensor exists.
-bool fused_experts(const Checkpoint& ck, int i) {
-  return ck.find(lname(ck.config(), i, "mlp.experts.gate_up_proj")) != nullptr;
-}
-
-// The MTP layer's FFN kind: vLLM builds it as a decoder layer whose index is the one in its name
-// "mtp.layers.0", so the rule of ModelConfig::sparse_layer at layer 0 (for Qwen3-Next with dense
-// layers it can be dense; always sparse on Qwen3.5-MoE, dense on dense Qwen3.5).
-bool mtp_layer_sparse(const ModelConfig& c) { return c.sparse_layer(0); }
-
-// The tensors of one decoder layer whose names start with `p` (a main-stack layer, or the MTP
-// head's "mtp.layers.0."); `sparse`: routed experts (ModelConfig::sparse_layer) in place of the
-// dense MLP; `fused`: its experts are stored fused (3-D).
-void add_layer_tensors(const ModelConfig& c, const std::string& p, bool full, bool sparse, bool fused,
-                       std::vector<Expected>& v) {
-  const int64_t H = c.hidden_size, hd = c.head_dim;
-  const int64_t C = c.gdn_conv_dim(), Vd = c.gdn_value_dim(), nv = c.linear_num_value_heads;
-  auto add = [&](const std::string& s, Shape shape, bool matrix) { v.push_back({p + s, shape, matrix}); };
-  add("input_layernorm.weight", {H}, false);
-  add("post_attention_layernorm.weight", {H}, false);
-  if (full) {
-    add("self_attn.q_proj.weight", {2 * c.q_size(), H}, true);
-    add("self_attn.k_proj.weight", {c.kv_size(), H}, true);
-    add("self_attn.v_proj.weight", {c.kv_size(), H}, true);
-    add("self_attn.o_proj.weight", {H, c.q_size()}, true);
-    add("self_attn.q_norm.weight", {hd}, false);
-    add("self_attn.k_norm.weight", {hd}, false);
-  } else {
-    if (gdn_grouped_projections(c)) {  // Qwen3-Next (model/qwen3_next_layout.h)
-      add("linear_attn.in_proj_qkvz.weight", {C + Vd, H}, true);
-      add("linear_attn.in_proj_ba.weight", {2 * nv, H}, true);
-    } else {
-      add("linear_attn.in_proj_qkv.weight", {C, H}, true);
-      add("linear_attn.in_proj_z.weight", {Vd, H}, true);
-      add("linear_attn.in_proj_b.weight", {nv, H}, true);
-      add("linear_attn.in_proj_a.weight", {nv, H}, true);
-    }
-    add("linear_attn.conv1d.weight", {C, 1, c.linear_conv_kernel_dim}, false);
-    add("linear_attn.dt_bias", {nv}, false);
-    add("linear_attn.A_log", {nv}, false);
-    add("linear_attn.norm.weight", {c.linear_value_head_dim}, false);
-    add("linear_attn.out_proj.weight", {H, Vd}, true);
-  }
-  if (!sparse) {
-    add("mlp.gate_proj.weight", {c.intermediate_size, H}, true);
-    add("mlp.up_proj.weight", {c.intermediate_size, H}, true);
-    add("mlp.down_proj.weight", {H, c.intermediate_size}, true);
-    return;
-  }
-  const int64_t E = c.num_experts, mI = c.moe_intermediate_size, sI = c.shared_expert_intermediate_size;
-  add("mlp.gate.weight", {E, H}, true);
-  if (fused) {
-    add("mlp.experts.gate_up_proj", {E, 2 * mI, H}, true);
-    add("mlp.experts.down_proj", {E, H, mI}, true);
-  } else {
-    for (int64_t e = 0; e < E; ++e) {
-      add(str_cat("mlp.experts.", e, ".gate_proj.weight"), {mI, H}, true);
-      add(str_cat("mlp.experts.", e, ".up_proj.weight"), {mI, H}, true);
-      add(str_cat("mlp.experts.", e, ".down_proj.weight"), {H, mI}, true);
-    }
-  }
-  add("mlp.shared_expert.gate_proj.weight", {sI, H}, true);
-  add("mlp.shared_expert.up_proj.weight", {sI, H}, true);
-  add("mlp.shared_expert.down_proj.weight", {H, sI}, true);
-  add("mlp.shared_expert_gate.weight", {1, H}, true);
-}
-
-std::vector<Expected> expected_tensors(const Checkpoint& ck) {
-  const ModelConfig& c = ck.config();
-  const int64_t H = c.hidden_size, V = c.vocab_size;
-  std::vector<Expected> v;
-  v.push_back({c.tensor_prefix + "embed_tokens.weight", {V, H}, true});
-  v.push_back({c.tensor_prefix + "norm.weight", {H}, false});
-  if (!c.tie_word_embeddings) v.push_back({"lm_head.weight", {V, H}, true});
-  for (int i = 0; i < c.num_hidden_layers; ++i)
-    add_layer_tensors(c, lname(c, i, ""), c.full_attention_layer(i), c.sparse_layer(i), fused_experts(ck, i), v);
-  return v;
-}
-
-// The MTP head's tensors (fact sheet §3.6): two [H] norms, fc [H, 2H], one full-attention layer
-// with a dense FFN or experts (mtp_layer_sparse; per expert or fused), mtp.norm [H].
-std::vector<Expected> mtp_expected_tensors(const Checkpoint& ck) {
-  const ModelConfig& c = ck.config();
-  const int64_t H = c.hidden_size;
-  std::vector<Expected> v = {{"mtp.pre_fc_norm_embedding.weight", {H}, false},
-                             {"mtp.pre_fc_norm_hidden.weight", {H}, false},
-                             {"mtp.fc.weight", {H, 2 * H}, true},
-                             {"mtp.norm.weight", {H}, false}};
-  add_layer_tensors(c, "mtp.layers.0.", true, mtp_layer_sparse(c), ck.find("mtp.layers.0.mlp.experts.gate_up_proj") != nullptr,
-                    v);
-  return v;
-}
-
-bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
-
 // Drops the resident pages of [p, p + n) of a read-only file mapping (whole pages inside only), so
 // a large tensor read piece by piece (the embedding, one expert of a fused tensor) never has all
 // of its source pages resident at once: the staging peak stays near the staged size.
@@ -138,149 +34,6 @@ void release_range(const uint8_t* p, size_t n) {
   const uintptr_t b = reinterpret_cast<uintptr_t>(p), e = b + n;
   const uintptr_t pb = (b + page - 1) & ~(page - 1), pe = e & ~(page - 1);
   if (pe > pb) madvise(reinterpret_cast<void*>(pb), pe - pb, MADV_DONTNEED);
-}
-
-// Staged tensors (kept alive by Qwen3Weights::storage). Without the compile cache each tensor
-// has its own aligned buffer. With it, the staging code runs up to twice over one slab: Measure
-// (nothing computed, take() only counts) sizes the slab, then Fill stages into it (a miss, stored
-// afterwards) or Replay only binds the pointers over bytes read back from the cache (a hit).
-// Every pass takes the same sizes in the same order, so the offsets agree.
-struct HybridSlabs {
-  enum class Mode { Buffers, Measure, Fill, Replay };
-  Mode mode = Mode::Buffers;
-  std::vector<AlignedBuffer> buffers;
-  AlignedBuffer slab;
-  size_t bytes = 0;   // as the buffers would hold them (resident_bytes, staged_slab_bytes)
-  size_t offset = 0;  // the next 64-byte aligned offset into the slab
-  bool compute() const { return mode == Mode::Buffers || mode == Mode::Fill; }
-  uint8_t* take(size_t n) {
-    n = std::max<size_t>(n, 64);
-    bytes += n;
-    if (mode == Mode::Buffers) return buffers.emplace_back(n).data();
-    const size_t at = offset;
-    offset += (n + 63) & ~size_t(63);
-    if (mode == Mode::Measure) return nullptr;
-    PYPTO_ASSERT(offset <= slab.size(), "hybrid staging took more bytes than it measured");
-    return slab.data() + at;
-  }
-};
-
-}  // namespace
-
-namespace {
-
-// Each expected tensor present with its shape and a float dtype (a projection: the checkpoint's
-// weight dtype, or pre-quantized as stored); what is wrong goes to `problems`.
-void check_expected(const Checkpoint& ck, const std::vector<Expected>& expected, DType wdt,
-                    std::vector<std::string>& problems, std::set<std::string>& known) {
-  for (const Expected& e : expected) {
-    known.insert(e.name);
-    if (e.matrix) {  // float, or pre-quantized as stored (model/hybrid_prequant.h)
-      check_hybrid_projection(ck, e.name, e.shape, wdt, problems, known);
-      continue;
-    }
-    const TensorRef* r = ck.find(e.name);
-    if (!r) {
-      problems.push_back(str_cat(e.name, ": missing (expected ", shape_str(e.shape), ")"));
-      continue;
-    }
-    if (r->info->shape != e.shape)
-      problems.push_back(str_cat(e.name, ": shape ", shape_str(r->info->shape), ", expected ", shape_str(e.shape)));
-    const DType dt = r->info->dtype;
-    if (dt != DType::F32 && dt != DType::BF16 && dt != DType::F16)
-      problems.push_back(str_cat(e.name, ": dtype ", dtype_name(dt), " (allowed: F32, BF16, F16)"));
-  }
-}
-
-void throw_problems(const Checkpoint& ck, const std::string& what, const std::vector<std::string>& problems) {
-  if (problems.empty()) return;
-  std::string msg = str_cat(ck.dir(), ": ", what, " (", problems.size(), " tensor", problems.size() == 1 ? "" : "s", "):");
-  for (const auto& p : problems) msg += "\n  " + p;
-  throw Error(msg);
-}
-
-// The MTP head's tensors, when --speculative-config method mtp stages it.
-void validate_mtp_tensors(const Checkpoint& ck) {
-  const TensorRef& embed = ck.get(ck.config().tensor_prefix + "embed_tokens.weight");
-  std::vector<std::string> problems;
-  std::set<std::string> known;
-  check_expected(ck, mtp_expected_tensors(ck), embed.info->dtype, problems, known);
-  throw_problems(ck, "the MTP head (mtp.*) does not match config.json", problems);
-}
-
-}  // namespace
-
-void validate_hybrid_checkpoint(const Checkpoint& ck) {
-  const ModelConfig& c = ck.config();
-  PYPTO_ASSERT(c.hybrid(), c.architecture);
-  if (c.linear_conv_kernel_dim > 16)
-    fail(ck.dir(), ": linear_conv_kernel_dim ", c.linear_conv_kernel_dim, " is larger than the supported 16");
-  const TensorRef* embed = ck.find(c.tensor_prefix + "embed_tokens.weight");
-  const DType wdt = embed ? embed->info->dtype : c.torch_dtype;
-  std::vector<std::string> problems;
-  std::set<std::string> known;
-  check_expected(ck, expected_tensors(ck), wdt, problems, known);
-  if (wdt != DType::BF16 && wdt != DType::F16 && wdt != DType::F32)
-    problems.push_back(str_cat(c.tensor_prefix, "embed_tokens.weight: dtype ", dtype_name(wdt), " (allowed: BF16, F16, F32)"));
-  // Every other tensor of the text model must be explained by the config: one left over means
-  // layer_types, num_hidden_layers or the MLP kind disagree with the checkpoint.
-  int64_t visual = 0, mtp = 0;
-  for (const std::string& name : ck.tensor_names()) {
-    if (starts_with(name, "model.visual.")) {
-      ++visual;
-      continue;
-    }
-    if (starts_with(name, "mtp.")) {
-      ++mtp;
-      continue;
-    }
-    if (known.count(name)) continue;
-    if (starts_with(name, c.tensor_prefix) || name == "lm_head.weight")
-      problems.push_back(str_cat(name, ": not part of the model config.json describes (check layer_types, ",
-                                 "num_hidden_layers, decoder_sparse_step, mlp_only_layers and tie_word_embeddings)"));
-  }
-  throw_problems(ck, "checkpoint does not match config.json", problems);
-  if (visual > 0) log_info(ck.dir(), ": skipping ", visual, " model.visual.* tensors (the vision tower; text only)");
-  if (mtp > 0) log_info(ck.dir(), ": skipping ", mtp, " mtp.* tensors (the MTP head: staged only for --speculative-config method mtp)");
-}
-
-namespace {
-
-// --use-compile-cache: measures the slab, then reads it back from the cache (a hit: a replay binds
-// the pointers over its bytes) or stages into it and stores it (a miss; a corrupt or partial entry
-// is removed and counts as one, model/compile_cache.h). The key is the checkpoint, backend and
-// rank (staging_fingerprint) plus what else shapes the bytes here: the architecture, the staged
-// formats (--quantization, int4 group, a pre-quantized checkpoint's own), the --pp layer range,
-// expert parallelism, the MTP head and the activations quantized products run with.
-Qwen3Weights stage_hybrid_cached(const Checkpoint& ck, const Backend& backend, const StagingOptions& opt,
-                                 const StagedFormats& fmt, int lb, int le,
-                                 const std::function<Qwen3Weights(const std::shared_ptr<HybridSlabs>&)>& stage_into) {
-  const ModelConfig& c = ck.config();
-  auto measure = std::make_shared<HybridSlabs>();
-  measure->mode = HybridSlabs::Mode::Measure;
-  stage_into(measure);
-  const size_t total = std::max<size_t>(measure->offset, 64);
-  const std::string act = quantized_activations(fmt.layers, backend);
-  const std::string weights =
-      str_cat("hybrid ", c.architecture, " ", fmt.describe(), " layers [", lb, ", ", le, ")",
-              fmt.expert_parallel && opt.tp_size > 1 && c.has_sparse_layers() ? " expert-parallel" : "",
-              opt.mtp ? " mtp" : "", act.empty() ? "" : " " + act);
-  const std::string key = staging_fingerprint(ck, backend, opt.tp_rank, opt.tp_size, weights);
-  const std::string path = compile_cache_path(opt.compile_cache_dir, key);
-  auto slabs = std::make_shared<HybridSlabs>();
-  slabs->slab = AlignedBuffer(total);
-  const bool hit = compile_cache_load(opt.compile_cache_dir, key, slabs->slab.data(), total);
-  slabs->mode = hit ? HybridSlabs::Mode::Replay : HybridSlabs::Mode::Fill;
-  Qwen3Weights w = stage_into(slabs);
-  PYPTO_ASSERT(slabs->offset == measure->offset && slabs->bytes == measure->bytes, "hybrid staging passes disagree");
-  if (hit) {
-    log_info("compile cache: hit ", path);
-    w.from_compile_cache = true;
-    return w;
-  }
-  if (compile_cache_store(opt.compile_cache_dir, key, slabs->slab.data(), total))
-    log_info("compile cache: stored ", path);
-  return w;
 }
 
 }  // namespace
@@ -345,7 +98,7 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
     w.layer_end = le;
     w.has_embed = has_embed;
     w.has_head = has_head;
-    const bool compute = slabs->compute();  // false: only the pointers are bound (model/hybrid_staging.cpp HybridSlabs)
+    const bool compute = slabs->compute();  // false: only the pointers are bound (model/hybrid_slabs.h)
 
     auto release = [&](const TensorRef& r) { r.file->release(*r.info); };
     // A float vector (norm, bias, taps) as f32, plus `offset` (1 for the zero-centred norms).
@@ -692,7 +445,7 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
             N("mlp.shared_expert.down_proj.weight"), N("mlp.shared_expert_gate.weight")});
     };
     for (int i = lb; i < le; ++i)
-      stage_layer(w.layers.emplace_back(), [&](const std::string& s) { return lname(c, i, s); }, c.full_attention_layer(i),
+      stage_layer(w.layers.emplace_back(), [&](const std::string& s) { return hybrid_layer_tensor(c, i, s); }, c.full_attention_layer(i),
                   c.sparse_layer(i));
     // The MTP head (speculative decoding, model/mtp_head.h): its norms, fc and one gated-attention
     // layer; embed_tokens and lm_head are the target's (staged above). Qwen3.5 / Qwen3.6 and
@@ -703,7 +456,7 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
       if (ck.find("mtp.fc.weight") == nullptr)
         fail(ck.dir(), ": --speculative-config method mtp needs the checkpoint's MTP head (mtp.* tensors), and it has ",
              "none (mtp.fc.weight is missing): use another method (ngram, draft_model)");
-      validate_mtp_tensors(ck);
+      validate_hybrid_mtp_tensors(ck);
       w.mtp.present = true;
       w.mtp.norm_embed = vec_f32("mtp.pre_fc_norm_embedding.weight", 1.0f);
       w.mtp.norm_hidden = vec_f32("mtp.pre_fc_norm_hidden.weight", 1.0f);
@@ -711,7 +464,7 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
       w.mtp.fc = pack(std::span<const Rows>(&fc, 1), 2 * H);  // [H, 2H]: [embedding | hidden] inputs
       done({"mtp.fc.weight"});
       stage_layer(w.mtp.layer, [](const std::string& s) { return "mtp.layers.0." + s; }, /*full=*/true,
-                  mtp_layer_sparse(c));
+                  hybrid_mtp_layer_sparse(c));
       w.mtp.norm = vec_f32("mtp.norm.weight", 1.0f);
     }
     w.weight_formats = fmt.describe();

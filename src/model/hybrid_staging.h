@@ -21,8 +21,9 @@
 // the others in the checkpoint's float dtype.
 // --use-compile-cache: the staged bytes go to one slab, written to the cache on a cold start and
 // read back on a warm one (keyed by checkpoint, backend, rank, formats, layer range, expert
-// parallelism and the MTP head; stage_hybrid_cached in the .cpp).
-// The --tp checks and the staged sizes: model/hybrid_split.h.
+// parallelism and the MTP head; model/hybrid_slabs.h).
+// The --tp checks and the staged sizes: model/hybrid_split.h; the tensors a checkpoint must hold
+// (checked before staging): model/hybrid_checkpoint_check.h.
 #include <cstddef>
 
 #include "io/checkpoint.h"
@@ -32,10 +33,6 @@
 
 namespace pypto {
 
-// Checks every tensor the config implies (presence, shape, dtype) and that no tensor under the
-// text model's prefix is left unexplained (a layer_types or layer-count mismatch); one Error
-// listing every problem.
-void validate_hybrid_checkpoint(const Checkpoint& ck);
 Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, const StagingOptions& opt);
 
 }  // namespace pypto

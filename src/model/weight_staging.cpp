@@ -15,6 +15,7 @@
 #include "core/progress.h"
 #include "model/compile_cache.h"
 #include "model/moe_staging.h"
+#include "model/hybrid_checkpoint_check.h"
 #include "model/hybrid_split.h"
 #include "model/hybrid_staging.h"
 #include "model/quant_rows.h"
