@@ -13,6 +13,8 @@ if(PYPTO_BUILD_FUZZERS)
   # Coverage instrumentation for the libraries under test; the fuzzers link libFuzzer's main.
   add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -g)
   add_link_options(-fsanitize=address,undefined)
+  # The grammar compiler's work limits divided for sanitized fuzzing (structured/fuzz_limits.h).
+  add_compile_definitions(PYPTO_FUZZ_LIMITS)
 endif()
 
 if(PYPTO_SANITIZE)

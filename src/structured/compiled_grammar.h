@@ -28,6 +28,7 @@
 
 #include "structured/grammar.h"
 #include "structured/token_trie.h"
+#include "structured/fuzz_limits.h"
 
 namespace pypto::structured {
 
@@ -39,20 +40,20 @@ class CompiledGrammar {
   static constexpr int32_t kDead = -1;
   // Limits (docs/api.md, "Input limits"); a grammar past one is refused with an Error naming it.
   // NFA states: a schema that expands to more is refused instead of eating memory.
-  static constexpr int64_t kMaxNfaStates = 1'000'000;
+  static constexpr int64_t kMaxNfaStates = 1'000'000 / kFuzzWorkDivisor;
   // Expressions nested inside each other once references are inlined (the builder recurses once
   // per level): a chain of rules each naming the next is as deep as it is long.
   static constexpr int kMaxGrammarNesting = 2000;
   // Work of the passes over the whole automaton at compile time (which states can still
   // complete, which rules are left-recursive), in states and edges visited: they repeat until
   // nothing changes, so their work can grow faster than the automaton.
-  static constexpr int64_t kMaxCompileSteps = 50'000'000;
+  static constexpr int64_t kMaxCompileSteps = 50'000'000 / kFuzzWorkDivisor;
   // The lazily determinized automaton: states, and configurations stored over all of them
   // (8 bytes each). Bounds the memory a grammar can take while it is used; a grammar whose
   // start state alone exceeds them is refused at compile time, one that grows past them later
   // ends its output (the matcher reports the error; see GrammarMatcher::error()).
-  static constexpr int64_t kMaxDfaStates = 200'000;
-  static constexpr int64_t kMaxDfaConfigs = 16'000'000;
+  static constexpr int64_t kMaxDfaStates = 200'000 / kFuzzWorkDivisor;
+  static constexpr int64_t kMaxDfaConfigs = 16'000'000 / kFuzzWorkDivisor;
   // Masks kept per grammar (19 KB each for Qwen3: 2,048 = 38 MiB); past it, a state's mask is
   // recomputed when needed instead of cached.
   static constexpr int64_t kMaxCachedMasks = 2048;

@@ -6,12 +6,13 @@
 // (0x80-0xBF) nor inside an escape (the letter after '\', the 4 hex digits of \uXXXX), so an
 // escape counts once and a code point of any width counts once, as validators count them.
 #include "structured/grammar.h"
+#include "structured/fuzz_limits.h"
 
 namespace pypto::structured {
 
 // max_len < 0: no upper bound. Throws Error when the product grows past kMaxStates.
 ExprPtr limit_length(const ExprPtr& body, int min_len, int max_len);
 
-inline constexpr int kMaxLengthProductStates = 200'000;
+inline constexpr int kMaxLengthProductStates = int(200'000 / kFuzzWorkDivisor);
 
 }  // namespace pypto::structured

@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include <nlohmann/json.hpp>
+#include "structured/fuzz_limits.h"
 
 namespace pypto::structured {
 
@@ -24,7 +25,7 @@ namespace pypto::structured {
 // step out of `budget`, shared by all pairs of its branches (nested unions make the comparison
 // grow with the product of their sizes). Once the budget is spent the answer is false and
 // budget <= 0, which the caller reports as this limit.
-inline constexpr int64_t kMaxDisjointSteps = 1'000'000;
+inline constexpr int64_t kMaxDisjointSteps = 1'000'000 / kFuzzWorkDivisor;
 
 bool provably_disjoint(const nlohmann::json& a, const nlohmann::json& b, const nlohmann::json& root,
                        int64_t& budget);
