@@ -14,7 +14,6 @@
 // served from the cache, drafted / accepted tokens and the acceptance rate, tokens per step and
 // decode tokens/s (medians), and whether the outputs are identical (they must be).
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -25,8 +24,13 @@
 #include "engine/mtp_proposer.h"
 #include "parallel/replicas/load_replicas.h"
 
+#include "greedy_run.h"  // bench/engine
+
 using namespace pypto;
-using Clock = std::chrono::steady_clock;
+using bench::GreedyRun;
+using bench::median;
+using bench::random_tokens;
+using bench::run_greedy;
 
 namespace {
 
@@ -59,53 +63,6 @@ LoadedEngine load(const Args& a, bool prefix_caching, bool restore,
   return le;
 }
 
-struct Turn {
-  std::vector<int32_t> tokens;
-  int64_t cached = 0, steps = 0, drafted = 0, accepted = 0;
-  double tok_s = 0;
-};
-
-Turn run_turn(LoadedEngine& le, const std::vector<int32_t>& prompt, int tokens, const std::string& id) {
-  const EngineLoopStats before = le.loop->stats();
-  EngineRequest r;
-  r.request_id = id;
-  r.prompt_token_ids = prompt;
-  r.params.temperature = 0.0f;
-  r.params.max_tokens = tokens;
-  r.params.ignore_eos = true;
-  Turn t;
-  Clock::time_point first{}, last{};
-  auto stream = le.loop->add_request(r);
-  while (auto out = stream->next()) {
-    if (!out->new_token_ids.empty()) {
-      if (t.tokens.empty()) first = Clock::now();
-      last = Clock::now();
-    }
-    t.tokens.insert(t.tokens.end(), out->new_token_ids.begin(), out->new_token_ids.end());
-    if (out->finish_reason == FinishReason::Error) fail("request ", id, " failed: ", out->error);
-    if (out->finish_reason) t.cached = out->num_cached_tokens;
-  }
-  const EngineLoopStats after = le.loop->stats();
-  const double s = std::chrono::duration<double>(last - first).count();
-  t.tok_s = s > 0 ? double(t.tokens.size() - 1) / s : 0;
-  t.steps = after.engine.steps - before.engine.steps;
-  t.drafted = after.spec_decode.num_draft_tokens - before.spec_decode.num_draft_tokens;
-  t.accepted = after.spec_decode.num_accepted_tokens - before.spec_decode.num_accepted_tokens;
-  return t;
-}
-
-std::vector<int32_t> random_tokens(std::mt19937_64& rng, int n) {
-  std::uniform_int_distribution<int32_t> tok(1000, 100000);
-  std::vector<int32_t> ids(size_t(std::max(n, 0)));
-  for (auto& t : ids) t = tok(rng);
-  return ids;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
 struct Series {
   std::string name;
   std::vector<double> tok_s;
@@ -130,20 +87,20 @@ int run(const Args& a) {
     std::vector<int32_t> reference;
     for (size_t e = 0; e < engines.size(); ++e) {
       const std::string id = "c" + std::to_string(r);
-      const Turn t1 = run_turn(engines[e], p, a.answer, id + "t1");
+      const GreedyRun t1 = run_greedy(*engines[e].loop, p, a.answer, id + "t1");
       std::vector<int32_t> p2 = p;
       p2.insert(p2.end(), t1.tokens.begin(), t1.tokens.end());
       p2.insert(p2.end(), msg.begin(), msg.end());
-      const Turn t2 = run_turn(engines[e], p2, a.tokens, id + "t2");
+      const GreedyRun t2 = run_greedy(*engines[e].loop, p2, a.tokens, id + "t2");
       std::vector<int32_t> both = t1.tokens;
       both.insert(both.end(), t2.tokens.begin(), t2.tokens.end());
       if (e == 0) reference = both;
       else identical = identical && both == reference;
       Series& s = series[e];
-      s.tok_s.push_back(t2.tok_s);
+      s.tok_s.push_back(t2.decode_tok_s);
       s.cached += t2.cached;
-      s.drafted += t2.drafted;
-      s.accepted += t2.accepted;
+      s.drafted += t2.spec.num_draft_tokens;
+      s.accepted += t2.spec.num_accepted_tokens;
       s.tokens += int64_t(t2.tokens.size());
       s.steps += t2.steps;
     }

@@ -27,7 +27,6 @@
 // (execute: forward + the MTP rows the executor runs) and the scheduling time (the drafter's
 // passes run there) per step, and whether every output equals the plain run's (it must).
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -43,8 +42,13 @@
 #include "model/weight_staging.h"
 #include "parallel/replicas/load_replicas.h"
 
+#include "greedy_run.h"  // bench/engine
+
 using namespace pypto;
-using Clock = std::chrono::steady_clock;
+using bench::GreedyRun;
+using bench::median;
+using bench::random_tokens;
+using bench::run_greedy;
 
 namespace {
 
@@ -65,13 +69,6 @@ struct Args {
 struct Case {
   std::string name;
   std::vector<int32_t> prompt;
-};
-
-struct Measured {
-  std::vector<int32_t> tokens;
-  double decode_tok_s = 0, execute_ms = 0, schedule_ms = 0;
-  int64_t steps = 0;
-  SpecDecodeStats spec;
 };
 
 // k 0: plain decoding. cost_model: whether the cost model chooses k (else every step drafts k).
@@ -110,56 +107,12 @@ LoadedEngine load(const Args& a, int k, bool cost_model, const std::vector<std::
   return load_engine(o);
 }
 
-Measured decode(LoadedEngine& le, const std::vector<int32_t>& prompt, int tokens, const std::string& id) {
-  const EngineLoopStats before = le.loop->stats();
-  EngineRequest r;
-  r.request_id = id;
-  r.prompt_token_ids = prompt;
-  r.params.temperature = 0.0f;
-  r.params.max_tokens = tokens;
-  r.params.ignore_eos = true;
-  Measured m;
-  Clock::time_point first{}, last{};
-  auto stream = le.loop->add_request(r);
-  while (auto out = stream->next()) {
-    if (!out->new_token_ids.empty()) {
-      if (m.tokens.empty()) first = Clock::now();
-      last = Clock::now();
-    }
-    m.tokens.insert(m.tokens.end(), out->new_token_ids.begin(), out->new_token_ids.end());
-    if (out->finish_reason == FinishReason::Error) fail("request ", id, " failed: ", out->error);
-  }
-  const EngineLoopStats after = le.loop->stats();
-  const double s = std::chrono::duration<double>(last - first).count();
-  m.decode_tok_s = s > 0 ? double(m.tokens.size() - 1) / s : 0;
-  m.steps = after.engine.steps - before.engine.steps;
-  const double steps = double(std::max<int64_t>(1, m.steps));
-  m.execute_ms = 1e3 * (after.engine.execute_seconds - before.engine.execute_seconds) / steps;
-  m.schedule_ms = 1e3 * (after.engine.schedule_seconds - before.engine.schedule_seconds) / steps;
-  m.spec.num_drafts = after.spec_decode.num_drafts - before.spec_decode.num_drafts;
-  m.spec.num_draft_tokens = after.spec_decode.num_draft_tokens - before.spec_decode.num_draft_tokens;
-  m.spec.num_accepted_tokens = after.spec_decode.num_accepted_tokens - before.spec_decode.num_accepted_tokens;
-  return m;
-}
-
-std::vector<int32_t> random_tokens(std::mt19937_64& rng, int n) {
-  std::uniform_int_distribution<int32_t> tok(1000, 100000);
-  std::vector<int32_t> ids(size_t(std::max(n, 0)));
-  for (auto& t : ids) t = tok(rng);
-  return ids;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
 // One speculative engine's runs of a case.
 struct Series {
   std::vector<double> tok_s, execute_ms, schedule_ms;
   SpecDecodeStats spec;
   int64_t tokens = 0, steps = 0;
-  void add(const Measured& m) {
+  void add(const GreedyRun& m) {
     tok_s.push_back(m.decode_tok_s);
     execute_ms.push_back(m.execute_ms);
     schedule_ms.push_back(m.schedule_ms);
@@ -184,11 +137,11 @@ int run(const Args& a) {
               a.model.c_str(), a.quantization.c_str(), plain_engine.backend_name.c_str(), plain_engine.threads,
               drafter.c_str(), a.tokens, a.prompt_len, a.repeats);
   const std::vector<int32_t> p = random_tokens(rng, a.prompt_len);
-  decode(plain_engine, p, 4, "warmup");
+  run_greedy(*plain_engine.loop, p, 4, "warmup");
   std::vector<Case> all;
   {
     Case copy{"copy", p};
-    const std::vector<int32_t> cont = decode(plain_engine, p, a.tokens, "cont").tokens;
+    const std::vector<int32_t> cont = run_greedy(*plain_engine.loop, p, a.tokens, "cont").tokens;
     copy.prompt.insert(copy.prompt.end(), cont.begin(), cont.end());
     copy.prompt.insert(copy.prompt.end(), p.begin(), p.end());
     Case repeat{"repeat", {}};
@@ -214,17 +167,17 @@ int run(const Args& a) {
     LoadedEngine cm_engine = first_cm ? std::move(*first_cm) : load(a, k, true, shared);
     first_cm.reset();
     LoadedEngine forced_engine = load(a, k, false, shared);
-    decode(cm_engine, p, 4, "warmup");
-    decode(forced_engine, p, 4, "warmup");
+    run_greedy(*cm_engine.loop, p, 4, "warmup");
+    run_greedy(*forced_engine.loop, p, 4, "warmup");
     for (const Case& c : cases) {
       std::vector<double> ptoks, pexec, psched;
       Series cm, forced;
       bool identical = true;
       for (int r = 0; r < a.repeats; ++r) {
         const std::string id = c.name + "-" + std::to_string(k) + "-" + std::to_string(r);
-        const Measured pm = decode(plain_engine, c.prompt, a.tokens, "plain-" + id);
-        const Measured cmm = decode(cm_engine, c.prompt, a.tokens, "cm-" + id);
-        const Measured fm = decode(forced_engine, c.prompt, a.tokens, "forced-" + id);
+        const GreedyRun pm = run_greedy(*plain_engine.loop, c.prompt, a.tokens, "plain-" + id);
+        const GreedyRun cmm = run_greedy(*cm_engine.loop, c.prompt, a.tokens, "cm-" + id);
+        const GreedyRun fm = run_greedy(*forced_engine.loop, c.prompt, a.tokens, "forced-" + id);
         ptoks.push_back(pm.decode_tok_s);
         pexec.push_back(pm.execute_ms);
         psched.push_back(pm.schedule_ms);

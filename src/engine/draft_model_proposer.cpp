@@ -48,7 +48,12 @@ void DraftModelProposer::forget(const std::string& req_id) {
 
 void DraftModelProposer::forward() {
   logits_.resize(size_t(batch_.num_logits() * model_->vocab_size()));
-  if (batch_.num_tokens() > 0) model_->forward(batch_, cache_, logits_.data());
+  if (batch_.num_tokens() == 0) return;
+  auto pass = [this] { model_->forward(batch_, cache_, logits_.data()); };
+  if (run_on_)
+    run_on_(pass);
+  else
+    pass();
 }
 
 int32_t DraftModelProposer::choose(const Request& req, State& st, std::optional<structured::GrammarMatcher>& grammar,

@@ -24,6 +24,7 @@
 // take the argmax; sampled requests draw from the processed distribution q (Philox stream
 // kDraftStream of the request's seed), which is kept for rejection sampling
 // (sampling/rejection_sampler.h).
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -62,6 +63,16 @@ class DraftModelProposer final : public DraftProposer {
   int64_t max_step_catch_up_tokens() const { return max_step_catch_up_tokens_; }
   const Qwen3Model& model() const { return *model_; }
 
+  // Where the draft's forward passes run. Default: on the calling thread (the engine's), whose
+  // pool `backend` is. Under --pp-virtual-engines `backend` is the step pipeline's stage-0 pool,
+  // which only the pipeline thread drives: `run_on` queues each pass there (between the engines'
+  // steps) and returns when it has run (parallel/replicas/step_pipeline.h run_on_stage0).
+  using RunOn = std::function<void(const std::function<void()>&)>;
+  void set_run_on(RunOn run_on) { run_on_ = std::move(run_on); }
+  // Keeps `backend` (the constructor's) alive as long as the proposer: the drafter of a --dp
+  // replica whose ranks are other processes gets a pool of its own in rank 0's process.
+  void own_backend(std::unique_ptr<Backend> backend) { own_backend_ = std::move(backend); }
+
  private:
   struct State {
     std::vector<int32_t> blocks;  // draft KV blocks, in position order
@@ -87,6 +98,8 @@ class DraftModelProposer final : public DraftProposer {
   // Runs batch_ and returns its logits rows.
   void forward();
 
+  std::unique_ptr<Backend> own_backend_;  // declared first: the model below runs on it
+  RunOn run_on_;
   std::shared_ptr<const Qwen3Weights> weights_;
   std::unique_ptr<Qwen3Model> model_;
   KvCache cache_;

@@ -144,10 +144,61 @@ TEST_F(SpeculativeCli, TheTargetAsItsOwnDraftModelAcceptsEveryDraft) {
     EXPECT_GT(rl->draft_tokens, 0) << layout;
     EXPECT_EQ(rl->accepted, rl->draft_tokens) << layout << "\n" << r.output;
   }
-  // Virtual pipeline engines share a replica's rank 0 between engines: refused by name.
-  const RunResult ve = run(base + " --pp 2 --devices 0,1 --pp-virtual-engines" + spec);
-  EXPECT_NE(ve.exit_code, 0);
-  EXPECT_TRUE(has(ve.output, "--pp-virtual-engines (engines sharing a replica's rank 0) cannot run it")) << ve.output;
+}
+
+// The draft model where a replica's rank 0 is not the engine thread's own: --dp 2 replicas of rank
+// processes (mp, and mpi under mpirun: replica 1's engine runs in rank 0's process, its drafter on
+// a pool of its own there) and --pp-virtual-engines (threads, mp: each engine's drafter on
+// stage 0's rank 0, its passes run by the pipeline thread between the engines' steps). Each engine
+// has its own drafter and draft KV pool; the target as its own draft accepts every greedy draft,
+// so a drafter whose KV or state another engine's requests overwrote would show in the counts.
+// Every layout prints the single-rank tokens without speculation and the single-rank
+// speculative run's draft / accepted counts (the two prompts go to the two engines).
+TEST_F(SpeculativeCli, DraftModelUnderRankReplicasAndVirtualEnginesMatchesOneRank) {
+  const std::string base = "--model " + model() + " --kv-cache-memory 16MiB --max-model-len 256 --prompt "
+                           "'one two three four' --prompt 'alpha beta gamma delta' "
+                           "--generate-config '{\"max_tokens\": 20, \"temperature\": 0}'";
+  const std::string spec = " --speculative-config '{\"model\": \"" + model() + "\", \"num_speculative_tokens\": 3, \"cost_model\": false}'";
+  const std::string mpirun = pypto::test::mpirun_prefix();
+  struct Layout {
+    std::string launcher, args, placement;
+  };
+  const Layout layouts[] = {
+      {"", " --dp 2 --devices 0,1 --distributed-executor-backend mp",
+       "each replica's draft model in rank 0's process, on the cores of the replica's first rank"},
+      {mpirun + "-np 2 ", " --dp 2 --distributed-executor-backend mpi",
+       "each replica's draft model in rank 0's process, on this host's cores"},
+      {"", " --pp 2 --devices 0,1 --pp-virtual-engines --distributed-executor-backend threads",
+       "each engine's draft model on stage 0's rank 0"},
+      {"", " --pp 2 --devices 0,1 --pp-virtual-engines --distributed-executor-backend mp",
+       "each engine's draft model on stage 0's rank 0"},  // mpi: the same rank-0 code (pipelined_rank0)
+  };
+  const RunResult plain = run(base);
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  ASSERT_FALSE(printed_token_ids(plain.output).empty()) << plain.output;
+  const RunResult one = run(base + spec);
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const auto s1 = speculative_line(one.output);
+  ASSERT_TRUE(s1) << one.output;
+  ASSERT_GT(s1->draft_tokens, 0) << one.output;
+  ASSERT_EQ(s1->accepted, s1->draft_tokens) << one.output;
+  bool skipped_mpi = false;
+  for (const Layout& l : layouts) {
+    if (has(l.args, "mpi") && mpirun.empty()) {
+      skipped_mpi = true;
+      continue;
+    }
+    const RunResult r = pypto::test::run_shell(l.launcher + pypto::test::kBinary + " " + base + spec + l.args);
+    ASSERT_EQ(r.exit_code, 0) << l.args << "\n" << r.output;
+    EXPECT_TRUE(has(r.output, l.placement)) << l.args << "\n" << r.output;
+    EXPECT_EQ(printed_token_ids(r.output), printed_token_ids(plain.output)) << l.args << "\n" << r.output;
+    const auto s2 = speculative_line(r.output);
+    ASSERT_TRUE(s2) << l.args << "\n" << r.output;
+    EXPECT_EQ(s2->drafts, s1->drafts) << l.args;
+    EXPECT_EQ(s2->draft_tokens, s1->draft_tokens) << l.args;
+    EXPECT_EQ(s2->accepted, s1->accepted) << l.args;
+  }
+  if (skipped_mpi) GTEST_SKIP() << "the mpi layouts: " << pypto::test::kNoMpi;
 }
 
 TEST_F(SpeculativeCli, BadConfigsAreRefused) {

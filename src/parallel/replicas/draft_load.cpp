@@ -8,6 +8,7 @@
 #include "io/checkpoint.h"
 #include "model/weight_staging.h"
 #include "parallel/replicas/load_replicas.h"
+#include "parallel/replicas/step_pipeline.h"
 
 namespace pypto {
 
@@ -40,6 +41,24 @@ std::shared_ptr<DraftModelProposer> make_draft_proposer(std::shared_ptr<const Qw
   const int64_t blocks = target_blocks + int64_t(eo.scheduler.max_num_seqs) * ((k + bs - 1) / bs + 1);
   return std::make_shared<DraftModelProposer>(std::move(draft), backend, blocks, bs, eo.kv_cache_dtype,
                                               eo.scheduler.max_num_batched_tokens);
+}
+
+std::shared_ptr<DraftModelProposer> make_draft_proposer(std::shared_ptr<const Qwen3Weights> draft,
+                                                        std::unique_ptr<Backend> backend, const EngineLoadOptions& eo,
+                                                        int64_t target_blocks) {
+  auto d = make_draft_proposer(std::move(draft), *backend, eo, target_blocks);
+  d->own_backend(std::move(backend));
+  return d;
+}
+
+std::shared_ptr<DraftModelProposer> make_pipelined_draft_proposer(std::shared_ptr<const Qwen3Weights> draft,
+                                                                  std::shared_ptr<StepPipeline> pipeline,
+                                                                  const EngineLoadOptions& eo, int64_t engine_blocks) {
+  auto d = make_draft_proposer(std::move(draft), pipeline->backend(), eo, engine_blocks);
+  // The drafter's run_on_ holds the pipeline (and so the pool its model runs on) until after its
+  // model is gone.
+  d->set_run_on([pipeline](const std::function<void()>& pass) { pipeline->run_on_stage0(pass); });
+  return d;
 }
 
 }  // namespace pypto

@@ -13,6 +13,7 @@
 namespace pypto {
 
 class DraftModelProposer;
+class StepPipeline;
 
 // The draft's staged weights. Throws Error naming the draft directory or the key at fault.
 std::shared_ptr<const Qwen3Weights> stage_draft_weights(const SpeculativeConfig& spec, const EngineLoadOptions& eo,
@@ -26,5 +27,19 @@ int64_t draft_kv_bytes_per_block(const Qwen3Weights& draft, const EngineLoadOpti
 // never holds more of a request than the target does, plus its drafts).
 std::shared_ptr<DraftModelProposer> make_draft_proposer(std::shared_ptr<const Qwen3Weights> draft, Backend& backend,
                                                         const EngineLoadOptions& eo, int64_t target_blocks);
+
+// The same on a pool of its own, which the drafter keeps: replica i > 0 of --dp with rank
+// processes, whose engine runs in rank 0's process while its ranks are other processes.
+std::shared_ptr<DraftModelProposer> make_draft_proposer(std::shared_ptr<const Qwen3Weights> draft,
+                                                        std::unique_ptr<Backend> backend, const EngineLoadOptions& eo,
+                                                        int64_t target_blocks);
+
+// A virtual engine's drafter (--pp-virtual-engines, threads or rank processes): on stage 0's TP
+// rank 0 like the single-engine drafter, whose pool belongs to the pipeline thread there, so each
+// pass runs on that thread between the engines' steps (StepPipeline::run_on_stage0). The drafter
+// holds `pipeline`; engine_blocks: the engine's target KV blocks.
+std::shared_ptr<DraftModelProposer> make_pipelined_draft_proposer(std::shared_ptr<const Qwen3Weights> draft,
+                                                                  std::shared_ptr<StepPipeline> pipeline,
+                                                                  const EngineLoadOptions& eo, int64_t engine_blocks);
 
 }  // namespace pypto

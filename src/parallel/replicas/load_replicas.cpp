@@ -160,15 +160,6 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
     fail("--runner ", runner_name(opt.engine.runner), " runs its --tp / --pp ranks as threads of one process: use "
          "--distributed-executor-backend threads (the default for --runner pooling and rerank)");
   const bool draft_model = opt.engine.scheduler.speculative.method == SpeculativeMethod::DraftModel;
-  // A draft model runs unsharded on each replica's rank 0 (vLLM's draft_tensor_parallel_size 1),
-  // on the engine thread's backend. Virtual engines share a replica's rank 0 between engines, and
-  // with rank processes the engines of replicas 1.. run in rank 0's process without a backend.
-  if (draft_model && (opt.pp_virtual_engines || (opt.process_comm && opt.layout.dp > 1)))
-    fail("--speculative-config: method draft_model runs the draft on rank 0 of each replica, beside its engine: ",
-         opt.pp_virtual_engines ? "--pp-virtual-engines (engines sharing a replica's rank 0)"
-                                : "--dp with rank processes (--distributed-executor-backend mp / mpi)",
-         " cannot run it; --tp, --pp, and --dp with --distributed-executor-backend threads can. Or use "
-         "{\"method\": \"ngram\", ...}, which works with both");
   const bool mtp = opt.engine.scheduler.speculative.method == SpeculativeMethod::Mtp;  // parallel/replicas/mtp_load.h
   if (opt.process_comm) return load_process_rank0(opt);
   const EngineLoadOptions& eo = opt.engine;
@@ -343,7 +334,9 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   if (cfg.pooling.pooling()) ec.pooled_width = slices[0]->pooling.width(cfg.vocab_size, cfg.hidden_size);
   // The draft (weights shared, read only) runs unsharded on each replica's rank-0 backend (the
   // engine thread's pool) between the target's steps, with a KV pool of its own per replica.
-  // Under --tp / --pp the other ranks' threads idle while it drafts.
+  // Under --tp / --pp the other ranks' threads idle while it drafts. Under --pp-virtual-engines
+  // each engine has its own drafter and KV pool (1/pp of the blocks' share, like its target
+  // blocks) on stage 0's rank-0 pool, its passes run by the pipeline thread (draft_load.h).
 
   // --pp-virtual-engines: each replica runs pp engines over its stages (step_pipeline.h), each
   // with 1/pp of its KV blocks.
@@ -389,12 +382,14 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
         std::unique_ptr<ModelExecutor> exec =
             mtp ? make_mtp_virtual_engine_executor(pipeline, share, eo.cache.block_size, cfg, g, mtp_blocks, &vg.drafter)
                 : std::make_unique<VirtualEngineExecutor>(pipeline, share, eo.cache.block_size);
+        if (draft) vg.drafter = make_pipelined_draft_proposer(draft, pipeline, eo, per_engine);
         add_engine(out, replicas, vg, std::move(exec));
       }
       out.placement += str_cat(out.placement.empty() ? "" : "\n", "replica ", i, ": ", L.pp, " virtual engines of ",
                                per_engine, " KV blocks over ", nr, " rank threads, their steps in flight together",
                                mtp ? str_cat("; each engine's MTP drafter's passes on the ", L.tp, " rank",
                                              L.tp > 1 ? "s" : "", " of the last stage")
+                               : draft ? std::string("; each engine's draft model on stage 0's rank 0, between the steps")
                                    : std::string());
       continue;
     }

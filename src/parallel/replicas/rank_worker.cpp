@@ -311,8 +311,11 @@ namespace {
 
 // --pp-virtual-engines: pp engines over one pipeline (step_pipeline.h), each with 1/pp of the
 // agreed KV blocks (block ids [g·B, (g+1)·B) of every stage's cache), routed like replicas.
+// draft: the draft model's weights (null: none); each engine gets its own drafter on the pipeline
+// thread's pool (draft_load.h make_pipelined_draft_proposer).
 LoadedEngine pipelined_rank0(const ReplicaLoadOptions& opt, LoadedEngine out, std::unique_ptr<Backend> backend,
-                             std::shared_ptr<const Qwen3Weights> weights, EngineConfig ec) {
+                             std::shared_ptr<const Qwen3Weights> weights, EngineConfig ec,
+                             std::shared_ptr<const Qwen3Weights> draft) {
   const EngineLoadOptions& eo = opt.engine;
   const ParallelLayout& L = opt.layout;
   const int64_t total = ec.cache.num_blocks, per_engine = total / L.pp;
@@ -342,6 +345,7 @@ LoadedEngine pipelined_rank0(const ReplicaLoadOptions& opt, LoadedEngine out, st
         mtp ? make_mtp_virtual_engine_executor(pipeline, share, eo.cache.block_size, weights->config, g,
                                                mtp_kv_blocks(per_engine, eo), &eg.drafter)
             : std::make_unique<VirtualEngineExecutor>(pipeline, share, eo.cache.block_size);
+    if (draft) eg.drafter = make_pipelined_draft_proposer(draft, pipeline, eo, per_engine);
     add_engine(out, engines, eg, std::move(exec));
   }
   out.placement = str_cat("process group of ", L.ranks_per_replica(), " ranks (", L.pp, " pipeline stages of ", L.tp,
@@ -349,6 +353,7 @@ LoadedEngine pipelined_rank0(const ReplicaLoadOptions& opt, LoadedEngine out, st
                           " KV blocks each, their steps in flight together",
                           mtp ? str_cat("; each engine's MTP drafter's passes on the ", L.tp, " rank",
                                         L.tp > 1 ? "s" : "", " of the last stage")
+                          : draft ? std::string("; each engine's draft model on stage 0's rank 0, between the steps")
                               : std::string(),
                           ")");
   out.replicas = std::make_shared<ReplicaSet>(std::move(engines), router_options(opt, per_engine));
@@ -446,8 +451,9 @@ LoadedEngine load_process_rank0(const ReplicaLoadOptions& opt) {
     ec.cache.recurrent_state = true;
     ec.cache.state_snapshots = hybrid_state_snapshots(cfg, eo);
   }
-  if (opt.pp_virtual_engines) return pipelined_rank0(opt, std::move(out), std::move(backend), weights, ec);
-  // The draft runs on rank 0's backend (the engine thread's pool) between the target's steps.
+  if (opt.pp_virtual_engines) return pipelined_rank0(opt, std::move(out), std::move(backend), weights, ec, draft);
+  // The draft runs on rank 0's backend (the engine thread's pool) between the target's steps;
+  // replica i > 0's (below) on a pool of its own.
   if (draft) ec.drafter = make_draft_proposer(draft, *backend, eo, num_blocks);
   Backend& rank0_backend = *backend;
   auto runner = std::make_unique<ProcessTpExecutor>(std::move(backend), weights, replica_comm, opt.stage_comm, L.pp,
@@ -481,6 +487,11 @@ LoadedEngine load_process_rank0(const ReplicaLoadOptions& opt) {
                                        eo.cache.block_size, &ei.drafter);
       else
         inner = std::move(remote);
+      // A draft model runs in this process on the engine's thread, as replica 0's does, with its
+      // own KV pool over the shared weights, on a pool of its own: the cores of the replica's
+      // first rank (mp on one host: they idle while the engine drafts, as replica 0's ranks do),
+      // or this host's under mpi.
+      if (draft) ei.drafter = make_draft_proposer(draft, rank_backend(opt, i * L.ranks_per_replica()), eo, num_blocks);
     }
     add_engine(out, replicas, ei, std::move(inner));
   }
@@ -497,6 +508,8 @@ LoadedEngine load_process_rank0(const ReplicaLoadOptions& opt) {
                             " (every replica's engine, the router)",
                             mtp ? str_cat("; each replica's MTP drafter's passes on the ", L.tp, " rank",
                                           L.tp > 1 ? "s" : "", " of its last stage")
+                            : draft ? str_cat("; each replica's draft model in rank 0's process, on ",
+                                              L.pinned ? "the cores of the replica's first rank" : "this host's cores")
                                 : std::string());
   out.replicas = std::make_shared<ReplicaSet>(std::move(replicas), router_options(opt, num_blocks));
   return out;

@@ -97,7 +97,10 @@ void StepPipeline::thread_main() {
       queue_.pop_front();
     }
     try {
-      if (job->mtp_hidden)
+      if (job->local) {
+        PYPTO_PROF_OP("pipeline.draft");
+        (*job->local)();
+      } else if (job->mtp_hidden)
         send_mtp_pass(*job->batch, *job->mtp_hidden);
       else
         send_step(*job->batch);
@@ -143,6 +146,20 @@ void StepPipeline::submit_and_collect(Job& job, const std::function<void()>& col
   lock.unlock();
   cv_.notify_all();
   if (error) std::rethrow_exception(error);
+}
+
+void StepPipeline::run_on_stage0(const std::function<void()>& fn) {
+  Job job;  // no ticket: nothing comes back over the return link
+  job.local = &fn;
+  {
+    std::lock_guard lock(mu_);
+    queue_.push_back(&job);
+  }
+  cv_.notify_all();
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return job.sent; });
+  lock.unlock();
+  if (job.error) std::rethrow_exception(job.error);
 }
 
 void StepPipeline::run(const ForwardBatch& batch, float* logits_out, float* hidden_out) {

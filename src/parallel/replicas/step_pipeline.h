@@ -83,6 +83,13 @@ class StepPipeline {
   void run_mtp_pass(const ForwardBatch& batch, const std::vector<float>& hidden, std::vector<float>& logits,
                     std::vector<float>& out);
 
+  // The draft model (--speculative-config draft_model): each engine's drafter runs unsharded on
+  // stage 0's TP rank 0, the pipeline's own pool (backend()); run_on_stage0 runs `fn` (a draft
+  // pass) on the pipeline thread between the steps it sends, in submission order, and returns
+  // when it has run, rethrowing what it threw. Nothing is sent to the other stages. Thread-safe.
+  Backend& backend() { return *backend_; }
+  void run_on_stage0(const std::function<void()>& fn);
+
   void prefault_kv_cache() { cache_->prefault(); }
   int64_t vocab_size() const { return model_->vocab_size(); }
 
@@ -90,6 +97,7 @@ class StepPipeline {
   struct Job {
     const ForwardBatch* batch = nullptr;
     const std::vector<float>* mtp_hidden = nullptr;  // an MTP pass's input rows (null: a target step)
+    const std::function<void()>* local = nullptr;    // run_on_stage0's work (no results to collect)
     uint64_t ticket = 0;
     bool sent = false;  // the pipeline thread is done with it (batch no longer read)
     std::exception_ptr error;

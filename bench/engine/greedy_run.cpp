@@ -1,0 +1,56 @@
+#include "greedy_run.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/error.h"
+
+namespace pypto::bench {
+
+GreedyRun run_greedy(EngineLoop& loop, const std::vector<int32_t>& prompt, int tokens, const std::string& id) {
+  using Clock = std::chrono::steady_clock;
+  const EngineLoopStats before = loop.stats();
+  EngineRequest r;
+  r.request_id = id;
+  r.prompt_token_ids = prompt;
+  r.params.temperature = 0.0f;
+  r.params.max_tokens = tokens;
+  r.params.ignore_eos = true;
+  GreedyRun g;
+  Clock::time_point first{}, last{};
+  auto stream = loop.add_request(r);
+  while (auto out = stream->next()) {
+    if (!out->new_token_ids.empty()) {
+      if (g.tokens.empty()) first = Clock::now();
+      last = Clock::now();
+    }
+    g.tokens.insert(g.tokens.end(), out->new_token_ids.begin(), out->new_token_ids.end());
+    if (out->finish_reason == FinishReason::Error) fail("request ", id, " failed: ", out->error);
+    if (out->finish_reason) g.cached = out->num_cached_tokens;
+  }
+  const EngineLoopStats after = loop.stats();
+  const double s = std::chrono::duration<double>(last - first).count();
+  g.decode_tok_s = s > 0 ? double(g.tokens.size() - 1) / s : 0;
+  g.steps = after.engine.steps - before.engine.steps;
+  const double steps = double(std::max<int64_t>(1, g.steps));
+  g.execute_ms = 1e3 * (after.engine.execute_seconds - before.engine.execute_seconds) / steps;
+  g.schedule_ms = 1e3 * (after.engine.schedule_seconds - before.engine.schedule_seconds) / steps;
+  g.spec.num_drafts = after.spec_decode.num_drafts - before.spec_decode.num_drafts;
+  g.spec.num_draft_tokens = after.spec_decode.num_draft_tokens - before.spec_decode.num_draft_tokens;
+  g.spec.num_accepted_tokens = after.spec_decode.num_accepted_tokens - before.spec_decode.num_accepted_tokens;
+  return g;
+}
+
+std::vector<int32_t> random_tokens(std::mt19937_64& rng, int n) {
+  std::uniform_int_distribution<int32_t> tok(1000, 100000);
+  std::vector<int32_t> ids(size_t(std::max(n, 0)));
+  for (auto& t : ids) t = tok(rng);
+  return ids;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+}  // namespace pypto::bench
