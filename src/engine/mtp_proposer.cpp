@@ -69,6 +69,11 @@ int32_t MtpProposer::row_block(const State& st, int64_t t) const {
   return st.table[e];
 }
 
+bool MtpProposer::kept_covers(const State& st, int64_t from, int64_t to) const {
+  return from >= to || (st.hidden_start >= 0 && st.hidden_start <= from &&
+                        to <= st.hidden_start + int64_t(st.hidden.size()) / H_);
+}
+
 void MtpProposer::wrote_row(const State& st, int64_t t, int32_t next_token) {
   const int32_t b = row_block(st, t);
   if (b >= target_blocks_) return;  // private lookahead
@@ -191,6 +196,11 @@ void MtpProposer::observe(const SchedulerOutput& so, const ForwardBatch& batch, 
     int64_t first, end;  // MTP rows for target positions [first, end)
   };
   std::vector<Rows> plan;
+  // Per scheduled request: the first target position whose hidden row is kept past this step
+  // (-1: only the step's own rows). Kept rows of all requests stay within kept_limit_bytes_.
+  std::vector<int64_t> keep_from(so.scheduled.size(), -1);
+  int64_t kept_bytes = 0;
+  for (const auto& [id, st] : states_) kept_bytes += int64_t(st.hidden.size() * sizeof(float));
   for (size_t i = 0; i < so.scheduled.size(); ++i) {
     const ScheduledRequest& s = so.scheduled[i];
     const int64_t start = s.num_computed_tokens, n = s.num_scheduled_tokens;
@@ -221,7 +231,7 @@ void MtpProposer::observe(const SchedulerOutput& so, const ForwardBatch& batch, 
       st.base = start;
       st.own_first = size_t((start + block_size_ - 1) / block_size_);
       st.tagged = st.own_first;
-      if (s.is_new && context_needed_ && restore_on_hit_) restore(st, s);
+      if (s.is_new && restore_on_hit_) restore(st, s);
     }
     // Rows past start - 2 may hold rejected drafts, so row start - 1 is recomputed with x_start,
     // unless prepare() just computed it from the verified token (then rows < start are verified).
@@ -230,18 +240,27 @@ void MtpProposer::observe(const SchedulerOutput& so, const ForwardBatch& batch, 
     st.valid = std::clamp<int64_t>(st.valid, 0, std::max<int64_t>(0, verified_rows));
     tag(st);
     int64_t first = st.base + st.valid;
-    const bool have_prev = st.hidden_start >= 0 && st.hidden_start <= start - 1 &&
-                           start - 1 < st.hidden_start + int64_t(st.hidden.size()) / H_;
-    if (first < start - 1 || (first == start - 1 && !have_prev)) {
-      // A gap the kept rows cannot fill (no x_{t+1} for them): the MTP context restarts here.
-      st.base = have_prev ? start - 1 : start;
+    if (first < start && !kept_covers(st, first, start)) {
+      // A gap the kept rows cannot fill (no h_t for them): the MTP context restarts here.
+      st.base = kept_covers(st, start - 1, start) ? start - 1 : start;
       st.valid = 0;
       first = st.base;
     }
     const int64_t end = start + n - 1;  // row t needs x_{t+1}: the step's tokens reach start + n - 1
     if (!context_needed_ && s.num_draft_tokens == 0) {
-      st.valid = 0;  // speculation is off this step: no MTP rows; the context restarts later
-      st.base = std::max(end, first);
+      // Speculation is off this step: no MTP rows (the step costs a plain one); the hidden rows
+      // [first, start + n) are kept instead, and the rows are filled in one pass when the context
+      // is needed again (here or in prepare()). Beyond the kept-rows budget the context restarts.
+      const int64_t after = kept_bytes - int64_t(st.hidden.size() * sizeof(float)) +
+                            (start + n - first) * H_ * int64_t(sizeof(float));
+      if (after <= kept_limit_bytes_) {
+        keep_from[i] = first;
+        kept_bytes = after;
+      } else {
+        st.valid = 0;
+        st.base = std::max(end, first);
+        ++context_stats_.restarts;
+      }
     } else if (end > first) {
       plan.push_back({&st, i, first, end});
       max_blocks = std::max(max_blocks, int32_t(st.table.size()));
@@ -255,7 +274,10 @@ void MtpProposer::observe(const SchedulerOutput& so, const ForwardBatch& batch, 
     const int64_t q0 = batch.query_start[r.seq];
     ids.clear();
     for (int64_t t = r.first; t < r.end; ++t) {
-      ids.push_back(s.token_ids[size_t(t + 1 - start)]);  // x_{t+1}
+      // x_{t+1}: the step's token, or one kept over a stretch without context.
+      ids.push_back(t + 1 >= start ? s.token_ids[size_t(t + 1 - start)]
+                                   : r.st->kept_tokens[size_t(t + 1 - r.st->hidden_start)]);
+      context_stats_.filled_rows += t < start - 1;
       wrote_row(*r.st, t, ids.back());
       const float* h = t >= start ? hidden + (q0 + t - start) * H_
                                   : r.st->hidden.data() + (t - r.st->hidden_start) * H_;  // h_{start-1}: kept
@@ -279,9 +301,22 @@ void MtpProposer::observe(const SchedulerOutput& so, const ForwardBatch& batch, 
     auto found = states_.find(s.req_id);
     if (found == states_.end()) continue;
     State& st = found->second;
-    const int64_t q0 = batch.query_start[i], n = batch.query_start[i + 1] - q0;
-    st.hidden.assign(hidden + q0 * H_, hidden + (q0 + n) * H_);
-    st.hidden_start = s.num_computed_tokens;
+    const int64_t q0 = batch.query_start[i], n = batch.query_start[i + 1] - q0, start = s.num_computed_tokens;
+    const auto step_tokens = s.token_ids.begin();
+    if (keep_from[i] >= 0 && keep_from[i] < start) {  // the rows [keep_from, start) kept earlier, then the step's
+      const int64_t cut = start - st.hidden_start, drop = keep_from[i] - st.hidden_start;
+      st.hidden.erase(st.hidden.begin() + cut * H_, st.hidden.end());
+      st.hidden.erase(st.hidden.begin(), st.hidden.begin() + drop * H_);
+      st.hidden.insert(st.hidden.end(), hidden + q0 * H_, hidden + (q0 + n) * H_);
+      st.kept_tokens.resize(size_t(cut));
+      st.kept_tokens.erase(st.kept_tokens.begin(), st.kept_tokens.begin() + drop);
+      st.kept_tokens.insert(st.kept_tokens.end(), step_tokens, step_tokens + n);
+      st.hidden_start = keep_from[i];
+    } else {
+      st.hidden.assign(hidden + q0 * H_, hidden + (q0 + n) * H_);
+      st.kept_tokens.assign(step_tokens, step_tokens + n);
+      st.hidden_start = start;
+    }
   }
 }
 
@@ -294,7 +329,8 @@ void MtpProposer::prepare(std::span<const Query> queries) {
     const Request* req;
     State* st;
     int32_t k;
-    int64_t p;  // verified tokens computed by the target; the token at p is the newest
+    int64_t p;      // verified tokens computed by the target; the token at p is the newest
+    int64_t first;  // pass 0 computes rows [first, p - 1]: the rows missed while speculation was off, then p - 1
   };
   std::vector<Job> jobs;
   int32_t max_blocks = 1, max_k = 0;
@@ -317,13 +353,13 @@ void MtpProposer::prepare(std::span<const Query> queries) {
       continue;  // the target's row p - 1 was not seen (cannot happen after a step that computed it)
     // Rollback: MTP rows from p - 1 on held drafts (or are recomputed now).
     st.valid = std::clamp<int64_t>(st.valid, 0, std::max<int64_t>(0, p - 1 - st.base));
-    if (st.base + st.valid < p - 1) {  // a gap: restart the MTP context at p - 1
+    if (!kept_covers(st, st.base + st.valid, p)) {  // a gap the kept rows cannot fill: restart at p - 1
       st.base = p - 1;
       st.valid = 0;
     }
     target_entries.push_back({&st, st.table.size()});
     if (!lookahead(st, p - 2 + q.k, taken)) continue;
-    jobs.push_back({&r, &st, q.k, p});
+    jobs.push_back({&r, &st, q.k, p, st.base + st.valid});
     max_blocks = std::max(max_blocks, int32_t(st.table.size() - size_t(st.base / block_size_)));
     max_k = std::max(max_k, q.k);
   }
@@ -339,27 +375,40 @@ void MtpProposer::prepare(std::span<const Query> queries) {
       batch_.max_blocks_per_seq = max_blocks;
       rows_hidden_.clear();
       std::vector<Job*> rows;
+      std::vector<int64_t> last_row;  // per sequence: its last row in the pass (out_)
+      std::vector<int32_t> toks;
       for (Job& j : jobs) {
         if (j.k <= d) continue;
         State& st = *j.st;
-        const int32_t tok = d == 0 ? j.req->all_token_ids[size_t(j.p)] : st.drafts[size_t(d - 1)];
-        const float* h = d == 0 ? st.hidden.data() + (j.p - 1 - st.hidden_start) * H_ : st.out.data();
-        rows_hidden_.insert(rows_hidden_.end(), h, h + H_);
-        wrote_row(st, j.p - 1 + d, tok);
+        // Pass 0: rows t in [first, p - 1], each (h_t, x_{t+1}) from the kept hidden rows (more
+        // than row p - 1 only after a stretch without context); pass d > 0: one row at p - 1 + d.
+        const int64_t t0 = d == 0 ? j.first : j.p - 1 + d;
+        toks.clear();
+        if (d == 0) {
+          for (int64_t t = t0; t <= j.p - 1; ++t) toks.push_back(j.req->all_token_ids[size_t(t + 1)]);
+          context_stats_.filled_rows += int64_t(toks.size()) - 1;
+          const float* h = st.hidden.data() + (t0 - st.hidden_start) * H_;
+          rows_hidden_.insert(rows_hidden_.end(), h, h + int64_t(toks.size()) * H_);
+        } else {
+          toks.push_back(st.drafts[size_t(d - 1)]);
+          rows_hidden_.insert(rows_hidden_.end(), st.out.begin(), st.out.end());
+        }
+        for (size_t e = 0; e < toks.size(); ++e) wrote_row(st, t0 + int64_t(e), toks[e]);
         const size_t off = size_t(st.base / block_size_);
-        batch_.add_sequence(&tok, 1, int32_t(j.p - 1 - st.base + d), st.table.data() + off,
+        batch_.add_sequence(toks.data(), int32_t(toks.size()), int32_t(t0 - st.base), st.table.data() + off,
                             int32_t(st.table.size() - off), block_size_, ForwardBatch::Logits::Last);
+        last_row.push_back(batch_.num_tokens() - 1);
         rows.push_back(&j);
       }
       run(rows_hidden_);
       for (size_t r = 0; r < rows.size(); ++r) {
         State& st = *rows[r]->st;
-        if (d == 0) {  // row p - 1 is verified: (h_{p-1}, x_p)
+        if (d == 0) {  // rows up to p - 1 are verified: (h_{p-1}, x_p)
           st.valid = rows[r]->p - st.base;
           st.prepared = rows[r]->p;
           tag(st);
         }
-        st.out.assign(out_.begin() + int64_t(r) * H_, out_.begin() + int64_t(r + 1) * H_);
+        st.out.assign(out_.begin() + last_row[r] * H_, out_.begin() + (last_row[r] + 1) * H_);
         st.drafts.push_back(choose(*rows[r]->req, st, std::span<float>(logits_.data() + r * V, V)));
       }
     }

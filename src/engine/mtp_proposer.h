@@ -29,9 +29,12 @@
 // the request's token at h): then it drafts as it would have on a cold run, attending to the whole
 // prefix, and it never writes a hit block (its rows start at h). Otherwise its context starts at
 // the hit, as the target's rows do. A hybrid resumes only at a GDN state snapshot (the hit ends
-// there), so the MTP context resumes at the same place or earlier. A context restarts (base > 0,
-// rows at MTP positions t - base in the request's own blocks, never tagged) after a gap the kept
-// hidden rows cannot fill: speculation off for a stretch under the cost model, a failed pass.
+// there), so the MTP context resumes at the same place or earlier.
+// Speculation off (set_context_needed(false): the cost model's plain stretches) computes no MTP
+// rows but keeps the target's hidden rows; the first step or prepare() with context fills the
+// missed rows in one pass, so the context stays whole through the stretch. A context restarts
+// (base > 0, rows at MTP positions t - base in the request's own blocks, never tagged) only after
+// a gap the kept hidden rows cannot fill: a stretch beyond the kept-rows budget, a failed pass.
 // finish() tags what a finished or preempted request verified last (rows < num_computed - 1).
 // Drafts are chosen as DraftModelProposer chooses (greedy: argmax; sampled: a draw from the
 // processed distribution q, kept for rejection sampling).
@@ -93,9 +96,16 @@ class MtpProposer final : public DraftProposer {
   void propose_for(const Request& req, int32_t k, std::vector<int32_t>& out) override;
   void forget(const std::string& req_id) override;
   const DraftDistribution* distribution(const std::string& req_id) const override;
-  // False: observe() keeps the step's hidden rows but computes no MTP rows (speculation is off:
-  // a plain step then costs what it costs without MTP); the contexts restart at the next rows.
+  // False: observe() computes no MTP rows (speculation is off: a plain step then costs what it
+  // costs without MTP) and keeps the step's hidden rows instead; when the context is needed again
+  // (a step with it, or prepare()) the rows missed meanwhile are computed in one pass from the kept
+  // rows, so the context stays whole (base 0, its blocks tagged as any). Kept rows beyond
+  // set_kept_hidden_limit() restart the context instead.
   void set_context_needed(bool needed) override { context_needed_ = needed; }
+  // Bytes of hidden rows ([rows, H] f32) all requests may keep over stretches without context
+  // (default kKeptHiddenBytes: 6,553 rows of the 27B shape's H = 5120, 16,384 of the 35B-A3B's 2048).
+  static constexpr int64_t kKeptHiddenBytes = int64_t(128) << 20;
+  void set_kept_hidden_limit(int64_t bytes) { kept_limit_bytes_ = bytes; }
   void finish(const Request& req) override;
   void set_target_kv_blocks(int64_t num_blocks) override;
 
@@ -103,6 +113,8 @@ class MtpProposer final : public DraftProposer {
   // of them restored it (base 0 rather than the hit), and the rows restored.
   struct ContextStats {
     int64_t hits = 0, restored = 0, restored_rows = 0;
+    int64_t restarts = 0;     // contexts restarted because the kept rows of a stretch without context ran out
+    int64_t filled_rows = 0;  // MTP rows computed after a stretch without context from its kept rows
   };
   const ContextStats& context_stats() const { return context_stats_; }
   // False: a request admitted with a prefix-cache hit starts its MTP context at the hit, as before
@@ -130,7 +142,9 @@ class MtpProposer final : public DraftProposer {
     size_t own_first = 0;           // first block index this request computed (the hit's end)
     size_t tagged = 0;              // blocks below are tagged or hit (tag())
     int64_t hidden_start = -1;      // target position of hidden row 0 (-1: none)
-    std::vector<float> hidden;      // [rows, H] the last step's hidden rows
+    std::vector<float> hidden;      // [rows, H] the last step's hidden rows, after a stretch without
+                                    // context also those of its steps from row base + valid on
+    std::vector<int32_t> kept_tokens;  // the tokens at the kept rows' positions (the steps' tokens)
     std::vector<int32_t> drafts;    // this step's proposal
     std::vector<float> out;         // [H] the last MTP row's output (fed to the next pass)
     DraftDistribution dist;         // sampled requests: q of each draft
@@ -143,6 +157,8 @@ class MtpProposer final : public DraftProposer {
   void tag(State& st);
   // The block holding MTP row t, and the bookkeeping of a row written there with x_{t+1}.
   int32_t row_block(const State& st, int64_t t) const;
+  // The kept hidden rows hold h_t for every t in [from, to).
+  bool kept_covers(const State& st, int64_t from, int64_t to) const;
   void wrote_row(const State& st, int64_t t, int32_t next_token);
   int32_t choose(const Request& req, State& st, std::span<float> logits);
   void run(const std::vector<float>& hidden_rows);  // the heads over batch_ → logits_, out_ (rank 0's)
@@ -167,6 +183,7 @@ class MtpProposer final : public DraftProposer {
   bool warned_short_ = false;
   bool context_needed_ = true;
   bool restore_on_hit_ = true;
+  int64_t kept_limit_bytes_ = kKeptHiddenBytes;
 };
 
 }  // namespace pypto

@@ -53,7 +53,7 @@
 // (plain, then k = 1, then k = 3 extrapolated from k = 1's slope) reached 93 %.
 //
 // Not giving up on one sample: a single step time can be off by more than kMargin (a drafter
-// restarting its context after a plain step, the shared host), and with 1.3 s steps the next
+// catching its context up after a plain step, the shared host), and with 1.3 s steps the next
 // probe (kFirstProbe steps) comes after the request ends, so a wrong "off" costs the whole
 // request. So while a bucket has fewer than kConfirm speculative step times, a verdict for plain
 // that wins by less than kNoise (8 %) speculates again with the best speculative plan: at most
@@ -143,8 +143,9 @@ class SpecCostModel {
   // Whether a drafter with per-request context (an MTP head, a draft model) should keep it up to
   // date in the step choose_k() just chose for: speculation is on, or k = 1 is explored, or a
   // probe comes within kContextLead steps. False in plain probes and the plain exploration step,
-  // which measure what plain decoding costs. When false, an MTP head skips its rows (restarting
-  // its context later) and a draft model its prefill.
+  // which measure what plain decoding costs. When false, an MTP head skips its rows (keeping the
+  // target's hidden rows and filling them in one pass when its context is needed again) and a
+  // draft model its prefill.
   bool context_needed() const { return context_; }
 
   bool enabled() const { return enabled_; }

@@ -1,4 +1,6 @@
-// The MTP drafter's context through the prefix cache (engine/mtp_proposer.h, "Prefix caching"):
+// The MTP drafter's context through the prefix cache (engine/mtp_proposer.h, "Prefix caching")
+// and through a stretch with speculation off (the cost model's plain steps: no MTP rows then, the
+// target's hidden rows kept and the missed rows filled when speculation resumes):
 // a two-turn conversation (turn 2's prompt = turn 1's prompt + its answer + more) on the
 // tiny-hybrid checkpoints with an MTP head (make-test-model --mtp, model/test_model.h).
 //  - lossless: turn 2 prints the same tokens with MTP and the prefix cache as without MTP and as
@@ -15,6 +17,7 @@
 #include "engine/model_runner.h"
 #include "engine/mtp_executor.h"
 #include "model_harness.h"
+#include "mtp_test_model.h"
 
 namespace pypto {
 namespace {
@@ -25,53 +28,53 @@ constexpr int32_t kMaxSeqs = 4;
 constexpr int32_t kK = 2;
 constexpr int32_t kBlocks = 128;
 
-test::LoadedModel& mtp_model(const std::string& kind) {
-  static std::map<std::string, std::unique_ptr<test::LoadedModel>> models;
-  std::unique_ptr<test::LoadedModel>& m = models[kind];
-  if (!m) {
-    TestModelOptions o;
-    o.preset = "tiny-hybrid";
-    o.mtp = kind;
-    StagingOptions so;
-    so.mtp = true;
-    m = test::load_model(test::ensure_test_model("tiny-hybrid-mtp-" + kind, o), /*scalar=*/false, 2, so);
-    m->weights.state_slots = kMaxSeqs;
-    m->weights.state_snapshots = 32;
-    m->weights.state_rollback = kK;
-    m->model = std::make_unique<Qwen3Model>(m->weights, *m->backend);
-  }
-  return *m;
-}
+test::LoadedModel& mtp_model(const std::string& kind) { return test::mtp_test_model(kind, kMaxSeqs, kK); }
 
-// Forwards to the MTP drafter and records, per request, the drafts it proposed and where its MTP
-// context started when it did.
+// Forwards to the MTP drafter and records, per request, the drafts it proposed (in order, and by
+// the position p of the verified token they follow) and where its MTP context started when it did.
+// Engine steps [off_from, off_to) (counted by the scheduler's one set_context_needed() per step)
+// run as the cost model runs a stretch with speculation off: the drafter is told its context is
+// not needed and nobody drafts.
 class RecordingDrafter final : public DraftProposer {
  public:
   explicit RecordingDrafter(std::shared_ptr<MtpProposer> mtp) : mtp_(std::move(mtp)) {}
   void propose(std::span<const int32_t> tokens, int32_t k, std::vector<int32_t>& out) const override {
     mtp_->propose(tokens, k, out);
   }
-  void prepare(std::span<const Query> queries) override { mtp_->prepare(queries); }
+  void prepare(std::span<const Query> queries) override { mtp_->prepare(off() ? std::span<const Query>() : queries); }
   void propose_for(const Request& req, int32_t k, std::vector<int32_t>& out) override {
+    out.clear();
+    if (off()) return;
     mtp_->propose_for(req, k, out);
     if (out.empty()) return;
     Ids& d = drafts[req.request_id];
     d.insert(d.end(), out.begin(), out.end());
+    at_position[req.request_id][req.num_computed_tokens] = out;
+    context_at[req.request_id][req.num_computed_tokens] = mtp_->context_start(req.request_id);
     int64_t& c = context_start.try_emplace(req.request_id, INT64_MAX).first->second;
     c = std::min(c, mtp_->context_start(req.request_id));
   }
   void forget(const std::string& id) override { mtp_->forget(id); }
   void finish(const Request& req) override { mtp_->finish(req); }
-  void set_context_needed(bool needed) override { mtp_->set_context_needed(needed); }
+  void set_context_needed(bool needed) override {
+    ++step_;
+    mtp_->set_context_needed(needed && !off());
+  }
   void set_target_kv_blocks(int64_t n) override { mtp_->set_target_kv_blocks(n); }
   const DraftDistribution* distribution(const std::string& id) const override { return mtp_->distribution(id); }
 
   std::map<std::string, Ids> drafts;
+  std::map<std::string, std::map<int64_t, Ids>> at_position;  // p -> the drafts after token p
+  std::map<std::string, std::map<int64_t, int64_t>> context_at;  // p -> the context's start then
   std::map<std::string, int64_t> context_start;  // the earliest seen while drafting
+  int64_t off_from = -1, off_to = -1;
   const MtpProposer& mtp() const { return *mtp_; }
+  MtpProposer& mtp() { return *mtp_; }
 
  private:
+  bool off() const { return step_ >= off_from && step_ < off_to; }
   std::shared_ptr<MtpProposer> mtp_;
+  int64_t step_ = -1;
 };
 
 struct Turn {
@@ -208,6 +211,95 @@ TEST(MtpPrefixCache, AfterTheHitTheOracleAcceptsEveryDraftAndThePerturbedHeadAsO
   EXPECT_EQ(r.t2.stats.num_draft_tokens, r.cold.stats.num_draft_tokens);
   EXPECT_EQ(r.t2.stats.num_accepted_tokens, r.cold.stats.num_accepted_tokens);
   EXPECT_EQ(r.chat->drafts.at("t2"), r.alone->drafts.at("t2"));
+}
+
+// Speculation off for engine steps [kOffFrom, kOffTo) (the cost model's plain stretch: turn 1
+// decodes positions 37.. one token a step with the random head, so the stretch covers ~39..48 and
+// the block boundary at 48), then on again.
+constexpr int64_t kOffFrom = 2, kOffTo = 12;
+
+// The drafts after position `after`, at every position both runs drafted at, against a run that
+// speculated throughout (a draft after position p depends only on the rows [0, p) the head attends
+// to and on the drafts before it). Returns the number of positions compared.
+int64_t compare_drafts_after(const RecordingDrafter& off, const RecordingDrafter& on, const std::string& id,
+                             int64_t after, bool expect_equal) {
+  int64_t compared = 0, differing = 0;
+  for (const auto& [p, d] : off.at_position.at(id)) {
+    if (p <= after) continue;
+    auto it = on.at_position.at(id).find(p);
+    if (it == on.at_position.at(id).end()) continue;
+    const size_t n = std::min(d.size(), it->second.size());
+    const bool same = Ids(d.begin(), d.begin() + n) == Ids(it->second.begin(), it->second.begin() + n);
+    ++compared;
+    differing += !same;
+    if (expect_equal) EXPECT_TRUE(same) << "drafts after position " << p << ": " << test::join_ids(d) << " against "
+                                        << test::join_ids(it->second) << " speculating throughout";
+    if (expect_equal) EXPECT_EQ(off.context_at.at(id).at(p), 0) << "the MTP context restarted before position " << p;
+  }
+  if (!expect_equal) EXPECT_GT(differing, 0) << "no draft depended on the rows of the stretch";
+  return compared;
+}
+
+TEST(MtpContext, AfterAStretchWithoutSpeculationARandomHeadDraftsAsWhenAlwaysOn) {
+  // One request, 37 prompt tokens, greedy, k = 2. The random head's drafts are all rejected, so
+  // engine step s >= 1 verifies the token at position 36 + s, and its SpecThrottle drafts at
+  // positions 37-40, pauses 8 steps (41-48), drafts at 49-52, pauses 16, drafts at 69-72. The
+  // stretch without speculation lies in the first pause (steps 5.. are positions 41..), so both
+  // runs draft at the same positions and differ only in the MTP context: steps [5, 13) end the
+  // stretch at the next draft (prepare() fills rows 41..48), steps [5, 11) two steps earlier
+  // (the steps with context fill them).
+  constexpr int32_t kTokens = 40;
+  Chat plain("random", false, false);
+  const Turn p = plain.turn("t1", first_prompt(), kTokens);
+  Chat on("random", true, false);
+  const Turn t_on = on.turn("t1", first_prompt(), kTokens);
+  EXPECT_EQ(t_on.tokens, p.tokens);
+  constexpr int64_t kStretchStart = 5, kFirstAfter = 49;  // position 48 is step 12's
+  for (const int64_t off_to : {13, 11}) {
+    SCOPED_TRACE("speculation off in steps [5, " + std::to_string(off_to) + ")");
+    Chat off("random", true, false);
+    off.drafter->off_from = kStretchStart;
+    off.drafter->off_to = off_to;
+    const Turn t_off = off.turn("t1", first_prompt(), kTokens);
+    EXPECT_EQ(t_off.tokens, p.tokens) << "greedy output with a stretch without speculation";
+    EXPECT_EQ(off.drafter->mtp().context_stats().restarts, 0);
+    EXPECT_GE(off.drafter->mtp().context_stats().filled_rows, 5) << "the stretch's rows were not filled";
+    EXPECT_GE(compare_drafts_after(*off.drafter, *on.drafter, "t1", kFirstAfter - 1, true), 8);
+  }
+  // The check can fail: with no room for kept rows the context restarts after the stretch (as it
+  // did before the rows were kept), the head attends to few rows and drafts otherwise.
+  Chat restarted("random", true, false);
+  restarted.drafter->off_from = kStretchStart;
+  restarted.drafter->off_to = 13;
+  restarted.drafter->mtp().set_kept_hidden_limit(0);
+  const Turn t_restarted = restarted.turn("t1", first_prompt(), kTokens);
+  EXPECT_EQ(t_restarted.tokens, p.tokens);
+  EXPECT_GT(restarted.drafter->context_at.at("t1").at(kFirstAfter), 0);
+  EXPECT_GT(restarted.drafter->mtp().context_stats().restarts, 0);
+  EXPECT_GE(compare_drafts_after(*restarted.drafter, *on.drafter, "t1", kFirstAfter - 1, false), 8);
+}
+
+TEST(MtpContext, BlocksWrittenWithoutSpeculationAreSharedOnAHit) {
+  // Turn 1 with the stretch (its MTP rows of block 2, positions 32..47, are filled after it), then
+  // turn 2 on the same engine: its 48-token hit restores the whole context, as without a stretch.
+  Chat chat("random", true, true);
+  chat.drafter->off_from = kOffFrom;
+  chat.drafter->off_to = kOffTo;
+  const Turn t1 = chat.turn("t1", first_prompt(), kTurn1Tokens);
+  const Turn t2 = chat.turn("t2", second_prompt(t1.tokens), kTurn2Tokens);
+  Chat plain("random", false, true);
+  const Turn p1 = plain.turn("t1", first_prompt(), kTurn1Tokens);
+  const Turn p2 = plain.turn("t2", second_prompt(p1.tokens), kTurn2Tokens);
+  EXPECT_EQ(t1.tokens, p1.tokens);
+  EXPECT_EQ(t2.tokens, p2.tokens);
+  ASSERT_GE(t2.hit, 3 * kBlockSize) << "turn 2 should resume from the prefix cache past the stretch's block";
+  EXPECT_EQ(chat.drafter->mtp().context_stats().restored, 1) << "a block written during the stretch was not shared";
+  EXPECT_EQ(chat.drafter->mtp().context_stats().restored_rows, t2.hit);
+  EXPECT_EQ(chat.drafter->context_start.at("t2"), 0);
+  // And turn 2 drafts what a cold run of its prompt drafts.
+  Chat alone("random", true, false);
+  const Turn cold = alone.turn("t2", second_prompt(t1.tokens), kTurn2Tokens);
+  EXPECT_EQ(chat.drafter->drafts.at("t2"), alone.drafter->drafts.at("t2"));
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "engine/mtp_executor.h"
 #include "engine/spec_throttle.h"
 #include "model_harness.h"
+#include "mtp_test_model.h"
 
 namespace pypto {
 namespace {
@@ -28,23 +29,7 @@ constexpr int32_t kMaxSeqs = 8;
 constexpr int32_t kMaxK = 3;
 constexpr int32_t kBlocks = 256;
 
-test::LoadedModel& mtp_model(const std::string& kind) {
-  static std::map<std::string, std::unique_ptr<test::LoadedModel>> models;
-  std::unique_ptr<test::LoadedModel>& m = models[kind];
-  if (!m) {
-    TestModelOptions o;
-    o.preset = "tiny-hybrid";
-    o.mtp = kind;
-    StagingOptions so;
-    so.mtp = true;
-    m = test::load_model(test::ensure_test_model("tiny-hybrid-mtp-" + kind, o), /*scalar=*/false, 2, so);
-    m->weights.state_slots = kMaxSeqs;
-    m->weights.state_snapshots = 32;
-    m->weights.state_rollback = kMaxK;
-    m->model = std::make_unique<Qwen3Model>(m->weights, *m->backend);
-  }
-  return *m;
-}
+test::LoadedModel& mtp_model(const std::string& kind) { return test::mtp_test_model(kind, kMaxSeqs, kMaxK); }
 
 struct Setup {
   int32_t k = 0;  // 0: no speculation
