@@ -37,9 +37,12 @@
 #include "engine/model_runner.h"
 #include "parallel/device_groups.h"
 #include "parallel/replicas/load_replicas.h"
+#include "greedy_run.h"
 
 using namespace pypto;
 using Clock = std::chrono::steady_clock;
+
+using pypto::bench::median;
 
 namespace {
 
@@ -56,11 +59,6 @@ struct Args {
   std::string devices;  // default with --tp N: 0..N-1
   std::string matmul_precision = matmul_precision_name(kDefaultMatmulPrecision);
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
 
 LoadedEngine load(const Args& a, int max_num_seqs, bool prefix_caching, int64_t max_len) {
   EngineLoadOptions o;

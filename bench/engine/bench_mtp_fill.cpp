@@ -25,9 +25,12 @@
 #include "model/kv_cache.h"
 #include "model/mtp_head.h"
 #include "parallel/replicas/load_replicas.h"
+#include "greedy_run.h"
 
 using namespace pypto;
 using Clock = std::chrono::steady_clock;
+
+using pypto::bench::median;
 
 namespace {
 
@@ -36,11 +39,6 @@ struct Args {
   std::vector<int> rows = {8, 32, 128};
   int threads = 0, repeats = 5, tokens = 32;
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
