@@ -332,6 +332,16 @@ TEST(Eagle3Config, InconsistentHeadsAreRefusedNamingTheFieldOrTensor) {
             std::string::npos);
   EXPECT_NE(load_error(head_variant("shape", [](nlohmann::json& c) { c["intermediate_size"] = 96; })).find("has shape"),
             std::string::npos);
+  // Against other targets: a hybrid, and a 2-layer target for the default aux layers (2, 1, -1).
+  const Eagle3Config oracle = read_eagle3_config(target("oracle").dir + "/eagle3");
+  ModelConfig t = target("oracle").m->weights.config;
+  t.num_hidden_layers = 2;
+  EXPECT_NE(error_of([&] { check_eagle3_target(oracle, t); })
+                .find("the default auxiliary layers (2, N/2, N-3) (2, 1, -1) name target layer 2, outside the target's 2 layers"),
+            std::string::npos);
+  t = target("oracle").m->weights.config;
+  t.arch = ModelArch::Qwen35;
+  EXPECT_NE(error_of([&] { check_eagle3_target(oracle, t); }).find("method eagle3 drafts for dense Qwen3"), std::string::npos);
 }
 
 }  // namespace
