@@ -53,6 +53,12 @@ int cmd_make_test_model(int argc, char** argv) {
                  "oracle-perturbed (the same with another mtp.norm: partial acceptance)")
       ->check(CLI::IsMember({"random", "oracle", "oracle-perturbed"}))
       ->capture_default_str();
+  app.add_option("--eagle3", opt.eagle3,
+                 "dense presets: also write an EAGLE-3 draft head into OUT/eagle3 (--speculative-config "
+                 "'{\"method\": \"eagle3\", \"model\": \"OUT/eagle3\", ...}'): random, oracle (the target's "
+                 "output projections zero so its next token depends only on the current one, and the head drafts "
+                 "exactly that token) or oracle-half (the same oracle over the even token ids: partial acceptance)")
+      ->check(CLI::IsMember({"random", "oracle", "oracle-half"}));
   app.add_option("--seed", opt.seed, "random seed")->capture_default_str();
   app.add_option("--out", opt.out_dir, "output directory")->required();
   CLI11_PARSE(app, argc, argv);

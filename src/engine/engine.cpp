@@ -42,8 +42,7 @@ Engine::Engine(const EngineConfig& config, std::unique_ptr<ModelExecutor> execut
       seed_source_(std::random_device{}()) {
   PYPTO_ASSERT(executor_ != nullptr);
   if (config_.vocab_size < 1) fail("engine: vocab_size must be >= 1, got ", config_.vocab_size);
-  if (const SpeculativeMethod m = config_.scheduler.speculative.method;
-      m == SpeculativeMethod::DraftModel || m == SpeculativeMethod::Mtp) {
+  if (const SpeculativeMethod m = config_.scheduler.speculative.method; config_.scheduler.speculative.stateful_drafter()) {
     if (!config_.drafter)
       fail("--speculative-config: method ", speculative_method_name(m), ", but no drafter was loaded for this engine");
     scheduler_.set_drafter(config_.drafter);

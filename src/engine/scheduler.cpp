@@ -24,10 +24,8 @@ Scheduler::Scheduler(const SchedulerConfig& config, const CacheConfig& cache, Bl
 }
 
 void Scheduler::set_drafter(std::shared_ptr<DraftProposer> drafter) {
-  PYPTO_ASSERT(drafter != nullptr && requests_.empty() &&
-                   (config_.speculative.method == SpeculativeMethod::DraftModel ||
-                    config_.speculative.method == SpeculativeMethod::Mtp),
-               "a drafter is set once, before any request, for method draft_model or mtp");
+  PYPTO_ASSERT(drafter != nullptr && requests_.empty() && config_.speculative.stateful_drafter(),
+               "a drafter is set once, before any request, for method draft_model, mtp or eagle3");
   proposer_ = std::move(drafter);
   proposer_->set_target_kv_blocks(kv_.block_pool().num_blocks());
 }

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "engine/mtp_config.h"
+#include "model/eagle3_config.h"
 #include "io/json_fields.h"
 #include "io/model_config.h"
 
@@ -16,7 +17,7 @@ constexpr const char* kWhere = "--speculative-config";
 constexpr const char* kAllowedKeys =
     "method, num_speculative_tokens, cost_model, prompt_lookup_max, prompt_lookup_min (ngram), model, quantization "
     "(draft_model)";
-// (method mtp takes method and num_speculative_tokens only)
+// (method mtp takes method and num_speculative_tokens only; eagle3 also model)
 
 int32_t positive_int(const JsonFields& f, const char* key, int64_t max) {
   const int64_t v = f.req_int(key);
@@ -58,6 +59,7 @@ const char* speculative_method_name(SpeculativeMethod m) {
     case SpeculativeMethod::Ngram: return "ngram";
     case SpeculativeMethod::DraftModel: return "draft_model";
     case SpeculativeMethod::Mtp: return "mtp";
+    case SpeculativeMethod::Eagle3: return "eagle3";
   }
   return "none";
 }
@@ -77,6 +79,8 @@ void SpeculativeConfig::validate() const {
     if (draft_quantization != "none" && draft_quantization != "int8" && draft_quantization != "int4")
       fail(kWhere, ": 'quantization' must be one of none, int8, int4, got \"", draft_quantization, "\"");
   }
+  if (method == SpeculativeMethod::Eagle3 && draft_model.empty())
+    fail(kWhere, ": method eagle3 needs 'model' (the EAGLE-3 head's directory)");
 }
 
 SpeculativeConfig parse_speculative_config(const std::string& json_text) {
@@ -90,24 +94,38 @@ SpeculativeConfig parse_speculative_config(const std::string& json_text) {
     if (!known.contains(it.key())) fail(kWhere, ": unknown key '", it.key(), "'; allowed keys: ", kAllowedKeys);
   const JsonFields f(obj, kWhere);
 
-  // vLLM infers the method from `model` when it is left out; without a model it is required.
-  std::string method = f.opt_string("method").value_or(f.has("model") ? "draft_model" : "");
-  if (method.empty()) fail(kWhere, ": 'method' is required without 'model'; allowed methods: ngram, draft_model, mtp");
+  // vLLM infers the method from `model` when it is left out (an EAGLE-3 head by its config.json's
+  // architecture); without a model it is required.
+  std::string method = f.opt_string("method").value_or("");
+  if (method.empty() && f.has("model")) {
+    const std::string dir = f.opt_string("model").value_or("");
+    method = dir_holds_eagle3_head(dir) ? "eagle3" : "draft_model";
+  }
+  if (method.empty()) fail(kWhere, ": 'method' is required without 'model'; allowed methods: ngram, draft_model, mtp, eagle3");
   if (method == "ngram") {
     c.method = SpeculativeMethod::Ngram;
   } else if (method == "draft_model") {
     c.method = SpeculativeMethod::DraftModel;
   } else if (is_mtp_method(method)) {
     c.method = SpeculativeMethod::Mtp;  // engine/mtp_config.h
+  } else if (method == "eagle3") {
+    c.method = SpeculativeMethod::Eagle3;  // model/eagle3_head.h
   } else {
-    fail(kWhere, ": method \"", method, "\" is not supported; allowed methods: ngram, draft_model, mtp (EAGLE and ",
-         "suffix decoding are not built)");
+    fail(kWhere, ": method \"", method, "\" is not supported; allowed methods: ngram, draft_model, mtp, eagle3 (EAGLE-1 ",
+         "(eagle), Medusa and suffix decoding are not built)");
   }
   c.num_speculative_tokens = positive_int(f, "num_speculative_tokens", kMaxSpeculativeTokens);
   c.cost_model = f.opt_bool("cost_model").value_or(true);
   if (c.method == SpeculativeMethod::Mtp) {
     for (const char* key : {"model", "quantization", "prompt_lookup_min", "prompt_lookup_max"})
       if (f.has(key)) fail(kWhere, ": '", key, "' does not apply to method mtp (the MTP head is the target checkpoint's own)");
+    c.validate();
+    return c;
+  }
+  if (c.method == SpeculativeMethod::Eagle3) {
+    for (const char* key : {"quantization", "prompt_lookup_min", "prompt_lookup_max"})
+      if (f.has(key)) fail(kWhere, ": '", key, "' does not apply to method eagle3 (the head runs in its own dtype)");
+    c.draft_model = f.opt_string("model").value_or("");
     c.validate();
     return c;
   }
@@ -139,6 +157,13 @@ void check_speculative_target(const SpeculativeConfig& spec, const ModelConfig& 
     fail(kWhere, ": a pooling model (--runner pooling: embeddings, scores) generates no tokens to speculate on: "
          "leave --speculative-config out");
   if (spec.method == SpeculativeMethod::Mtp) check_mtp_target(spec, target, target_dir);
+  if (spec.method == SpeculativeMethod::Eagle3) {
+    check_eagle3_target(read_eagle3_config(spec.draft_model), target);
+    if (std::filesystem::exists(spec.draft_model + "/tokenizer.json"))  // heads usually ship none
+      if (const std::string diff = tokenizer_difference(target_dir, spec.draft_model); !diff.empty())
+        fail(kWhere, ": the EAGLE-3 head ", spec.draft_model, " does not share the target's tokenizer: ", diff);
+    return;
+  }
   if (spec.method != SpeculativeMethod::DraftModel) return;
   namespace fs = std::filesystem;
   const std::string cfg_path = spec.draft_model + "/config.json";

@@ -5,6 +5,9 @@
 //   {"model": DIR, "num_speculative_tokens": k, "quantization": "int8"}   (method draft_model)
 //   {"method": "mtp", "num_speculative_tokens": k}   (the checkpoint's own MTP head: Qwen3.5 / Qwen3.6;
 //   the older names qwen3_5_mtp and qwen3_next_mtp are accepted with a warning)
+//   {"method": "eagle3", "model": DIR, "num_speculative_tokens": k}   (an EAGLE-3 head for a dense
+//   Qwen3 target, model/eagle3_head.h; the method is inferred when DIR's config.json names an
+//   EAGLE-3 architecture)
 // Every method also takes "cost_model": true (the default: the engine speculates only where its
 // measured step costs say it pays, engine/spec_cost_model.h) or false (always draft k tokens, for
 // measuring what forced speculation gives; the per-request throttle still applies).
@@ -16,7 +19,7 @@ namespace pypto {
 
 struct ModelConfig;
 
-enum class SpeculativeMethod { None, Ngram, DraftModel, Mtp };
+enum class SpeculativeMethod { None, Ngram, DraftModel, Mtp, Eagle3 };
 
 const char* speculative_method_name(SpeculativeMethod m);
 
@@ -30,12 +33,18 @@ struct SpeculativeConfig {
   int32_t prompt_lookup_min = 0;
   int32_t prompt_lookup_max = 0;
   // draft_model: the draft's checkpoint directory and its own weight quantization (none|int8|int4).
+  // eagle3: the head's directory (draft_model), no quantization.
   std::string draft_model;
   std::string draft_quantization = "none";
   // Whether the measured cost model chooses k per step (engine/spec_cost_model.h).
   bool cost_model = true;
 
   bool enabled() const { return method != SpeculativeMethod::None; }
+  // Methods whose drafter keeps per-request state and is handed to the scheduler (set_drafter).
+  bool stateful_drafter() const {
+    return method == SpeculativeMethod::DraftModel || method == SpeculativeMethod::Mtp ||
+           method == SpeculativeMethod::Eagle3;
+  }
   // Throws Error naming the field and its allowed values.
   void validate() const;
 };

@@ -49,7 +49,9 @@ std::vector<SafetensorInfo> parse_safetensors_header(const uint8_t* file, size_t
     else if (dt == "F32") t.dtype = DType::F32;
     else if (dt == "F8_E4M3") t.dtype = DType::F8_E4M3;  // block-FP8 projections
     else if (dt == "I32") t.dtype = DType::I32;          // AWQ qweight / qzeros
-    else fail(path, ": tensor '", name, "': dtype ", dt, " is not supported (supported: BF16, F16, F32, F8_E4M3, I32)");
+    else if (dt == "I64") t.dtype = DType::I64;          // EAGLE-3 heads' d2t (draft → target id offsets)
+    else if (dt == "BOOL") t.dtype = DType::I8;          // EAGLE-3 heads' t2d mask: one byte, never read
+    else fail(path, ": tensor '", name, "': dtype ", dt, " is not supported (supported: BF16, F16, F32, F8_E4M3, I32, I64, BOOL)");
     if (!e.contains("shape") || !e["shape"].is_array()) fail(path, ": tensor '", name, "': missing list 'shape'");
     // numel must not overflow: bound every dim and the running product by the data size.
     uint64_t numel = 1;

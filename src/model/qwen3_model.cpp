@@ -306,6 +306,17 @@ void Qwen3Model::attention(const Qwen3LayerWeights& L, int32_t i, const ForwardB
   be.add_inplace(x_, tmp_, T * hidden_);
 }
 
+void Qwen3Model::capture_aux(int32_t layer, int64_t T) {
+  const int64_t n = int64_t(aux_layers_.size());
+  for (int64_t j = 0; j < n; ++j) {
+    if (aux_layers_[size_t(j)] != layer) continue;
+    PYPTO_PROF_OP("host.aux_hidden");
+    backend_.synchronize();
+    for (int64_t t = 0; t < T; ++t)
+      std::memcpy(aux_hidden_out_ + (t * n + j) * hidden_, x_ + t * hidden_, sizeof(float) * size_t(hidden_));
+  }
+}
+
 void Qwen3Model::forward(const ForwardBatch& batch, KvCache& cache, float* logits_out) {
   PYPTO_ASSERT(first_stage() && last_stage(), "forward() of a pipeline stage: use forward_stage()");
   forward_stage(batch, cache, nullptr, nullptr, logits_out);
@@ -320,6 +331,8 @@ void Qwen3Model::forward_stage(const ForwardBatch& batch, KvCache& cache, const 
   check_batch(batch, cache);
   PYPTO_ASSERT(first_stage() || hidden_in != nullptr, "a later pipeline stage needs the hidden states");
   PYPTO_ASSERT(last_stage() || hidden_out != nullptr, "an earlier pipeline stage needs a hidden-state output");
+  PYPTO_ASSERT(aux_hidden_out_ == nullptr || (first_stage() && last_stage()),
+               "EAGLE-3 hidden states are captured on a whole model only");
   // Checked before the first collective: a rank that threw later would leave the others waiting.
   const bool receives = comm_ == nullptr || comm_->rank() == kLogitsRank;
   PYPTO_ASSERT(!last_stage() || !receives || batch.num_logits() == 0 || logits_out != nullptr,
@@ -337,6 +350,7 @@ void Qwen3Model::forward_stage(const ForwardBatch& batch, KvCache& cache, const 
   PYPTO_PROF_PHASE(prof::Level::Kernel, "layers");
   for (int32_t i = 0; i < int32_t(w_.layers.size()); ++i) {
     const int32_t li = w_.layer_begin + i;  // the model's layer index (profiles name it)
+    if (aux_hidden_out_ != nullptr) capture_aux(li, T);
     PYPTO_PROF_LAYER(li, "norm.input");
     const Qwen3LayerWeights& L = w_.layers[size_t(i)];
     // --- attention block ---

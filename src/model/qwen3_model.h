@@ -84,6 +84,15 @@ class Qwen3Model {
   // writes the final normed hidden state of every row (what lm_head reads for the rows it
   // computes) into out [batch.num_tokens(), hidden]. Null: off (the default).
   void set_normed_hidden_out(float* out) { normed_hidden_out_ = out; }
+  // Speculative decoding (EAGLE-3, model/eagle3_head.h): while set, each forward of a whole model
+  // also writes the residual stream of every row as it enters each layer of `layers` (model
+  // layer indices, in order; the embedding for layer 0) into out [batch.num_tokens(),
+  // layers.size() * hidden], row t's states side by side in the order of `layers`. Null /
+  // empty: off (the default), which costs nothing.
+  void set_aux_hidden_out(std::vector<int32_t> layers, float* out) {
+    aux_layers_ = std::move(layers);
+    aux_hidden_out_ = out;
+  }
 
   // The tensor-parallel rank that receives the gathered logits (and samples).
   static constexpr int kLogitsRank = 0;
@@ -133,6 +142,10 @@ class Qwen3Model {
   void attention(const Qwen3LayerWeights& L, int32_t i, const ForwardBatch& batch, KvCache& cache, int64_t T);
   void end_hybrid_step(const ForwardBatch& batch);
   float* normed_hidden_out_ = nullptr;
+  std::vector<int32_t> aux_layers_;  // set_aux_hidden_out
+  float* aux_hidden_out_ = nullptr;
+  // Copies x_ [T, hidden] into column block `j` of aux_hidden_out_ (set_aux_hidden_out).
+  void capture_aux(int32_t layer, int64_t T);
   float *x_ = nullptr, *h_ = nullptr, *tmp_ = nullptr, *qkv_ = nullptr, *q_ = nullptr, *k_ = nullptr,
         *v_ = nullptr, *attn_ = nullptr, *gate_up_ = nullptr, *act_ = nullptr;
 };

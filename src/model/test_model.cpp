@@ -19,6 +19,7 @@
 #include "io/json_fields.h"
 #include "io/safetensors.h"
 #include "model/test_model_cache.h"
+#include "model/test_model_eagle3.h"
 #include "model/test_model_pooling.h"
 #include "model/test_model_hybrid.h"
 #include "model/test_model_quant.h"
@@ -211,6 +212,11 @@ std::string qwen3_tokenizer_dir() {
 }
 
 void make_test_model(const TestModelOptions& opt) {
+  if (!opt.eagle3.empty())  // EAGLE-3 heads: dense causal presets only
+    check_eagle3_test_head_kind(opt.eagle3, !is_hybrid_test_model_preset(opt.preset) &&
+                                                find_preset(opt.preset).kind == PresetKind::CausalLM &&
+                                                test_model_config(opt.preset).arch != ModelArch::Qwen3Moe &&
+                                                opt.quant == QuantMethod::None && !opt.qwen2);
   if (is_hybrid_test_model_preset(opt.preset)) return make_hybrid_test_model(opt);
   if (opt.text_only) fail("--text-only applies to the Qwen3.5 / Qwen3.6 hybrid presets only (", opt.preset, " is Qwen3)");
   ModelConfig c = test_model_config(opt.preset);
@@ -230,6 +236,10 @@ void make_test_model(const TestModelOptions& opt) {
     fail("--dtype must be bf16, f16 or f32");
   if (opt.shards < 1) fail("--shards must be at least 1, got ", opt.shards);
   if (opt.out_dir.empty()) fail("--out DIR is required");
+  // EAGLE-3 oracle heads need a target whose next token depends only on the current one: every
+  // output projection zero, lm_head untied (test_model_eagle3.h).
+  const bool oracle = opt.eagle3.rfind("oracle", 0) == 0;
+  if (oracle) c.tie_word_embeddings = false;
   const bool qwen2 = opt.qwen2;
   const bool qk_norm = opt.qk_norm && !qwen2;
   const std::string tok_dir = qwen3_tokenizer_dir();
@@ -305,12 +315,14 @@ void make_test_model(const TestModelOptions& opt) {
       add(p + "self_attn.q_norm.weight", {hd}, 1.0f, gamma_a);
       add(p + "self_attn.k_norm.weight", {hd}, 1.0f, gamma_a);
     }
-    proj(p + "self_attn.o_proj.weight", H, c.q_size());
+    if (oracle) add(p + "self_attn.o_proj.weight", {H, c.q_size()}, 0.0f, 0.0f);
+    else proj(p + "self_attn.o_proj.weight", H, c.q_size());
     norm(p + "post_attention_layernorm.weight");
     if (!c.sparse_layer(i)) {
       proj(p + "mlp.gate_proj.weight", I, H);
       proj(p + "mlp.up_proj.weight", I, H);
-      proj(p + "mlp.down_proj.weight", H, I);
+      if (oracle) add(p + "mlp.down_proj.weight", {H, I}, 0.0f, 0.0f);
+      else proj(p + "mlp.down_proj.weight", H, I);
       continue;
     }
     // Router logits of std ~1 (rows of std 1/sqrt(H) on normed h): routing neither uniform nor
@@ -431,6 +443,7 @@ void make_test_model(const TestModelOptions& opt) {
   for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
     fs::copy_file(fs::path(tok_dir) / f, out / f, fs::copy_options::overwrite_existing);
   if (kind == PresetKind::Embedding) write_embedding_files(opt.out_dir, H);
+  if (!opt.eagle3.empty()) make_eagle3_test_head(opt.out_dir, opt.out_dir + "/eagle3", opt.eagle3, opt.seed);
   // A reranker is a plain causal LM with the base tokenizer (no post-processor): nothing to add.
 }
 

@@ -44,6 +44,12 @@ struct TestModelOptions {
   // token exactly what the target will. "oracle-perturbed": the same with mtp.norm redrawn, so
   // only some drafts agree with the target. Oracle checkpoints are untied (lm_head written apart).
   std::string mtp = "random";
+  // Dense causal presets: also write an EAGLE-3 draft head (model/test_model_eagle3.h) into
+  // out_dir/eagle3. "" (none), "random", "oracle" (the target's every o_proj and down_proj is zero
+  // and its lm_head untied, so its next token depends only on the current one, and the head
+  // provably drafts exactly that token) or "oracle-half" (the same oracle over a draft vocabulary
+  // of the even token ids, mapped by d2t: a draft is right exactly when the target's token is even).
+  std::string eagle3;
   std::string out_dir;
   bool show_progress = true;
 };

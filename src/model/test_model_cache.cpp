@@ -43,6 +43,7 @@ std::string test_model_key(const TestModelOptions& o) {
                  " shards=", o.shards, " qk_norm=", o.qk_norm, " qwen2=", o.qwen2, " seed=", o.seed,
                  " quant=", quant_method_name(o.quant), " quant_group=", o.quant_group,
                  o.text_only ? " text_only=1" : "",  // (absent when false: older keys stay valid)
+                 o.eagle3.empty() ? "" : " eagle3=" + o.eagle3,
                  is_hybrid_test_model_preset(o.preset) ? " mtp=" + o.mtp : "");  // hybrids: the MTP head's kind
 }
 

@@ -61,7 +61,9 @@ TEST(SpeculativeConfig, CostModelKeyTakesABooleanForEveryMethod) {
 TEST(SpeculativeConfig, BadInputIsRefusedByName) {
   EXPECT_TRUE(has(error_of(R"({"method": "ngram", "num_speculative_tokens": 2, "disable_by_batch_size": 4})"),
                   "unknown key 'disable_by_batch_size'"));
-  EXPECT_TRUE(has(error_of(R"({"method": "eagle3", "num_speculative_tokens": 2})"), "allowed methods: ngram, draft_model"));
+  EXPECT_TRUE(has(error_of(R"({"method": "eagle", "num_speculative_tokens": 2})"),
+                  "allowed methods: ngram, draft_model, mtp, eagle3"));
+  EXPECT_TRUE(has(error_of(R"({"method": "eagle3", "num_speculative_tokens": 2})"), "method eagle3 needs 'model'"));
   EXPECT_TRUE(has(error_of(R"({"num_speculative_tokens": 2})"), "'method' is required"));
   EXPECT_TRUE(has(error_of(R"({"method": "ngram"})"), "'num_speculative_tokens'"));
   EXPECT_TRUE(has(error_of(R"({"method": "ngram", "num_speculative_tokens": 0})"), "[1, 16]"));

@@ -65,7 +65,7 @@ TEST(Safetensors, RejectsInvalidJson) {
 
 TEST(Safetensors, RejectsUnsupportedDtype) {
   EXPECT_EQ(parse_error(file_image(R"({"x":{"dtype":"F8_E5M2","shape":[1],"data_offsets":[0,1]}})", 1)),
-            "w.safetensors: tensor 'x': dtype F8_E5M2 is not supported (supported: BF16, F16, F32, F8_E4M3, I32)");
+            "w.safetensors: tensor 'x': dtype F8_E5M2 is not supported (supported: BF16, F16, F32, F8_E4M3, I32, I64, BOOL)");
 }
 
 TEST(Safetensors, ReadsQuantizedCheckpointDtypes) {

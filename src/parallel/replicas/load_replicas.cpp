@@ -13,6 +13,7 @@
 #include "model/gdn_state.h"
 #include "model/weight_staging.h"
 #include "parallel/replicas/draft_load.h"
+#include "parallel/replicas/eagle3_load.h"
 #include "parallel/replicas/mtp_load.h"
 #include "parallel/replicas/mtp_virtual_engines.h"
 #include "parallel/replicas/pooling_load.h"
@@ -161,6 +162,8 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
          "--distributed-executor-backend threads (the default for --runner pooling and rerank)");
   const bool draft_model = opt.engine.scheduler.speculative.method == SpeculativeMethod::DraftModel;
   const bool mtp = opt.engine.scheduler.speculative.method == SpeculativeMethod::Mtp;  // parallel/replicas/mtp_load.h
+  const bool eagle3 = opt.engine.scheduler.speculative.method == SpeculativeMethod::Eagle3;  // eagle3_load.h
+  if (eagle3) check_eagle3_layout(opt.layout.tp, opt.layout.pp, opt.pp_virtual_engines, opt.process_comm != nullptr);
   if (opt.process_comm) return load_process_rank0(opt);
   const EngineLoadOptions& eo = opt.engine;
   const ParallelLayout& L = opt.layout;
@@ -291,6 +294,14 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
     draft = stage_draft_weights(eo.scheduler.speculative, eo, *stager);
     out.weight_bytes += draft->resident_bytes;
   }
+  std::shared_ptr<const Eagle3Weights> eagle3_head;  // packed by the stager in the ranks' layout
+  if (eagle3) {
+    eagle3_head = load_eagle3_weights(read_eagle3_config(eo.scheduler.speculative.draft_model), cfg, *stager);
+    out.weight_bytes += eagle3_head->bytes;
+    log_info("speculative decoding: EAGLE-3 head ", eo.scheduler.speculative.draft_model, " (aux layers ",
+             eagle3_head->aux_layers[0], ", ", eagle3_head->aux_layers[1], ", ", eagle3_head->aux_layers[2],
+             "; draft vocabulary ", eagle3_head->config.draft_vocab_size, ")");
+  }
   stager.reset();
   out.config = slices[0]->config;
   out.config.pooling = cfg.pooling;
@@ -315,6 +326,7 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   }
   if (draft) bytes_per_block += draft_kv_bytes_per_block(*draft, eo);  // the draft's KV block beside each target block
   if (mtp) bytes_per_block += mtp_kv_bytes_per_block(slices, eo);  // the MTP layer's KV block beside it (every TP rank's share)
+  if (eagle3_head) bytes_per_block += eagle3_kv_bytes_per_block(*eagle3_head, eo);  // the head's layer beside it
   const int64_t state_bytes = hybrid_state_bytes(cfg, eo, engines) * L.dp;
   out.capacity = plan_kv_capacity(kv_capacity_request(
       eo, bytes_per_block, (static_cast<int64_t>(available_memory_bytes()) - state_bytes) / L.dp));
@@ -391,6 +403,16 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
                                              L.tp > 1 ? "s" : "", " of the last stage")
                                : draft ? std::string("; each engine's draft model on stage 0's rank 0, between the steps")
                                    : std::string());
+      continue;
+    }
+    if (eagle3) {  // one rank per replica (check_eagle3_layout): the target with its aux states for the head
+      EngineConfig me = ec;
+      auto exec = make_eagle3_executor(parts[0].weights, eagle3_head, std::move(parts[0].backend), out.capacity.num_blocks,
+                                       eo, &me.drafter);
+      add_engine(out, replicas, me, std::move(exec));
+      out.placement += str_cat(out.placement.empty() ? "" : "\n", "replica ", i, ": one rank with the EAGLE-3 drafter, device ",
+                               L.devices[size_t(i * nr)], " cores ",
+                               L.pinned ? format_core_list(L.rank_cores(i, 0)) : std::string("any"));
       continue;
     }
     if (mtp && nr == 1) {  // one rank per replica: the target with its hidden states for the MTP drafter

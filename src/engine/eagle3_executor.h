@@ -1,0 +1,42 @@
+#pragma once
+// The model executor for --speculative-config method eagle3: the target's step as ModelRunner
+// runs it (one rank; each --dp replica its own), with the residual stream entering each of the
+// head's three aux layers captured for every row (Qwen3Model::set_aux_hidden_out), fused by the
+// head's fc into one [H] state per row and handed to the drafter after the step
+// (MtpProposer::observe: the EAGLE-3 head drafts through the MTP drafter's bookkeeping, the same
+// row pairing h_t with x_{t+1} in its own KV indexed by the target's block ids, the same
+// rollback; make_eagle3_proposer below). Without an EAGLE-3 drafter the target captures nothing.
+#include <memory>
+#include <vector>
+
+#include "engine/model_runner.h"
+#include "engine/mtp_proposer.h"
+#include "model/eagle3_head.h"
+
+namespace pypto {
+
+// The drafter over `head` (which must outlive it, with `cache`: num_blocks ≥ the target's blocks
+// plus the lookahead, model/eagle3_head.h's KV shape); `target` gives the hidden size and vocabulary.
+std::shared_ptr<MtpProposer> make_eagle3_proposer(const ModelConfig& target, Eagle3Head& head, KvCache& cache);
+
+class Eagle3Executor : public ModelExecutor {
+ public:
+  // `model`, `cache` and `head` must outlive the executor (or be handed to keep_alive()).
+  Eagle3Executor(Qwen3Model& model, KvCache& cache, Eagle3Head& head, std::shared_ptr<MtpProposer> drafter);
+  void execute(const SchedulerOutput& so, ExecutorOutput& out) override;
+  void parallel_rows(int64_t n, const std::function<void(int64_t)>& fn) override {
+    model_.backend().parallel_rows(n, fn);
+  }
+  void keep_alive(std::vector<std::shared_ptr<const void>> parts) { parts_ = std::move(parts); }
+
+ private:
+  std::vector<std::shared_ptr<const void>> parts_;  // destroyed last
+  Qwen3Model& model_;
+  KvCache& cache_;
+  Eagle3Head& head_;
+  ModelRunner runner_;
+  std::shared_ptr<MtpProposer> drafter_;
+  std::vector<float> aux_, fused_;  // [T, 3H] captured, [T, H] fused
+};
+
+}  // namespace pypto

@@ -1,0 +1,348 @@
+// EAGLE-3 speculative decoding (model/eagle3_head.h, engine/eagle3_executor.h) through the engine
+// over a tiny dense Qwen3 target (4 layers) with heads from make-test-model --eagle3
+// (model/test_model_eagle3.h):
+//  - "oracle": the target's next token depends only on the current one and the head drafts
+//    exactly that token, so every greedy draft must be accepted (k = 1, 2, 3);
+//  - "oracle-half": the same over a draft vocabulary of the even ids (d2t), so a draft is right
+//    exactly when the target's token is even: the accepted count must equal that prediction;
+//  - "random": random head weights (drafts rarely right).
+// In every case greedy output equals the run without speculation token for token — alone,
+// batched with chunked prefill, and prefix-cached. The target's captured aux states are checked
+// against the residual stream computed independently (the embedding, for layer 0).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <fstream>
+#include <map>
+
+#include "engine/eagle3_executor.h"
+#include "engine/engine.h"
+#include "engine/model_runner.h"
+#include "engine/spec_throttle.h"
+#include "engine/speculative_config.h"
+#include "io/safetensors.h"
+#include "model/mtp_head.h"
+#include "model_harness.h"
+
+namespace pypto {
+namespace {
+
+using Ids = std::vector<int32_t>;
+constexpr int32_t kBlockSize = 16;
+constexpr int32_t kMaxSeqs = 8;
+constexpr int32_t kBlocks = 256;
+
+struct Target {
+  std::string dir;
+  std::unique_ptr<test::LoadedModel> m;
+  std::shared_ptr<const Eagle3Weights> head;
+};
+
+Target& target(const std::string& kind) {
+  static std::map<std::string, Target> targets;
+  Target& t = targets[kind];
+  if (!t.m) {
+    TestModelOptions o;
+    o.preset = "tiny";
+    o.layers = 4;
+    o.eagle3 = kind;
+    t.dir = test::ensure_test_model("tiny-eagle3-" + kind, o);
+    t.m = test::load_model(t.dir, /*scalar=*/false, 2);
+    t.head = load_eagle3_weights(read_eagle3_config(t.dir + "/eagle3"), t.m->weights.config, *t.m->backend);
+  }
+  return t;
+}
+
+struct Setup {
+  int32_t k = 0;  // 0: no speculation
+  int64_t threshold = 2048;
+  int64_t budget = 4096;
+  bool prefix_caching = false;
+  float temperature = 0.0f;
+};
+
+struct Outcome {
+  std::map<std::string, Ids> tokens;
+  SpecDecodeStats stats;
+  int64_t hits = 0;
+};
+
+class Eagle3Engine {
+ public:
+  Eagle3Engine(const std::string& kind, const Setup& s) : s_(s) {
+    Target& t = target(kind);
+    test::LoadedModel& m = *t.m;
+    cache_ = std::make_unique<KvCache>(m.model->kv_cache_spec(kBlocks, kBlockSize, DType::BF16));
+    EngineConfig c;
+    c.scheduler.max_num_seqs = kMaxSeqs;
+    c.scheduler.max_num_batched_tokens = s.budget;
+    c.scheduler.long_prefill_token_threshold = s.threshold;
+    c.scheduler.max_model_len = 512;
+    c.cache.block_size = kBlockSize;
+    c.cache.num_blocks = kBlocks;
+    c.cache.enable_prefix_caching = s.prefix_caching;
+    c.vocab_size = m.model->vocab_size();
+    std::unique_ptr<ModelExecutor> exec;
+    if (s.k > 0) {
+      c.scheduler.speculative.method = SpeculativeMethod::Eagle3;
+      c.scheduler.speculative.draft_model = t.dir + "/eagle3";
+      c.scheduler.speculative.num_speculative_tokens = s.k;
+      c.scheduler.speculative.cost_model = false;
+      head_ = std::make_unique<Eagle3Head>(t.head, m.weights, *m.backend);
+      // F32: the oracle's attention passes the normed embedding through exactly.
+      head_cache_ = std::make_unique<KvCache>(head_->kv_cache_spec(kBlocks + 64, kBlockSize, DType::F32));
+      auto drafter = make_eagle3_proposer(m.weights.config, *head_, *head_cache_);
+      c.drafter = drafter;
+      exec = std::make_unique<Eagle3Executor>(*m.model, *cache_, *head_, drafter);
+    } else {
+      exec = std::make_unique<ModelRunner>(*m.model, *cache_);
+    }
+    engine_ = std::make_unique<Engine>(c, std::move(exec));
+  }
+
+  Outcome run(const std::vector<Ids>& prompts, int32_t max_tokens, const std::string& tag = "p") {
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EngineRequest r;
+      r.request_id = tag + std::to_string(i);
+      r.prompt_token_ids = prompts[i];
+      r.params.temperature = s_.temperature;
+      r.params.seed = uint64_t(77 + i);
+      r.params.max_tokens = max_tokens;
+      r.params.ignore_eos = true;
+      engine_->add_request(r);
+    }
+    Outcome out;
+    for (int step = 0; step < 10000 && engine_->has_unfinished_requests(); ++step)
+      for (const RequestOutput& o : engine_->step()) {
+        EXPECT_NE(o.finish_reason, FinishReason::Error) << o.error;
+        Ids& t = out.tokens[o.request_id];
+        t.insert(t.end(), o.new_token_ids.begin(), o.new_token_ids.end());
+        if (o.finish_reason) out.hits += o.num_cached_tokens;
+      }
+    out.stats = engine_->scheduler().spec_decode_stats();
+    return out;
+  }
+
+ private:
+  Setup s_;
+  std::unique_ptr<KvCache> cache_;
+  std::unique_ptr<Eagle3Head> head_;
+  std::unique_ptr<KvCache> head_cache_;
+  std::unique_ptr<Engine> engine_;  // destroyed first: it holds the drafter, which points at the head
+};
+
+Outcome run_once(const std::string& kind, const Setup& s, const std::vector<Ids>& prompts, int32_t max_tokens) {
+  return Eagle3Engine(kind, s).run(prompts, max_tokens);
+}
+
+std::vector<Ids> prompts(int n, int len = 11) {
+  std::vector<Ids> out;
+  for (int i = 0; i < n; ++i) out.push_back(test::random_prompt(len + 7 * i, uint64_t(900 + i)));
+  return out;
+}
+
+TEST(Eagle3SpecDecode, OracleHeadHasEveryGreedyDraftAcceptedAndChangesNothing) {
+  const std::vector<Ids> ps = prompts(2);
+  const Outcome plain = run_once("oracle", {}, ps, 16);
+  for (int32_t k = 1; k <= 3; ++k) {
+    SCOPED_TRACE("k = " + std::to_string(k));
+    const Outcome spec = run_once("oracle", {.k = k}, ps, 16);
+    EXPECT_EQ(plain.tokens, spec.tokens);
+    EXPECT_GT(spec.stats.num_draft_tokens, 0);
+    EXPECT_EQ(spec.stats.num_accepted_tokens, spec.stats.num_draft_tokens) << "an oracle draft was rejected";
+  }
+}
+
+// k = 1: the draft after token y is the target's next token when that is even (d2t maps the draft
+// vocabulary onto the even ids), another even token otherwise.
+TEST(Eagle3SpecDecode, HalfVocabularyOracleAcceptsExactlyTheEvenTokens) {
+  const Ids prompt = prompts(1)[0];
+  constexpr int32_t kTokens = 30;
+  const Outcome plain = run_once("oracle-half", {}, {prompt}, kTokens);
+  const Outcome spec = run_once("oracle-half", {.k = 1}, {prompt}, kTokens);
+  EXPECT_EQ(plain.tokens, spec.tokens);
+  const Ids& out = plain.tokens.at("p0");
+  SpecThrottle throttle(1);
+  int64_t drafted = 0, accepted = 0;
+  for (size_t o = 1; o < out.size();) {
+    const int32_t k = std::min<int32_t>(throttle.next_k(), int32_t(kTokens - int64_t(o) - 1));
+    if (k <= 0) {
+      ++o;
+      continue;
+    }
+    const bool ok = out[o] % 2 == 0;
+    ++drafted;
+    accepted += ok;
+    throttle.observe(1, ok);
+    o += ok ? 2 : 1;
+  }
+  EXPECT_EQ(spec.stats.num_draft_tokens, drafted);
+  EXPECT_EQ(spec.stats.num_accepted_tokens, accepted);
+  EXPECT_GT(accepted, 0);
+  EXPECT_LT(accepted, drafted) << "every token was even: not a partial acceptance";
+}
+
+TEST(Eagle3SpecDecode, BatchedChunkedAndPrefixCachedOutputsAreUnchanged) {
+  const std::vector<Ids> ps = prompts(3, 20);
+  {  // random head: drafts mostly rejected, 7-token chunks, a 40-token budget
+    const Outcome plain = run_once("random", {}, ps, 10);
+    const Outcome spec = run_once("random", {.k = 2, .threshold = 7, .budget = 40}, ps, 10);
+    EXPECT_EQ(plain.tokens, spec.tokens);
+    EXPECT_GT(spec.stats.num_draft_tokens, 0);
+    EXPECT_LT(spec.stats.num_accepted_tokens, spec.stats.num_draft_tokens) << "a random head agreed everywhere";
+  }
+  const Outcome plain = run_once("oracle-half", {}, ps, 12);
+  EXPECT_EQ(plain.tokens, run_once("oracle-half", {.k = 2, .threshold = 7, .budget = 40}, ps, 12).tokens);
+  Eagle3Engine cached("oracle-half", {.k = 3, .prefix_caching = true});
+  EXPECT_EQ(plain.tokens, cached.run(ps, 12, "p").tokens);
+  const Outcome again = cached.run(ps, 12, "p");  // resumes from the prefix cache
+  EXPECT_EQ(plain.tokens, again.tokens);
+  EXPECT_GT(again.hits, 0) << "no prefix-cache hit";
+  EXPECT_GT(again.stats.num_accepted_tokens, 0);
+}
+
+TEST(Eagle3SpecDecode, SeededSamplingRunsThroughRejectionSampling) {
+  const Outcome spec = run_once("oracle-half", {.k = 2, .temperature = 0.8f}, prompts(1), 12);
+  for (const auto& [id, t] : spec.tokens) EXPECT_EQ(t.size(), 12u) << id;
+  EXPECT_GT(spec.stats.num_draft_tokens, 0);
+}
+
+// The target's captured residual stream entering layer 0 is the embedding of each token, and a
+// forward with capture on gives the same logits as one without.
+TEST(Eagle3SpecDecode, TheTargetCapturesAuxStatesWithoutChangingItsLogits) {
+  test::LoadedModel& m = *target("random").m;
+  const Ids prompt = prompts(1)[0];
+  const int64_t T = int64_t(prompt.size()), H = m.model->hidden_size(), V = m.model->vocab_size();
+  auto run = [&](bool capture, std::vector<float>& aux) {
+    KvCache cache(m.model->kv_cache_spec(4, kBlockSize, DType::F32));
+    ForwardBatch b;
+    b.max_blocks_per_seq = 4;
+    const int32_t blocks[4] = {0, 1, 2, 3};
+    b.add_sequence(prompt.data(), int32_t(T), 0, blocks, 4, kBlockSize, ForwardBatch::Logits::All);
+    std::vector<float> logits(size_t(T * V));
+    aux.assign(size_t(T * 3 * H), 0.0f);
+    if (capture) m.model->set_aux_hidden_out({0, 2, 3}, aux.data());
+    m.model->forward(b, cache, logits.data());
+    m.model->set_aux_hidden_out({}, nullptr);
+    return logits;
+  };
+  std::vector<float> aux, none;
+  EXPECT_EQ(run(true, aux), run(false, none));
+  for (float v : none) ASSERT_EQ(v, 0.0f) << "captured while off";
+  std::vector<float> e(static_cast<size_t>(H));
+  std::vector<int32_t> scratch;
+  for (int64_t t = 0; t < T; ++t) {
+    MtpHead::lookup_embedding(m.weights, *m.backend, nullptr, &prompt[size_t(t)], 1, e.data(), scratch);
+    for (int64_t j = 0; j < H; ++j) ASSERT_EQ(aux[size_t(t * 3 * H + j)], e[size_t(j)]) << "row " << t;
+    bool differs = false;  // layer 2's input is not the embedding any more
+    for (int64_t j = 0; j < H; ++j) differs |= aux[size_t(t * 3 * H + H + j)] != e[size_t(j)];
+    EXPECT_TRUE(differs) << "row " << t;
+  }
+}
+
+// --- refusals ------------------------------------------------------------------------------
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// A copy of the random head in a fresh directory, config.json edited by `edit`, tensors by `tensors`.
+std::string head_variant(const std::string& name, const std::function<void(nlohmann::json&)>& edit,
+                         const std::function<void(std::vector<SafetensorWrite>&)>& tensors = nullptr) {
+  namespace fs = std::filesystem;
+  const std::string src = target("random").dir + "/eagle3";
+  const std::string dir = testing::TempDir() + "/eagle3-" + name + "-" + std::to_string(::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  nlohmann::json cfg = nlohmann::json::parse(std::ifstream(src + "/config.json"));
+  edit(cfg);
+  std::ofstream(dir + "/config.json") << cfg.dump(2);
+  auto file = std::shared_ptr<SafetensorsFile>(SafetensorsFile::open(src + "/model.safetensors").release());
+  std::vector<SafetensorWrite> t;
+  for (const SafetensorInfo& i : file->tensors()) {
+    const SafetensorInfo* p = &i;
+    t.push_back({i.name, i.dtype, i.shape, [file, p](uint8_t* dst) { std::memcpy(dst, file->data(*p), p->end - p->begin); }});
+  }
+  if (tensors) tensors(t);
+  write_safetensors(dir + "/model.safetensors", t);
+  return dir;
+}
+
+std::string load_error(const std::string& dir) {
+  test::LoadedModel& m = *target("random").m;
+  return error_of([&] { load_eagle3_weights(read_eagle3_config(dir), m.weights.config, *m.backend); });
+}
+
+TEST(Eagle3Config, SpeculativeConfigParsesAndRefusesByName) {
+  const std::string head = target("random").dir + "/eagle3";
+  const SpeculativeConfig c = parse_speculative_config(R"({"model": ")" + head + R"(", "num_speculative_tokens": 2})");
+  EXPECT_EQ(c.method, SpeculativeMethod::Eagle3) << "method not inferred from the architecture";
+  EXPECT_EQ(c.draft_model, head);
+  EXPECT_NE(error_of([&] {
+              parse_speculative_config(R"({"method": "eagle3", "model": "x", "num_speculative_tokens": 2, "quantization": "int8"})");
+            }).find("'quantization' does not apply to method eagle3"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_speculative_config(R"({"method": "eagle3", "num_speculative_tokens": 2})"); })
+                .find("method eagle3 needs 'model'"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_speculative_config(R"({"method": "eagle", "model": "x", "num_speculative_tokens": 2})"); })
+                .find("method \"eagle\" is not supported"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_speculative_config(R"({"method": "eagle3", "model": "x", "num_speculative_tokens": 2, "foo": 1})"); })
+                .find("unknown key 'foo'"),
+            std::string::npos);
+}
+
+TEST(Eagle3Config, InconsistentHeadsAreRefusedNamingTheFieldOrTensor) {
+  EXPECT_NE(load_error(head_variant("hidden", [](nlohmann::json& c) { c["hidden_size"] = 128; })).find("'hidden_size' is 128"),
+            std::string::npos);
+  EXPECT_NE(load_error(head_variant("vocab", [](nlohmann::json& c) { c["vocab_size"] = 200000; })).find("'vocab_size' is 200000"),
+            std::string::npos);
+  EXPECT_NE(load_error(head_variant("aux", [](nlohmann::json& c) { c["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = {0, 1, 4}; }))
+                .find("eagle_aux_hidden_state_layer_ids' (0, 1, 4) name target layer 4, outside the target's 4 layers"),
+            std::string::npos);
+  EXPECT_NE(load_error(head_variant("layers", [](nlohmann::json& c) { c["num_hidden_layers"] = 2; })).find("'num_hidden_layers' is 2"),
+            std::string::npos);
+  EXPECT_NE(load_error(head_variant("arch", [](nlohmann::json& c) { c["architectures"] = {"LlamaForCausalLM"}; }))
+                .find("'architectures' must name an EAGLE-3 head"),
+            std::string::npos);
+  auto drop = [](const std::string& name) {
+    return [name](std::vector<SafetensorWrite>& t) {
+      std::erase_if(t, [&](const SafetensorWrite& w) { return w.name == name; });
+    };
+  };
+  EXPECT_NE(load_error(head_variant("nod2t", [](nlohmann::json&) {}, drop("d2t"))).find("tensor 'd2t' (draft id → target id offsets) is missing"),
+            std::string::npos);
+  EXPECT_NE(load_error(head_variant("nofc", [](nlohmann::json&) {}, drop("fc.weight"))).find("tensor 'fc.weight'"),
+            std::string::npos);
+  EXPECT_NE(load_error(head_variant("extra", [](nlohmann::json&) {},
+                                    [](std::vector<SafetensorWrite>& t) {
+                                      t.push_back({"midlayer.extra.weight", DType::F32, {4}, [](uint8_t* d) { std::memset(d, 0, 16); }});
+                                    }))
+                .find("tensor 'midlayer.extra.weight' is not part of an EAGLE-3 head"),
+            std::string::npos);
+  EXPECT_NE(load_error(head_variant("shape", [](nlohmann::json& c) { c["intermediate_size"] = 96; })).find("has shape"),
+            std::string::npos);
+  // Against other targets: a hybrid, and a 2-layer target for the default aux layers (2, 1, -1).
+  const Eagle3Config oracle = read_eagle3_config(target("oracle").dir + "/eagle3");
+  ModelConfig t = target("oracle").m->weights.config;
+  t.num_hidden_layers = 2;
+  EXPECT_NE(error_of([&] { check_eagle3_target(oracle, t); })
+                .find("the default auxiliary layers (2, N/2, N-3) (2, 1, -1) name target layer 2, outside the target's 2 layers"),
+            std::string::npos);
+  t = target("oracle").m->weights.config;
+  t.arch = ModelArch::Qwen35;
+  EXPECT_NE(error_of([&] { check_eagle3_target(oracle, t); }).find("method eagle3 drafts for dense Qwen3"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pypto

@@ -1,0 +1,94 @@
+// The EAGLE-3 head (model/eagle3_head.h) against the plain PyTorch reference
+// (tests/reference/eagle3_reference.py) on the tiny dense target (4 layers) with a random head
+// (make-test-model --eagle3 random: its own embedding, aux layers from eagle_config, a draft
+// vocabulary of the even ids through d2t): the target's aux states captured by the engine and
+// fused by fc, the head's logits for every row (h_t, x_{t+1}) in one pass, then one fed-back
+// draft step (the last row's prenorm output with another token) continuing the head's KV. The
+// logits must be -inf exactly where the reference's are and match elsewhere within 1e-3 of the
+// largest.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+
+#include "core/error.h"
+#include "model/eagle3_head.h"
+#include "model_harness.h"
+#include "npy.h"
+
+namespace pypto {
+namespace {
+
+namespace fs = std::filesystem;
+using Ids = std::vector<int32_t>;
+constexpr int32_t kBlockSize = 16;
+
+const Ids kPrompt = {9707, 11, 1879, 0, 374, 264, 1273, 13, 42, 7, 100000, 5, 311, 8, 4194, 77, 1, 2, 3};
+constexpr int32_t kExtra = 500;
+
+TEST(Eagle3Head, LogitsMatchTheReferenceAcrossAFedBackDraftStep) {
+  if (test::torch_python().empty()) GTEST_SKIP() << "no Python with torch and numpy (set PYPTO_PYTHON)";
+  TestModelOptions o;
+  o.preset = "tiny";
+  o.layers = 4;
+  o.eagle3 = "random";
+  const std::string dir = test::ensure_test_model("tiny-eagle3-random", o);
+  auto m = test::load_model(dir, /*scalar=*/false, 2);
+  auto w = load_eagle3_weights(read_eagle3_config(dir + "/eagle3"), m->weights.config, *m->backend);
+  Eagle3Head head(w, m->weights, *m->backend);
+  const int64_t T = int64_t(kPrompt.size()), H = m->model->hidden_size(), V = m->model->vocab_size();
+  const std::vector<int32_t> blocks = {0, 1, 2, 3};
+
+  // The target's aux states of every prompt row, fused.
+  std::vector<float> aux(size_t(T * 3 * H)), fused(size_t(T * H));
+  {
+    KvCache cache(m->model->kv_cache_spec(4, kBlockSize, DType::F32));
+    ForwardBatch b;
+    b.max_blocks_per_seq = 4;
+    b.add_sequence(kPrompt.data(), int32_t(T), 0, blocks.data(), 4, kBlockSize, ForwardBatch::Logits::Last);
+    std::vector<float> logits(static_cast<size_t>(V));
+    m->model->set_aux_hidden_out(head.aux_layers(), aux.data());
+    m->model->forward(b, cache, logits.data());
+    m->model->set_aux_hidden_out({}, nullptr);
+    head.fuse(aux.data(), T, fused.data());
+  }
+  // Rows 0 .. T-2 in one pass, then the fed-back step at position T-1.
+  KvCache cache(head.kv_cache_spec(4, kBlockSize, DType::F32));
+  std::vector<float> logits(size_t(T * V)), prenorm(size_t((T - 1) * H));
+  ForwardBatch a;
+  a.max_blocks_per_seq = 4;
+  a.add_sequence(kPrompt.data() + 1, int32_t(T - 1), 0, blocks.data(), 4, kBlockSize, ForwardBatch::Logits::All);
+  head.forward(a, fused.data(), cache, logits.data(), prenorm.data());
+  ForwardBatch b;
+  b.max_blocks_per_seq = 4;
+  b.add_sequence(&kExtra, 1, int32_t(T - 1), blocks.data(), 4, kBlockSize, ForwardBatch::Logits::Last);
+  head.forward(b, prenorm.data() + (T - 2) * H, cache, logits.data() + (T - 1) * V, nullptr);
+
+  std::string list;
+  for (int32_t id : kPrompt) list += (list.empty() ? "" : ",") + std::to_string(id);
+  const fs::path out = fs::path(dir + ".eagle3_ref.npy");
+  const std::string cmd = str_cat("'", test::torch_python(), "' '", PYPTO_SOURCE_DIR,
+                                  "/tests/reference/eagle3_reference.py' --model '", dir, "' --head '", dir,
+                                  "/eagle3' --token-ids ", list, " --extra-token ", kExtra, " --out '", out.string(),
+                                  "' > '", out.string(), ".log' 2>&1");
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const test::NpyF32 ref = test::read_npy_f32(out.string());
+  ASSERT_EQ(ref.rows, T);
+  ASSERT_EQ(ref.cols, V);
+  double max_ref = 0, max_diff = 0;
+  int64_t finite = 0;
+  for (size_t i = 0; i < ref.data.size(); ++i) {
+    const float r = ref.data[i], x = logits[i];
+    ASSERT_EQ(std::isinf(r), std::isinf(x)) << "element " << i << ": reference " << r << ", head " << x;
+    if (std::isinf(r)) continue;
+    ++finite;
+    max_ref = std::max(max_ref, double(std::fabs(r)));
+    max_diff = std::max(max_diff, double(std::fabs(r - x)));
+  }
+  EXPECT_EQ(finite, T * w->config.draft_vocab_size);
+  EXPECT_LE(max_diff, 1e-3 * std::max(1.0, max_ref)) << "max |ref| " << max_ref;
+}
+
+}  // namespace
+}  // namespace pypto
