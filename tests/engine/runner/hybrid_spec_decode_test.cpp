@@ -19,6 +19,7 @@
 #include "engine/engine.h"
 #include "engine/model_runner.h"
 #include "model_harness.h"
+#include "spec_engine_run.h"
 
 namespace pypto {
 namespace {
@@ -111,25 +112,8 @@ class HybridEngine {
   }
 
   Outcome run(const std::vector<Ids>& prompts, int32_t max_tokens, const std::string& tag = "p") {
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      EngineRequest r;
-      r.request_id = tag + std::to_string(i);
-      r.prompt_token_ids = prompts[i];
-      r.params.temperature = s_.temperature;
-      r.params.seed = uint64_t(1234 + i);
-      r.params.max_tokens = max_tokens;
-      r.params.ignore_eos = true;
-      engine_->add_request(r);
-    }
-    Outcome out;
-    for (int step = 0; step < 10000 && engine_->has_unfinished_requests(); ++step)
-      for (const RequestOutput& o : engine_->step()) {
-        EXPECT_NE(o.finish_reason, FinishReason::Error) << o.error;
-        Ids& t = out.tokens[o.request_id];
-        t.insert(t.end(), o.new_token_ids.begin(), o.new_token_ids.end());
-        if (o.finish_reason) out.cached[o.request_id] = o.num_cached_tokens;
-      }
-    return out;
+    test::SpecRunResult r = test::run_spec_requests(*engine_, prompts, max_tokens, s_.temperature, 1234, tag);
+    return Outcome{std::move(r.tokens), std::move(r.cached)};
   }
 
   SpecDecodeStats spec() const { return engine_->scheduler().spec_decode_stats(); }

@@ -18,6 +18,7 @@
 #include "engine/mtp_executor.h"
 #include "engine/spec_throttle.h"
 #include "model_harness.h"
+#include "spec_engine_run.h"
 #include "mtp_test_model.h"
 
 namespace pypto {
@@ -78,26 +79,8 @@ class MtpEngine {
   }
 
   Outcome run(const std::vector<Ids>& prompts, int32_t max_tokens, const std::string& tag = "p") {
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      EngineRequest r;
-      r.request_id = tag + std::to_string(i);
-      r.prompt_token_ids = prompts[i];
-      r.params.temperature = s_.temperature;
-      r.params.seed = uint64_t(77 + i);
-      r.params.max_tokens = max_tokens;
-      r.params.ignore_eos = true;
-      engine_->add_request(r);
-    }
-    Outcome out;
-    for (int step = 0; step < 10000 && engine_->has_unfinished_requests(); ++step)
-      for (const RequestOutput& o : engine_->step()) {
-        EXPECT_NE(o.finish_reason, FinishReason::Error) << o.error;
-        Ids& t = out.tokens[o.request_id];
-        t.insert(t.end(), o.new_token_ids.begin(), o.new_token_ids.end());
-        if (o.finish_reason) out.hits += o.num_cached_tokens;
-      }
-    out.stats = engine_->scheduler().spec_decode_stats();
-    return out;
+    test::SpecRunResult r = test::run_spec_requests(*engine_, prompts, max_tokens, s_.temperature, 77, tag);
+    return Outcome{std::move(r.tokens), engine_->scheduler().spec_decode_stats(), r.hits};
   }
 
  private:
