@@ -12,10 +12,15 @@
 // V), and prefetches the next block's run while it works.
 //
 // Arithmetic: exactly attention_fast's row path, per query-head — the block's rows of one head
-// widened by widen_row, then row_path_block over the block's keys, blocks in order — so a query's
-// bits are the same in a multi-head task, a one-head task, alone or in a prefill chunk: only the
-// order in which the heads' independent computations interleave changes, and the heads share
-// nothing but the f32 block tile, rewritten per head.
+// widened by widen_row, then for each L-key group row_scores, softmax_step and pv_update, blocks
+// in order (row_path_block's sequence) — so a query's bits are the same in a multi-head task, a
+// one-head task, alone or in a prefill chunk: only the order in which the heads' independent
+// computations interleave changes, and the heads share nothing but the f32 block tile, rewritten
+// per head. The interleaving is chosen for speed: per key group, the scores and softmax steps of
+// all the KV head's query-heads, then their P·V in tiles of kAttnTile sharing each value load.
+// One query-head at a time (row_path_block), each group's chain — scores, lane reduction, max,
+// exp, sum, then P·V waiting on the probabilities — runs mostly serially; with the GQA group's
+// heads side by side the out-of-order core overlaps their chains.
 //
 // Split along the sequence (t.partial set): the task computes one segment (kAttnSegmentBlocks
 // cache blocks, t.seg) of its query-heads and leaves its (m, l, acc) in t.partial; once every
@@ -52,10 +57,13 @@ inline void attention_decode_heads(const AttentionTask& t, float* scratch) {
   float* vfb = kf + round_lanes(bs) * hd;  // [round_lanes(bs), hd]  its values
   float* run_max = vfb + round_lanes(bs) * hd;  // [kMaxQ]
   float* run_sum = run_max + kMaxQ;              // [kMaxQ]
-  float* p = run_sum + kMaxQ;                    // [L]
-  float* tot_max = p + L;                        // [kMaxQ]  folded segments (fold_segment)
+  float* p = run_sum + kMaxQ;                    // [group, L]  one key group's probabilities per query-head
+  float* alpha = p + kMaxQ * L;                  // [group]
+  float* tot_max = alpha + kMaxQ;                // [kMaxQ]  folded segments (fold_segment)
   float* tot_sum = tot_max + kMaxQ;              // [kMaxQ]
   float* tot_acc = tot_sum + kMaxQ;              // [nq, hd]
+  PYPTO_ASSERT(tot_acc + static_cast<int64_t>(nq) * hd <= scratch + attention_scratch_floats(bs, hd),
+               "decode-heads scratch");
 
   // Query-head qi = (KV head - h0) · group + head within the group.
   const float* q = t.q + (static_cast<int64_t>(t.t0) * t.n_heads + h0 * group) * hd;  // [nq, hd]
@@ -116,10 +124,26 @@ inline void attention_decode_heads(const AttentionTask& t, float* scratch) {
       // Key rows past the block's end up to a whole group: zeros (masked in the softmax anyway).
       for (int32_t j = nrows; j < round_lanes(nrows); ++j)
         for (int ch = 0; ch < HC; ++ch) vstore(kf + j * hd + ch * L, vzero());
-      for (int32_t gi = 0; gi < group; ++gi) {
-        const int32_t qi = hh * group + gi;
-        if (ahead) prefetch_slice(next_block, qi);
-        row_path_block<HC>(q + qi * hd, out + qi * hd, kf, vfb, nrows, scale, run_max[qi], run_sum[qi], p);
+      // The row path's arithmetic for each query-head of the group (row_path_block), in three
+      // passes over the group so that the heads' independent dependency chains overlap: all
+      // scores and softmax steps, then P·V with each value load shared by up to kAttnTile
+      // query-heads (pv_update: the same FMA order for any number of heads). A block holds
+      // block_size keys: L-key groups in order, as row_path_block walks them.
+      for (int32_t g0 = 0; g0 < nrows; g0 += L) {
+        const int nk = nrows - g0 < L ? nrows - g0 : L;
+        const float* kg = kf + static_cast<int64_t>(g0) * hd;
+        const int32_t qh = hh * group;  // the group's first query-head
+        for (int32_t gi = 0; gi < group; ++gi) {
+          if (ahead && g0 == 0) prefetch_slice(next_block, qh + gi);
+          const vf sc = row_scores<HC>(q + (qh + gi) * hd, kg, scale);
+          vstore(p + gi * L, softmax_step(sc, nk, run_max[qh + gi], run_sum[qh + gi], alpha[gi]));
+        }
+        float* op[kAttentionMaxQueries];
+        for (int32_t gi = 0; gi < group; ++gi) op[gi] = out + (qh + gi) * hd;
+        for (int32_t gi = 0; gi < group; gi += kAttnTile) {
+          const int n = group - gi < kAttnTile ? group - gi : kAttnTile;
+          pv_run<HC>(n, op + gi, alpha + gi, p + gi * L, L, 1, vfb + static_cast<int64_t>(g0) * hd, nk);
+        }
       }
     }
   }

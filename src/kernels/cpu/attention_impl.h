@@ -415,9 +415,10 @@ inline void softmax_cols(float* st, vf nk, bool masked, float* m, float* l, floa
 
 // P·V of N query-heads over the first nk keys of one group (value rows vg[j · HC·L]):
 // o_i = alpha_i · o_i, then o_i += p_i[j] · v_j for j = 0 .. nk-1 in order, by FMA — the same
-// for any N. p_i[j] = p[i + j · pj]. Each value load feeds N FMAs, each broadcast probability CB.
+// for any N. p_i[j] = p[i · pi + j · pj] (column path: pi = 1, pj = L; row path: pi = L, pj = 1).
+// Each value load feeds N FMAs, each broadcast probability CB.
 template <int HC, int N>
-inline void pv_update(float* const* o, const float* alpha, const float* p, int pj, const float* vg, int nk) {
+inline void pv_update(float* const* o, const float* alpha, const float* p, int pi, int pj, const float* vg, int nk) {
   constexpr int L = kLanes, hd = HC * L;
   constexpr int kHalfRegs = L == 16 ? 16 : 8;
   constexpr int CB = (HC <= kHalfRegs / N) ? HC : (8 <= kHalfRegs / N ? 8 : (4 <= kHalfRegs / N ? 4 : 2));
@@ -430,7 +431,7 @@ inline void pv_update(float* const* o, const float* alpha, const float* p, int p
     }
     for (int j = 0; j < nk; ++j) {
       vf pv[N];
-      for (int i = 0; i < N; ++i) pv[i] = vset1(p[i + j * pj]);
+      for (int i = 0; i < N; ++i) pv[i] = vset1(p[i * pi + j * pj]);
       for (int cb = 0; cb < CB; ++cb) {
         const vf v = vload(vg + static_cast<int64_t>(j) * hd + (ch0 + cb) * L);
         for (int i = 0; i < N; ++i) a[i][cb] = vfma(pv[i], v, a[i][cb]);
@@ -442,10 +443,27 @@ inline void pv_update(float* const* o, const float* alpha, const float* p, int p
 }
 
 template <int HC, int N = kAttnTile>
-inline void pv_run(int n, float* const* o, const float* alpha, const float* p, int pj, const float* vg, int nk) {
+inline void pv_run(int n, float* const* o, const float* alpha, const float* p, int pi, int pj, const float* vg,
+                   int nk) {
   if constexpr (N > 1)
-    if (n < N) return pv_run<HC, N - 1>(n, o, alpha, p, pj, vg, nk);
-  pv_update<HC, N>(o, alpha, p, pj, vg, nk);
+    if (n < N) return pv_run<HC, N - 1>(n, o, alpha, p, pi, pj, vg, nk);
+  pv_update<HC, N>(o, alpha, p, pi, pj, vg, nk);
+}
+
+// Row path scores of one query-head q ([HC·L]) against the L key rows kg ([L, HC·L] f32; rows past
+// the block's end are zeros, masked later by softmax_step whatever their scores): lane j = key j.
+// Lane r of acc[j] is chain r of key j (see scores_cols); reduce_lanes adds the chains.
+template <int HC>
+__attribute__((always_inline)) inline vf row_scores(const float* q, const float* kg, float scale) {
+  constexpr int L = kLanes;
+  constexpr int32_t hd = HC * L;
+  vf acc[L];
+  for (int j = 0; j < L; ++j) acc[j] = vzero();
+  for (int ch = 0; ch < HC; ++ch) {
+    const vf qv = vload(q + ch * L);
+    for (int j = 0; j < L; ++j) acc[j] = vfma(qv, vload(kg + j * hd + ch * L), acc[j]);
+  }
+  return vmul(reduce_lanes(acc), vset1(scale));
 }
 
 // Row path: one query-head q ([HC·L]) over the first nk keys of a block widened to f32 (kf, vfb:
@@ -457,22 +475,12 @@ __attribute__((always_inline)) inline void row_path_block(const float* q, float*
                                                           int32_t nkeys, float scale, float& m, float& l, float* p) {
   constexpr int L = kLanes;
   constexpr int32_t hd = HC * L;
-  vf qv[HC];
-  for (int ch = 0; ch < HC; ++ch) qv[ch] = vload(q + ch * L);
   for (int32_t g0 = 0; g0 < nkeys; g0 += L) {
     const int nk = nkeys - g0 < L ? nkeys - g0 : L;
-    const float* kg = kf + static_cast<int64_t>(g0) * hd;
-    // Lane r of acc[j]: chain r of key j (see scores_cols); reduce_lanes adds the chains.
-    // All L rows of the group are read (rows past the block are zeros): keys >= nk are
-    // masked by softmax_step whatever their scores.
-    vf acc[L];
-    for (int j = 0; j < L; ++j) acc[j] = vzero();
-    for (int ch = 0; ch < HC; ++ch)
-      for (int j = 0; j < L; ++j) acc[j] = vfma(qv[ch], vload(kg + j * hd + ch * L), acc[j]);
-    const vf s = vmul(reduce_lanes(acc), vset1(scale));
+    const vf s = row_scores<HC>(q, kf + static_cast<int64_t>(g0) * hd, scale);
     float a;
     vstore(p, softmax_step(s, nk, m, l, a));
-    pv_update<HC, 1>(&o, &a, p, 1, vfb + static_cast<int64_t>(g0) * hd, nk);
+    pv_update<HC, 1>(&o, &a, p, L, 1, vfb + static_cast<int64_t>(g0) * hd, nk);
   }
 }
 
@@ -670,7 +678,7 @@ inline void attention_fast(const AttentionTask& t, float* scratch) {
               }
               int e = i + 1;
               while (e < iend && e - i < kAttnTile && nkf[e] == nkf[i]) ++e;
-              pv_run<HC>(e - i, op + qb + i, av + i, sv + i, L, vg, static_cast<int>(nkf[i]));
+              pv_run<HC>(e - i, op + qb + i, av + i, sv + i, 1, L, vg, static_cast<int>(nkf[i]));
               i = e;
             }
           }
