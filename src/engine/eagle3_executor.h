@@ -9,8 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "engine/model_runner.h"
-#include "engine/mtp_proposer.h"
+#include "engine/capturing_executor.h"
 #include "model/eagle3_head.h"
 
 namespace pypto {
@@ -19,23 +18,18 @@ namespace pypto {
 // plus the lookahead, model/eagle3_head.h's KV shape); `target` gives the hidden size and vocabulary.
 std::shared_ptr<MtpProposer> make_eagle3_proposer(const ModelConfig& target, Eagle3Head& head, KvCache& cache);
 
-class Eagle3Executor : public ModelExecutor {
+class Eagle3Executor : public CapturingExecutor {
  public:
   // `model`, `cache` and `head` must outlive the executor (or be handed to keep_alive()).
-  Eagle3Executor(Qwen3Model& model, KvCache& cache, Eagle3Head& head, std::shared_ptr<MtpProposer> drafter);
-  void execute(const SchedulerOutput& so, ExecutorOutput& out) override;
-  void parallel_rows(int64_t n, const std::function<void(int64_t)>& fn) override {
-    model_.backend().parallel_rows(n, fn);
-  }
-  void keep_alive(std::vector<std::shared_ptr<const void>> parts) { parts_ = std::move(parts); }
+  Eagle3Executor(Qwen3Model& model, KvCache& cache, Eagle3Head& head, std::shared_ptr<MtpProposer> drafter)
+      : CapturingExecutor(model, cache, std::move(drafter)), head_(head) {}
 
  private:
-  std::vector<std::shared_ptr<const void>> parts_;  // destroyed last
-  Qwen3Model& model_;
-  KvCache& cache_;
+  void start_capture(int64_t T) override;
+  void stop_capture() override { model_.set_aux_hidden_out({}, nullptr); }
+  const float* drafter_rows(int64_t T) override;  // the aux rows fused by the head's fc
+
   Eagle3Head& head_;
-  ModelRunner runner_;
-  std::shared_ptr<MtpProposer> drafter_;
   std::vector<float> aux_, fused_;  // [T, 3H] captured, [T, H] fused
 };
 
