@@ -96,7 +96,7 @@ void add_run_options(CLI::App& app, RunOptions& o) {
                  "\"prompt_lookup_max\": M, \"prompt_lookup_min\": m} or a draft model {\"model\": DIR, "
                  "\"num_speculative_tokens\": k, \"quantization\": \"none|int8|int4\"} (same vocabulary and "
                  "tokenizer; unsharded on each replica's rank 0), {\"method\": \"mtp\", ...} or an EAGLE-3 head "
-                 "{\"method\": \"eagle3\", \"model\": DIR, \"num_speculative_tokens\": k} (dense Qwen3) (docs/api.md)")
+                 "{\"method\": \"eagle3\", \"model\": DIR, \"num_speculative_tokens\": k} (Qwen3 and Qwen3-MoE targets) (docs/api.md)")
       ->check(CLI::Validator(
           [](std::string& v) -> std::string {
             try {

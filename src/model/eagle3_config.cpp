@@ -124,8 +124,8 @@ std::vector<int32_t> eagle3_aux_layers(const Eagle3Config& c, const ModelConfig&
 
 void check_eagle3_target(const Eagle3Config& c, const ModelConfig& target) {
   const std::string path = c.dir + "/config.json";
-  if (target.arch != ModelArch::Qwen3 && target.arch != ModelArch::Qwen2)
-    fail("--speculative-config: method eagle3 drafts for dense Qwen3 (or Qwen2) targets; ", target.architecture,
+  if (target.arch != ModelArch::Qwen3 && target.arch != ModelArch::Qwen2 && target.arch != ModelArch::Qwen3Moe)
+    fail("--speculative-config: method eagle3 drafts for Qwen3, Qwen3-MoE (or Qwen2) targets; ", target.architecture,
          " is not one (use method ngram or draft_model", target.hybrid() ? ", or mtp" : "", ")");
   if (c.hidden_size != target.hidden_size)
     fail(path, ": field 'hidden_size' is ", c.hidden_size, ", the target's hidden_size is ", target.hidden_size,

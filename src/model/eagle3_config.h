@@ -46,7 +46,7 @@ Eagle3Config read_eagle3_config(const std::string& dir);
 // Throws Error naming the field when there are not 3 or one is outside [0, N).
 std::vector<int32_t> eagle3_aux_layers(const Eagle3Config& c, const ModelConfig& target);
 
-// The head against its target: a dense Qwen3 (or Qwen2) target, hidden sizes, vocabulary, aux
+// The head against its target: a Qwen3, Qwen3-MoE (or Qwen2) target, hidden sizes, vocabulary, aux
 // layers. Throws Error naming the field and both values.
 void check_eagle3_target(const Eagle3Config& c, const ModelConfig& target);
 

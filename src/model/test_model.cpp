@@ -212,10 +212,9 @@ std::string qwen3_tokenizer_dir() {
 }
 
 void make_test_model(const TestModelOptions& opt) {
-  if (!opt.eagle3.empty())  // EAGLE-3 heads: dense causal presets only
+  if (!opt.eagle3.empty())  // EAGLE-3 heads: Qwen3 and Qwen3-MoE causal presets, unquantized
     check_eagle3_test_head_kind(opt.eagle3, !is_hybrid_test_model_preset(opt.preset) &&
                                                 find_preset(opt.preset).kind == PresetKind::CausalLM &&
-                                                test_model_config(opt.preset).arch != ModelArch::Qwen3Moe &&
                                                 opt.quant == QuantMethod::None && !opt.qwen2);
   if (is_hybrid_test_model_preset(opt.preset)) return make_hybrid_test_model(opt);
   if (opt.text_only) fail("--text-only applies to the Qwen3.5 / Qwen3.6 hybrid presets only (", opt.preset, " is Qwen3)");
@@ -237,7 +236,8 @@ void make_test_model(const TestModelOptions& opt) {
   if (opt.shards < 1) fail("--shards must be at least 1, got ", opt.shards);
   if (opt.out_dir.empty()) fail("--out DIR is required");
   // EAGLE-3 oracle heads need a target whose next token depends only on the current one: every
-  // output projection zero, lm_head untied (test_model_eagle3.h).
+  // output projection zero (attention, dense MLP, each expert's down_proj), lm_head untied
+  // (test_model_eagle3.h).
   const bool oracle = opt.eagle3.rfind("oracle", 0) == 0;
   if (oracle) c.tie_word_embeddings = false;
   const bool qwen2 = opt.qwen2;
@@ -334,7 +334,8 @@ void make_test_model(const TestModelOptions& opt) {
       const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
       proj(x + "gate_proj.weight", mI, H);
       proj(x + "up_proj.weight", mI, H);
-      proj(x + "down_proj.weight", H, mI);
+      if (oracle) add(x + "down_proj.weight", {H, mI}, 0.0f, 0.0f);
+      else proj(x + "down_proj.weight", H, mI);
     }
   }
   add(mp + "norm.weight", {H}, 1.0f, gamma_a);

@@ -30,7 +30,7 @@ void check_eagle3_test_head_kind(const std::string& kind, bool dense_float) {
   if (kind != "random" && kind != "oracle" && kind != "oracle-half")
     fail("--eagle3 must be random, oracle or oracle-half, got \"", kind, "\"");
   if (!dense_float)
-    fail("--eagle3 writes a head for a dense, unquantized Qwen3 preset (tiny, qwen3-0.6b ...) only");
+    fail("--eagle3 writes a head for an unquantized Qwen3 or Qwen3-MoE preset (tiny, qwen3-0.6b, tiny-moe ...) only");
 }
 
 void make_eagle3_test_head(const std::string& target_dir, const std::string& out_dir, const std::string& kind,
