@@ -2,7 +2,7 @@
 // where decode is most memory-bound and speculation pays most), with the cost model choosing k
 // (the default, engine/spec_cost_model.h) and with speculation forced ("cost_model": false):
 //
-//   bench_spec_decode --model DIR [--method ngram|draft_model|mtp] [--k 4 | --k 1,2,3]
+//   bench_spec_decode --model DIR [--method ngram|draft_model|mtp|eagle3] [--k 4 | --k 1,2,3]
 //                     [--tokens 64] [--prompt-len 64] [--prompts copy,repeat,random]
 //                     [--lookup-min 2] [--lookup-max 4] [--repeats 3] [--threads N]
 //                     [--max-num-seqs 4] [--kv-cache-mib 512] [--no-prefix-caching]
@@ -11,7 +11,9 @@
 //
 // Methods: ngram (prompt lookup, the default), draft_model (--draft DIR; --draft equal to --model
 // is the accept-all case), mtp (the checkpoint's own MTP head: a hybrid with mtp.* tensors; made
-// for the always-accepting `make-test-model --mtp oracle`, where the figures show the costs).
+// for the always-accepting `make-test-model --mtp oracle`, where the figures show the costs),
+// eagle3 (an EAGLE-3 head: --draft DIR, by default MODEL/eagle3 where `make-test-model --eagle3
+// oracle|random` writes it; oracle accepts every greedy draft, random almost none).
 // This replaces bench_mtp: `bench_mtp --model DIR --k 1,2,3` is `bench_spec_decode --method mtp
 // --model DIR --k 1,2,3 --prompts random`.
 //
@@ -24,8 +26,9 @@
 // plain / cost model / forced, --repeats times, so load changes on a shared host weigh on all
 // alike; medians. Reported: decode tokens/s (first token to last), the ratios against plain,
 // drafted / accepted tokens and tokens per step of both speculative engines, the model time
-// (execute: forward + the MTP rows the executor runs) and the scheduling time (the drafter's
-// passes run there) per step, and whether every output equals the plain run's (it must).
+// (execute: forward + the MTP / EAGLE-3 head rows the executor runs) and the scheduling time
+// (the drafter's passes run there) per step, and whether every output equals the plain run's (it
+// must).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -97,6 +100,9 @@ LoadedEngine load(const Args& a, int k, bool cost_model, const std::vector<std::
       s.draft_quantization = a.draft_quantization;
     } else if (a.method == "mtp") {
       s.method = SpeculativeMethod::Mtp;
+    } else if (a.method == "eagle3") {
+      s.method = SpeculativeMethod::Eagle3;
+      s.draft_model = a.draft;
     } else {
       s.method = SpeculativeMethod::Ngram;
       s.prompt_lookup_min = a.lookup_min;
@@ -130,9 +136,10 @@ int run(const Args& a) {
   std::optional<LoadedEngine> first_cm(load(a, a.ks.front(), true, {}));
   const std::vector<std::shared_ptr<const Qwen3Weights>> shared = first_cm->weights;
   LoadedEngine plain_engine = load(a, 0, false, shared);
-  const std::string drafter = a.method == "ngram" ? "n-gram " + std::to_string(a.lookup_min) + ".." + std::to_string(a.lookup_max)
-                              : a.method == "mtp" ? std::string("the checkpoint's MTP head")
-                                                  : "draft model " + a.draft + " (" + a.draft_quantization + ")";
+  const std::string drafter = a.method == "ngram"    ? "n-gram " + std::to_string(a.lookup_min) + ".." + std::to_string(a.lookup_max)
+                              : a.method == "mtp"    ? std::string("the checkpoint's MTP head")
+                              : a.method == "eagle3" ? "EAGLE-3 head " + a.draft
+                                                     : "draft model " + a.draft + " (" + a.draft_quantization + ")";
   std::printf("model %s (%s), backend %s, %d threads, %s, %d tokens per request, prompt %d, %d repeats\n",
               a.model.c_str(), a.quantization.c_str(), plain_engine.backend_name.c_str(), plain_engine.threads,
               drafter.c_str(), a.tokens, a.prompt_len, a.repeats);
@@ -223,7 +230,7 @@ std::vector<std::string> split(const std::string& s) {
 
 int main(int argc, char** argv) {
   Args a;
-  bool method_given = false;
+  bool method_given = false, draft_quantization_given = false;
   for (int i = 1; i < argc; i++) {
     auto next = [&]() -> const char* {
       if (i + 1 >= argc) {
@@ -250,7 +257,7 @@ int main(int argc, char** argv) {
     else if (f == "--no-prefix-caching") a.prefix_caching = false;
     else if (f == "--threads") a.threads = std::atoi(next());
     else if (f == "--draft") a.draft = next();
-    else if (f == "--draft-quantization") a.draft_quantization = next();
+    else if (f == "--draft-quantization") a.draft_quantization = next(), draft_quantization_given = true;
     else if (f == "--quantization") a.quantization = next();
     else {
       std::fprintf(stderr, "bench_spec_decode: unknown option %s\n", f.c_str());
@@ -258,14 +265,17 @@ int main(int argc, char** argv) {
     }
   }
   if (!a.draft.empty() && !method_given) a.method = "draft_model";
+  if (a.method == "eagle3" && a.draft.empty() && !a.model.empty()) a.draft = a.model + "/eagle3";
   const bool bad_k = a.ks.empty() || std::any_of(a.ks.begin(), a.ks.end(), [](int k) { return k < 1 || k > 16; });
+  const bool drafts_from_dir = a.method == "draft_model" || a.method == "eagle3";
   if (a.model.empty() || a.tokens < 2 || a.prompt_len < 16 || bad_k ||
-      (a.method != "ngram" && a.method != "draft_model" && a.method != "mtp") ||
-      (a.method == "draft_model") != !a.draft.empty()) {
+      (a.method != "ngram" && a.method != "draft_model" && a.method != "mtp" && a.method != "eagle3") ||
+      drafts_from_dir != !a.draft.empty() || (draft_quantization_given && a.method != "draft_model")) {
     std::fprintf(stderr,
-                 "usage: bench_spec_decode --model DIR [--method ngram|draft_model|mtp] [--k 4 | --k 1,2,3 (1..16)] "
-                 "[--tokens 64 (>= 2)] [--prompt-len 64 (>= 16)] [--prompts copy,repeat,random] [--draft DIR "
-                 "(method draft_model, and only it)]\n");
+                 "usage: bench_spec_decode --model DIR [--method ngram|draft_model|mtp|eagle3] [--k 4 | --k 1,2,3 "
+                 "(1..16)] [--tokens 64 (>= 2)] [--prompt-len 64 (>= 16)] [--prompts copy,repeat,random] [--draft DIR "
+                 "(methods draft_model and eagle3, and only they; eagle3's default: MODEL/eagle3)] "
+                 "[--draft-quantization none|int8|int4 (method draft_model)]\n");
     return 2;
   }
   try {

@@ -50,7 +50,17 @@ double SpecCostModel::estimate(const Bucket& b, double rows) {
   if (b.cost.empty()) return -1;
   const int32_t n = int32_t(b.cost.size()) - 1;  // grid points 1 .. n
   rows = std::clamp(rows, 1.0, double(n));
-  auto cost = [&b](int32_t r) { return b.cost[size_t(r)].median; };
+  // A step never costs less for having more rows (the same weights are read, more rows
+  // computed): a grid point measured below a smaller one counts at the smaller one's cost. On a
+  // shared host the two are timed at different moments, and a 2-row step timed in a quiet spell
+  // against plain steps timed in a busy one would otherwise make speculation look cheaper than
+  // plain decoding, so that drafts which are all rejected still "pay".
+  auto cost = [&b](int32_t r) {
+    double c = b.cost[size_t(r)].median;
+    if (c < 0) return c;  // not measured
+    for (int32_t s = 1; s < r; ++s) c = std::max(c, b.cost[size_t(s)].median);
+    return c;
+  };
   const int32_t r0 = int32_t(std::floor(rows));
   if (double(r0) == rows && cost(r0) >= 0) return cost(r0);
   // The measured grid points around `rows`: lo <= rows <= hi (hi > n: none above).

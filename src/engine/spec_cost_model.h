@@ -33,7 +33,10 @@
 // flip the choice; a grid point not re-measured for kStale decode steps keeps only its median, so
 // its next sample (a probe's) weighs as much as the old estimate. The drafter's time per pass per
 // bucket is an EMA. Unmeasured rows are interpolated linearly between measured ones (extrapolated
-// with the last slope): the prior that a verify's cost grows about linearly in its rows.
+// with the last slope): the prior that a verify's cost grows about linearly in its rows. A grid
+// point's estimate is at least that of every smaller one (more rows never cost less; grid points
+// timed in different load spells of a shared host can say otherwise), so at acceptance 0, where a
+// verify emits what a plain step does, speculation never looks faster than plain decoding.
 //
 // Warm-up, sized for slow steps (issue 30/37: the full-depth Qwen3.6-27B shape with MTP on 2
 // threads, a 1.3 s plain step, a 98 ms drafting pass, a step drafting k = 1/2/3 costing

@@ -312,6 +312,20 @@ TEST(SpecCostModel, OneNoisyStepDoesNotFlipTheChoice) {
   EXPECT_EQ(s.model.stats().steps_speculating + s.model.stats().steps_plain, 600);
 }
 
+// A shared host: the 2-row step was timed in a quiet spell (0.6 s), the plain steps since in a busy
+// one (1.0 s). Every draft is rejected: a verify then emits what a plain step does and cannot cost
+// less, so plain decoding wins whatever the timings say; every draft accepted, speculation does.
+TEST(SpecCostModel, AVerifyTimedFasterThanPlainStepsDoesNotMakeRejectedDraftsPay) {
+  SpecCostModel m(1);
+  m.observe_step(1, 1, 0.6);
+  m.observe_step(1, 2, 0.6);
+  for (int32_t i = 0; i < SpecCostModel::kWindow; ++i) m.observe_step(1, 1, 1.0);
+  m.observe_drafting(1, 1, 0.05);
+  EXPECT_DOUBLE_EQ(m.step_seconds(1, 2), 1.0) << "a 2-row step estimated below a plain one";
+  EXPECT_EQ(m.best_k(std::vector<SpecCostModel::Candidate>(1, {0.0, 1})), 0);
+  EXPECT_EQ(m.best_k(std::vector<SpecCostModel::Candidate>(1, {1.0, 1})), 1);
+}
+
 TEST(SpecCostModel, StatsCountTheDecisions) {
   Sim s{moe_verify, 0.44, [](int64_t, int32_t k) { return k; }};
   s.run(300);

@@ -20,22 +20,16 @@
 #include <map>
 
 #include "engine/eagle3_executor.h"
-#include "engine/engine.h"
-#include "engine/model_runner.h"
-#include "engine/spec_throttle.h"
 #include "engine/speculative_config.h"
 #include "io/safetensors.h"
 #include "model/mtp_head.h"
 #include "model_harness.h"
-#include "spec_engine_run.h"
+#include "spec_test_engine.h"
 
 namespace pypto {
 namespace {
 
 using Ids = std::vector<int32_t>;
-constexpr int32_t kBlockSize = 16;
-constexpr int32_t kMaxSeqs = 8;
-constexpr int32_t kBlocks = 256;
 
 struct Target {
   std::string dir;
@@ -58,78 +52,34 @@ Target& target(const std::string& kind) {
   return t;
 }
 
-struct Setup {
-  int32_t k = 0;  // 0: no speculation
-  int64_t threshold = 2048;
-  int64_t budget = 4096;
-  bool prefix_caching = false;
-  float temperature = 0.0f;
-};
+using Setup = test::SpecTestSetup;
+using Outcome = test::SpecTestOutcome;
+constexpr test::SpecTestPool kPool;  // the engine's KV pool
 
-struct Outcome {
-  std::map<std::string, Ids> tokens;
-  SpecDecodeStats stats;
-  int64_t hits = 0;
-};
-
-class Eagle3Engine {
- public:
-  Eagle3Engine(const std::string& kind, const Setup& s) : s_(s) {
-    Target& t = target(kind);
-    test::LoadedModel& m = *t.m;
-    cache_ = std::make_unique<KvCache>(m.model->kv_cache_spec(kBlocks, kBlockSize, DType::BF16));
-    EngineConfig c;
-    c.scheduler.max_num_seqs = kMaxSeqs;
-    c.scheduler.max_num_batched_tokens = s.budget;
-    c.scheduler.long_prefill_token_threshold = s.threshold;
-    c.scheduler.max_model_len = 512;
-    c.cache.block_size = kBlockSize;
-    c.cache.num_blocks = kBlocks;
-    c.cache.enable_prefix_caching = s.prefix_caching;
-    c.vocab_size = m.model->vocab_size();
-    std::unique_ptr<ModelExecutor> exec;
-    if (s.k > 0) {
-      c.scheduler.speculative.method = SpeculativeMethod::Eagle3;
-      c.scheduler.speculative.draft_model = t.dir + "/eagle3";
-      c.scheduler.speculative.num_speculative_tokens = s.k;
-      c.scheduler.speculative.cost_model = false;
-      head_ = std::make_unique<Eagle3Head>(t.head, m.weights, *m.backend);
-      // F32: the oracle's attention passes the normed embedding through exactly.
-      head_cache_ = std::make_unique<KvCache>(head_->kv_cache_spec(kBlocks + 64, kBlockSize, DType::F32));
-      auto drafter = make_eagle3_proposer(m.weights.config, *head_, *head_cache_);
-      c.drafter = drafter;
-      exec = std::make_unique<Eagle3Executor>(*m.model, *cache_, *head_, drafter);
-    } else {
-      exec = std::make_unique<ModelRunner>(*m.model, *cache_);
-    }
-    engine_ = std::make_unique<Engine>(c, std::move(exec));
-  }
-
-  Outcome run(const std::vector<Ids>& prompts, int32_t max_tokens, const std::string& tag = "p") {
-    test::SpecRunResult r = test::run_spec_requests(*engine_, prompts, max_tokens, s_.temperature, 77, tag);
-    return Outcome{std::move(r.tokens), engine_->scheduler().spec_decode_stats(), r.hits};
-  }
-
- private:
-  Setup s_;
-  std::unique_ptr<KvCache> cache_;
-  std::unique_ptr<Eagle3Head> head_;
-  std::unique_ptr<KvCache> head_cache_;
-  std::unique_ptr<Engine> engine_;  // destroyed first: it holds the drafter, which points at the head
-};
-
-Outcome run_once(const std::string& kind, const Setup& s, const std::vector<Ids>& prompts, int32_t max_tokens) {
-  return Eagle3Engine(kind, s).run(prompts, max_tokens);
+// The engine over target(kind), drafting with its head when s.k > 0 (cost model off).
+test::SpecTestEngine eagle3_engine(const std::string& kind, const Setup& s) {
+  Target& t = target(kind);
+  test::LoadedModel& m = *t.m;
+  return test::SpecTestEngine(*m.model, s, [&](EngineConfig& c, KvCache& cache) -> std::unique_ptr<ModelExecutor> {
+    c.scheduler.speculative.method = SpeculativeMethod::Eagle3;
+    c.scheduler.speculative.draft_model = t.dir + "/eagle3";
+    auto head = std::make_shared<Eagle3Head>(t.head, m.weights, *m.backend);
+    // F32: the oracle's attention passes the normed embedding through exactly.
+    auto head_cache = std::make_shared<KvCache>(head->kv_cache_spec(kPool.blocks + 64, kPool.block_size, DType::F32));
+    auto drafter = make_eagle3_proposer(m.weights.config, *head, *head_cache);
+    c.drafter = drafter;
+    // The drafter (held by the executor and the engine) keeps the head and its KV alive.
+    drafter->keep_alive({std::shared_ptr<const void>(head), std::shared_ptr<const void>(head_cache)});
+    return std::make_unique<Eagle3Executor>(*m.model, cache, *head, drafter);
+  });
 }
 
-std::vector<Ids> prompts(int n, int len = 11) {
-  std::vector<Ids> out;
-  for (int i = 0; i < n; ++i) out.push_back(test::random_prompt(len + 7 * i, uint64_t(900 + i)));
-  return out;
+Outcome run_once(const std::string& kind, const Setup& s, const std::vector<Ids>& prompts, int32_t max_tokens) {
+  return eagle3_engine(kind, s).run(prompts, max_tokens);
 }
 
 TEST(Eagle3SpecDecode, OracleHeadHasEveryGreedyDraftAcceptedAndChangesNothing) {
-  const std::vector<Ids> ps = prompts(2);
+  const std::vector<Ids> ps = test::spec_test_prompts(2);
   const Outcome plain = run_once("oracle", {}, ps, 16);
   for (int32_t k = 1; k <= 3; ++k) {
     SCOPED_TRACE("k = " + std::to_string(k));
@@ -143,26 +93,13 @@ TEST(Eagle3SpecDecode, OracleHeadHasEveryGreedyDraftAcceptedAndChangesNothing) {
 // k = 1: the draft after token y is the target's next token when that is even (d2t maps the draft
 // vocabulary onto the even ids), another even token otherwise.
 TEST(Eagle3SpecDecode, HalfVocabularyOracleAcceptsExactlyTheEvenTokens) {
-  const Ids prompt = prompts(1)[0];
+  const Ids prompt = test::spec_test_prompts(1)[0];
   constexpr int32_t kTokens = 30;
   const Outcome plain = run_once("oracle-half", {}, {prompt}, kTokens);
   const Outcome spec = run_once("oracle-half", {.k = 1}, {prompt}, kTokens);
   EXPECT_EQ(plain.tokens, spec.tokens);
   const Ids& out = plain.tokens.at("p0");
-  SpecThrottle throttle(1);
-  int64_t drafted = 0, accepted = 0;
-  for (size_t o = 1; o < out.size();) {
-    const int32_t k = std::min<int32_t>(throttle.next_k(), int32_t(kTokens - int64_t(o) - 1));
-    if (k <= 0) {
-      ++o;
-      continue;
-    }
-    const bool ok = out[o] % 2 == 0;
-    ++drafted;
-    accepted += ok;
-    throttle.observe(1, ok);
-    o += ok ? 2 : 1;
-  }
+  const auto [drafted, accepted] = test::replay_k1_acceptance(out, kTokens, [&](size_t o) { return out[o] % 2 == 0; });
   EXPECT_EQ(spec.stats.num_draft_tokens, drafted);
   EXPECT_EQ(spec.stats.num_accepted_tokens, accepted);
   EXPECT_GT(accepted, 0);
@@ -170,7 +107,7 @@ TEST(Eagle3SpecDecode, HalfVocabularyOracleAcceptsExactlyTheEvenTokens) {
 }
 
 TEST(Eagle3SpecDecode, BatchedChunkedAndPrefixCachedOutputsAreUnchanged) {
-  const std::vector<Ids> ps = prompts(3, 20);
+  const std::vector<Ids> ps = test::spec_test_prompts(3, 20);
   {  // random head: drafts mostly rejected, 7-token chunks, a 40-token budget
     const Outcome plain = run_once("random", {}, ps, 10);
     const Outcome spec = run_once("random", {.k = 2, .threshold = 7, .budget = 40}, ps, 10);
@@ -180,7 +117,7 @@ TEST(Eagle3SpecDecode, BatchedChunkedAndPrefixCachedOutputsAreUnchanged) {
   }
   const Outcome plain = run_once("oracle-half", {}, ps, 12);
   EXPECT_EQ(plain.tokens, run_once("oracle-half", {.k = 2, .threshold = 7, .budget = 40}, ps, 12).tokens);
-  Eagle3Engine cached("oracle-half", {.k = 3, .prefix_caching = true});
+  test::SpecTestEngine cached = eagle3_engine("oracle-half", {.k = 3, .prefix_caching = true});
   EXPECT_EQ(plain.tokens, cached.run(ps, 12, "p").tokens);
   const Outcome again = cached.run(ps, 12, "p");  // resumes from the prefix cache
   EXPECT_EQ(plain.tokens, again.tokens);
@@ -189,7 +126,7 @@ TEST(Eagle3SpecDecode, BatchedChunkedAndPrefixCachedOutputsAreUnchanged) {
 }
 
 TEST(Eagle3SpecDecode, SeededSamplingRunsThroughRejectionSampling) {
-  const Outcome spec = run_once("oracle-half", {.k = 2, .temperature = 0.8f}, prompts(1), 12);
+  const Outcome spec = run_once("oracle-half", {.k = 2, .temperature = 0.8f}, test::spec_test_prompts(1), 12);
   for (const auto& [id, t] : spec.tokens) EXPECT_EQ(t.size(), 12u) << id;
   EXPECT_GT(spec.stats.num_draft_tokens, 0);
 }
@@ -198,14 +135,14 @@ TEST(Eagle3SpecDecode, SeededSamplingRunsThroughRejectionSampling) {
 // forward with capture on gives the same logits as one without.
 TEST(Eagle3SpecDecode, TheTargetCapturesAuxStatesWithoutChangingItsLogits) {
   test::LoadedModel& m = *target("random").m;
-  const Ids prompt = prompts(1)[0];
+  const Ids prompt = test::spec_test_prompts(1)[0];
   const int64_t T = int64_t(prompt.size()), H = m.model->hidden_size(), V = m.model->vocab_size();
   auto run = [&](bool capture, std::vector<float>& aux) {
-    KvCache cache(m.model->kv_cache_spec(4, kBlockSize, DType::F32));
+    KvCache cache(m.model->kv_cache_spec(4, kPool.block_size, DType::F32));
     ForwardBatch b;
     b.max_blocks_per_seq = 4;
     const int32_t blocks[4] = {0, 1, 2, 3};
-    b.add_sequence(prompt.data(), int32_t(T), 0, blocks, 4, kBlockSize, ForwardBatch::Logits::All);
+    b.add_sequence(prompt.data(), int32_t(T), 0, blocks, 4, kPool.block_size, ForwardBatch::Logits::All);
     std::vector<float> logits(size_t(T * V));
     aux.assign(size_t(T * 3 * H), 0.0f);
     if (capture) m.model->set_aux_hidden_out({0, 2, 3}, aux.data());

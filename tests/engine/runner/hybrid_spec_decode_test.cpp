@@ -16,20 +16,17 @@
 #include <algorithm>
 #include <map>
 
-#include "engine/engine.h"
-#include "engine/model_runner.h"
 #include "model_harness.h"
-#include "spec_engine_run.h"
+#include "spec_test_engine.h"
 
 namespace pypto {
 namespace {
 
 using Ids = std::vector<int32_t>;
-constexpr int32_t kBlockSize = 16;
-constexpr int32_t kMaxSeqs = 8;
+constexpr test::SpecTestPool kPool;  // the engine's KV pool and sequences
 constexpr int32_t kMaxK = 4;
 
-// One tiny-hybrid model for every test: kMaxSeqs state slots, snapshot entries for prefix
+// One tiny-hybrid model for every test: a state slot per sequence, snapshot entries for prefix
 // caching and rollback entries for k <= kMaxK.
 Qwen3Model& hybrid_model() {
   static std::unique_ptr<test::LoadedModel> m;
@@ -37,7 +34,7 @@ Qwen3Model& hybrid_model() {
     TestModelOptions o;
     o.preset = "tiny-hybrid";
     m = test::load_model(test::ensure_test_model("tiny-hybrid", o), /*scalar=*/false);
-    m->weights.state_slots = kMaxSeqs;
+    m->weights.state_slots = kPool.max_seqs;
     m->weights.state_snapshots = 32;
     m->weights.state_rollback = kMaxK;
     m->model = std::make_unique<Qwen3Model>(m->weights, *m->backend);
@@ -75,54 +72,36 @@ struct Setup {
   float temperature = 0.0f;
 };
 
-struct Outcome {
-  std::map<std::string, Ids> tokens;
-  std::map<std::string, int64_t> cached;
-};
+using Outcome = test::SpecTestOutcome;
 
 class HybridEngine {
  public:
-  explicit HybridEngine(const Setup& s) : s_(s) {
-    Qwen3Model& model = hybrid_model();
-    cache_ = std::make_unique<KvCache>(model.kv_cache_spec(256, kBlockSize, DType::BF16));
-    EngineConfig c;
-    c.scheduler.max_num_seqs = kMaxSeqs;
-    c.scheduler.max_num_batched_tokens = s.budget;
-    c.scheduler.long_prefill_token_threshold = s.threshold;
-    c.scheduler.max_model_len = 512;
-    c.cache.block_size = kBlockSize;
-    c.cache.num_blocks = 256;
-    c.cache.enable_prefix_caching = s.prefix_caching;
-    c.cache.recurrent_state = true;
-    c.cache.state_snapshots = s.prefix_caching ? 32 : 0;
-    c.cache.state_snapshot_interval = 32;
-    c.vocab_size = model.vocab_size();
-    if (s.k > 0) {
-      c.scheduler.speculative.method = s.scripts.empty() ? SpeculativeMethod::Ngram : SpeculativeMethod::DraftModel;
-      c.scheduler.speculative.num_speculative_tokens = s.k;
-      c.scheduler.speculative.cost_model = false;  // the mechanics, with every step drafting
-      c.scheduler.speculative.prompt_lookup_min = 2;
-      c.scheduler.speculative.prompt_lookup_max = 5;
-      if (!s.scripts.empty()) {
-        c.scheduler.speculative.draft_model = "(scripted)";  // never loaded: the drafter is handed over
-        c.drafter = std::make_shared<ScriptedDrafter>(s.scripts);
-      }
-    }
-    engine_ = std::make_unique<Engine>(c, std::make_unique<ModelRunner>(model, *cache_));
-  }
+  explicit HybridEngine(const Setup& s)
+      : e_(hybrid_model(), base(s), [&s](EngineConfig& c, KvCache& cache) {
+          c.scheduler.speculative.method = s.scripts.empty() ? SpeculativeMethod::Ngram : SpeculativeMethod::DraftModel;
+          c.scheduler.speculative.prompt_lookup_min = 2;
+          c.scheduler.speculative.prompt_lookup_max = 5;
+          if (!s.scripts.empty()) {
+            c.scheduler.speculative.draft_model = "(scripted)";  // never loaded: the drafter is handed over
+            c.drafter = std::make_shared<ScriptedDrafter>(s.scripts);
+          }
+          return std::make_unique<ModelRunner>(hybrid_model(), cache);
+        }) {}
 
   Outcome run(const std::vector<Ids>& prompts, int32_t max_tokens, const std::string& tag = "p") {
-    test::SpecRunResult r = test::run_spec_requests(*engine_, prompts, max_tokens, s_.temperature, 1234, tag);
-    return Outcome{std::move(r.tokens), std::move(r.cached)};
+    return e_.run(prompts, max_tokens, tag);
   }
 
-  SpecDecodeStats spec() const { return engine_->scheduler().spec_decode_stats(); }
-  PrefixCacheStats prefix() const { return engine_->scheduler().kv_cache_manager().prefix_cache_stats(); }
+  SpecDecodeStats spec() const { return e_.engine().scheduler().spec_decode_stats(); }
+  PrefixCacheStats prefix() const { return e_.engine().scheduler().kv_cache_manager().prefix_cache_stats(); }
 
  private:
-  Setup s_;
-  std::unique_ptr<KvCache> cache_;
-  std::unique_ptr<Engine> engine_;
+  // The mechanics, with every step drafting (the cost model off).
+  static test::SpecTestSetup base(const Setup& s) {
+    return {.k = s.k, .threshold = s.threshold, .budget = s.budget, .prefix_caching = s.prefix_caching,
+            .temperature = s.temperature, .seed0 = 1234};
+  }
+  test::SpecTestEngine e_;
 };
 
 Outcome run_once(const Setup& s, const std::vector<Ids>& prompts, int32_t max_tokens) {

@@ -13,22 +13,20 @@
 
 #include <map>
 
-#include "engine/engine.h"
-#include "engine/model_runner.h"
 #include "engine/mtp_executor.h"
 #include "model_harness.h"
 #include "mtp_test_model.h"
+#include "spec_test_engine.h"
 
 namespace pypto {
 namespace {
 
 using Ids = std::vector<int32_t>;
 constexpr int32_t kBlockSize = 16;
-constexpr int32_t kMaxSeqs = 4;
+constexpr test::SpecTestPool kPool{.max_seqs = 4, .blocks = 128, .block_size = kBlockSize, .snapshots = 16};
 constexpr int32_t kK = 2;
-constexpr int32_t kBlocks = 128;
 
-test::LoadedModel& mtp_model(const std::string& kind) { return test::mtp_test_model(kind, kMaxSeqs, kK); }
+test::LoadedModel& mtp_model(const std::string& kind) { return test::mtp_test_model(kind, kPool.max_seqs, kK); }
 
 // Forwards to the MTP drafter and records, per request, the drafts it proposed (in order, and by
 // the position p of the verified token they follow) and where its MTP context started when it did.
@@ -85,52 +83,36 @@ struct Turn {
 
 class Chat {
  public:
-  Chat(const std::string& kind, bool mtp, bool prefix_caching) {
-    test::LoadedModel& m = mtp_model(kind);
-    cache_ = std::make_unique<KvCache>(m.model->kv_cache_spec(kBlocks, kBlockSize, DType::BF16));
-    EngineConfig c;
-    c.scheduler.max_num_seqs = kMaxSeqs;
-    c.scheduler.max_num_batched_tokens = 2048;
-    c.scheduler.max_model_len = 512;
-    c.cache.block_size = kBlockSize;
-    c.cache.num_blocks = kBlocks;
-    c.cache.enable_prefix_caching = prefix_caching;
-    c.cache.recurrent_state = true;
-    c.cache.state_snapshots = prefix_caching ? 16 : 0;
-    c.cache.state_snapshot_interval = 32;
-    c.vocab_size = m.model->vocab_size();
-    std::unique_ptr<ModelExecutor> exec;
-    if (mtp) {
-      c.scheduler.speculative.method = SpeculativeMethod::Mtp;
-      c.scheduler.speculative.num_speculative_tokens = kK;
-      c.scheduler.speculative.cost_model = false;
-      auto head = std::make_shared<MtpProposer>(m.weights, *m.backend, kBlocks + 16, kBlockSize, DType::BF16);
-      drafter = std::make_shared<RecordingDrafter>(head);
-      c.drafter = drafter;
-      exec = std::make_unique<MtpExecutor>(*m.model, *cache_, head);
-    } else {
-      exec = std::make_unique<ModelRunner>(*m.model, *cache_);
-    }
-    engine_ = std::make_unique<Engine>(c, std::move(exec));
-  }
+  // `drafter` is set while e_ is built: declared before it.
+  Chat(const std::string& kind, bool mtp, bool prefix_caching)
+      : e_(*mtp_model(kind).model, {.k = mtp ? kK : 0, .budget = 2048, .prefix_caching = prefix_caching},
+           [this, &kind](EngineConfig& c, KvCache& cache) -> std::unique_ptr<ModelExecutor> {
+             test::LoadedModel& m = mtp_model(kind);
+             c.scheduler.speculative.method = SpeculativeMethod::Mtp;
+             auto head = std::make_shared<MtpProposer>(m.weights, *m.backend, kPool.blocks + 16, kBlockSize, DType::BF16);
+             drafter = std::make_shared<RecordingDrafter>(head);
+             c.drafter = drafter;
+             return std::make_unique<MtpExecutor>(*m.model, cache, head);
+           },
+           kPool) {}
 
   Turn turn(const std::string& id, const Ids& prompt, int32_t max_tokens) {
-    const SpecDecodeStats before = engine_->scheduler().spec_decode_stats();
+    const SpecDecodeStats before = e_.engine().scheduler().spec_decode_stats();
     EngineRequest r;
     r.request_id = id;
     r.prompt_token_ids = prompt;
     r.params.temperature = 0.0f;
     r.params.max_tokens = max_tokens;
     r.params.ignore_eos = true;
-    engine_->add_request(r);
+    e_.engine().add_request(r);
     Turn t;
-    for (int step = 0; step < 10000 && engine_->has_unfinished_requests(); ++step)
-      for (const RequestOutput& o : engine_->step()) {
+    for (int step = 0; step < 10000 && e_.engine().has_unfinished_requests(); ++step)
+      for (const RequestOutput& o : e_.engine().step()) {
         EXPECT_NE(o.finish_reason, FinishReason::Error) << o.error;
         t.tokens.insert(t.tokens.end(), o.new_token_ids.begin(), o.new_token_ids.end());
         if (o.finish_reason) t.hit = o.num_cached_tokens;
       }
-    const SpecDecodeStats after = engine_->scheduler().spec_decode_stats();
+    const SpecDecodeStats after = e_.engine().scheduler().spec_decode_stats();
     t.stats.num_draft_tokens = after.num_draft_tokens - before.num_draft_tokens;
     t.stats.num_accepted_tokens = after.num_accepted_tokens - before.num_accepted_tokens;
     return t;
@@ -139,8 +121,7 @@ class Chat {
   std::shared_ptr<RecordingDrafter> drafter;
 
  private:
-  std::unique_ptr<KvCache> cache_;
-  std::unique_ptr<Engine> engine_;
+  test::SpecTestEngine e_;
 };
 
 constexpr int32_t kTurn1Tokens = 21, kTurn2Tokens = 16;
