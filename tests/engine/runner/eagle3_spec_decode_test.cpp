@@ -37,15 +37,16 @@ struct Target {
   std::shared_ptr<const Eagle3Weights> head;
 };
 
-Target& target(const std::string& kind) {
+// A 4-layer target of `preset` (tiny: dense Qwen3; tiny-moe: Qwen3-MoE) with a head of `kind`.
+Target& target(const std::string& kind, const std::string& preset = "tiny") {
   static std::map<std::string, Target> targets;
-  Target& t = targets[kind];
+  Target& t = targets[preset + "-" + kind];
   if (!t.m) {
     TestModelOptions o;
-    o.preset = "tiny";
+    o.preset = preset;
     o.layers = 4;
     o.eagle3 = kind;
-    t.dir = test::ensure_test_model("tiny-eagle3-" + kind, o);
+    t.dir = test::ensure_test_model(preset + "-eagle3-" + kind, o);
     t.m = test::load_model(t.dir, /*scalar=*/false, 2);
     t.head = load_eagle3_weights(read_eagle3_config(t.dir + "/eagle3"), t.m->weights.config, *t.m->backend);
   }
@@ -57,8 +58,8 @@ using Outcome = test::SpecTestOutcome;
 constexpr test::SpecTestPool kPool;  // the engine's KV pool
 
 // The engine over target(kind), drafting with its head when s.k > 0 (cost model off).
-test::SpecTestEngine eagle3_engine(const std::string& kind, const Setup& s) {
-  Target& t = target(kind);
+test::SpecTestEngine eagle3_engine(const std::string& kind, const Setup& s, const std::string& preset = "tiny") {
+  Target& t = target(kind, preset);
   test::LoadedModel& m = *t.m;
   return test::SpecTestEngine(*m.model, s, [&](EngineConfig& c, KvCache& cache) -> std::unique_ptr<ModelExecutor> {
     c.scheduler.speculative.method = SpeculativeMethod::Eagle3;
@@ -74,8 +75,9 @@ test::SpecTestEngine eagle3_engine(const std::string& kind, const Setup& s) {
   });
 }
 
-Outcome run_once(const std::string& kind, const Setup& s, const std::vector<Ids>& prompts, int32_t max_tokens) {
-  return eagle3_engine(kind, s).run(prompts, max_tokens);
+Outcome run_once(const std::string& kind, const Setup& s, const std::vector<Ids>& prompts, int32_t max_tokens,
+                 const std::string& preset = "tiny") {
+  return eagle3_engine(kind, s, preset).run(prompts, max_tokens);
 }
 
 TEST(Eagle3SpecDecode, OracleHeadHasEveryGreedyDraftAcceptedAndChangesNothing) {
@@ -88,6 +90,28 @@ TEST(Eagle3SpecDecode, OracleHeadHasEveryGreedyDraftAcceptedAndChangesNothing) {
     EXPECT_GT(spec.stats.num_draft_tokens, 0);
     EXPECT_EQ(spec.stats.num_accepted_tokens, spec.stats.num_draft_tokens) << "an oracle draft was rejected";
   }
+}
+
+// A Qwen3-MoE target (tiny-moe: routed experts in every layer): the aux states are captured from
+// the residual stream as on a dense target, the oracle (every expert's down_proj zero too) has every
+// greedy draft accepted, and a random head's rejections change nothing, batched with chunked
+// prefill.
+TEST(Eagle3SpecDecode, QwenMoeTargetOracleAcceptsEveryDraftAndARandomHeadChangesNothing) {
+  const std::vector<Ids> ps = test::spec_test_prompts(2);
+  const Outcome plain = run_once("oracle", {}, ps, 16, "tiny-moe");
+  for (int32_t k = 1; k <= 3; ++k) {
+    SCOPED_TRACE("oracle, k = " + std::to_string(k));
+    const Outcome spec = run_once("oracle", {.k = k}, ps, 16, "tiny-moe");
+    EXPECT_EQ(plain.tokens, spec.tokens);
+    EXPECT_GT(spec.stats.num_draft_tokens, 0);
+    EXPECT_EQ(spec.stats.num_accepted_tokens, spec.stats.num_draft_tokens) << "an oracle draft was rejected";
+  }
+  const std::vector<Ids> batch = test::spec_test_prompts(3, 20);
+  const Outcome rplain = run_once("random", {}, batch, 20, "tiny-moe");
+  const Outcome rspec = run_once("random", {.k = 2, .threshold = 7}, batch, 20, "tiny-moe");
+  EXPECT_EQ(rplain.tokens, rspec.tokens);
+  EXPECT_GT(rspec.stats.num_draft_tokens, 0);
+  EXPECT_LT(rspec.stats.num_accepted_tokens, rspec.stats.num_draft_tokens) << "a random head accepted every draft";
 }
 
 // k = 1: the draft after token y is the target's next token when that is even (d2t maps the draft
