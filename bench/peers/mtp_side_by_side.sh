@@ -6,6 +6,7 @@
 #
 #   bench/peers/mtp_side_by_side.sh MODEL_DIR MODEL-MTP.gguf LLAMA_BIN_DIR [ROUNDS=3] [THREADS=2]
 #                                   [KS=1,2,3] [TOKENS=64] [PROMPT_LEN=32] [QUANT=int4] [PRECISION=medium]
+#                                   [PROMPT_SEED=7]
 #
 # MODEL_DIR: a hybrid checkpoint with its MTP head (mtp.*), e.g. `make-test-model --preset
 # qwen3.6-35b-a3b --layers 4 --text-only --mtp oracle` (the head drafts what the target emits, so
@@ -22,9 +23,12 @@
 # greedy (top_k 1), EOS ignored, prompt cache off, a random prompt of PROMPT_LEN token ids, decode
 # rate from its own timings (tokens after the first over their time), drafts and accepted drafts
 # from its timings; its MTP output is compared with its plain output (the same tokens: "same").
+# PROMPT_SEED picks llama.cpp's random prompt: llama-server parses every completion as chat content
+# and answers HTTP 500 ("does not match the expected Content-only format") on some random-token
+# continuations (seed 7's at 128 tokens on the 27B cut; seed 1's passes), which stops the run.
 set -euo pipefail
 model="$1" gguf="$2" bin="$3" rounds="${4:-3}" threads="${5:-2}" ks="${6:-1,2,3}"
-tokens="${7:-64}" plen="${8:-32}" quant="${9:-int4}" precision="${10:-medium}"
+tokens="${7:-64}" plen="${8:-32}" quant="${9:-int4}" precision="${10:-medium}" seed="${11:-7}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 ours="$here/build/bench/engine/bench_spec_decode"
 server="$bin/llama-server"
@@ -39,7 +43,7 @@ trap cleanup EXIT
 log() { echo "[mtp-side-by-side $(date +%H:%M:%S)] $*" >&2; }
 
 # The same random prompt (token ids in the range ours draws from) for every llama.cpp run.
-python3 -c "import random; r = random.Random(7); print(','.join(str(r.randint(1000, 100000)) for _ in range($plen)))" > "$work/prompt"
+python3 -c "import random; r = random.Random($seed); print(','.join(str(r.randint(1000, 100000)) for _ in range($plen)))" > "$work/prompt"
 
 start_server() {  # $1: k (0 = plain)
   local args=(-m "$gguf" -t "$threads" -tb "$threads" -c 1024 -np 1 --host 127.0.0.1 --port "$port" --no-webui)
@@ -84,6 +88,7 @@ for r in $(seq "$rounds"); do
     request 8 > /dev/null  # warm-up
     read -r tps dn da toks <<< "$(request "$tokens")"
     stop_server
+    [ -n "$tps" ] || { echo "llama-server (k $k): the request failed:" >&2; grep -E ' [WE] ' "$work/server-$k.log" | tail -5 >&2; exit 1; }
     if [ "$k" = 0 ]; then echo "$toks" > "$work/plain-$r"; same=yes
     else same=$([ "$toks" = "$(cat "$work/plain-$r")" ] && echo yes || echo NO); fi
     echo "llama $r $k $tps $dn $da $same $k" >> "$work/results"

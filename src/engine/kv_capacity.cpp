@@ -21,7 +21,12 @@ int64_t default_kv_blocks(int32_t max_num_seqs, int64_t max_model_len, int32_t b
 
 KvCapacity plan_kv_capacity(const KvCapacityRequest& req) {
   PYPTO_ASSERT(req.bytes_per_block > 0 && req.block_size > 0 && req.max_model_len > 0);
+  PYPTO_ASSERT(req.drafter_bytes >= 0, "drafter bytes ", req.drafter_bytes);
   KvCapacity c;
+  c.drafter_bytes = req.drafter_bytes;
+  // The pool is cut from the memory the drafter's own buffers leave (not from --kv-cache-memory,
+  // which sizes the pool itself).
+  const int64_t available = std::max<int64_t>(req.available_bytes - req.drafter_bytes, 0);
   const char* source;
   if (req.kv_cache_memory) {
     if (*req.kv_cache_memory <= 0) fail("--kv-cache-memory must be > 0, got ", *req.kv_cache_memory);
@@ -30,12 +35,11 @@ KvCapacity plan_kv_capacity(const KvCapacityRequest& req) {
   } else if (req.memory_utilization) {
     if (!(*req.memory_utilization > 0.0 && *req.memory_utilization <= 1.0))
       fail("--memory-utilization must be in (0, 1], got ", *req.memory_utilization);
-    c.kv_bytes = int64_t(std::floor(double(std::max<int64_t>(req.available_bytes, 0)) * *req.memory_utilization));
+    c.kv_bytes = int64_t(std::floor(double(available) * *req.memory_utilization));
     source = "--memory-utilization";
   } else {
     const int64_t want = default_kv_blocks(req.max_num_seqs, req.max_model_len, req.block_size, req.prefix_caching);
-    const int64_t cap =
-        int64_t(std::floor(double(std::max<int64_t>(req.available_bytes, 0)) * kDefaultMemoryUtilization));
+    const int64_t cap = int64_t(std::floor(double(available) * kDefaultMemoryUtilization));
     c.kv_bytes = std::min(want * req.bytes_per_block, cap);
     c.basis = str_cat("default: --max-num-seqs ", req.max_num_seqs, " x --max-model-len ", req.max_model_len,
                       req.prefix_caching ? " + 50% for the prefix cache" : "",
@@ -65,8 +69,11 @@ std::string KvCapacity::summary() const {
   format_bytes(size_t(kv_bytes), mem, sizeof mem);
   char conc[32];
   std::snprintf(conc, sizeof conc, "%.2f", max_concurrency);
+  char drafter[32];
+  format_bytes(size_t(drafter_bytes), drafter, sizeof drafter);
   return str_cat("KV cache: ", mem, ", ", num_blocks, " blocks, ", token_capacity,
-                 " tokens; max concurrency at max-model-len: ", conc, "x", basis.empty() ? "" : " (" + basis + ")");
+                 " tokens; max concurrency at max-model-len: ", conc, "x", basis.empty() ? "" : " (" + basis + ")",
+                 drafter_bytes > 0 ? str_cat("; beside it the drafter's kept hidden rows, up to ", drafter) : "");
 }
 
 }  // namespace pypto

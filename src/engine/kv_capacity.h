@@ -30,6 +30,10 @@ struct KvCapacityRequest {
   int32_t max_num_seqs = 1;                  // neither flag: the default from these two
   bool prefix_caching = true;
   int64_t available_bytes = 0;               // free memory after weights (for all but kv_cache_memory)
+  // Memory the drafter keeps beside the pool (the MTP / EAGLE-3 proposer's kept hidden rows,
+  // drafter_kept_hidden_bytes in parallel/replicas/mtp_load.h): taken out of available_bytes
+  // before the pool is sized from it, and named in the log line.
+  int64_t drafter_bytes = 0;
 };
 
 // Blocks of the default pool: max_num_seqs x ceil(max_model_len / block_size), times 1.5 (rounded
@@ -42,6 +46,7 @@ struct KvCapacity {
   int64_t token_capacity = 0;  // num_blocks * block_size
   double max_concurrency = 0;  // sequences of max_model_len tokens that fit at once
   std::string basis;           // how the default was sized (empty when a flag set the size)
+  int64_t drafter_bytes = 0;   // KvCapacityRequest::drafter_bytes, outside the pool
   std::string summary() const;  // the start-up log line
 };
 

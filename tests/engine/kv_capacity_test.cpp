@@ -82,6 +82,29 @@ TEST(KvCapacity, DefaultIsCappedByFreeMemory) {
   }
 }
 
+// The MTP / EAGLE-3 drafter's kept hidden rows live beside the pool: the pool sized from the
+// available memory is cut from what they leave, and the log line names them.
+TEST(KvCapacity, TheDrafterBytesComeOutOfTheAvailableMemory) {
+  KvCapacityRequest r;
+  r.bytes_per_block = 1000;
+  r.block_size = 16;
+  r.max_model_len = 160;
+  r.available_bytes = 100000;
+  r.memory_utilization = 1.0;
+  EXPECT_EQ(plan_kv_capacity(r).num_blocks, 100);
+  r.drafter_bytes = 20000;
+  const KvCapacity c = plan_kv_capacity(r);
+  EXPECT_EQ(c.num_blocks, 80);  // exactly the drafter's 20 blocks' worth fewer
+  EXPECT_EQ(c.drafter_bytes, 20000);
+  EXPECT_EQ(c.summary(), "KV cache: 78.1 KiB, 80 blocks, 1280 tokens; max concurrency at max-model-len: 8.00x; "
+                         "beside it the drafter's kept hidden rows, up to 19.5 KiB");
+  r.memory_utilization.reset();  // the default's cap: 0.9 of what the drafter leaves
+  r.max_num_seqs = 16;
+  EXPECT_EQ(plan_kv_capacity(r).num_blocks, 72);
+  r.kv_cache_memory = 50000;  // a given pool size is the pool's alone
+  EXPECT_EQ(plan_kv_capacity(r).num_blocks, 50);
+}
+
 TEST(KvCapacity, TooSmallNamesTheFlags) {
   KvCapacityRequest r;
   r.bytes_per_block = 1024;

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/memory.h"
+#include "engine/mtp_proposer.h"
 #include "model/model_harness.h"
 #include "model/weight_staging.h"
 #include "parallel/replicas/load_replicas.h"
@@ -109,6 +110,32 @@ TEST(StartUp, WeightsThatCannotFitFailBeforeStaging) {
   // The plan is the staging's: a staged slab has exactly the planned size.
   Qwen3Weights w = stage_qwen3_weights(*ck, *be, {.show_progress = false});
   EXPECT_EQ(w.resident_bytes, need);
+}
+
+// With the cost model on, the MTP and EAGLE-3 drafters keep the target's hidden rows over
+// stretches with speculation off, up to the proposer's cap: the start-up budget takes them out of
+// the memory the KV pool is sized from, one cap per engine.
+TEST(StartUp, TheDraftersKeptHiddenRowsShrinkTheKvPool) {
+  EngineLoadOptions o;
+  o.scheduler.max_model_len = 128;
+  o.memory_utilization = 1.0;
+  const int64_t block = int64_t(1) << 20, available = int64_t(8) << 30;  // 8192 blocks of 1 MiB
+  auto blocks = [&](SpeculativeMethod m, bool cost_model, int32_t engines) {
+    o.scheduler.speculative.method = m;
+    o.scheduler.speculative.cost_model = cost_model;
+    return plan_kv_capacity(kv_capacity_request(o, block, available, engines)).num_blocks;
+  };
+  const int64_t kept_blocks = MtpProposer::kKeptHiddenBytes / block;  // the proposer's cap: 128
+  EXPECT_EQ(blocks(SpeculativeMethod::None, true, 1), 8192);
+  EXPECT_EQ(blocks(SpeculativeMethod::Mtp, true, 1), 8192 - kept_blocks);
+  EXPECT_EQ(blocks(SpeculativeMethod::Mtp, true, 2), 8192 - 2 * kept_blocks);  // --pp-virtual-engines 2
+  EXPECT_EQ(blocks(SpeculativeMethod::Eagle3, true, 1), 8192 - kept_blocks);
+  EXPECT_EQ(blocks(SpeculativeMethod::Mtp, false, 1), 8192);  // forced speculation keeps no stretch
+  EXPECT_EQ(blocks(SpeculativeMethod::DraftModel, true, 1), 8192);
+  o.scheduler.speculative.method = SpeculativeMethod::Mtp;
+  o.scheduler.speculative.cost_model = true;
+  const std::string line = plan_kv_capacity(kv_capacity_request(o, block, available)).summary();
+  EXPECT_NE(line.find("beside it the drafter's kept hidden rows, up to 128.0 MiB"), std::string::npos) << line;
 }
 
 }  // namespace

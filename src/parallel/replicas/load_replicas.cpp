@@ -24,7 +24,9 @@
 
 namespace pypto {
 
-KvCapacityRequest kv_capacity_request(const EngineLoadOptions& eo, int64_t bytes_per_block, int64_t available) {
+KvCapacityRequest kv_capacity_request(const EngineLoadOptions& eo, int64_t bytes_per_block, int64_t available,
+                                      int32_t engines) {
+  PYPTO_ASSERT(engines >= 1, engines, " engines");
   KvCapacityRequest kr;
   kr.bytes_per_block = bytes_per_block;
   kr.block_size = eo.cache.block_size;
@@ -34,6 +36,7 @@ KvCapacityRequest kv_capacity_request(const EngineLoadOptions& eo, int64_t bytes
   kr.max_num_seqs = eo.scheduler.max_num_seqs;
   kr.prefix_caching = eo.cache.enable_prefix_caching;
   kr.available_bytes = available;
+  kr.drafter_bytes = drafter_kept_hidden_bytes(eo.scheduler.speculative) * engines;
   return kr;
 }
 
@@ -329,7 +332,7 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   if (eagle3_head) bytes_per_block += eagle3_kv_bytes_per_block(*eagle3_head, eo);  // the head's layer beside it
   const int64_t state_bytes = hybrid_state_bytes(cfg, eo, engines) * L.dp;
   out.capacity = plan_kv_capacity(kv_capacity_request(
-      eo, bytes_per_block, (static_cast<int64_t>(available_memory_bytes()) - state_bytes) / L.dp));
+      eo, bytes_per_block, (static_cast<int64_t>(available_memory_bytes()) - state_bytes) / L.dp, engines));
 
   EngineConfig ec;
   ec.scheduler = eo.scheduler;

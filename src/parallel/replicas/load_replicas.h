@@ -76,8 +76,11 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt);
 // Before staging: throws Error with the bytes the tp ranks' staged weights need, the bytes
 // available and how many layers would fit, when `available` cannot hold them.
 // The KV pool request of a replica from the engine options: blocks of bytes_per_block bytes
-// (every rank of the replica together), `available` bytes of free memory to plan against.
-KvCapacityRequest kv_capacity_request(const EngineLoadOptions& eo, int64_t bytes_per_block, int64_t available);
+// (every rank of the replica together), `available` bytes of free memory to plan against, less
+// what the replica's `engines` drafters keep beside the pool (drafter_kept_hidden_bytes each;
+// --pp-virtual-engines: one drafter per engine).
+KvCapacityRequest kv_capacity_request(const EngineLoadOptions& eo, int64_t bytes_per_block, int64_t available,
+                                      int32_t engines = 1);
 
 void check_weights_fit(const Checkpoint& ck, const Backend& stager, int tp, size_t available,
                        const StagedFormats* formats = nullptr);

@@ -17,6 +17,11 @@ int64_t mtp_kv_bytes_per_block(const std::vector<std::shared_ptr<const Qwen3Weig
   return bytes;
 }
 
+int64_t drafter_kept_hidden_bytes(const SpeculativeConfig& spec) {
+  const bool hidden_drafter = spec.method == SpeculativeMethod::Mtp || spec.method == SpeculativeMethod::Eagle3;
+  return hidden_drafter && spec.cost_model ? MtpProposer::kKeptHiddenBytes : 0;
+}
+
 // The MTP holds at most what the target holds of a request, plus its k - 1 lookahead rows.
 int64_t mtp_kv_blocks(int64_t target_blocks, const EngineLoadOptions& eo) {
   const int32_t bs = eo.cache.block_size;

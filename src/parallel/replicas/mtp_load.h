@@ -25,6 +25,13 @@ struct ReplicaLoadOptions;
 // a request plus its k - 1 lookahead rows (every rank computes it from the agreed block count).
 int64_t mtp_kv_blocks(int64_t target_blocks, const EngineLoadOptions& eo);
 
+// Bytes the hidden-state drafter of one engine (MTP and EAGLE-3 both draft through MtpProposer)
+// keeps beside its KV pool: with the cost model on, a stretch with speculation off keeps the
+// target's hidden rows, up to MtpProposer::kKeptHiddenBytes over all requests, so the context
+// refills in one pass (engine/mtp_proposer.h). 0 for the other methods and with "cost_model": false
+// (then only the last step's rows are kept, working memory like the step's activations).
+int64_t drafter_kept_hidden_bytes(const SpeculativeConfig& spec);
+
 // KV bytes of one block of the MTP layer (one full-attention layer of the target's shape) over the
 // ranks of a replica that run the head (those holding lm_head: each its share of the KV heads).
 int64_t mtp_kv_bytes_per_block(const std::vector<std::shared_ptr<const Qwen3Weights>>& ranks,

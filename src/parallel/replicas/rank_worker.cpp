@@ -420,9 +420,10 @@ LoadedEngine load_process_rank0(const ReplicaLoadOptions& opt) {
                                 (mtp ? kv_bytes_per_block(1, eo.cache.block_size, weights->n_kv_heads, cfg.head_dim,
                                                           eo.kv_cache_dtype) * L.tp
                                      : 0);  // the MTP layer's, on the last stage's TP ranks
-    const int64_t state_bytes = hybrid_state_bytes(cfg, eo, opt.pp_virtual_engines ? L.pp : 1) * L.dp;
+    const int32_t engines = opt.pp_virtual_engines ? L.pp : 1;
+    const int64_t state_bytes = hybrid_state_bytes(cfg, eo, engines) * L.dp;
     out.capacity = plan_kv_capacity(kv_capacity_request(
-        eo, block_bytes, (static_cast<int64_t>(available_memory_bytes()) - state_bytes) / L.dp));
+        eo, block_bytes, (static_cast<int64_t>(available_memory_bytes()) - state_bytes) / L.dp, engines));
     num_blocks = out.capacity.num_blocks;
   } catch (...) {
     mark_ranks_stopping();
