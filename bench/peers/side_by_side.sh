@@ -30,6 +30,8 @@ bm="$here/build/bench/model/bench_model"
 moe=0
 grep -Eq '"model_type": *"qwen3(_moe|_5)' "$model/config.json" && moe=1 && bm="$here/build/bench/model/bench_moe"
 ours_pp=() ours_tg=() peer_pp=() peer_tg=()
+# The median of the arguments (the middle one; the lower middle of an even count).
+median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 if [ -n "${PROMPT:-}${DEPTH:-}" ]; then
   [ "$moe" = 0 ] || { echo "side_by_side.sh: PROMPT / DEPTH are for dense Qwen3 checkpoints" >&2; exit 2; }
   prompt="${PROMPT:-512}" depth="${DEPTH:-0}" kv="${KV:-bf16}"
@@ -53,7 +55,6 @@ if [ -n "${PROMPT:-}${DEPTH:-}" ]; then
     ours_pp+=("$(echo "$out" | awk -v p="$prompt" '$1 == "prefill" && $2 == p {print $3}')")
     ours_tg+=("$(echo "$out" | awk -v d="$depth" '$1 == "decode" && $4 == d {print $5}')")
   done
-  median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
   p1=$(median "${ours_pp[@]}") p2=$(median "${peer_pp[@]}") t1=$(median "${ours_tg[@]}") t2=$(median "${peer_tg[@]}")
   echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $threads threads, $rounds rounds; ours --quantization $quant --matmul-precision $precision --kv-cache-dtype $kv, peer $(basename "$gguf") -fa 1 ${peer_kv[*]}"
   echo "prefill $prompt tok/s: pypto-serving $p1 (runs: ${ours_pp[*]}), llama.cpp $p2 (runs: ${peer_pp[*]}), ratio $(awk -v a="$p1" -v b="$p2" 'BEGIN {printf "%.2f", a / b}')"
@@ -76,7 +77,6 @@ for r in $(seq "$rounds"); do
     ours_tg+=("$(echo "$out" | awk '/^decode @ context 128/ {print $5}')")
   fi
 done
-median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 p1=$(median "${ours_pp[@]}") p2=$(median "${peer_pp[@]}") t1=$(median "${ours_tg[@]}") t2=$(median "${peer_tg[@]}")
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $threads threads, $rounds rounds; ours --quantization $quant --matmul-precision $precision, peer $(basename "$gguf")"
 echo "prefill 512 tok/s: pypto-serving $p1 (runs: ${ours_pp[*]}), llama.cpp pp512 $p2 (runs: ${peer_pp[*]}), ratio $(awk -v a="$p1" -v b="$p2" 'BEGIN {printf "%.2f", a / b}')"

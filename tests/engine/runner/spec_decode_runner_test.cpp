@@ -18,6 +18,7 @@
 #include "io/json_fields.h"
 #include "io/model_config.h"
 #include "model_harness.h"
+#include "spec_engine_run.h"
 
 namespace pypto {
 namespace {
@@ -62,22 +63,8 @@ Result run(const Setup& s, const std::vector<Ids>& prompts, int32_t max_tokens, 
     c.scheduler.speculative.prompt_lookup_max = 5;
   }
   Engine engine(c, std::make_unique<ModelRunner>(model, cache));
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    EngineRequest r;
-    r.request_id = tag + std::to_string(i);
-    r.prompt_token_ids = prompts[i];
-    r.params.temperature = 0.0f;
-    r.params.max_tokens = max_tokens;
-    r.params.ignore_eos = true;
-    engine.add_request(r);
-  }
   Result out;
-  for (int step = 0; step < 10000 && engine.has_unfinished_requests(); ++step)
-    for (const RequestOutput& o : engine.step()) {
-      EXPECT_NE(o.finish_reason, FinishReason::Error) << o.error;
-      Ids& t = out.tokens[o.request_id];
-      t.insert(t.end(), o.new_token_ids.begin(), o.new_token_ids.end());
-    }
+  out.tokens = test::run_spec_requests(engine, prompts, max_tokens, 0.0f, 0, tag).tokens;  // greedy
   out.stats = engine.scheduler().spec_decode_stats();
   out.preemptions = engine.scheduler().num_preemptions();
   return out;
