@@ -36,6 +36,13 @@
 // less CPU time than one burst a block ahead at 32K, 2 in between (docs/status.md, issue 31).
 constexpr int32_t kDecodePrefetchBlocks = 4;
 
+// The smallest GQA group whose query-heads a decode task takes side by side (below it, one at a
+// time, as row_path_block). Quiet runs on the AMD EPYC Zen 5 host at 32K (docs/status.md, issue
+// 31): side by side 0.84x the time with the hybrids' groups of 8, but 1.05x with int8 KV and
+// Qwen3-0.6B's groups of 2, where two chains give the core too little to overlap to pay for the
+// extra probability stores. Same bits either way.
+constexpr int32_t kDecodeSideBySideMinGroup = 4;
+
 template <int HC>
 inline void attention_decode_heads(const AttentionTask& t, float* scratch) {
   constexpr int L = kLanes;
@@ -124,6 +131,14 @@ inline void attention_decode_heads(const AttentionTask& t, float* scratch) {
       // Key rows past the block's end up to a whole group: zeros (masked in the softmax anyway).
       for (int32_t j = nrows; j < round_lanes(nrows); ++j)
         for (int ch = 0; ch < HC; ++ch) vstore(kf + j * hd + ch * L, vzero());
+      if (group < kDecodeSideBySideMinGroup) {  // one query-head at a time: row_path_block itself
+        for (int32_t gi = 0; gi < group; ++gi) {
+          const int32_t qi = hh * group + gi;
+          if (ahead) prefetch_slice(next_block, qi);
+          row_path_block<HC>(q + qi * hd, out + qi * hd, kf, vfb, nrows, scale, run_max[qi], run_sum[qi], p);
+        }
+        continue;
+      }
       // The row path's arithmetic for each query-head of the group (row_path_block), in three
       // passes over the group so that the heads' independent dependency chains overlap: all
       // scores and softmax steps, then P·V with each value load shared by up to kAttnTile
