@@ -33,6 +33,7 @@ void add(StepLayers& a, const StepLayers& b, double scale) {
   a.kernel += b.kernel * scale;
   a.model_host += b.model_host * scale;
   a.sched_prep += b.sched_prep * scale;
+  a.drafting += b.drafting * scale;
   a.sampling += b.sampling * scale;
   a.wrap += b.wrap * scale;
 }
@@ -126,10 +127,21 @@ ProfileReport analyze_trace(const Trace& t, Level level) {
     s.decode_tokens = std::max<int64_t>(0, it.step->args[2]);
     const bool next_same = k + 1 < busy.size() && busy[k + 1].span->track == it.span->track;
     const int64_t e2e_ns = next_same ? busy[k + 1].span->ts_ns - it.span->ts_ns : it.span->dur_ns;
-    int64_t kernel = 0, forward = 0, schedule = 0, execute = 0, sample = 0, update = 0, phases = 0;
+    int64_t kernel = 0, forward = 0, schedule = 0, execute = 0, sample = 0, update = 0, phases = 0, drafting = 0;
     std::map<std::string, double> step_fam, step_ops;
     std::map<int64_t, double> step_layers;
+    // Drafting spans (speculative decoding) never nest in each other; what lies inside one is
+    // the drafter's, not the target model's.
+    std::vector<const Event*> drafts;
+    for (const Event* e : it.inner)
+      if (cat(*e, "span") && is(*e, "draft")) drafts.push_back(e), drafting += e->dur_ns;
+    auto in_draft = [&](const Event& e) {
+      for (const Event* d : drafts)
+        if (&e != d && e.ts_ns >= d->ts_ns && e.ts_ns + e.dur_ns <= d->ts_ns + d->dur_ns) return true;
+      return false;
+    };
     for (const Event* e : it.inner) {
+      if (!drafts.empty() && in_draft(*e)) continue;
       if (cat(*e, "op")) {
         const std::string name = e->name;
         const std::string family = name.substr(0, name.find('.'));
@@ -152,10 +164,13 @@ ProfileReport analyze_trace(const Trace& t, Level level) {
     L.e2e = ms(e2e_ns);
     L.kernel = ms(kernel);
     L.model_host = ms(forward - kernel);
-    L.sched_prep = ms(schedule + (execute - forward));
+    L.sched_prep = ms(schedule + (execute - forward) - drafting);
+    L.drafting = ms(drafting);
+    r.has_drafting |= drafting > 0;
     L.sampling = ms(sample + update);
     L.wrap = ms((it.span != it.step ? it.span->dur_ns - it.step->dur_ns : 0) + (it.step->dur_ns - phases));
     step_fam["sampling"] += ms(sample);
+    if (drafting > 0) step_fam["drafting"] += ms(drafting);
     if (s.is_decode()) {
       for (auto& [k2, v] : step_fam) fam[k2] += v;
       for (auto& [k2, v] : step_ops) ops[k2] += v;
@@ -241,6 +256,8 @@ std::string format_report(const ProfileReport& r, const RunInfo& info) {
            L.kernel + L.model_host, 100 * (L.kernel + L.model_host) / e);
     }
     line("  (3) scheduling + batch prep        %9.3f  %5.1f%%", L.sched_prep, 100 * L.sched_prep / e);
+    if (r.has_drafting)
+      line("  (3') drafting (speculation)        %9.3f  %5.1f%%", L.drafting, 100 * L.drafting / e);
     line("  (4) sampling + output processing   %9.3f  %5.1f%%", L.sampling, 100 * L.sampling / e);
     line("  (5) engine loop / API wrap         %9.3f  %5.1f%%", L.wrap, 100 * L.wrap / e);
     line("      residual (unattributed)        %9.3f  %5.1f%%", L.residual(), 100 * L.residual() / e);

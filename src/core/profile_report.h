@@ -6,7 +6,11 @@
 //                           last one: its own length). For decode steps this is TPOT.
 //   ① kernel time         = Σ "op" events that are not host.* (needs --profile-level kernel)
 //   ② model, not kernels  = forward span − ①
-//   ③ scheduling + prep   = "schedule" phase + ("execute" phase − forward span)
+//   ③ scheduling + prep   = "schedule" phase + ("execute" phase − forward span) − ③'
+//   ③' drafting           = Σ "draft" spans (speculative decoding: the drafter's passes and
+//                           prefills in "schedule", the MTP / EAGLE-3 head rows in "execute");
+//                           what runs inside them (a draft model's forward and its ops) counts
+//                           here only, not in ①, ② or the op families
 //   ④ sampling + output   = "sample" + "update" phases (detokenization runs on the caller's
 //                           thread, overlapped with the next step, and is reported apart)
 //   ⑤ engine/API wrap     = iteration − step span (request intake, publishing outputs)
@@ -22,8 +26,8 @@
 namespace pypto::prof {
 
 struct StepLayers {
-  double e2e = 0, kernel = 0, model_host = 0, sched_prep = 0, sampling = 0, wrap = 0;
-  double residual() const { return e2e - (kernel + model_host + sched_prep + sampling + wrap); }
+  double e2e = 0, kernel = 0, model_host = 0, sched_prep = 0, drafting = 0, sampling = 0, wrap = 0;
+  double residual() const { return e2e - (kernel + model_host + sched_prep + drafting + sampling + wrap); }
 };
 
 struct StepRecord {
@@ -52,6 +56,7 @@ struct ProfileReport {
   Stats decode_step_ms;                      // TPOT per step
   StepLayers decode_mean, prefill_mean;      // ms
   bool has_kernel_detail = false;            // ① separated from ②
+  bool has_drafting = false;                 // some step ran a "draft" span (③' shown)
   std::vector<NamedTime> families;           // attention, mlp, norm, lm_head, sampling, …
   std::vector<NamedTime> layers;             // per transformer layer
   std::vector<NamedTime> ops;                // each op name (verbose)

@@ -370,6 +370,7 @@ std::vector<RequestOutput> Engine::step() {
 
   PYPTO_PROF_PHASE(prof::Level::E2E, "update");
   const std::vector<EngineCoreOutput> core_outs = scheduler_.update_from_output(so, runs);
+  trace_update(so, scheduler_, core_outs);  // profiling: the tokens the step's decode rows emitted
   // The tokens' timestamp (vLLM's engine-core output timestamp): the step's outputs exist now.
   const Clock::time_point produced = Clock::now();
   for (const EngineCoreOutput& o : core_outs) {

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/profiler.h"
 #include "engine/request.h"
 #include "sampling/philox.h"
 #include "sampling/rejection_sampler.h"
@@ -184,6 +185,7 @@ void MtpProposer::run(const std::vector<float>& hidden_rows) {
 }
 
 void MtpProposer::observe(const SchedulerOutput& so, const ForwardBatch& batch, const float* hidden) {
+  PYPTO_PROF_SPAN(prof::Level::E2E, "draft", "host.draft", -1, "op");  // profiling: the head's rows (drafting layer)
   PYPTO_ASSERT(batch.num_seqs() == int32_t(so.scheduled.size()), "one sequence per scheduled request");
   batch_.clear();
   rows_hidden_.clear();

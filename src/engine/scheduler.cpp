@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/profiler.h"
 #include "engine/ngram_proposer.h"
 
 namespace pypto {
@@ -120,6 +121,7 @@ void Scheduler::propose_drafts(Request& req, int64_t max_drafts, std::vector<int
   drafts.clear();
   const int64_t k = std::min(draft_limit(req, /*consume=*/true), max_drafts);
   if (k <= 0) return;
+  PYPTO_PROF_SPAN(prof::Level::E2E, "draft", "host.draft", -1, "op");  // profiling: the report's drafting layer
   proposer_->propose_for(req, int32_t(k), drafts);
   if (draft_filter_ && !drafts.empty()) drafts.resize(std::min(drafts.size(), draft_filter_(req, drafts)));
 }
@@ -182,6 +184,7 @@ SchedulerOutput Scheduler::schedule() {
     // step: the target decodes as without speculation, and the failure is logged.
     const auto t0 = std::chrono::steady_clock::now();
     try {
+      PYPTO_PROF_SPAN(prof::Level::E2E, "draft", "host.draft", -1, "op");  // profiling: the drafter's passes
       proposer_->prepare(queries);
       // Drafting after a step without context also catches the context up: not a drafting cost.
       if (passes > 0 && last_context_)
@@ -280,6 +283,7 @@ void Scheduler::prefill_drafts(const SchedulerOutput& out) {
   }
   if (chunks.empty()) return;
   try {
+    PYPTO_PROF_SPAN(prof::Level::E2E, "draft", "host.draft", -1, "op");  // profiling: the drafter's prefill
     proposer_->prefill(chunks);
   } catch (const std::exception& e) {
     log_error("speculative decoding: the drafter failed to prefill, its requests catch up when they draft: ", e.what());

@@ -143,5 +143,59 @@ TEST(ProfileE2E, KernelLevelLatencyRun) {
   EXPECT_EQ(request_ttfts_s(t).size(), 2u);
 }
 
+// With a draft model (the tiny model drafting for itself, every draft accepted, k forced to 2) the
+// drafter's passes are recorded as "draft" spans holding its forwards, and the report puts them in
+// the drafting layer: decode steps draft, and the layers stay disjoint and non-negative (a draft
+// forward counted both as drafting and as the model's would push the sum past the step time).
+TEST(ProfileE2E, DraftModelPassesAreTheirOwnLayer) {
+  EngineLoadOptions lo;
+  lo.model_dir = bench::tiny_model_dir("pypto-measure-tiny");
+  lo.kv_cache_memory = 16 << 20;
+  lo.threads = 2;
+  lo.show_progress = false;
+  lo.scheduler.max_model_len = 256;
+  lo.scheduler.speculative.method = SpeculativeMethod::DraftModel;
+  lo.scheduler.speculative.draft_model = lo.model_dir;
+  lo.scheduler.speculative.num_speculative_tokens = 2;
+  lo.scheduler.speculative.cost_model = false;
+  LoadedEngine le = load_engine(lo);
+  bench::LatencyOptions o;
+  o.input_len = 8;
+  o.output_len = 9;
+  o.num_iters = 1;
+  o.num_iters_warmup = 1;
+  o.progress = false;
+  o.profile_level = Level::Kernel;
+  bench::run_latency_benchmark(*le.loop, bench::vocab(), o);
+  le.loop->shutdown();
+  const Trace t = collect();
+  const ProfileReport r = analyze_trace(t, Level::Kernel);
+  ASSERT_TRUE(r.has_drafting);
+  ASSERT_GT(r.decode_steps, 0u);
+  // Verify steps are decode steps, counted by the tokens they emitted: the 8 after the first, in
+  // fewer steps (up to 1 + 2 per step).
+  EXPECT_EQ(r.decode_tokens, 8);
+  EXPECT_LT(r.decode_steps, 8u);
+  EXPECT_EQ(r.prefill_steps, 1u);
+  EXPECT_GT(r.decode_mean.drafting, 0);
+  for (const StepRecord& st : r.steps) {
+    const StepLayers& L = st.layers;
+    EXPECT_GT(L.kernel, 0);
+    EXPECT_GE(L.model_host, 0);
+    EXPECT_GE(L.sched_prep, 0);
+    EXPECT_GE(L.drafting, 0);
+    EXPECT_GE(L.residual(), -1e-3) << "layers overlap: they sum past the step time";
+  }
+  // The draft model's forwards lie inside draft spans.
+  size_t nested = 0;
+  for (const Event& d : t.events)
+    if (std::string_view(d.name) == "draft")
+      for (const Event& f : t.events)
+        nested += std::string_view(f.name) == "forward" && f.track == d.track && f.ts_ns >= d.ts_ns &&
+                  f.ts_ns + f.dur_ns <= d.ts_ns + d.dur_ns;
+  EXPECT_GT(nested, 0u);
+  EXPECT_NE(format_report(r, {}).find("(3') drafting"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace pypto::prof

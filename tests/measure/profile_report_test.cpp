@@ -82,6 +82,52 @@ TEST(ProfileReport, LayersAddUpToTheStepTime) {
     EXPECT_NE(text.find(s), std::string::npos) << s << "\n" << text;
 }
 
+TEST(ProfileReport, DraftingIsItsOwnLayerAndItsForwardIsNotTheModels) {
+  // One decode iteration of 12 ms with speculative decoding: in "schedule" the drafter's pass (a
+  // draft model's forward with its ops), in "execute" the target's forward, then the MTP head's
+  // rows (an op outside any forward span).
+  Builder b;
+  b.ev("iteration", "span", 0, 12);
+  b.ev("step", "span", 0.5, 11, -1, 0, 1);
+  b.ev("schedule", "phase", 0.5, 2.5);
+  b.ev("draft", "span", 1, 1.6);
+  b.ev("forward", "span", 1.1, 1.4);
+  b.ev("mlp.down", "op", 1.1, 1, 0);
+  b.ev("execute", "phase", 3, 6.5);
+  b.ev("forward", "span", 3, 5);
+  b.ev("attention.core", "op", 3, 1, 0);
+  b.ev("lm_head", "op", 4, 0.5);
+  b.ev("draft", "span", 8.2, 0.8);
+  b.ev("attention.core", "op", 8.2, 0.4, 0);
+  b.ev("sample", "phase", 9.5, 1);
+  b.ev("update", "phase", 10.5, 0.5);
+  ProfileReport r = analyze_trace(b.t, Level::Kernel);
+  ASSERT_EQ(r.decode_steps, 1u);
+  EXPECT_TRUE(r.has_drafting);
+  const StepLayers& d = r.steps[0].layers;
+  EXPECT_NEAR(d.drafting, 1.6 + 0.8, 1e-9);
+  EXPECT_NEAR(d.kernel, 1.0 + 0.5, 1e-9);             // the target's ops only
+  EXPECT_NEAR(d.model_host, 5.0 - 1.5, 1e-9);         // the target's forward only
+  EXPECT_NEAR(d.sched_prep, 2.5 + (6.5 - 5.0) - 2.4, 1e-9);
+  EXPECT_NEAR(d.sampling, 1.5, 1e-9);
+  EXPECT_NEAR(d.wrap, 1.0 + 0.5, 1e-9);
+  EXPECT_NEAR(d.residual(), 0.0, 1e-9);
+  std::map<std::string, NamedTime> fam;
+  for (const NamedTime& f : r.families) fam[f.name] = f;
+  EXPECT_NEAR(fam["attention"].ms_per_step, 1.0, 1e-9);
+  EXPECT_EQ(fam.count("mlp"), 0u);
+  EXPECT_NEAR(fam["drafting"].ms_per_step, 2.4, 1e-9);
+  ASSERT_EQ(r.layers.size(), 1u);
+  EXPECT_NEAR(r.layers[0].ms_per_step, 1.0, 1e-9);
+  EXPECT_NE(format_report(r, {}).find("(3') drafting"), std::string::npos);
+  // Without drafting spans the report has no drafting line.
+  Builder plain;
+  plain.iteration(0, 0, 1);
+  ProfileReport p = analyze_trace(plain.t, Level::Kernel);
+  EXPECT_FALSE(p.has_drafting);
+  EXPECT_EQ(format_report(p, {}).find("(3')"), std::string::npos);
+}
+
 TEST(ProfileReport, StepOfAnUnclosedIterationStillCounts) {
   Builder b;
   b.iteration(0, 0, 1);
