@@ -13,37 +13,62 @@ namespace pypto {
 
 DraftModelProposer::DraftModelProposer(std::shared_ptr<const Qwen3Weights> weights, Backend& backend,
                                        int64_t num_blocks, int32_t block_size, DType kv_dtype,
-                                       int64_t max_pass_tokens)
+                                       int64_t max_pass_tokens, bool prefix_caching)
     : weights_(std::move(weights)),
       model_(std::make_unique<Qwen3Model>(*weights_, backend)),
       cache_(model_->kv_cache_spec(num_blocks, block_size, kv_dtype)),
       block_size_(block_size),
-      max_pass_tokens_(std::max<int64_t>(1, max_pass_tokens)) {
-  PYPTO_ASSERT(num_blocks > 0 && num_blocks < (int64_t(1) << 31), "draft KV blocks: ", num_blocks);
-  free_.reserve(size_t(num_blocks));
-  for (int64_t b = num_blocks - 1; b >= 0; --b) free_.push_back(int32_t(b));  // lowest ids first out
-}
+      max_pass_tokens_(std::max<int64_t>(1, max_pass_tokens)),
+      kv_(num_blocks, block_size, prefix_caching) {}
 
 void DraftModelProposer::propose(std::span<const int32_t>, int32_t, std::vector<int32_t>& out) const {
   out.clear();  // unreachable through the scheduler, which calls propose_for()
 }
 
-bool DraftModelProposer::reserve(State& st, int64_t tokens) {
-  const size_t need = size_t((tokens + block_size_ - 1) / block_size_);
-  if (need <= st.blocks.size()) return true;
-  if (need - st.blocks.size() > free_.size()) return false;
-  while (st.blocks.size() < need) {
-    st.blocks.push_back(free_.back());
-    free_.pop_back();
+void DraftModelProposer::sync(const Request& req, State& st, size_t limit) {
+  const std::vector<int32_t>& t = req.all_token_ids;
+  limit = std::min(limit, t.size());
+  if (st.seq.blocks.empty()) {
+    // Never the last token: its row gives draft 0, so prepare() computes it anyway.
+    const int64_t hit = kv_.restore(st.seq, t, int64_t(std::min(limit, t.size() - 1)), req.block_hashes);
+    st.cached.assign(t.begin(), t.begin() + hit);
   }
-  return true;
+  size_t c = 0;
+  const size_t end = std::min(st.cached.size(), limit);
+  while (c < end && st.cached[c] == t[c]) ++c;
+  if (int64_t(c) < kv_.cached_tokens(st.seq)) {
+    // The rollback would write into cached blocks, which other requests may read: start over
+    // from the cache instead (cached blocks hold verified tokens only, so this does not happen
+    // while the target's verified tokens only grow).
+    reset(st);
+    sync(req, st, limit);
+    return;
+  }
+  st.cached.resize(c);
+}
+
+void DraftModelProposer::publish(const Request& req, State& st, size_t limit) {
+  kv_.publish(st.seq, st.cached, req.all_token_ids, int64_t(limit), req.block_hashes);
+}
+
+void DraftModelProposer::reset(State& st) {
+  kv_.release(st.seq);
+  st.cached.clear();
 }
 
 void DraftModelProposer::forget(const std::string& req_id) {
   auto it = states_.find(req_id);
   if (it == states_.end()) return;
-  free_.insert(free_.end(), it->second.blocks.rbegin(), it->second.blocks.rend());
+  kv_.release(it->second.seq);
   states_.erase(it);
+}
+
+void DraftModelProposer::finish(const Request& req) {
+  auto it = states_.find(req.request_id);
+  if (it == states_.end()) return;
+  // Nothing is written for this request any more: every verified full block may go in.
+  publish(req, it->second, req.all_token_ids.size());
+  forget(req.request_id);
 }
 
 void DraftModelProposer::forward() {
@@ -94,15 +119,14 @@ void DraftModelProposer::prepare(std::span<const Query> queries) {
     const std::vector<int32_t>& t = r.all_token_ids;
     PYPTO_ASSERT(!t.empty());
     // Rollback: keep the longest prefix of what the draft holds that is still verified (at most
-    // all but the last token, whose row gives draft 0); KV past it gets overwritten.
-    size_t c = 0;
-    const size_t limit = std::min(st.cached.size(), t.size() - 1);
-    while (c < limit && st.cached[c] == t[c]) ++c;
-    st.cached.resize(c);
+    // all but the last token, whose row gives draft 0); KV past it gets overwritten. What of it
+    // fills blocks is verified: publish it (the blocks drafts are written into come after).
+    sync(r, st, t.size() - 1);
+    publish(r, st, t.size() - 1);
     // KV for the verified tokens and drafts 0 .. k-2 (the last draft is never fed).
-    if (!reserve(st, int64_t(t.size()) + q.k - 1)) {
+    if (!kv_.reserve(st.seq, int64_t(t.size()) + q.k - 1)) {
       if (!warned_short_)
-        log_warn("speculative decoding: the draft model's KV pool (", free_.size(), " free blocks) cannot hold request ",
+        log_warn("speculative decoding: the draft model's KV pool (", kv_.free_blocks(), " free blocks) cannot hold request ",
                  r.request_id, "'s ", t.size(), " tokens; it decodes without drafts until blocks free up "
                  "(logged once)");
       warned_short_ = true;
@@ -117,7 +141,7 @@ void DraftModelProposer::prepare(std::span<const Query> queries) {
   } catch (...) {
     // Which KV got written is unknown: these requests start over (a full catch-up) next time.
     for (const Job& j : jobs) {
-      j.st->cached.clear();
+      reset(*j.st);
       j.st->drafts.clear();
       j.st->dist = {};
     }
@@ -127,7 +151,7 @@ void DraftModelProposer::prepare(std::span<const Query> queries) {
 
 void DraftModelProposer::run_passes(std::span<Job> jobs) {
   int32_t max_blocks = 0;
-  for (const Job& j : jobs) max_blocks = std::max(max_blocks, int32_t(j.st->blocks.size()));
+  for (const Job& j : jobs) max_blocks = std::max(max_blocks, int32_t(j.st->seq.ids.size()));
 
   // Pass 0: every request's catch-up tokens, in passes of at most max_pass_tokens_ rows.
   std::vector<size_t> pending(jobs.size());
@@ -149,7 +173,7 @@ void DraftModelProposer::run_passes(std::span<Job> jobs) {
         still.push_back(i);
         continue;
       }
-      batch_.add_sequence(t.data() + start, int32_t(n), int32_t(start), st.blocks.data(), int32_t(st.blocks.size()),
+      batch_.add_sequence(t.data() + start, int32_t(n), int32_t(start), st.seq.ids.data(), int32_t(st.seq.ids.size()),
                           block_size_, n == remaining ? ForwardBatch::Logits::Last : ForwardBatch::Logits::None);
       st.cached.insert(st.cached.end(), t.begin() + start, t.begin() + start + n);
       budget -= n;
@@ -180,7 +204,7 @@ void DraftModelProposer::run_passes(std::span<Job> jobs) {
       State& st = *jobs[i].st;
       const int32_t pos = int32_t(jobs[i].req->all_token_ids.size()) + d - 1;
       PYPTO_ASSERT(int64_t(st.cached.size()) == pos && int64_t(st.drafts.size()) == d);
-      batch_.add_sequence(&st.drafts[size_t(d - 1)], 1, pos, st.blocks.data(), int32_t(st.blocks.size()), block_size_,
+      batch_.add_sequence(&st.drafts[size_t(d - 1)], 1, pos, st.seq.ids.data(), int32_t(st.seq.ids.size()), block_size_,
                           ForwardBatch::Logits::Last);
       st.cached.push_back(st.drafts[size_t(d - 1)]);
       rows.push_back(i);
@@ -224,15 +248,13 @@ void DraftModelProposer::prefill(std::span<const Chunk> chunks) {
     PYPTO_ASSERT(c.end > 0 && c.end <= int64_t(t.size()), "request ", c.request->request_id, ": chunk end ", c.end,
                  " of ", t.size(), " tokens");
     State& st = states_[c.request->request_id];
-    // Rollback as in prepare(): keep what the draft holds of tokens [0, end).
-    size_t keep = 0;
-    const size_t limit = std::min(st.cached.size(), size_t(c.end));
-    while (keep < limit && st.cached[keep] == t[keep]) ++keep;
-    st.cached.resize(keep);
+    // Rollback as in prepare(): keep what the draft holds of tokens [0, end), after restoring
+    // what the draft's prefix cache has of them.
+    sync(*c.request, st, size_t(c.end));
     // A short pool leaves the rest to prepare(), which warns.
-    if (int64_t(keep) >= c.end || !reserve(st, c.end)) continue;
+    if (int64_t(st.cached.size()) >= c.end || !kv_.reserve(st.seq, c.end)) continue;
     work.push_back({c.request, &st, c.end});
-    max_blocks = std::max(max_blocks, int32_t(st.blocks.size()));
+    max_blocks = std::max(max_blocks, int32_t(st.seq.ids.size()));
   }
   try {
     // KV only (no logits rows), in passes of at most max_pass_tokens_ rows.
@@ -249,8 +271,8 @@ void DraftModelProposer::prefill(std::span<const Chunk> chunks) {
           more |= start < w.end;
           continue;
         }
-        batch_.add_sequence(t.data() + start, int32_t(n), int32_t(start), w.st->blocks.data(),
-                            int32_t(w.st->blocks.size()), block_size_, ForwardBatch::Logits::None);
+        batch_.add_sequence(t.data() + start, int32_t(n), int32_t(start), w.st->seq.ids.data(),
+                            int32_t(w.st->seq.ids.size()), block_size_, ForwardBatch::Logits::None);
         w.st->cached.insert(w.st->cached.end(), t.begin() + start, t.begin() + start + n);
         budget -= n;
         prefill_tokens_ += n;
@@ -259,9 +281,11 @@ void DraftModelProposer::prefill(std::span<const Chunk> chunks) {
       forward();
     }
   } catch (...) {
-    for (Work& w : work) w.st->cached.clear();  // unknown KV: a full catch-up next time
+    for (Work& w : work) reset(*w.st);  // unknown KV: a full catch-up next time
     throw;
   }
+  // The prompt's full blocks (but the last token's) are verified: later requests may hit them.
+  for (Work& w : work) publish(*w.req, *w.st, w.req->all_token_ids.size() - 1);
 }
 
 }  // namespace pypto

@@ -4,7 +4,12 @@
 // target verifies in one (k + 1)-row step.
 //
 // Its own paged KV cache. The draft keeps, per request, the tokens whose KV it holds and their
-// blocks (its own pool, its own block ids; the target's prefix cache never sees them). Catching
+// blocks (its own pool, its own block ids, its own prefix cache keyed by the target's block
+// hashes: engine/draft_kv_blocks.h). A request new to the draft first restores the longest
+// cached chain of its verified tokens, so a prefix-cache hit of the target (a chat's next turn)
+// costs the draft only the uncached tail; full blocks of verified tokens are published as they
+// are computed (a prompt's after its prefill, the output's as drafts are verified, the rest when
+// the request finishes or is preempted). Catching
 // up is lazy: at each prepare() the draft compares what it holds with the request's verified
 // tokens, keeps the common prefix (that is the rollback: KV past it is simply overwritten, as
 // the target's is) and computes the rest: in a steady-state step 1 or 2 tokens (the target's
@@ -30,6 +35,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/draft_kv_blocks.h"
 #include "engine/draft_proposer.h"
 #include "model/forward_batch.h"
 #include "model/kv_cache.h"
@@ -43,9 +49,10 @@ class DraftModelProposer final : public DraftProposer {
  public:
   // `weights` (staged draft) and `backend` (the target's rank-0 backend: the draft runs on the
   // same threads, between the target's steps) must outlive the proposer. num_blocks of
-  // block_size tokens: the draft's KV pool.
+  // block_size tokens: the draft's KV pool; prefix_caching: whether it keeps a prefix cache (as
+  // the target does: --no-enable-prefix-caching turns off both).
   DraftModelProposer(std::shared_ptr<const Qwen3Weights> weights, Backend& backend, int64_t num_blocks,
-                     int32_t block_size, DType kv_dtype, int64_t max_pass_tokens);
+                     int32_t block_size, DType kv_dtype, int64_t max_pass_tokens, bool prefix_caching = true);
 
   // A draft model needs the request, not only its tokens: use prepare() / propose_for().
   void propose(std::span<const int32_t> tokens, int32_t k, std::vector<int32_t>& out) const override;
@@ -53,12 +60,18 @@ class DraftModelProposer final : public DraftProposer {
   void prefill(std::span<const Chunk> chunks) override;
   void propose_for(const Request& req, int32_t k, std::vector<int32_t>& out) override;
   void forget(const std::string& req_id) override;
+  // Publishes the request's verified full blocks, then forgets it.
+  void finish(const Request& req) override;
   const DraftDistribution* distribution(const std::string& req_id) const override;
 
-  int64_t free_blocks() const { return int64_t(free_.size()); }
+  // Blocks held by no request (cached ones among them until evicted).
+  int64_t free_blocks() const { return kv_.free_blocks(); }
+  const DraftKvBlocks& kv_blocks() const { return kv_; }
   // Tokens the draft computed for verified positions: in prefill() beside the target's chunks,
-  // and in prepare()'s catch-up (pass 0), in all and at most in one prepare().
+  // and in prepare()'s catch-up (pass 0), in all and at most in one prepare(); and those
+  // restored from the draft's prefix cache instead (kv_blocks().hit_tokens()).
   int64_t prefill_tokens() const { return prefill_tokens_; }
+  int64_t prefix_hit_tokens() const { return kv_.hit_tokens(); }
   int64_t catch_up_tokens() const { return catch_up_tokens_; }
   int64_t max_step_catch_up_tokens() const { return max_step_catch_up_tokens_; }
   const Qwen3Model& model() const { return *model_; }
@@ -75,7 +88,7 @@ class DraftModelProposer final : public DraftProposer {
 
  private:
   struct State {
-    std::vector<int32_t> blocks;  // draft KV blocks, in position order
+    DraftKvBlocks::Seq seq;       // draft KV blocks, in position order
     std::vector<int32_t> cached;  // the tokens whose KV the draft holds (positions 0..)
     std::vector<int32_t> drafts;  // this step's proposal
     DraftDistribution dist;       // sampled requests: q of each draft
@@ -90,8 +103,14 @@ class DraftModelProposer final : public DraftProposer {
   };
   // Pass 0 (catch-up) and passes 1 .. k-1 over the requests of this step (class comment).
   void run_passes(std::span<Job> jobs);
-  // Grows st.blocks to cover `tokens` positions; false (nothing taken) when the pool is short.
-  bool reserve(State& st, int64_t tokens);
+  // Keeps the prefix of st.cached[0, limit) that equals the request's verified tokens (the
+  // rollback; KV past it is overwritten). A state holding no blocks first restores what the
+  // prefix cache has of tokens [0, limit).
+  void sync(const Request& req, State& st, size_t limit);
+  // Publishes st's full blocks of verified tokens below `limit`.
+  void publish(const Request& req, State& st, size_t limit);
+  // Drops st's blocks and tokens (after a failed pass: which KV got written is unknown).
+  void reset(State& st);
   // Picks draft j of `req` from the draft's logits row (modified): see the class comment.
   int32_t choose(const Request& req, State& st, std::optional<structured::GrammarMatcher>& grammar,
                  std::span<float> logits);
@@ -105,7 +124,7 @@ class DraftModelProposer final : public DraftProposer {
   KvCache cache_;
   int32_t block_size_;
   int64_t max_pass_tokens_;
-  std::vector<int32_t> free_;  // free block ids
+  DraftKvBlocks kv_;
   std::unordered_map<std::string, State> states_;
   ForwardBatch batch_;
   std::vector<float> logits_;  // [rows of batch_, vocab]

@@ -39,8 +39,9 @@ std::shared_ptr<DraftModelProposer> make_draft_proposer(std::shared_ptr<const Qw
   const int32_t bs = eo.cache.block_size;
   const int64_t k = eo.scheduler.speculative.num_speculative_tokens;
   const int64_t blocks = target_blocks + int64_t(eo.scheduler.max_num_seqs) * ((k + bs - 1) / bs + 1);
+  // The draft caches prefixes when the target does (its own blocks, the target's block hashes).
   return std::make_shared<DraftModelProposer>(std::move(draft), backend, blocks, bs, eo.kv_cache_dtype,
-                                              eo.scheduler.max_num_batched_tokens);
+                                              eo.scheduler.max_num_batched_tokens, eo.cache.enable_prefix_caching);
 }
 
 std::shared_ptr<DraftModelProposer> make_draft_proposer(std::shared_ptr<const Qwen3Weights> draft,
