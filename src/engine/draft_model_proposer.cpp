@@ -118,11 +118,12 @@ void DraftModelProposer::prepare(std::span<const Query> queries) {
     st.dist = {};
     const std::vector<int32_t>& t = r.all_token_ids;
     PYPTO_ASSERT(!t.empty());
-    // Rollback: keep the longest prefix of what the draft holds that is still verified (at most
-    // all but the last token, whose row gives draft 0); KV past it gets overwritten. What of it
-    // fills blocks is verified: publish it (the blocks drafts are written into come after).
-    sync(r, st, t.size() - 1);
+    // Publish the full blocks of what the draft holds that the target has verified since (last
+    // step's accepted drafts, the tokens before them; never its rejected drafts), then roll back:
+    // keep the longest prefix of what the draft holds that is still verified (at most all but
+    // the last token, whose row gives draft 0); KV past it gets overwritten.
     publish(r, st, t.size() - 1);
+    sync(r, st, t.size() - 1);
     // KV for the verified tokens and drafts 0 .. k-2 (the last draft is never fed).
     if (!kv_.reserve(st.seq, int64_t(t.size()) + q.k - 1)) {
       if (!warned_short_)

@@ -169,7 +169,8 @@ size_t common(const Ids& a, const Ids& b) {
 TEST(DraftPrefixCache, BlocksHoldingRejectedDraftsAreNeverPublished) {
   const test::SpecTestPool pool{.max_seqs = 4, .blocks = 256, .block_size = 4};
   const int32_t bs = pool.block_size;
-  const std::vector<Ids> prompts = {test::random_prompt(21, 41), test::random_prompt(30, 42)};
+  std::vector<Ids> prompts;
+  for (int i = 0; i < 4; ++i) prompts.push_back(test::random_prompt(21 + 3 * i, uint64_t(41 + i)));
   Drafted d;
   auto spec = make_engine({.k = 4, .prefix_caching = true}, &other_model(), 400, pool, &d);
   const test::SpecTestOutcome first = spec->run(prompts, 40, "a");
@@ -177,8 +178,10 @@ TEST(DraftPrefixCache, BlocksHoldingRejectedDraftsAreNeverPublished) {
   for (size_t i = 0; i < prompts.size(); ++i)
     verified.push_back(concat({prompts[i], first.tokens.at("a" + std::to_string(i))}));
 
+  // Latest proposals first: a request's last drafts are still in the draft's KV when it finishes.
   std::vector<Ids> probes;
-  for (const RecordingDrafter::Proposal& p : d.recorder->proposals) {
+  for (auto it = d.recorder->proposals.rbegin(); it != d.recorder->proposals.rend(); ++it) {
+    const RecordingDrafter::Proposal& p = *it;
     const Ids& final_tokens = verified[size_t(p.req_id[1] - '0')];
     const size_t n = p.verified.size();
     const size_t fed = p.drafts.size() - 1;  // drafts 0 .. k-2 were written
@@ -186,7 +189,7 @@ TEST(DraftPrefixCache, BlocksHoldingRejectedDraftsAreNeverPublished) {
     if ((n + fed) / size_t(bs) == n / size_t(bs)) continue;  // no block filled with a draft
     probes.push_back(concat({p.verified, Ids(p.drafts.begin(), p.drafts.begin() + ptrdiff_t(fed)),
                              test::random_prompt(8, 50 + probes.size())}));
-    if (probes.size() == 6) break;
+    if (probes.size() == 8) break;
   }
   ASSERT_GE(probes.size(), 2u) << "the random draft should have had rejected runs filling a block";
 
