@@ -28,11 +28,12 @@ DraftKvBlocks::Seq fill(DraftKvBlocks& kv, const Ids& fed) {
 
 // The draft fed 6 verified tokens and then 4 drafts, the target rejected the first of them: only
 // the block of verified tokens (0..3) is published, not the one holding token 4, 5 and two drafts
-// (4..7), whatever limit the caller gives. A sequence whose tokens are the fed ones (drafts and
+// (4..7), even with the request's verified tokens covering it and any limit. A sequence whose tokens are the fed ones (drafts and
 // all) restores just that block.
 TEST(DraftKvBlocks, OnlyBlocksOfVerifiedTokensArePublished) {
   DraftKvBlocks kv(16, 4, true);
-  const Ids verified = {1, 2, 3, 4, 5, 6, 7};   // 7 is the target's token where the draft said 50
+  // The target's tokens since (7 where the draft said 50, then the request went on).
+  const Ids verified = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
   const Ids fed = {1, 2, 3, 4, 5, 6, 50, 51, 52, 53};
   DraftKvBlocks::Seq s = fill(kv, fed);
   kv.publish(s, fed, verified, 100, {});
