@@ -18,6 +18,7 @@ GreedyRun run_greedy(EngineLoop& loop, const std::vector<int32_t>& prompt, int t
   r.params.ignore_eos = true;
   GreedyRun g;
   Clock::time_point first{}, last{};
+  const Clock::time_point start = Clock::now();
   auto stream = loop.add_request(r);
   while (auto out = stream->next()) {
     if (!out->new_token_ids.empty()) {
@@ -30,6 +31,7 @@ GreedyRun run_greedy(EngineLoop& loop, const std::vector<int32_t>& prompt, int t
   }
   const EngineLoopStats after = loop.stats();
   const double s = std::chrono::duration<double>(last - first).count();
+  g.ttft_s = std::chrono::duration<double>(first - start).count();
   g.decode_tok_s = s > 0 ? double(g.tokens.size() - 1) / s : 0;
   g.steps = after.engine.steps - before.engine.steps;
   const double steps = double(std::max<int64_t>(1, g.steps));

@@ -16,6 +16,7 @@ namespace pypto::bench {
 struct GreedyRun {
   std::vector<int32_t> tokens;  // the output
   int64_t cached = 0;           // prompt tokens served from the prefix cache
+  double ttft_s = 0;            // from adding the request to its first token
   double decode_tok_s = 0;      // (tokens - 1) / time from the first token to the last
   int64_t steps = 0;            // engine steps, the prefill steps included
   double execute_ms = 0, schedule_ms = 0;  // model / scheduling (drafting) time per step

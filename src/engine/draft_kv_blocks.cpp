@@ -9,6 +9,7 @@ namespace pypto {
 DraftKvBlocks::DraftKvBlocks(int64_t num_blocks, int32_t block_size, bool prefix_caching, BlockHasher hasher)
     : block_size_(block_size),
       prefix_caching_(prefix_caching),
+      enabled_(prefix_caching),
       hasher_(std::move(hasher)),
       pool_(int32_t(num_blocks), prefix_caching) {
   PYPTO_ASSERT(num_blocks > 0 && num_blocks < (int64_t(1) << 31), "draft KV blocks: ", num_blocks);
@@ -34,7 +35,7 @@ int64_t DraftKvBlocks::restore(Seq& s, std::span<const int32_t> tokens, int64_t 
   PYPTO_ASSERT(s.blocks.empty(), "restoring into a sequence that holds ", s.blocks.size(), " blocks");
   s.hashes.clear();
   s.num_cached = 0;
-  if (!prefix_caching_ || pool_.num_cached_blocks() == 0) return 0;
+  if (!enabled_ || pool_.num_cached_blocks() == 0) return 0;
   const size_t bs = size_t(block_size_);
   const size_t max_blocks = size_t(std::clamp<int64_t>(max_tokens, 0, int64_t(tokens.size()))) / bs;
   // As KVCacheManager::get_computed_blocks: every verified copy of a level may be the parent of
@@ -74,7 +75,7 @@ bool DraftKvBlocks::reserve(Seq& s, int64_t tokens) {
 
 void DraftKvBlocks::publish(Seq& s, std::span<const int32_t> fed, std::span<const int32_t> verified, int64_t limit,
                             std::span<const BlockHash> known) {
-  if (!prefix_caching_) return;
+  if (!enabled_) return;
   // KV at position p holds verified content only where every token up to p is the verified one.
   const size_t end = std::min({fed.size(), verified.size(), size_t(std::max<int64_t>(limit, 0))});
   size_t match = 0;

@@ -55,6 +55,10 @@ class DraftKvBlocks {
   // likely to be hit again).
   void release(Seq& s);
 
+  // Off: nothing is published or restored from now on (what is cached stays until evicted).
+  // For comparisons (bench_draft_prefix); the constructor's prefix_caching is the setting.
+  void set_enabled(bool on) { enabled_ = on && prefix_caching_; }
+
   int64_t num_blocks() const { return pool_.num_blocks(); }
   // Blocks not held by any request (cached ones among them, revivable until evicted).
   int64_t free_blocks() const { return pool_.num_free_blocks(); }
@@ -68,6 +72,7 @@ class DraftKvBlocks {
 
   int32_t block_size_;
   bool prefix_caching_;
+  bool enabled_;
   BlockHasher hasher_;
   BlockPool pool_;
   int64_t hit_tokens_ = 0;

@@ -67,6 +67,8 @@ class DraftModelProposer final : public DraftProposer {
   // Blocks held by no request (cached ones among them until evicted).
   int64_t free_blocks() const { return kv_.free_blocks(); }
   const DraftKvBlocks& kv_blocks() const { return kv_; }
+  // Turns the draft's prefix cache off (on only where the target's is): for comparisons.
+  void set_prefix_cache(bool on) { kv_.set_enabled(on); }
   // Tokens the draft computed for verified positions: in prefill() beside the target's chunks,
   // and in prepare()'s catch-up (pass 0), in all and at most in one prepare(); and those
   // restored from the draft's prefix cache instead (kv_blocks().hit_tokens()).
