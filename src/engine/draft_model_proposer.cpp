@@ -32,6 +32,9 @@ void DraftModelProposer::sync(const Request& req, State& st, size_t limit) {
     // Never the last token: its row gives draft 0, so prepare() computes it anyway.
     const int64_t hit = kv_.restore(st.seq, t, int64_t(std::min(limit, t.size() - 1)), req.block_hashes);
     st.cached.assign(t.begin(), t.begin() + hit);
+    if (hit > 0)
+      log_debug("speculative decoding: request ", req.request_id, ": the draft restored ", hit, " of ", t.size(),
+                " tokens from its prefix cache");
   }
   size_t c = 0;
   const size_t end = std::min(st.cached.size(), limit);
