@@ -78,12 +78,14 @@ int run(const Args& a) {
   const auto shared = engines.front().weights;
   engines.push_back(load(a, a.k, shared));
   engines.push_back(load(a, 0, shared));
-  if (!drafter_of(engines[0]) || !drafter_of(engines[1])) fail("bench_draft_prefix: the engine's drafter is not a draft model");
+  if (!drafter_of(engines[0]) || !drafter_of(engines[1]))
+    fail("bench_draft_prefix: the engine's drafter is not a draft model");
   drafter_of(engines[1])->set_prefix_cache(false);
   std::vector<Series> series = {{"draft cache"}, {"no draft cache"}, {"plain"}};
   std::printf("model %s, draft %s, backend %s, %d threads, k %d (forced), history %d, answer %d, "
               "message %d, turn 2 decodes %d tokens, %d repeats (engine order rotating)\n",
-              a.model.c_str(), a.draft.c_str(), engines.front().backend_name.c_str(), engines.front().threads, a.k, a.history, a.answer, a.message,
+              a.model.c_str(), a.draft.c_str(), engines.front().backend_name.c_str(), engines.front().threads, a.k,
+              a.history, a.answer, a.message,
               a.tokens, a.repeats);
   std::mt19937_64 rng(23);
   bool identical = true;
@@ -127,7 +129,8 @@ int run(const Args& a) {
                 plain > 0 ? median(s.ttft2) / plain : 0.0);
   }
   const double with = median(series[0].ttft2), without = median(series[1].ttft2);
-  std::printf("turn 2 TTFT with the draft's cache / without: %.2fx (%.1f / %.1f ms)\n", without > 0 ? with / without : 0.0,
+  std::printf("turn 2 TTFT with the draft's cache / without: %.2fx (%.1f / %.1f ms)\n",
+              without > 0 ? with / without : 0.0,
               1e3 * with, 1e3 * without);
   std::printf("outputs identical across the three: %s\n", identical ? "yes" : "NO");
   return identical ? 0 : 1;

@@ -130,7 +130,8 @@ void DraftModelProposer::prepare(std::span<const Query> queries) {
     // KV for the verified tokens and drafts 0 .. k-2 (the last draft is never fed).
     if (!kv_.reserve(st.seq, int64_t(t.size()) + q.k - 1)) {
       if (!warned_short_)
-        log_warn("speculative decoding: the draft model's KV pool (", kv_.free_blocks(), " free blocks) cannot hold request ",
+        log_warn("speculative decoding: the draft model's KV pool (", kv_.free_blocks(),
+                 " free blocks) cannot hold request ",
                  r.request_id, "'s ", t.size(), " tokens; it decodes without drafts until blocks free up "
                  "(logged once)");
       warned_short_ = true;

@@ -28,8 +28,8 @@ DraftKvBlocks::Seq fill(DraftKvBlocks& kv, const Ids& fed) {
 
 // The draft fed 6 verified tokens and then 4 drafts, the target rejected the first of them: only
 // the block of verified tokens (0..3) is published, not the one holding token 4, 5 and two drafts
-// (4..7), even with the request's verified tokens covering it and any limit. A sequence whose tokens are the fed ones (drafts and
-// all) restores just that block.
+// (4..7), even with the request's verified tokens covering it and any limit. A sequence whose
+// tokens are the fed ones (drafts and all) restores just that block.
 TEST(DraftKvBlocks, OnlyBlocksOfVerifiedTokensArePublished) {
   DraftKvBlocks kv(16, 4, true);
   // The target's tokens since (7 where the draft said 50, then the request went on).
