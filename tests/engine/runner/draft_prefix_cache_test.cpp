@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 
 #include "engine/draft_model_proposer.h"
 #include "engine/request.h"
@@ -152,6 +153,32 @@ TEST(DraftPrefixCache, ARequestSharingAPrefixPrefillsOnlyTheUncachedTailInTheDra
   EXPECT_GT(st.num_draft_tokens, 0);
   EXPECT_EQ(st.num_accepted_tokens, st.num_draft_tokens) << "restored draft KV that is wrong would disagree";
   EXPECT_EQ(d.drafter->free_blocks(), 136) << "every draft block back in the pool";
+}
+
+// Seeded sampled requests after a hit: the same-weights draft's q equals the target's p only if
+// the restored blocks hold the KV the target holds for those positions, so every sampled draft
+// is accepted (p / q = 1); the run reproduces itself on a fresh engine.
+TEST(DraftPrefixCache, SampledRequestsAfterAHitAcceptEveryDraftOfTheSameWeights) {
+  const test::SpecTestPool pool{.max_seqs = 4, .blocks = 128, .block_size = 16};
+  const Ids first = test::random_prompt(70, 35);
+  const std::vector<Ids> second = {concat({head(first, 64), test::random_prompt(12, 36)}),
+                                   concat({head(first, 48), test::random_prompt(30, 37)})};
+  const test::SpecTestSetup setup{.k = 3, .prefix_caching = true, .temperature = 0.8f};
+  std::map<std::string, Ids> outputs[2];
+  for (int run = 0; run < 2; ++run) {
+    Drafted d;
+    auto spec = make_engine(setup, &target_model(), 136, pool, &d);
+    const test::SpecTestOutcome a = spec->run({first}, 16, "a");
+    const test::SpecTestOutcome b = spec->run(second, 16, "b");
+    EXPECT_EQ(b.hits, 64 + 48);
+    EXPECT_EQ(d.drafter->prefix_hit_tokens(), 64 + 48) << "run " << run;
+    const SpecDecodeStats st = spec->engine().scheduler().spec_decode_stats();
+    EXPECT_GT(st.num_draft_tokens, 0);
+    EXPECT_EQ(st.num_accepted_tokens, st.num_draft_tokens) << "run " << run;
+    outputs[run] = a.tokens;
+    outputs[run].insert(b.tokens.begin(), b.tokens.end());
+  }
+  EXPECT_EQ(outputs[0], outputs[1]) << "seeded requests must reproduce";
 }
 
 // Longest common prefix of a and b.
