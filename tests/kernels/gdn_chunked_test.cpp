@@ -166,5 +166,23 @@ TEST(GatedDeltaRuleChunkedBf16, SplitsAtChunkBoundariesAndOtherHeadsChangeNothin
   expect_split_and_head_invariant([](const GdnSequence& s, int32_t h) { cpu::gdn_head_chunked_bf16_avx512(s, h, 1); });
 }
 
+// Backend::gated_delta_rule_chunked runs the bf16 kernel (bf16 operands) at --matmul-precision
+// medium where the CPU has AVX512_BF16, and the f32 kernel at high and highest (and at medium
+// without AVX512_BF16): each the bits of that kernel run head by head.
+TEST(GatedDeltaRuleChunkedBf16, TheBackendPicksTheKernelByMatmulPrecision) {
+  if (cpu_isa() != Isa::Avx512) GTEST_SKIP() << "the chunked kernel is AVX-512 and this CPU has no AVX-512";
+  const Data d = make(150, 2, 4, 128, 128, 41);
+  for (const MatmulPrecision p : {MatmulPrecision::Highest, MatmulPrecision::High, MatmulPrecision::Medium}) {
+    const bool bf16 = p == MatmulPrecision::Medium && has_avx512_bf16();
+    std::vector<float> s_be = d.state, o_be(d.v.size()), s_want = d.state, o_want(d.v.size());
+    make_cpu_backend(2, {}, p)->gated_delta_rule_chunked(seq(d, 0, d.n, s_be, o_be));
+    const GdnSequence w = seq(d, 0, d.n, s_want, o_want);
+    for (int32_t h = 0; h < d.n_v; ++h)
+      bf16 ? cpu::gdn_head_chunked_bf16_avx512(w, h, 1) : cpu::gdn_head_chunked_avx512(w, h);
+    EXPECT_TRUE(bitwise_equal(o_be.data(), o_want.data(), int64_t(o_want.size()))) << matmul_precision_name(p);
+    EXPECT_TRUE(bitwise_equal(s_be.data(), s_want.data(), int64_t(s_want.size()))) << matmul_precision_name(p);
+  }
+}
+
 }  // namespace
 }  // namespace pypto::test
