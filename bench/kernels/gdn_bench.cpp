@@ -11,8 +11,12 @@
 // GFLOP/s counts the chunked form's matrix products, 11 C²·d multiply-adds per head and 64-token
 // chunk at d_k = d_v = d (K Kᵀ, Q Kᵀ, T·βV, T·K, W S, Q S, masked QKᵀ·V', Kᵀ V'), for every
 // form alike; pct_peak is that rate against the peak of the form's instruction measured in the
-// same run (f32 FMA for form 1, VDPBF16PS divided by the parts for forms 2 and 3).
+// same run (f32 FMA for form 1, VDPBF16PS divided by the parts for forms 2 and 3); GFLOP/s_cpu
+// and pct_peak_cpu count per CPU-second of the process instead of wall time (the shared-host
+// figure; run with PYPTO_BENCH_THREADS=1 for an exact one).
 #include <benchmark/benchmark.h>
+
+#include <time.h>
 
 #include <cmath>
 #include <numeric>
@@ -101,6 +105,8 @@ void BM_GatedDeltaRulePrefill(benchmark::State& state) {
   s.d_v = dv;
   s.state = S.data();
   s.out = out.data();
+  timespec c0, c1;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
   for (auto _ : state) {
     if (form == 1) be->parallel_rows(n_v, [&](int64_t h) { cpu::gdn_head_chunked_avx512(s, int32_t(h)); });
     else if (chunked)
@@ -108,14 +114,23 @@ void BM_GatedDeltaRulePrefill(benchmark::State& state) {
     else be->gated_delta_rule(s);
     benchmark::ClobberMemory();
   }
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+  const double cpu_s = double(c1.tv_sec - c0.tv_sec) + 1e-9 * double(c1.tv_nsec - c0.tv_nsec);
   state.counters["us/token"] =
       benchmark::Counter(double(n) * 1e-6, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
   if (chunked) {
     const double C = cpu::kGdnChunk, flops = 2.0 * 11 * C * C * dk * double(n / cpu::kGdnChunk) * n_v;
     const double peak = form == 1 ? f32_peak_flops() : bf16_peak_flops() / parts;
     state.counters["GFLOP/s"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsIterationInvariantRate);
-    if (peak > 0)
+    if (peak > 0) {
       state.counters["pct_peak"] = benchmark::Counter(100.0 * flops / peak, benchmark::Counter::kIsIterationInvariantRate);
+      // The same share per CPU-second of the process (the peak's per-CPU figure, bench_common.h):
+      // what the cores do while they are ours on a shared host. Exact with PYPTO_BENCH_THREADS=1;
+      // with more threads, time the pool's workers spend waiting counts as work.
+      const double work = flops * double(state.iterations());
+      state.counters["GFLOP/s_cpu"] = work / cpu_s / 1e9;
+      state.counters["pct_peak_cpu"] = 100.0 * work / cpu_s / (peak / bench_threads());
+    }
   }
   static const char* const kLabels[] = {"recurrence", "chunked f32", "chunked bf16x3", "chunked bf16"};
   state.SetLabel(kLabels[form]);
