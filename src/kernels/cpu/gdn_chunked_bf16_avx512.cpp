@@ -170,6 +170,35 @@ void dot_acc(int64_t m, int64_t n, int64_t kp, const uint32_t* ah, const uint32_
   for (; i < m; ++i) dot_rows<P, 1>(n, kp, ah + i * kp, al + i * kp, kp, bh, bl, C + i * ldc, ldc);
 }
 
+// Row x [nc] ← (b · x[j]) · Γ[j] for j < keep, 0 from keep on (the product order of the scalar
+// form; lanes past keep may hold anything, Γ's too).
+inline void mask_decay_row(int64_t nc, int64_t keep, __m512 b, const float* decay, float* x) {
+  for (int64_t j = 0; j < nc; j += 16) {
+    const int64_t n = std::clamp<int64_t>(keep - j, 0, 16);
+    const __mmask16 m = __mmask16(n == 16 ? 0xFFFFu : (1u << n) - 1);
+    _mm512_storeu_ps(x + j, _mm512_maskz_mul_ps(m, _mm512_mul_ps(b, _mm512_loadu_ps(x + j)), _mm512_loadu_ps(decay + j)));
+  }
+}
+
+// T = (I + A)⁻¹ for A strictly lower [c, 16 NV] (row stride 16 NV), by forward substitution:
+// T_i = e_i − Σ_{j<i} A_ij T_j, row i in NV registers; T_j is zero past column j, so only its
+// blocks up to j are read. Rows [c, 16 NV) of t are not written.
+template <int NV>
+void solve_unit_lower(int64_t c, const float* a, float* t) {
+  constexpr int64_t nc = 16 * NV;
+  for (int64_t i = 0; i < c; ++i) {
+    __m512 row[NV];
+    for (int v = 0; v < NV; ++v)
+      row[v] = _mm512_maskz_mov_ps(__mmask16(i / 16 == v ? 1u << (i % 16) : 0), _mm512_set1_ps(1.0f));
+    for (int64_t j = 0; j < i; ++j) {
+      const __m512 aij = _mm512_set1_ps(-a[i * nc + j]);
+      for (int v = 0; v < NV; ++v)
+        if (16 * v <= j) row[v] = _mm512_fmadd_ps(aij, _mm512_loadu_ps(t + j * nc + 16 * v), row[v]);
+    }
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(t + i * nc + 16 * v, row[v]);
+  }
+}
+
 // One thread's scratch for a head's chunk (sizes for C = 64, d ≤ 256).
 struct Scratch {
   float gam[kC], bv[kC], bk[kC], to_end[kC];
@@ -235,18 +264,12 @@ void head_chunked(const GdnSequence& s, int32_t h) {
     std::memset(sc.a, 0, sizeof(float) * size_t(c * nc));
     dot_acc<P>(c, nc, dkp, sc.k2[0], sc.k2[1], sc.kt2[0], sc.kt2[1], sc.a, nc);
     for (int64_t i = 0; i < c; ++i)
-      for (int64_t j = 0; j < nc; ++j) sc.a[i * nc + j] = j < i ? sc.bv[i] * sc.a[i * nc + j] * sc.decay[i * kC + j] : 0;
-    // T = (I + A)⁻¹, lower triangular: T_i = e_i − Σ_{j<i} A_ij T_j (row i in registers, 16 lanes).
-    for (int64_t i = 0; i < c; ++i) {
-      __m512 row[kC / 16];
-      for (int64_t v = 0; v < nc / 16; ++v)
-        row[v] = _mm512_castsi512_ps(_mm512_maskz_mov_epi32(__mmask16(i / 16 == v ? 1u << (i % 16) : 0),
-                                                            _mm512_castps_si512(_mm512_set1_ps(1.0f))));
-      for (int64_t j = 0; j < i; ++j) {
-        const __m512 a = _mm512_set1_ps(-sc.a[i * nc + j]);
-        for (int64_t v = 0; v < nc / 16; ++v) row[v] = _mm512_fmadd_ps(a, _mm512_loadu_ps(sc.t + j * nc + 16 * v), row[v]);
-      }
-      for (int64_t v = 0; v < nc / 16; ++v) _mm512_storeu_ps(sc.t + i * nc + 16 * v, row[v]);
+      mask_decay_row(nc, i, _mm512_set1_ps(sc.bv[i]), sc.decay + i * kC, sc.a + i * nc);
+    switch (nc / 16) {  // T = (I + A)⁻¹
+      case 1: solve_unit_lower<1>(c, sc.a, sc.t); break;
+      case 2: solve_unit_lower<2>(c, sc.a, sc.t); break;
+      case 3: solve_unit_lower<3>(c, sc.a, sc.t); break;
+      default: solve_unit_lower<4>(c, sc.a, sc.t); break;
     }
     pack_rows<P>(sc.t, nc, c, nc, sc.t2[0], sc.t2[1]);
     // U = T diag(β) V; −W = T (−diag(β e^γ) K).
@@ -267,8 +290,7 @@ void head_chunked(const GdnSequence& s, int32_t h) {
     }
     std::memset(sc.qk, 0, sizeof(float) * size_t(c * nc));
     dot_acc<P>(c, nc, dkp, sc.q2[0], sc.q2[1], sc.kt2[0], sc.kt2[1], sc.qk, nc);
-    for (int64_t i = 0; i < c; ++i)
-      for (int64_t j = 0; j < nc; ++j) sc.qk[i * nc + j] = j <= i ? sc.qk[i * nc + j] * sc.decay[i * kC + j] : 0.0f;
+    for (int64_t i = 0; i < c; ++i) mask_decay_row(nc, i + 1, _mm512_set1_ps(1.0f), sc.decay + i * kC, sc.qk + i * nc);
     pack_rows<P>(sc.qk, nc, c, nc, sc.qk2[0], sc.qk2[1]);
     dot_acc<P>(c, dv, ncp, sc.qk2[0], sc.qk2[1], sc.vp2[0], sc.vp2[1], sc.o, dv);
     for (int64_t i = 0; i < c; ++i)
