@@ -39,11 +39,9 @@ namespace {
 
 constexpr int64_t kC = kGdnChunk, kD = 256;
 
-// f32 → bf16 bits (round to nearest even) in the low 16 bits of each 32-bit lane, and the
-// remainder x − hi as f32 (exact).
-inline __m512i bf16_bits32(__m512 x) {
-  return _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(x));
-}
+// f32 → bf16 bits (round to nearest even) in the low 16 bits of each 32-bit lane; and those bits
+// back to f32 (exact), so that x − hi is the lo part's exact f32 value.
+inline __m512i bf16_bits32(__m512 x) { return _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(x)); }
 inline __m512 bits32_to_f32(__m512i b) { return _mm512_castsi512_ps(_mm512_slli_epi32(b, 16)); }
 
 // Pairs (x0[c], x1[c]) of 16 columns as 16 words, hi and (parts 3) lo.
