@@ -123,7 +123,8 @@ void BM_GatedDeltaRulePrefill(benchmark::State& state) {
     const double peak = form == 1 ? f32_peak_flops() : bf16_peak_flops() / parts;
     state.counters["GFLOP/s"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsIterationInvariantRate);
     if (peak > 0) {
-      state.counters["pct_peak"] = benchmark::Counter(100.0 * flops / peak, benchmark::Counter::kIsIterationInvariantRate);
+      state.counters["pct_peak"] =
+          benchmark::Counter(100.0 * flops / peak, benchmark::Counter::kIsIterationInvariantRate);
       // The same share per CPU-second of the process (the peak's per-CPU figure, bench_common.h):
       // what the cores do while they are ours on a shared host. Exact with PYPTO_BENCH_THREADS=1;
       // with more threads, time the pool's workers spend waiting counts as work.

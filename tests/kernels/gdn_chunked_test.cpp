@@ -114,8 +114,9 @@ TEST(GatedDeltaRuleChunkedBf16, MatchesTheRecurrence) {
   for (const int32_t parts : {3, 1}) {
     for (const auto& sh : shapes) {
       const Data d = make(sh[0], sh[1], sh[2], sh[3], sh[4], 21);
-      const std::string what = "bf16 parts=" + std::to_string(parts) + " n=" + std::to_string(d.n) + " n_v=" +
-                               std::to_string(d.n_v) + " d_k=" + std::to_string(d.d_k) + " d_v=" + std::to_string(d.d_v);
+      const std::string what = "bf16 parts=" + std::to_string(parts) + " n=" + std::to_string(d.n) +
+                               " n_v=" + std::to_string(d.n_v) + " d_k=" + std::to_string(d.d_k) +
+                               " d_v=" + std::to_string(d.d_v);
       std::vector<float> s_ref = d.state, s_chk = d.state, o_ref(d.v.size()), o_chk(d.v.size());
       const GdnSequence r = seq(d, 0, d.n, s_ref, o_ref), c = seq(d, 0, d.n, s_chk, o_chk);
       for (int32_t h = 0; h < d.n_v; ++h) {

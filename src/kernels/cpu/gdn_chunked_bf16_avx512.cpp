@@ -174,7 +174,8 @@ inline void mask_decay_row(int64_t nc, int64_t keep, __m512 b, const float* deca
   for (int64_t j = 0; j < nc; j += 16) {
     const int64_t n = std::clamp<int64_t>(keep - j, 0, 16);
     const __mmask16 m = __mmask16(n == 16 ? 0xFFFFu : (1u << n) - 1);
-    _mm512_storeu_ps(x + j, _mm512_maskz_mul_ps(m, _mm512_mul_ps(b, _mm512_loadu_ps(x + j)), _mm512_loadu_ps(decay + j)));
+    const __m512 bx = _mm512_mul_ps(b, _mm512_loadu_ps(x + j));
+    _mm512_storeu_ps(x + j, _mm512_maskz_mul_ps(m, bx, _mm512_loadu_ps(decay + j)));
   }
 }
 
@@ -284,7 +285,8 @@ void head_chunked(const GdnSequence& s, int32_t h) {
     dot_acc<P>(c, dv, dkp, sc.q2[0], sc.q2[1], sc.s2[0], sc.s2[1], sc.o, dv);
     for (int64_t i = 0; i < c; ++i) {
       const __m512 e = _mm512_set1_ps(std::exp(sc.gam[i]));
-      for (int64_t d = 0; d < dv; d += 16) _mm512_storeu_ps(sc.o + i * dv + d, _mm512_mul_ps(e, _mm512_loadu_ps(sc.o + i * dv + d)));
+      float* oi = sc.o + i * dv;
+      for (int64_t d = 0; d < dv; d += 16) _mm512_storeu_ps(oi + d, _mm512_mul_ps(e, _mm512_loadu_ps(oi + d)));
     }
     std::memset(sc.qk, 0, sizeof(float) * size_t(c * nc));
     dot_acc<P>(c, nc, dkp, sc.q2[0], sc.q2[1], sc.kt2[0], sc.kt2[1], sc.qk, nc);
