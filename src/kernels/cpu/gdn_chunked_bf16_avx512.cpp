@@ -114,14 +114,14 @@ void panels_of_rows_t(const uint32_t* a, int64_t kp, int64_t n, uint32_t* out) {
       _mm512_storeu_si512(out + (p * kp + q) * 16, _mm512_i32gather_epi32(rows, a + 16 * p * kp + q, 4));
 }
 
-// C[R, 16 NV] += A[R, 2 kp] · B[2 kp, 16 NV]: R rows of A (lda words apart), NV panels of B
-// (pstride words apart).
-template <int P, int R, int NV>
+// C[R, 16 NV] += A[R, 2 kp] · B[2 kp, 16 NV] (SET: C = A · B, the sums starting from 0 as they
+// would from a zeroed C): R rows of A (lda words apart), NV panels of B (pstride words apart).
+template <int P, bool SET, int R, int NV>
 inline void dot_block(int64_t kp, const uint32_t* ah, const uint32_t* al, int64_t lda, const uint32_t* bh,
                       const uint32_t* bl, int64_t pstride, float* C, int64_t ldc) {
   __m512 acc[R][NV];
   for (int r = 0; r < R; ++r)
-    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_loadu_ps(C + r * ldc + 16 * v);
+    for (int v = 0; v < NV; ++v) acc[r][v] = SET ? _mm512_setzero_ps() : _mm512_loadu_ps(C + r * ldc + 16 * v);
   for (int64_t q = 0; q < kp; ++q) {
     __m512bh wh[NV], wl[NV];
     for (int v = 0; v < NV; ++v) {
@@ -146,26 +146,27 @@ inline void dot_block(int64_t kp, const uint32_t* ah, const uint32_t* al, int64_
     for (int v = 0; v < NV; ++v) _mm512_storeu_ps(C + r * ldc + 16 * v, acc[r][v]);
 }
 
-template <int P, int R>
+template <int P, bool SET, int R>
 inline void dot_rows(int64_t n, int64_t kp, const uint32_t* ah, const uint32_t* al, int64_t lda, const uint32_t* bh,
                      const uint32_t* bl, float* C, int64_t ldc) {
   const int64_t ps = 16 * kp;  // words per panel
   int64_t j = 0;
-  for (; j + 64 <= n; j += 64) dot_block<P, R, 4>(kp, ah, al, lda, bh + j * kp, bl + j * kp, ps, C + j, ldc);
+  for (; j + 64 <= n; j += 64) dot_block<P, SET, R, 4>(kp, ah, al, lda, bh + j * kp, bl + j * kp, ps, C + j, ldc);
   if (j + 32 <= n) {
-    dot_block<P, R, 2>(kp, ah, al, lda, bh + j * kp, bl + j * kp, ps, C + j, ldc);
+    dot_block<P, SET, R, 2>(kp, ah, al, lda, bh + j * kp, bl + j * kp, ps, C + j, ldc);
     j += 32;
   }
-  if (j < n) dot_block<P, R, 1>(kp, ah, al, lda, bh + j * kp, bl + j * kp, ps, C + j, ldc);
+  if (j < n) dot_block<P, SET, R, 1>(kp, ah, al, lda, bh + j * kp, bl + j * kp, ps, C + j, ldc);
 }
 
-// C[m, n] += A[m, 2 kp] · B[2 kp, n] (A rows of kp words, B pair panels, n a multiple of 16).
-template <int P>
+// C[m, n] += A[m, 2 kp] · B[2 kp, n] (SET: C = A · B; A rows of kp words, B pair panels, n a
+// multiple of 16).
+template <int P, bool SET = false>
 void dot_acc(int64_t m, int64_t n, int64_t kp, const uint32_t* ah, const uint32_t* al, const uint32_t* bh,
              const uint32_t* bl, float* C, int64_t ldc) {
   int64_t i = 0;
-  for (; i + 4 <= m; i += 4) dot_rows<P, 4>(n, kp, ah + i * kp, al + i * kp, kp, bh, bl, C + i * ldc, ldc);
-  for (; i < m; ++i) dot_rows<P, 1>(n, kp, ah + i * kp, al + i * kp, kp, bh, bl, C + i * ldc, ldc);
+  for (; i + 4 <= m; i += 4) dot_rows<P, SET, 4>(n, kp, ah + i * kp, al + i * kp, kp, bh, bl, C + i * ldc, ldc);
+  for (; i < m; ++i) dot_rows<P, SET, 1>(n, kp, ah + i * kp, al + i * kp, kp, bh, bl, C + i * ldc, ldc);
 }
 
 // Row x [nc] ← (b · x[j]) · Γ[j] for j < keep, 0 from keep on (the product order of the scalar
@@ -207,7 +208,6 @@ struct Scratch {
   float qk[kC * kC];     // Q Kᵀ, then masked and decayed
   float u[kC * kD];      // U, then V' [c, d_v]
   float w[kC * kD];      // −W [c, d_k]
-  float o[kC * kD];      // O [c, d_v]
   uint32_t q2[2][kC * kD / 2], k2[2][kC * kD / 2];  // Q, K rows (A operands, pairs along d_k)
   uint32_t kt2[2][kC * kD / 2];                    // Kᵀ panels [d_k, nc]
   uint32_t s2[2][kD * kD / 2];                     // S panels [d_k, d_v]
@@ -260,8 +260,7 @@ void head_chunked(const GdnSequence& s, int32_t h) {
     pack_pairs<P, true>(K, s.qk_stride, c, dk, sc.to_end, ncp, sc.ks2[0], sc.ks2[1]);
 
     // A = strict_lower(β_i (K Kᵀ)_ij Γ_ij).
-    std::memset(sc.a, 0, sizeof(float) * size_t(c * nc));
-    dot_acc<P>(c, nc, dkp, sc.k2[0], sc.k2[1], sc.kt2[0], sc.kt2[1], sc.a, nc);
+    dot_acc<P, true>(c, nc, dkp, sc.k2[0], sc.k2[1], sc.kt2[0], sc.kt2[1], sc.a, nc);
     for (int64_t i = 0; i < c; ++i)
       mask_decay_row(nc, i, _mm512_set1_ps(sc.bv[i]), sc.decay + i * kC, sc.a + i * nc);
     switch (nc / 16) {  // T = (I + A)⁻¹
@@ -272,29 +271,25 @@ void head_chunked(const GdnSequence& s, int32_t h) {
     }
     pack_rows<P>(sc.t, nc, c, nc, sc.t2[0], sc.t2[1]);
     // U = T diag(β) V; −W = T (−diag(β e^γ) K).
-    std::memset(sc.u, 0, sizeof(float) * size_t(c * dv));
-    std::memset(sc.w, 0, sizeof(float) * size_t(c * dk));
-    dot_acc<P>(c, dv, ncp, sc.t2[0], sc.t2[1], sc.bv2[0], sc.bv2[1], sc.u, dv);
-    dot_acc<P>(c, dk, ncp, sc.t2[0], sc.t2[1], sc.bk2[0], sc.bk2[1], sc.w, dk);
+    dot_acc<P, true>(c, dv, ncp, sc.t2[0], sc.t2[1], sc.bv2[0], sc.bv2[1], sc.u, dv);
+    dot_acc<P, true>(c, dk, ncp, sc.t2[0], sc.t2[1], sc.bk2[0], sc.bk2[1], sc.w, dk);
     // V' = U + (−W) S, then its panels along tokens.
     pack_rows<P>(sc.w, dk, c, dk, sc.w2[0], sc.w2[1]);
     dot_acc<P>(c, dv, dkp, sc.w2[0], sc.w2[1], sc.s2[0], sc.s2[1], sc.u, dv);
     pack_pairs<P, false>(sc.u, dv, c, dv, nullptr, ncp, sc.vp2[0], sc.vp2[1]);
-    // O = diag(e^γ) Q S + lower_incl_diag(Q Kᵀ ⊙ Γ) V'.
-    std::memset(sc.o, 0, sizeof(float) * size_t(c * dv));
-    dot_acc<P>(c, dv, dkp, sc.q2[0], sc.q2[1], sc.s2[0], sc.s2[1], sc.o, dv);
+    // O = diag(e^γ) Q S + lower_incl_diag(Q Kᵀ ⊙ Γ) V', straight into the head's output rows.
+    float* O = s.out + (t0 * s.n_v + h) * dv;  // [c, d_v], row stride n_v · d_v
+    const int64_t ldo = int64_t(s.n_v) * dv;
+    dot_acc<P, true>(c, dv, dkp, sc.q2[0], sc.q2[1], sc.s2[0], sc.s2[1], O, ldo);
     for (int64_t i = 0; i < c; ++i) {
       const __m512 e = _mm512_set1_ps(std::exp(sc.gam[i]));
-      float* oi = sc.o + i * dv;
+      float* oi = O + i * ldo;
       for (int64_t d = 0; d < dv; d += 16) _mm512_storeu_ps(oi + d, _mm512_mul_ps(e, _mm512_loadu_ps(oi + d)));
     }
-    std::memset(sc.qk, 0, sizeof(float) * size_t(c * nc));
-    dot_acc<P>(c, nc, dkp, sc.q2[0], sc.q2[1], sc.kt2[0], sc.kt2[1], sc.qk, nc);
+    dot_acc<P, true>(c, nc, dkp, sc.q2[0], sc.q2[1], sc.kt2[0], sc.kt2[1], sc.qk, nc);
     for (int64_t i = 0; i < c; ++i) mask_decay_row(nc, i + 1, _mm512_set1_ps(1.0f), sc.decay + i * kC, sc.qk + i * nc);
     pack_rows<P>(sc.qk, nc, c, nc, sc.qk2[0], sc.qk2[1]);
-    dot_acc<P>(c, dv, ncp, sc.qk2[0], sc.qk2[1], sc.vp2[0], sc.vp2[1], sc.o, dv);
-    for (int64_t i = 0; i < c; ++i)
-      std::memcpy(s.out + ((t0 + i) * s.n_v + h) * dv, sc.o + i * dv, sizeof(float) * size_t(dv));
+    dot_acc<P>(c, dv, ncp, sc.qk2[0], sc.qk2[1], sc.vp2[0], sc.vp2[1], O, ldo);
     // S ← e^{γ_C} S + (diag(e^{γ_C − γ}) K)ᵀ V'.
     const __m512 decay_all = _mm512_set1_ps(std::exp(gam_last));
     for (int64_t j = 0; j < dk * dv; j += 16) _mm512_storeu_ps(S + j, _mm512_mul_ps(decay_all, _mm512_loadu_ps(S + j)));
