@@ -312,7 +312,7 @@ class CpuBackend final : public Backend {
 
   // --gdn-prefill chunked: value heads in parallel, each in 64-token chunks (kernels/gdn_chunked.h).
   // At --matmul-precision medium on AVX512_BF16 the chunk's products take bf16 operands on
-  // VDPBF16PS (2.5x the f32 kernel on Zen 5, ~5e-3 of max|out| from the recurrence); otherwise the
+  // VDPBF16PS (2.7x the f32 kernel on Zen 5, ~5e-3 of max|out| from the recurrence); otherwise the
   // f32 FMA kernel (the hi + lo bf16 form, parts 3, is no faster than f32 FMA there: docs/status.md).
   // It follows the precision level, not --cpu-linear-kernel (which picks the linears' kernel).
   bool gdn_chunked_supported(int32_t d_k, int32_t d_v) const override {
