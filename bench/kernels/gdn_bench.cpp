@@ -3,10 +3,20 @@
 // 35B-A3B: 32 over 16), on the CPU backend (AVX-512 along d_v where present) and the scalar
 // definition. The state (n_v · 64 KiB f32) is read and written once per token: GB/s counts those
 // bytes, the measure a decode step is bound by. Arguments: n_v, n_k, tokens per call, scalar (1).
-// BM_GatedDeltaRulePrefill: a 512-token prefill of one layer, heads over the backend's threads,
-// the recurrence (form 0, the backend's kernel) against the chunked WY form (form 1,
-// kernels/gdn_chunked.h, AVX-512 only). Arguments: n_v, n_k, tokens, form.
+// BM_GatedDeltaRulePrefill: a 512- or 4096-token prefill of one layer, heads over the backend's
+// threads, the recurrence (form 0, the backend's kernel) against the chunked WY form
+// (kernels/gdn_chunked.h): f32 FMA products (form 1, AVX-512), AVX-512 BF16 dot products with
+// hi + lo operands (form 2, parts 3) and with bf16 operands (form 3, parts 1). Arguments: n_v,
+// n_k, tokens, form. Shapes: Qwen3.5-0.8B 16 value / 16 key heads, Qwen3.6-35B-A3B 32 / 16.
+// GFLOP/s counts the chunked form's matrix products, 11 C²·d multiply-adds per head and 64-token
+// chunk at d_k = d_v = d (K Kᵀ, Q Kᵀ, T·βV, T·K, W S, Q S, masked QKᵀ·V', Kᵀ V'), for every
+// form alike; pct_peak is that rate against the peak of the form's instruction measured in the
+// same run (f32 FMA for form 1, VDPBF16PS divided by the parts for forms 2 and 3); GFLOP/s_cpu
+// and pct_peak_cpu count per CPU-second of the process instead of wall time (the shared-host
+// figure; run with PYPTO_BENCH_THREADS=1 for an exact one).
 #include <benchmark/benchmark.h>
+
+#include <time.h>
 
 #include <cmath>
 #include <numeric>
@@ -62,11 +72,17 @@ BENCHMARK(BM_GatedDeltaRule)
 void BM_GatedDeltaRulePrefill(benchmark::State& state) {
   const int32_t n_v = int32_t(state.range(0)), n_k = int32_t(state.range(1)), dk = 128, dv = 128;
   const int64_t n = state.range(2);
-  const bool chunked = state.range(3) != 0;
+  const int64_t form = state.range(3);
+  const bool chunked = form != 0;
   if (chunked && cpu_isa() != Isa::Avx512) {
     state.SkipWithError("the chunked kernel needs AVX-512");
     return;
   }
+  if (form >= 2 && bf16_peak_flops() <= 0) {
+    state.SkipWithError("the bf16 chunked kernel needs AVX512_BF16");
+    return;
+  }
+  const int32_t parts = form == 2 ? 3 : 1;
   std::vector<int> cores(bench_threads());
   std::iota(cores.begin(), cores.end(), 0);
   auto be = make_cpu_backend(bench_threads(), cores);
@@ -89,17 +105,40 @@ void BM_GatedDeltaRulePrefill(benchmark::State& state) {
   s.d_v = dv;
   s.state = S.data();
   s.out = out.data();
+  timespec c0, c1;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
   for (auto _ : state) {
-    if (chunked) be->parallel_rows(n_v, [&](int64_t h) { cpu::gdn_head_chunked_avx512(s, int32_t(h)); });
+    if (form == 1) be->parallel_rows(n_v, [&](int64_t h) { cpu::gdn_head_chunked_avx512(s, int32_t(h)); });
+    else if (chunked)
+      be->parallel_rows(n_v, [&](int64_t h) { cpu::gdn_head_chunked_bf16_avx512(s, int32_t(h), parts); });
     else be->gated_delta_rule(s);
     benchmark::ClobberMemory();
   }
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+  const double cpu_s = double(c1.tv_sec - c0.tv_sec) + 1e-9 * double(c1.tv_nsec - c0.tv_nsec);
   state.counters["us/token"] =
       benchmark::Counter(double(n) * 1e-6, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
-  state.SetLabel(chunked ? "chunked C=64" : "recurrence");
+  if (chunked) {
+    const double C = cpu::kGdnChunk, flops = 2.0 * 11 * C * C * dk * double(n / cpu::kGdnChunk) * n_v;
+    const double peak = form == 1 ? f32_peak_flops() : bf16_peak_flops() / parts;
+    state.counters["GFLOP/s"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+    if (peak > 0) {
+      state.counters["pct_peak"] =
+          benchmark::Counter(100.0 * flops / peak, benchmark::Counter::kIsIterationInvariantRate);
+      // The same share per CPU-second of the process (the peak's per-CPU figure, bench_common.h):
+      // what the cores do while they are ours on a shared host. Exact with PYPTO_BENCH_THREADS=1;
+      // with more threads, time the pool's workers spend waiting counts as work.
+      const double work = flops * double(state.iterations());
+      state.counters["GFLOP/s_cpu"] = work / cpu_s / 1e9;
+      state.counters["pct_peak_cpu"] = 100.0 * work / cpu_s / (peak / bench_threads());
+    }
+  }
+  static const char* const kLabels[] = {"recurrence", "chunked f32", "chunked bf16x3", "chunked bf16"};
+  state.SetLabel(kLabels[form]);
 }
 BENCHMARK(BM_GatedDeltaRulePrefill)
-    ->Args({16, 16, 512, 0})->Args({16, 16, 512, 1})->Args({32, 16, 512, 0})->Args({32, 16, 512, 1})
+    ->ArgsProduct({{16}, {16}, {512, 4096}, {0, 1, 2, 3}})
+    ->ArgsProduct({{32}, {16}, {512, 4096}, {0, 1, 2, 3}})
     ->Repetitions(3)->ReportAggregatesOnly(true)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace

@@ -24,4 +24,10 @@ inline constexpr int32_t kGdnChunk = 64;
 // reading and updating the head's state. AVX-512; d_k and d_v multiples of 16, at most 256.
 void gdn_head_chunked_avx512(const GdnSequence& s, int32_t h);
 
+// The same head with the chunk's matrix products on AVX-512 BF16 dot products (VDPBF16PS, f32
+// accumulation, the state in f32; cpu/gdn_chunked_bf16_avx512.cpp). parts = 1: operands rounded
+// to bf16; parts = 3: each operand split into bf16 hi + lo, three dot products per pair (about f32
+// accuracy). Needs AVX512_BF16; same shape limits as gdn_head_chunked_avx512.
+void gdn_head_chunked_bf16_avx512(const GdnSequence& s, int32_t h, int32_t parts);
+
 }  // namespace pypto::cpu

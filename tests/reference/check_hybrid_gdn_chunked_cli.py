@@ -12,6 +12,10 @@ chunks and a 22-row tail):
     chunked prefill (--max-num-batched-tokens 96) and as a prefix-cached resume (a 250-token prompt
     extending the first one, --max-num-seqs 1: its resume prefills >= 64 new rows), equal to the
     default path's and the reference's;
+  - at --matmul-precision medium on a CPU with AVX512_BF16 (the chunked kernel's products on bf16
+    operands, VDPBF16PS): one pass moves the logits from medium's recurrent path by no more than
+    medium's recurrent path is from the reference (the bf16 products cost no more than medium's
+    own rounding);
   - bad values are refused naming --gdn-prefill: an unknown value (offline and logits), the
     flag on the scalar reference kernels (no chunked kernel there) and on a dense Qwen3 model.
 
@@ -36,6 +40,15 @@ PROMPTS = [prompt(150, 0), prompt(140, 1), prompt(90, 2)]
 RESUMED = PROMPTS[0] + prompt(100, 3)  # extends PROMPTS[0]: a prefix-cache hit, then >= 64 new rows
 GREEDY = 12
 CHUNKED = ("--gdn-prefill", "chunked")
+MEDIUM = ("--matmul-precision", "medium")
+
+
+def has_avx512_bf16():
+    try:
+        with open("/proc/cpuinfo") as f:
+            return any(line.startswith("flags") and "avx512_bf16" in line.split() for line in f)
+    except OSError:
+        return False
 
 
 def offline(binary, model, prompts, out, extra=()):
@@ -77,6 +90,20 @@ def main():
     check_close(by100, want, "tiny-hybrid --gdn-prefill chunked, 100-token calls")
 
     wanted = [ref.greedy(p, GREEDY) for p in PROMPTS]
+    if has_avx512_bf16():
+        # Medium itself (bf16 x in the linears, embedding and lm_head) moves this random tiny
+        # model's logits far past the 1e-3 bound; the bf16 products of the chunked kernel must cost
+        # no more than that on top of medium's recurrent path.
+        med_rec = engine_logits(binary, model, ids, out("recurrent_medium.npy"), chunk=0, extra=MEDIUM)
+        med_chk = engine_logits(binary, model, ids, out("chunked_medium.npy"), chunk=0, extra=CHUNKED + MEDIUM)
+        d_medium, d_kernel = float(np.abs(med_rec - want).max()), float(np.abs(med_chk - med_rec).max())
+        print(f"--matmul-precision medium: recurrent vs reference max|dlogit| {d_medium:.3g}; chunked (bf16 "
+              f"products) vs recurrent {d_kernel:.3g}; f32 chunked vs recurrent at high "
+              f"{float(np.abs(whole - recurrent).max()):.3g}")
+        if not (np.isfinite(d_kernel) and d_kernel <= d_medium):
+            sys.exit("--gdn-prefill chunked at medium precision moves the logits more than medium itself does")
+    else:
+        print("no AVX512_BF16: the medium-precision (bf16 products) check is skipped")
     default, _ = offline(binary, model, PROMPTS, out("default.json"), ("--max-num-seqs", "4"))
     runs = {
         "chunked, batched": CHUNKED + ("--max-num-seqs", "4"),

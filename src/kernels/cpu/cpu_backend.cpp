@@ -137,7 +137,8 @@ class CpuBackend final : public Backend {
         kernel_(resolve_linear_kernel(kt, opt)),
         bf16_act_(kernel_ != CpuLinearKernel::F32 && opt.bf16_activations),
         split_act_(kernel_ != CpuLinearKernel::F32 && !bf16_act_ && opt.split_bf16_activations),
-        quant_act_(resolve_quant_activations(kt, opt.quant_activations)) {}
+        quant_act_(resolve_quant_activations(kt, opt.quant_activations)),
+        gdn_bf16_(opt.bf16_activations && kt.isa == Isa::Avx512 && cpu_features().avx512_bf16) {}
 
   const char* name() const override {
     if (kernel_ == CpuLinearKernel::Amx) return bf16_act_ ? "cpu-avx512-amx-bf16act" : "cpu-avx512-amx-bf16x2act";
@@ -310,6 +311,10 @@ class CpuBackend final : public Backend {
   }
 
   // --gdn-prefill chunked: value heads in parallel, each in 64-token chunks (kernels/gdn_chunked.h).
+  // At --matmul-precision medium on AVX512_BF16 the chunk's products take bf16 operands on
+  // VDPBF16PS (2.7x the f32 kernel on Zen 5, ~5e-3 of max|out| from the recurrence); otherwise the
+  // f32 FMA kernel (the hi + lo bf16 form, parts 3, is no faster than f32 FMA there: docs/status.md).
+  // It follows the precision level, not --cpu-linear-kernel (which picks the linears' kernel).
   bool gdn_chunked_supported(int32_t d_k, int32_t d_v) const override {
     return kt_.isa == Isa::Avx512 && d_k % 16 == 0 && d_v % 16 == 0 && d_k <= 256 && d_v <= 256;
   }
@@ -317,7 +322,8 @@ class CpuBackend final : public Backend {
     PYPTO_ASSERT(s.n_k > 0 && s.n_v % s.n_k == 0 && gdn_chunked_supported(s.d_k, s.d_v), "chunked GDN shape ", s.n_k,
                  "/", s.n_v, " d_k ", s.d_k, " d_v ", s.d_v);
     pool_.parallel_for(s.n_v, [&](int64_t b, int64_t e, int) {
-      for (int64_t h = b; h < e; ++h) cpu::gdn_head_chunked_avx512(s, int32_t(h));
+      for (int64_t h = b; h < e; ++h)
+        gdn_bf16_ ? cpu::gdn_head_chunked_bf16_avx512(s, int32_t(h), 1) : cpu::gdn_head_chunked_avx512(s, int32_t(h));
     });
   }
 
@@ -631,6 +637,7 @@ class CpuBackend final : public Backend {
   bool bf16_act_ = false;
   bool split_act_ = false;
   QuantActivations quant_act_ = QuantActivations::F32;  // resolved for this ISA
+  bool gdn_bf16_ = false;  // chunked gated delta rule on bf16 dot products (medium precision, AVX512_BF16)
   AlignedBuffer xt8_, acc32_;  // int8 activations in A-tile order; AMX s32 sums
   QuantActBuffers act_;         // the activations of the current quantized linear
   std::vector<QuantActBuffers> group_act_;  // linear_grouped: one per call (grow only)
