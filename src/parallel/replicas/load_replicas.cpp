@@ -166,7 +166,7 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   const bool draft_model = opt.engine.scheduler.speculative.method == SpeculativeMethod::DraftModel;
   const bool mtp = opt.engine.scheduler.speculative.method == SpeculativeMethod::Mtp;  // parallel/replicas/mtp_load.h
   const bool eagle3 = opt.engine.scheduler.speculative.method == SpeculativeMethod::Eagle3;  // eagle3_load.h
-  if (eagle3) check_eagle3_layout(opt.layout.tp, opt.layout.pp, opt.pp_virtual_engines, opt.process_comm != nullptr);
+  if (eagle3) check_eagle3_layout(opt.pp_virtual_engines, opt.process_comm != nullptr);
   if (opt.process_comm) return load_process_rank0(opt);
   const EngineLoadOptions& eo = opt.engine;
   const ParallelLayout& L = opt.layout;
@@ -408,7 +408,21 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
                                    : std::string());
       continue;
     }
-    if (eagle3) {  // one rank per replica (check_eagle3_layout): the target with its aux states for the head
+    if (eagle3 && nr > 1) {  // --tp / --pp (threads): the aux rows from the stages holding them, the head on rank 0
+      EngineConfig me = ec;
+      auto exec = make_eagle3_tp_executor(std::move(parts), L.pp, opt.pp_micro_batches, eagle3_head,
+                                          out.capacity.num_blocks, eo, L.dp > 1 ? str_cat("replica ", i, " ") : "",
+                                          &me.drafter);
+      add_engine(out, replicas, me, std::move(exec));
+      std::string line = str_cat("replica ", i, ": the EAGLE-3 drafter on rank 0:");
+      for (int r = 0; r < nr; ++r)
+        line += str_cat(L.pp > 1 ? str_cat(" stage ", r / L.tp) : std::string(), " rank ", r % L.tp, " device ",
+                        L.devices[size_t(i * nr + r)], " cores ",
+                        L.pinned ? format_core_list(L.rank_cores(i, r)) : std::string("any"));
+      out.placement += (out.placement.empty() ? "" : "\n") + line;
+      continue;
+    }
+    if (eagle3) {  // one rank per replica: the target with its aux states for the head
       EngineConfig me = ec;
       auto exec = make_eagle3_executor(parts[0].weights, eagle3_head, std::move(parts[0].backend), out.capacity.num_blocks,
                                        eo, &me.drafter);
