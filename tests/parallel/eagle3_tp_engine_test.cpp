@@ -1,7 +1,8 @@
 // The EAGLE-3 drafter under --tp and --pp (thread ranks) through the engine
 // (parallel/replicas/eagle3_tp_executor.h), on the tiny dense target cut to 4 layers with heads
-// from make-test-model --eagle3 (aux layers 2, 2, 1: with pp 2 the stages hold layers 0-1 and
-// 2-3, so a row's three aux states come from both stages):
+// from make-test-model --eagle3 (with pp 2 the stages hold layers 0-1 and 2-3; the random head's
+// aux layers 0, 2, 3 and the oracle's 2, 2, 1 sit on both, so a row's three aux states are
+// written by both stages):
 //  - "oracle" (fc zero; it reads the target's embedding, vocab-parallel under tp 2): every greedy
 //    draft is accepted under tp 2, pp 2 (micro-batches) and pp 2 × tp 2, and the output is the
 //    output without speculation;
