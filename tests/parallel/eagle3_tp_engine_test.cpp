@@ -10,7 +10,9 @@
 //    request at every step, and the accepted count, are those of one rank (Eagle3Executor) token
 //    for token, and the output is unchanged despite the rejections. Aux rows from the wrong layer,
 //    stage or row offset change the drafts.
-// Several requests, chunked prefill and verify steps mixed.
+// Several requests, chunked prefill and verify steps mixed. And under --pp-virtual-engines
+// (parallel/replicas/eagle3_virtual_engines.h: the aux rows travel the step pipeline back to rank
+// 0): each engine's drafts are one rank's for its requests, the oracle's all accepted.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -22,6 +24,8 @@
 #include "model/model_harness.h"
 #include "model/weight_staging.h"
 #include "parallel/replicas/eagle3_tp_executor.h"
+#include "parallel/replicas/eagle3_virtual_engines.h"
+#include "parallel/replicas/step_pipeline.h"
 #include "parallel/shm_communicator.h"
 
 namespace pypto {
@@ -120,15 +124,41 @@ EngineConfig engine_config(const std::string& head_dir, int k, int64_t vocab_siz
   return c;
 }
 
+// Three greedy requests; `seed` picks their prompts.
+void add_requests(Engine& engine, uint64_t seed) {
+  for (int i = 0; i < 3; ++i) {
+    EngineRequest r;
+    r.request_id = "r" + std::to_string(i);
+    r.prompt_token_ids = test::random_prompt(9 + 13 * i, seed + uint64_t(i));
+    r.params.temperature = 0.0f;
+    r.params.max_tokens = 14;
+    r.params.ignore_eos = true;
+    engine.add_request(r);
+  }
+}
+
+// One step of `engine` (if it has work) into `out`.
+void step_into(Engine& engine, Outcome& out) {
+  if (!engine.has_unfinished_requests()) return;
+  for (const RequestOutput& o : engine.step()) {
+    EXPECT_NE(o.finish_reason, FinishReason::Error) << o.error;
+    Ids& t = out.tokens[o.request_id];
+    t.insert(t.end(), o.new_token_ids.begin(), o.new_token_ids.end());
+  }
+}
+
+std::shared_ptr<const Eagle3Weights> head_weights(const std::string& dir, const Checkpoint& ck) {
+  auto packer = make_cpu_backend(1);
+  return load_eagle3_weights(read_eagle3_config(dir + "/eagle3"), ck.config(), *packer);
+}
+
 // tp × pp thread ranks (pp 0: one rank, Eagle3Executor; k 0: no speculation, one rank). The head's
 // KV is F32: the oracle's attention passes the normed embedding through exactly.
-Outcome run_engine(const std::string& kind, int tp, int pp, int k) {
+Outcome run_engine(const std::string& kind, int tp, int pp, int k, uint64_t seed = 40) {
   const std::string dir = model_dir(kind);
   auto ck = Checkpoint::open(dir);
   const int layers = ck->config().num_hidden_layers;
-  auto packer = make_cpu_backend(1);
-  std::shared_ptr<const Eagle3Weights> head_w =
-      load_eagle3_weights(read_eagle3_config(dir + "/eagle3"), ck->config(), *packer);
+  std::shared_ptr<const Eagle3Weights> head_w = head_weights(dir, *ck);
   std::shared_ptr<const Qwen3Weights> one_weights;
   std::unique_ptr<Backend> one_backend;
   std::unique_ptr<Qwen3Model> one_model;
@@ -166,24 +196,46 @@ Outcome run_engine(const std::string& kind, int tp, int pp, int k) {
   Outcome out;
   {
     Engine engine(c, std::move(exec));
-    for (int i = 0; i < 3; ++i) {
-      EngineRequest r;
-      r.request_id = "r" + std::to_string(i);
-      r.prompt_token_ids = test::random_prompt(9 + 13 * i, 40 + uint64_t(i));
-      r.params.temperature = 0.0f;
-      r.params.max_tokens = 14;
-      r.params.ignore_eos = true;
-      engine.add_request(r);
-    }
-    for (int step = 0; step < 1000 && engine.has_unfinished_requests(); ++step)
-      for (const RequestOutput& o : engine.step()) {
-        EXPECT_NE(o.finish_reason, FinishReason::Error) << o.error;
-        Ids& t = out.tokens[o.request_id];
-        t.insert(t.end(), o.new_token_ids.begin(), o.new_token_ids.end());
-      }
+    add_requests(engine, seed);
+    for (int step = 0; step < 1000 && engine.has_unfinished_requests(); ++step) step_into(engine, out);
     out.stats = engine.scheduler().spec_decode_stats();
   }
   if (rec) out.drafts = rec->drafts;
+  return out;
+}
+
+// --pp-virtual-engines: two engines over one threaded pipeline of 2 stages × tp, each with its own
+// requests (prompts from seeds[g]), drafter and head KV, stepped in turn so both have steps and
+// drafter passes in the pipeline.
+std::vector<Outcome> run_virtual_engines(const std::string& kind, int tp, const uint64_t seeds[2]) {
+  constexpr int kPp = 2;
+  const std::string dir = model_dir(kind);
+  auto ck = Checkpoint::open(dir);
+  std::shared_ptr<const Eagle3Weights> head_w = head_weights(dir, *ck);
+  auto pipeline = make_threaded_step_pipeline(pipeline_parts(*ck, tp, kPp, ck->config().num_hidden_layers), kPp,
+                                              kPp * kBlocks, kBlockSize, DType::BF16, "", 0, head_w->aux_layers);
+  std::vector<std::unique_ptr<Engine>> engines;
+  std::vector<std::shared_ptr<RecordingDrafter>> recs;
+  for (int g = 0; g < kPp; ++g) {
+    VirtualEngineShare share;
+    share.block_offset = g * kBlocks;
+    EngineConfig c = engine_config(dir + "/eagle3", 2, ck->config().vocab_size);
+    std::shared_ptr<DraftProposer> drafter;
+    auto exec = make_eagle3_virtual_engine_executor(pipeline, share, head_w, kHeadBlocks, kBlockSize, DType::F32, &drafter);
+    recs.push_back(std::make_shared<RecordingDrafter>(std::dynamic_pointer_cast<MtpProposer>(drafter)));
+    c.drafter = recs.back();
+    engines.push_back(std::make_unique<Engine>(c, std::move(exec)));
+    add_requests(*engines.back(), seeds[g]);
+  }
+  std::vector<Outcome> out(kPp);
+  for (int step = 0; step < 1000 && (engines[0]->has_unfinished_requests() || engines[1]->has_unfinished_requests());
+       ++step)
+    for (int g = 0; g < kPp; ++g) step_into(*engines[size_t(g)], out[size_t(g)]);
+  for (int g = 0; g < kPp; ++g) {
+    out[size_t(g)].drafts = recs[size_t(g)]->drafts;
+    out[size_t(g)].stats = engines[size_t(g)]->scheduler().spec_decode_stats();
+  }
+  engines.clear();  // before the pipeline (the drafters hold it too)
   return out;
 }
 
@@ -215,6 +267,34 @@ TEST(Eagle3TpEngine, RandomHeadDraftsUnderTpAndPpAreThoseOfOneRank) {
     EXPECT_EQ(got.drafts, one.drafts);
     EXPECT_EQ(got.stats.num_draft_tokens, one.stats.num_draft_tokens);
     EXPECT_EQ(got.stats.num_accepted_tokens, one.stats.num_accepted_tokens);
+  }
+}
+
+// Each virtual engine's drafts (random head; tp 1 and 2, the head has its own embed_tokens) are
+// those of one rank running its requests alone, and the oracle (tp 1: it reads stage 0's
+// embedding) has every draft accepted: the aux rows of each step come back along the stages.
+TEST(Eagle3TpEngine, DraftsUnderVirtualEnginesAreThoseOfOneRank) {
+  const uint64_t seeds[2] = {40, 70};
+  for (const std::string kind : {"random", "oracle"}) {
+    Outcome one[2], plain[2];
+    for (int g = 0; g < 2; ++g) {
+      plain[g] = run_engine(kind, 1, 0, 0, seeds[g]);
+      one[g] = run_engine(kind, 1, 0, 2, seeds[g]);
+      EXPECT_EQ(one[g].tokens, plain[g].tokens) << kind;
+    }
+    for (int tp : {1, 2}) {
+      if (kind == "oracle" && tp > 1) continue;  // refused (check_eagle3_virtual_engines)
+      const std::vector<Outcome> got = run_virtual_engines(kind, tp, seeds);
+      for (int g = 0; g < 2; ++g) {
+        SCOPED_TRACE(kind + " tp " + std::to_string(tp) + " engine " + std::to_string(g));
+        EXPECT_EQ(got[size_t(g)].tokens, plain[g].tokens);
+        EXPECT_EQ(got[size_t(g)].drafts, one[g].drafts);
+        EXPECT_GT(got[size_t(g)].stats.num_draft_tokens, 10);
+        EXPECT_EQ(got[size_t(g)].stats.num_accepted_tokens, one[g].stats.num_accepted_tokens);
+        if (kind == "oracle")
+          EXPECT_EQ(got[size_t(g)].stats.num_accepted_tokens, got[size_t(g)].stats.num_draft_tokens);
+      }
+    }
   }
 }
 

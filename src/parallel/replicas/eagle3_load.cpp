@@ -8,13 +8,11 @@
 
 namespace pypto {
 
-void check_eagle3_layout(bool pp_virtual_engines, bool rank_processes) {
-  const char* what = pp_virtual_engines ? "--pp-virtual-engines"
-                     : rank_processes   ? "rank processes (--distributed-executor-backend mp / mpi)"
-                                        : nullptr;
-  if (what)
-    fail("--speculative-config: method eagle3 runs its head beside the target's thread ranks of one process; ", what,
-         " is not supported with it (--tp, --pp and --dp with --distributed-executor-backend threads are)");
+void check_eagle3_layout(bool rank_processes) {
+  if (rank_processes)
+    fail("--speculative-config: method eagle3 runs its head beside the target's thread ranks of one process; rank "
+         "processes (--distributed-executor-backend mp / mpi) is not supported with it (--tp, --pp, --dp and "
+         "--pp-virtual-engines with --distributed-executor-backend threads are)");
 }
 
 int64_t eagle3_kv_bytes_per_block(const Eagle3Weights& head, const EngineLoadOptions& eo) {

@@ -5,7 +5,8 @@
 // runs its target through Eagle3Executor on one rank, or under --tp / --pp (thread ranks) through
 // Eagle3TpExecutor (parallel/replicas/eagle3_tp_executor.h: the aux rows captured on the stages
 // that hold the aux layers, the head unsharded on rank 0), each with its own head KV pool and
-// drafter over the shared head weights. --pp-virtual-engines and rank processes are refused.
+// drafter over the shared head weights; under --pp-virtual-engines each engine its own drafter
+// (parallel/replicas/eagle3_virtual_engines.h). Rank processes are refused.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -22,7 +23,7 @@ namespace pypto {
 class DraftProposer;
 
 // Refuses the layouts the head does not run under (naming the option).
-void check_eagle3_layout(bool pp_virtual_engines, bool rank_processes);
+void check_eagle3_layout(bool rank_processes);
 
 // KV bytes of one block of the head's layer.
 int64_t eagle3_kv_bytes_per_block(const Eagle3Weights& head, const EngineLoadOptions& eo);
