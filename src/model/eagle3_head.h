@@ -68,6 +68,8 @@ class Eagle3Head {
   // The same with the target's embedding read through `target_embedding` (called only when the
   // head has no embed_tokens; what it reads must outlive the head).
   Eagle3Head(std::shared_ptr<const Eagle3Weights> weights, EmbeddingLookup target_embedding, Backend& backend);
+  Eagle3Head(const Eagle3Head&) = delete;  // the one-rank lookup refers to this head's scratch
+  Eagle3Head& operator=(const Eagle3Head&) = delete;
 
   // The head's KV cache: one layer of its attention shape.
   KvCacheSpec kv_cache_spec(int64_t num_blocks, int32_t block_size, DType dtype) const;
