@@ -8,11 +8,12 @@
 
 namespace pypto {
 
-void check_eagle3_layout(bool rank_processes) {
-  if (rank_processes)
-    fail("--speculative-config: method eagle3 runs its head beside the target's thread ranks of one process; rank "
-         "processes (--distributed-executor-backend mp / mpi) is not supported with it (--tp, --pp, --dp and "
-         "--pp-virtual-engines with --distributed-executor-backend threads are)");
+void check_eagle3_layout(bool rank_processes, int pp, int dp, bool pp_virtual_engines) {
+  if (!rank_processes) return;
+  const char* what = pp > 1 ? "--pp > 1" : dp > 1 ? "--dp > 1" : pp_virtual_engines ? "--pp-virtual-engines" : nullptr;
+  if (what)
+    fail("--speculative-config: method eagle3 with rank processes (--distributed-executor-backend mp / mpi) runs "
+         "--tp only; ", what, " is not supported with them (it is with --distributed-executor-backend threads)");
 }
 
 int64_t eagle3_kv_bytes_per_block(const Eagle3Weights& head, const EngineLoadOptions& eo) {

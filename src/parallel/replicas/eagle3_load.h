@@ -6,7 +6,8 @@
 // Eagle3TpExecutor (parallel/replicas/eagle3_tp_executor.h: the aux rows captured on the stages
 // that hold the aux layers, the head unsharded on rank 0), each with its own head KV pool and
 // drafter over the shared head weights; under --pp-virtual-engines each engine its own drafter
-// (parallel/replicas/eagle3_virtual_engines.h). Rank processes are refused.
+// (parallel/replicas/eagle3_virtual_engines.h). Rank processes run it under --tp only
+// (parallel/replicas/eagle3_rank_pass.h); --pp, --dp and --pp-virtual-engines with them are refused.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -23,7 +24,7 @@ namespace pypto {
 class DraftProposer;
 
 // Refuses the layouts the head does not run under (naming the option).
-void check_eagle3_layout(bool rank_processes);
+void check_eagle3_layout(bool rank_processes, int pp, int dp, bool pp_virtual_engines);
 
 // KV bytes of one block of the head's layer.
 int64_t eagle3_kv_bytes_per_block(const Eagle3Weights& head, const EngineLoadOptions& eo);

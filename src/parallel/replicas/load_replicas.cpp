@@ -167,7 +167,7 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   const bool draft_model = opt.engine.scheduler.speculative.method == SpeculativeMethod::DraftModel;
   const bool mtp = opt.engine.scheduler.speculative.method == SpeculativeMethod::Mtp;  // parallel/replicas/mtp_load.h
   const bool eagle3 = opt.engine.scheduler.speculative.method == SpeculativeMethod::Eagle3;  // eagle3_load.h
-  if (eagle3) check_eagle3_layout(opt.process_comm != nullptr);
+  if (eagle3) check_eagle3_layout(opt.process_comm != nullptr, opt.layout.pp, opt.layout.dp, opt.pp_virtual_engines);
   if (opt.process_comm) return load_process_rank0(opt);
   const EngineLoadOptions& eo = opt.engine;
   const ParallelLayout& L = opt.layout;
