@@ -234,10 +234,17 @@ namespace {
 // pooling | rerank, or under auto a local checkpoint with sentence-transformers files (what auto
 // serves as an embedding model) or vLLM's reranker overrides; any other pooling checkpoint is
 // refused later with the flag to add. A hybrid: config.json with --hf-overrides applied says so;
-// an unreadable config says no here, and the loader reports it.
+// an unreadable config says no here, and the loader reports it. An EAGLE-3 head runs beside thread
+// ranks only (parallel/replicas/eagle3_load.h); an unreadable --speculative-config is reported later.
 bool ranks_need_threads(const RunOptions& o) {
   const std::filesystem::path md(o.model);
   if (o.runner == "pooling" || o.runner == "rerank") return true;
+  if (!o.speculative_config.empty()) {
+    try {
+      if (parse_speculative_config(o.speculative_config).method == SpeculativeMethod::Eagle3) return true;
+    } catch (const std::exception&) {
+    }
+  }
   if (o.runner == "auto" && (o.hf_overrides.find("SequenceClassification") != std::string::npos ||
                              (!o.model.empty() && (std::filesystem::is_regular_file(md / "modules.json") ||
                                                    std::filesystem::is_regular_file(md / "1_Pooling/config.json")))))

@@ -196,10 +196,20 @@ std::shared_ptr<const Eagle3Weights> load_eagle3_weights(const Eagle3Config& c, 
 }
 
 Eagle3Head::Eagle3Head(std::shared_ptr<const Eagle3Weights> weights, const Qwen3Weights& target, Backend& backend)
-    : w_(std::move(weights)), target_(target), backend_(backend), rope_(RopeSpec::plain(w_->config.rope_theta)) {
-  PYPTO_ASSERT(target.tp_size == 1, "the EAGLE-3 head runs on one rank");
+    : Eagle3Head(std::move(weights), EmbeddingLookup{}, backend) {
+  PYPTO_ASSERT(target.tp_size == 1, "the EAGLE-3 head reads a one-rank target's embedding here");
   PYPTO_ASSERT(w_->own_embed || target.has_embed, "the EAGLE-3 head without embed_tokens needs the target's");
+  const Qwen3Weights* t = &target;
+  target_embedding_ = [this, t](const int32_t* ids, int64_t T, float* e) {
+    MtpHead::lookup_embedding(*t, backend_, nullptr, ids, T, e, local_ids_);
+  };
 }
+
+Eagle3Head::Eagle3Head(std::shared_ptr<const Eagle3Weights> weights, EmbeddingLookup target_embedding, Backend& backend)
+    : w_(std::move(weights)),
+      target_embedding_(std::move(target_embedding)),
+      backend_(backend),
+      rope_(RopeSpec::plain(w_->config.rope_theta)) {}
 
 KvCacheSpec Eagle3Head::kv_cache_spec(int64_t num_blocks, int32_t block_size, DType dtype) const {
   KvCacheSpec s;
@@ -245,7 +255,10 @@ void Eagle3Head::forward(const ForwardBatch& batch, const float* hidden, KvCache
 
   // e [T, H]: the embedding rows of the tokens (the head's table or the target's).
   if (w_->own_embed) be.embedding(batch.token_ids.data(), T, w_->embed, w_->embed_dtype, H, e_.data());
-  else MtpHead::lookup_embedding(target_, be, nullptr, batch.token_ids.data(), T, e_.data(), local_ids_);
+  else {
+    PYPTO_ASSERT(target_embedding_ != nullptr, "the EAGLE-3 head without embed_tokens needs the target's embedding");
+    target_embedding_(batch.token_ids.data(), T, e_.data());
+  }
   be.rms_norm(e_.data(), w_->input_norm.data(), T, H, eps, e_.data());
   be.rms_norm(hidden, w_->hidden_norm.data(), T, H, eps, g_.data());
   be.synchronize();

@@ -14,8 +14,11 @@
 //   prenorm = r;   draft logits = lm_head(norm(r))         lm_head [draft_vocab, H]
 //   target logit of token d2t_id(i) = draft logit i, with d2t_id(i) = i + d2t[i]; every other
 //   target token -inf.
-// Single rank (no --tp / --pp); the weights are packed for the backend that runs the head.
+// The head runs unsharded on one rank; the weights are packed for the backend that runs it. Under
+// --tp / --pp (parallel/replicas/eagle3_tp_executor.h) the target's embedding, when the head has
+// none, may be vocab-parallel: the head is then given a lookup that gathers it (EmbeddingLookup).
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -56,9 +59,17 @@ std::shared_ptr<const Eagle3Weights> load_eagle3_weights(const Eagle3Config& c, 
 
 class Eagle3Head {
  public:
+  // e [T, H] ← the target's embedding rows of ids[T] (ids inside the vocabulary).
+  using EmbeddingLookup = std::function<void(const int32_t* ids, int64_t T, float* e)>;
+
   // `weights`, `target` (its embedding, when the head has none; one rank) and `backend` must
   // outlive the head.
   Eagle3Head(std::shared_ptr<const Eagle3Weights> weights, const Qwen3Weights& target, Backend& backend);
+  // The same with the target's embedding read through `target_embedding` (called only when the
+  // head has no embed_tokens; what it reads must outlive the head).
+  Eagle3Head(std::shared_ptr<const Eagle3Weights> weights, EmbeddingLookup target_embedding, Backend& backend);
+  Eagle3Head(const Eagle3Head&) = delete;  // the one-rank lookup refers to this head's scratch
+  Eagle3Head& operator=(const Eagle3Head&) = delete;
 
   // The head's KV cache: one layer of its attention shape.
   KvCacheSpec kv_cache_spec(int64_t num_blocks, int32_t block_size, DType dtype) const;
@@ -75,7 +86,7 @@ class Eagle3Head {
 
  private:
   std::shared_ptr<const Eagle3Weights> w_;
-  const Qwen3Weights& target_;
+  EmbeddingLookup target_embedding_;
   Backend& backend_;
   RopeSpec rope_;
   std::vector<int32_t> local_ids_;

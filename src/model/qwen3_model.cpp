@@ -331,8 +331,6 @@ void Qwen3Model::forward_stage(const ForwardBatch& batch, KvCache& cache, const 
   check_batch(batch, cache);
   PYPTO_ASSERT(first_stage() || hidden_in != nullptr, "a later pipeline stage needs the hidden states");
   PYPTO_ASSERT(last_stage() || hidden_out != nullptr, "an earlier pipeline stage needs a hidden-state output");
-  PYPTO_ASSERT(aux_hidden_out_ == nullptr || (first_stage() && last_stage()),
-               "EAGLE-3 hidden states are captured on a whole model only");
   // Checked before the first collective: a rank that threw later would leave the others waiting.
   const bool receives = comm_ == nullptr || comm_->rank() == kLogitsRank;
   PYPTO_ASSERT(!last_stage() || !receives || batch.num_logits() == 0 || logits_out != nullptr,

@@ -84,11 +84,14 @@ class Qwen3Model {
   // writes the final normed hidden state of every row (what lm_head reads for the rows it
   // computes) into out [batch.num_tokens(), hidden]. Null: off (the default).
   void set_normed_hidden_out(float* out) { normed_hidden_out_ = out; }
-  // Speculative decoding (EAGLE-3, model/eagle3_head.h): while set, each forward of a whole model
-  // also writes the residual stream of every row as it enters each layer of `layers` (model
-  // layer indices, in order; the embedding for layer 0) into out [batch.num_tokens(),
-  // layers.size() * hidden], row t's states side by side in the order of `layers`. Null /
-  // empty: off (the default), which costs nothing.
+  // Speculative decoding (EAGLE-3, model/eagle3_head.h): while set, each forward also writes the
+  // residual stream of every row as it enters each layer of `layers` (model layer indices, in
+  // order; the embedding for layer 0) into out [batch.num_tokens(), layers.size() * hidden], row
+  // t's states side by side in the order of `layers`. A pipeline stage writes the column blocks
+  // of the layers it holds only (the other stages' ranks write theirs into the same rows,
+  // parallel/replicas/eagle3_tp_executor.h); under TP every rank holds the whole residual stream
+  // (after each all-reduce), so one rank of the group captures. Null / empty: off (the default),
+  // which costs nothing.
   void set_aux_hidden_out(std::vector<int32_t> layers, float* out) {
     aux_layers_ = std::move(layers);
     aux_hidden_out_ = out;

@@ -3,19 +3,17 @@
 #include "core/error.h"
 #include "engine/eagle3_executor.h"
 #include "engine/kv_capacity.h"
+#include "parallel/replicas/eagle3_tp_executor.h"
 #include "parallel/replicas/mtp_load.h"
 
 namespace pypto {
 
-void check_eagle3_layout(int tp, int pp, bool pp_virtual_engines, bool rank_processes) {
-  const char* what = tp > 1                ? "--tp > 1"
-                     : pp > 1              ? "--pp > 1"
-                     : pp_virtual_engines  ? "--pp-virtual-engines"
-                     : rank_processes      ? "rank processes (--distributed-executor-backend mp / mpi)"
-                                           : nullptr;
+void check_eagle3_layout(bool rank_processes, int pp, int dp, bool pp_virtual_engines) {
+  if (!rank_processes) return;
+  const char* what = pp > 1 ? "--pp > 1" : dp > 1 ? "--dp > 1" : pp_virtual_engines ? "--pp-virtual-engines" : nullptr;
   if (what)
-    fail("--speculative-config: method eagle3 runs the target and its EAGLE-3 head on one rank per replica; ", what,
-         " is not supported with it (--dp with --distributed-executor-backend threads is)");
+    fail("--speculative-config: method eagle3 with rank processes (--distributed-executor-backend mp / mpi) runs "
+         "--tp only; ", what, " is not supported with them (it is with --distributed-executor-backend threads)");
 }
 
 int64_t eagle3_kv_bytes_per_block(const Eagle3Weights& head, const EngineLoadOptions& eo) {
@@ -45,6 +43,19 @@ std::unique_ptr<ModelExecutor> make_eagle3_executor(std::shared_ptr<const Qwen3W
                     std::shared_ptr<const void>(head_w), std::shared_ptr<const void>(head),
                     std::shared_ptr<const void>(head_cache)});
   *drafter = proposer;
+  return exec;
+}
+
+std::unique_ptr<ModelExecutor> make_eagle3_tp_executor(std::vector<TpRankParts> ranks, int pp, MicroBatchPolicy micro,
+                                                       std::shared_ptr<const Eagle3Weights> head, int64_t num_blocks,
+                                                       const EngineLoadOptions& eo, const std::string& track_prefix,
+                                                       std::shared_ptr<DraftProposer>* drafter) {
+  auto runner = std::make_unique<TpModelRunner>(std::move(ranks), num_blocks, eo.cache.block_size, eo.kv_cache_dtype,
+                                                track_prefix, pp, micro);
+  if (eo.prefault_kv_cache) runner->prefault_kv_caches();
+  auto exec = std::make_unique<Eagle3TpExecutor>(std::move(runner), std::move(head), mtp_kv_blocks(num_blocks, eo),
+                                                 eo.cache.block_size, eo.kv_cache_dtype);
+  *drafter = exec->proposer();
   return exec;
 }
 

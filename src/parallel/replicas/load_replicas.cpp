@@ -14,6 +14,7 @@
 #include "model/weight_staging.h"
 #include "parallel/replicas/draft_load.h"
 #include "parallel/replicas/eagle3_load.h"
+#include "parallel/replicas/eagle3_virtual_engines.h"
 #include "parallel/replicas/mtp_load.h"
 #include "parallel/replicas/mtp_virtual_engines.h"
 #include "parallel/replicas/pooling_load.h"
@@ -166,7 +167,7 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
   const bool draft_model = opt.engine.scheduler.speculative.method == SpeculativeMethod::DraftModel;
   const bool mtp = opt.engine.scheduler.speculative.method == SpeculativeMethod::Mtp;  // parallel/replicas/mtp_load.h
   const bool eagle3 = opt.engine.scheduler.speculative.method == SpeculativeMethod::Eagle3;  // eagle3_load.h
-  if (eagle3) check_eagle3_layout(opt.layout.tp, opt.layout.pp, opt.pp_virtual_engines, opt.process_comm != nullptr);
+  if (eagle3) check_eagle3_layout(opt.process_comm != nullptr, opt.layout.pp, opt.layout.dp, opt.pp_virtual_engines);
   if (opt.process_comm) return load_process_rank0(opt);
   const EngineLoadOptions& eo = opt.engine;
   const ParallelLayout& L = opt.layout;
@@ -383,11 +384,13 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
     }
     if (opt.pp_virtual_engines) {
       // With MTP each engine has its own drafter and stretch of the last stage's MTP pool
-      // (mtp_virtual_engines.h).
+      // (mtp_virtual_engines.h); with EAGLE-3 its own drafter and head KV pool, the steps bringing
+      // back the aux rows (eagle3_virtual_engines.h).
       const int64_t mtp_blocks = mtp ? mtp_kv_blocks(per_engine, eo) : 0;
+      if (eagle3) check_eagle3_virtual_engines(*eagle3_head, L.tp);
       auto pipeline = make_threaded_step_pipeline(std::move(parts), L.pp, out.capacity.num_blocks, eo.cache.block_size,
                                                   eo.kv_cache_dtype, L.dp > 1 ? str_cat("replica ", i, " ") : "",
-                                                  mtp_blocks * L.pp);
+                                                  mtp_blocks * L.pp, eagle3 ? eagle3_head->aux_layers : std::vector<int32_t>{});
       if (eo.prefault_kv_cache) pipeline->prefault_kv_cache();  // rank 0's; the stage threads' map as used
       EngineConfig ve = ec;
       ve.cache.num_blocks = static_cast<int32_t>(per_engine);
@@ -395,8 +398,10 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
         const VirtualEngineShare share = virtual_engine_share(cfg, eo, g, per_engine);
         EngineConfig vg = ve;
         std::unique_ptr<ModelExecutor> exec =
-            mtp ? make_mtp_virtual_engine_executor(pipeline, share, eo.cache.block_size, cfg, g, mtp_blocks, &vg.drafter)
-                : std::make_unique<VirtualEngineExecutor>(pipeline, share, eo.cache.block_size);
+            mtp    ? make_mtp_virtual_engine_executor(pipeline, share, eo.cache.block_size, cfg, g, mtp_blocks, &vg.drafter)
+            : eagle3 ? make_eagle3_virtual_engine_executor(pipeline, share, eagle3_head, mtp_kv_blocks(per_engine, eo),
+                                                         eo.cache.block_size, eo.kv_cache_dtype, &vg.drafter)
+                     : std::make_unique<VirtualEngineExecutor>(pipeline, share, eo.cache.block_size);
         if (draft) vg.drafter = make_pipelined_draft_proposer(draft, pipeline, eo, per_engine);
         add_engine(out, replicas, vg, std::move(exec));
       }
@@ -405,10 +410,25 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
                                mtp ? str_cat("; each engine's MTP drafter's passes on the ", L.tp, " rank",
                                              L.tp > 1 ? "s" : "", " of the last stage")
                                : draft ? std::string("; each engine's draft model on stage 0's rank 0, between the steps")
+                               : eagle3 ? std::string("; each engine's EAGLE-3 drafter on stage 0's rank 0, between the steps")
                                    : std::string());
       continue;
     }
-    if (eagle3) {  // one rank per replica (check_eagle3_layout): the target with its aux states for the head
+    if (eagle3 && nr > 1) {  // --tp / --pp (threads): the aux rows from the stages holding them, the head on rank 0
+      EngineConfig me = ec;
+      auto exec = make_eagle3_tp_executor(std::move(parts), L.pp, opt.pp_micro_batches, eagle3_head,
+                                          out.capacity.num_blocks, eo, L.dp > 1 ? str_cat("replica ", i, " ") : "",
+                                          &me.drafter);
+      add_engine(out, replicas, me, std::move(exec));
+      std::string line = str_cat("replica ", i, ": the EAGLE-3 drafter on rank 0:");
+      for (int r = 0; r < nr; ++r)
+        line += str_cat(L.pp > 1 ? str_cat(" stage ", r / L.tp) : std::string(), " rank ", r % L.tp, " device ",
+                        L.devices[size_t(i * nr + r)], " cores ",
+                        L.pinned ? format_core_list(L.rank_cores(i, r)) : std::string("any"));
+      out.placement += (out.placement.empty() ? "" : "\n") + line;
+      continue;
+    }
+    if (eagle3) {  // one rank per replica: the target with its aux states for the head
       EngineConfig me = ec;
       auto exec = make_eagle3_executor(parts[0].weights, eagle3_head, std::move(parts[0].backend), out.capacity.num_blocks,
                                        eo, &me.drafter);

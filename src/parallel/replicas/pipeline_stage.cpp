@@ -112,12 +112,17 @@ void PipelineStage::run(const ForwardBatch& batch, float* logits_out) {
   if (batch.num_tokens() == 0) return;
   const bool capture = capture_ != nullptr && pos_.last();
   if (capture) capture_->resize(size_t(batch.num_tokens() * model_.hidden_size()));
-  struct Uncapture {  // the model never keeps the pointer past this step
+  struct Uncapture {  // the model never keeps the pointers past this step
     Qwen3Model& m;
-    ~Uncapture() { m.set_normed_hidden_out(nullptr); }
+    ~Uncapture() {
+      m.set_normed_hidden_out(nullptr);
+      m.set_aux_hidden_out({}, nullptr);
+    }
   } uncapture{model_};
+  const int64_t aux_width = aux_out_ ? int64_t(aux_layers_.size()) * model_.hidden_size() : 0;  // floats per row
   if (pos_.pp == 1) {
     if (capture) model_.set_normed_hidden_out(capture_->data());
+    if (aux_out_) model_.set_aux_hidden_out(aux_layers_, aux_out_);
     model_.forward(batch, cache_, logits_out);
     return;
   }
@@ -140,6 +145,7 @@ void PipelineStage::run(const ForwardBatch& batch, float* logits_out) {
     }
     if (!pos_.last()) hidden_out_.resize(size_t(T * H));
     if (capture) model_.set_normed_hidden_out(capture_->data() + token0 * H);
+    if (aux_out_) model_.set_aux_hidden_out(aux_layers_, aux_out_ + token0 * aux_width);
     model_.forward_stage(mb, cache_, pos_.first() ? nullptr : hidden_in_.data(),
                          pos_.last() ? nullptr : hidden_out_.data(), keeps_logits ? logits_.data() + row * V : nullptr);
     if (!pos_.last()) {

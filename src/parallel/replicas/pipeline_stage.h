@@ -90,6 +90,15 @@ class PipelineStage {
   // stage: while `out` is set, run() also writes the final normed hidden state of every row of
   // the step, [batch.num_tokens(), hidden], into *out (resized; each micro-batch its rows).
   void capture_normed_hidden(std::vector<float>* out) { capture_ = out; }
+  // Speculative decoding with an EAGLE-3 head (parallel/replicas/eagle3_tp_executor.h): while
+  // `out` is set, run() also writes the residual stream entering each of `layers` that this
+  // stage holds into its column block of out [batch.num_tokens(), layers.size() * hidden]
+  // (Qwen3Model::set_aux_hidden_out; each micro-batch its rows). The caller sizes `out` for the
+  // step before run(); the stages write disjoint column blocks of it. Null: off.
+  void capture_aux_hidden(std::vector<int32_t> layers, float* out) {
+    aux_layers_ = std::move(layers);
+    aux_out_ = out;
+  }
 
  private:
   Qwen3Model& model_;
@@ -100,6 +109,8 @@ class PipelineStage {
   std::vector<ForwardBatch> parts_;
   std::vector<float> hidden_in_, hidden_out_, logits_;
   std::vector<float>* capture_ = nullptr;
+  std::vector<int32_t> aux_layers_;  // capture_aux_hidden
+  float* aux_out_ = nullptr;
 };
 
 }  // namespace pypto

@@ -17,6 +17,8 @@
 #include "parallel/rank_health.h"
 #include "parallel/replicas/batch_codec.h"
 #include "parallel/replicas/draft_load.h"
+#include "parallel/replicas/eagle3_load.h"
+#include "parallel/replicas/eagle3_rank_pass.h"
 #include "parallel/replicas/load_replicas.h"
 #include "parallel/replicas/mtp_load.h"
 #include "parallel/replicas/mtp_rank_pass.h"
@@ -194,7 +196,16 @@ void ProcessTpExecutor::execute(const SchedulerOutput& so, ExecutorOutput& out) 
   StepHeader h{kStep, static_cast<int64_t>(message_.size())};
   comm_->broadcast(&h, sizeof h, 0);
   comm_->broadcast(message_.data(), h.bytes, 0);
-  stage_->run(batch, out.logits.data());
+  if (!aux_out_) return stage_->run(batch, out.logits.data());
+  aux_out_->resize(size_t(batch.num_tokens() * int64_t(aux_layers_.size()) * model_->hidden_size()));
+  stage_->capture_aux_hidden(aux_layers_, aux_out_->data());
+  try {
+    stage_->run(batch, out.logits.data());
+  } catch (...) {
+    stage_->capture_aux_hidden({}, nullptr);
+    throw;
+  }
+  stage_->capture_aux_hidden({}, nullptr);
 }
 
 int run_rank_worker(const ReplicaLoadOptions& opt) {
@@ -257,6 +268,8 @@ int run_rank_worker(const ReplicaLoadOptions& opt) {
   ForwardBatch batch;
   std::vector<uint8_t> message;
   std::vector<float> logits;  // a leader's: the step's logits for rank 0
+  std::vector<float> eagle3_e;  // the EAGLE-3 head's lookups: this rank's rows, scratch
+  std::vector<int32_t> eagle3_ids;
   for (;;) {
     StepHeader h{};
     if (link) link->recv(&h, sizeof h, 0);  // a leader passes rank 0's step on to its replica
@@ -274,6 +287,13 @@ int run_rank_worker(const ReplicaLoadOptions& opt) {
         refused = e.what();
       }
       if (link) mtp->reply_over_link(*link, refused);
+      continue;
+    }
+    if (h.kind == kEagle3EmbeddingMessage && !link && pp == 1) {  // the EAGLE-3 head's lookup (eagle3_rank_pass.h)
+      message.resize(size_t(h.bytes));
+      comm.broadcast(message.data(), h.bytes, 0);
+      serve_eagle3_embedding(message, *weights, *backend, model_comm(pos, &comm, opt.stage_comm.get()), eagle3_e,
+                             eagle3_ids);
       continue;
     }
     PYPTO_ASSERT(h.kind == kStep && h.bytes > 0, "step message kind ", h.kind, " of ", h.bytes, " bytes");
@@ -381,6 +401,7 @@ LoadedEngine load_process_rank0(const ReplicaLoadOptions& opt) {
   std::unique_ptr<Backend> backend;
   std::shared_ptr<const Qwen3Weights> weights;
   std::shared_ptr<const Qwen3Weights> draft;  // --speculative-config draft model: unsharded, on rank 0
+  std::shared_ptr<const Eagle3Weights> eagle3_head;  // --speculative-config eagle3: on rank 0 (eagle3_rank_pass.h)
   std::string error;
   try {
     if (!kv_dtype_supported(eo.kv_cache_dtype))
@@ -392,6 +413,10 @@ LoadedEngine load_process_rank0(const ReplicaLoadOptions& opt) {
       auto stager = make_cpu_backend(cpu_count(), {}, eo.matmul_precision, eo.cpu_linear_kernel);
       draft = stage_draft_weights(eo.scheduler.speculative, eo, *stager);
     }
+    if (eo.scheduler.speculative.method == SpeculativeMethod::Eagle3) {
+      auto stager = make_cpu_backend(cpu_count(), {}, eo.matmul_precision, eo.cpu_linear_kernel);
+      eagle3_head = load_eagle3_weights(read_eagle3_config(eo.scheduler.speculative.draft_model), weights->config, *stager);
+    }
   } catch (const std::exception& e) {
     error = e.what();
   }
@@ -402,6 +427,7 @@ LoadedEngine load_process_rank0(const ReplicaLoadOptions& opt) {
   out.config = weights->config;
   out.weight_bytes = weights->resident_bytes * size_t(L.ranks_per_replica());  // about: stages differ a little
   if (draft) out.weight_bytes += draft->resident_bytes;
+  if (eagle3_head) out.weight_bytes += eagle3_head->bytes;
   out.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const ModelConfig& cfg = weights->config;
 
@@ -419,7 +445,8 @@ LoadedEngine load_process_rank0(const ReplicaLoadOptions& opt) {
                                 (draft ? draft_kv_bytes_per_block(*draft, eo) : 0) +  // the draft's block beside each
                                 (mtp ? kv_bytes_per_block(1, eo.cache.block_size, weights->n_kv_heads, cfg.head_dim,
                                                           eo.kv_cache_dtype) * L.tp
-                                     : 0);  // the MTP layer's, on the last stage's TP ranks
+                                     : 0) +  // the MTP layer's, on the last stage's TP ranks
+                                (eagle3_head ? eagle3_kv_bytes_per_block(*eagle3_head, eo) : 0);  // the head's, rank 0's
     const int32_t engines = opt.pp_virtual_engines ? L.pp : 1;
     const int64_t state_bytes = hybrid_state_bytes(cfg, eo, engines) * L.dp;
     out.capacity = plan_kv_capacity(kv_capacity_request(
@@ -462,7 +489,10 @@ LoadedEngine load_process_rank0(const ReplicaLoadOptions& opt) {
                                                     eo.kv_cache_dtype);
   if (eo.prefault_kv_cache) runner->prefault_kv_cache();
   std::unique_ptr<ModelExecutor> replica0;
-  if (!mtp) {
+  if (eagle3_head) {  // the aux rows captured here, the head on this rank (eagle3_rank_pass.h)
+    replica0 = make_eagle3_process_executor(std::move(runner), eagle3_head, mtp_kv_blocks(num_blocks, eo),
+                                            eo.cache.block_size, eo.kv_cache_dtype, &ec.drafter);
+  } else if (!mtp) {
     replica0 = std::move(runner);
   } else {  // the drafter's bookkeeping here, its passes on the last stage's ranks (mtp_rank_pass.h)
     const int64_t mtp_blocks = mtp_kv_blocks(num_blocks, eo);

@@ -15,6 +15,9 @@
 //   --speculative-config method mtp (--dp 1): between steps, StepHeaders of kind kMtpPassMessage
 //             with the drafter's passes, and under --pp the step's hidden rows from the last
 //             stage to rank 0 after each step (mtp_rank_pass.h);
+//   --speculative-config method eagle3 (--tp, one stage, --dp 1): between steps, StepHeaders of
+//             kind kEagle3EmbeddingMessage with the token ids whose embedding rows the head
+//             reads (eagle3_rank_pass.h);
 //   shutdown: a StepHeader of kind Stop.
 #include <memory>
 #include <string>
@@ -56,6 +59,17 @@ class ProcessTpExecutor : public ModelExecutor {
   // captured into *out while set (PipelineStage::capture_normed_hidden).
   const ForwardBatch& last_batch() const { return *last_batch_; }
   void capture_normed_hidden(std::vector<float>* out) { stage_->capture_normed_hidden(out); }
+  // --speculative-config method eagle3 (parallel/replicas/eagle3_rank_pass.h), one stage: while
+  // `out` is set, execute() also writes the residual stream entering each of `layers` for every
+  // row into *out, resized to [rows, layers.size() × hidden] (rank 0 holds the whole stream after
+  // each all-reduce). Rank 0's parts, for the head it runs between the steps.
+  void capture_aux_hidden(std::vector<int32_t> layers, std::vector<float>* out) {
+    aux_layers_ = std::move(layers);
+    aux_out_ = out;
+  }
+  Backend& backend() { return *backend_; }
+  const Qwen3Weights& weights() const { return *weights_; }
+  Communicator& comm() { return *comm_; }
 
  private:
   std::unique_ptr<Backend> backend_;
@@ -68,6 +82,8 @@ class ProcessTpExecutor : public ModelExecutor {
   std::unique_ptr<PipelineStage> stage_;
   std::vector<uint8_t> message_;
   const ForwardBatch* last_batch_ = nullptr;
+  std::vector<int32_t> aux_layers_;  // capture_aux_hidden
+  std::vector<float>* aux_out_ = nullptr;
 };
 
 // Rank 0's start-up (load_replicas() with opt.process_comm set): stages slice 0, exchanges the

@@ -48,15 +48,25 @@ void StepPipeline::send_step(const ForwardBatch& batch) {
   }
   const int64_t T = batch.num_tokens(), H = model_->hidden_size();
   hidden_.resize(size_t(T * H));
-  {
+  const bool aux = !aux_layers_.empty();
+  if (aux) {
+    aux_.assign(size_t(T * int64_t(aux_layers_.size()) * H), 0.0f);  // the later stages' columns stay 0 here
+    model_->set_aux_hidden_out(aux_layers_, aux_.data());
+  }
+  try {
     PYPTO_PROF_OP("pipeline.stage0");
     model_->forward_stage(batch, *cache_, nullptr, hidden_.data(), nullptr);
+  } catch (...) {
+    model_->set_aux_hidden_out({}, nullptr);
+    throw;
   }
+  model_->set_aux_hidden_out({}, nullptr);
   const int next = pos_.tp;  // stage 1's TP rank 0
   PYPTO_PROF_OP("pipeline.send");
   world_->send(&h, sizeof h, next);
   world_->send(message_.data(), h.bytes, next);
   world_->send(hidden_.data(), int64_t(sizeof(float) * hidden_.size()), next);
+  if (aux) world_->send(aux_.data(), int64_t(sizeof(float) * aux_.size()), next);
 }
 
 void StepPipeline::send_mtp_pass(const ForwardBatch& batch, const std::vector<float>& hidden) {
@@ -165,7 +175,7 @@ void StepPipeline::run_on_stage0(const std::function<void()>& fn) {
 void StepPipeline::run(const ForwardBatch& batch, float* logits_out, float* hidden_out) {
   if (batch.num_tokens() == 0) return;
   model_->check_batch(batch, *cache_);  // a bad batch fails this engine's step, nothing is sent
-  PYPTO_ASSERT(!mtp_ || hidden_out, "a step with the MTP drafter needs its hidden rows' buffer");
+  PYPTO_ASSERT((!mtp_ && aux_layers_.empty()) || hidden_out, "a step with the MTP / EAGLE-3 drafter needs its rows' buffer");
   Job job;
   job.batch = &batch;
   submit_and_collect(job, [&] {
@@ -173,6 +183,8 @@ void StepPipeline::run(const ForwardBatch& batch, float* logits_out, float* hidd
     const int64_t n = batch.num_logits();
     if (n > 0) back_->recv(logits_out, int64_t(sizeof(float) * size_t(n * model_->vocab_size())), 1);
     if (mtp_) back_->recv(hidden_out, int64_t(sizeof(float)) * batch.num_tokens() * model_->hidden_size(), 1);
+    if (!aux_layers_.empty())
+      back_->recv(hidden_out, int64_t(sizeof(float)) * batch.num_tokens() * int64_t(aux_layers_.size()) * model_->hidden_size(), 1);
   });
 }
 
@@ -247,7 +259,8 @@ struct ThreadedStages {
 
 std::shared_ptr<StepPipeline> make_threaded_step_pipeline(std::vector<TpRankParts> ranks, int pp, int64_t num_blocks,
                                                           int32_t block_size, DType kv_dtype,
-                                                          const std::string& track_prefix, int64_t mtp_blocks) {
+                                                          const std::string& track_prefix, int64_t mtp_blocks,
+                                                          std::vector<int32_t> aux_layers) {
   const int n = static_cast<int>(ranks.size());
   PYPTO_ASSERT(pp > 1 && n % pp == 0, n, " ranks for ", pp, " pipeline stages");
   const int tp = n / pp;
@@ -267,17 +280,18 @@ std::shared_ptr<StepPipeline> make_threaded_step_pipeline(std::vector<TpRankPart
       tp > 1 ? std::shared_ptr<Communicator>(std::move(r0.comm)) : nullptr, std::shared_ptr<Communicator>(std::move(back[0])),
       pp, num_blocks, block_size, kv_dtype);
   if (mtp_blocks > 0) owner->pipeline->enable_mtp();
+  if (!aux_layers.empty()) owner->pipeline->enable_aux_capture(aux_layers);
   for (int r = 1; r < n; ++r) {
     ThreadedStages::Rank* rk = &owner->ranks[size_t(r)];
     const StagePosition pos = StagePosition::of_rank(r, pp, tp);
     Communicator* back_end = r == (pp - 1) * tp ? owner->back_end.get() : nullptr;
     PipelinedMtp mtp;
     if (mtp_blocks > 0) mtp = {rk->parts.weights.get(), mtp_blocks, block_size, kv_dtype};
-    owner->threads.emplace_back([rk, pos, back_end, tp, track_prefix, mtp] {
+    owner->threads.emplace_back([rk, pos, back_end, tp, track_prefix, mtp, aux_layers] {
       prof::name_this_thread(str_cat(track_prefix, "pp stage ", pos.stage, " tp rank ", pos.tp_rank));
       try {
         run_pipelined_stage(*rk->model, *rk->cache, *rk->parts.world, tp > 1 ? rk->parts.comm.get() : nullptr, back_end,
-                            pos, mtp);
+                            pos, mtp, aux_layers);
       } catch (const std::exception& e) {
         log_error("pipeline stage ", pos.stage, " tensor-parallel rank ", pos.tp_rank, ": ", e.what());
       }
@@ -327,7 +341,8 @@ void pipelined_mtp_pass(const StepHeader& h, const std::vector<uint8_t>& message
 }  // namespace
 
 int run_pipelined_stage(Qwen3Model& model, KvCache& cache, Communicator& world, Communicator* stage_comm,
-                        Communicator* back, StagePosition pos, const PipelinedMtp& mtp) {
+                        Communicator* back, StagePosition pos, const PipelinedMtp& mtp,
+                        const std::vector<int32_t>& aux_layers) {
   PYPTO_ASSERT(pos.pp > 1 && pos.rank() > 0, "rank 0 runs StepPipeline");
   PYPTO_ASSERT(pos.tp == 1 || stage_comm, "a stage of ", pos.tp, " TP ranks without its group");
   const bool lead = pos.tp_rank == 0;  // receives and passes on the step's header and batch
@@ -345,6 +360,11 @@ int run_pipelined_stage(Qwen3Model& model, KvCache& cache, Communicator& world, 
     mtp_cache = std::make_unique<KvCache>(mtp_head->kv_cache_spec(mtp.blocks, mtp.block_size, mtp.kv_dtype));
   }
   const bool sends_hidden = mtp.weights && keeps_logits;
+  // EAGLE-3: TP rank 0 of a later stage receives the step's aux rows after its hidden states,
+  // writes the columns of the aux layers it holds and passes them on (the last: back to rank 0).
+  const bool carries_aux = !aux_layers.empty() && lead && !pos.first();
+  PYPTO_ASSERT(!carries_aux || !mtp.weights, "EAGLE-3 and MTP drafters at once");
+  std::vector<float> aux;
   ForwardBatch batch;
   std::vector<uint8_t> message;
   std::vector<float> hidden_in, hidden_out, logits, normed;
@@ -374,6 +394,10 @@ int run_pipelined_stage(Qwen3Model& model, KvCache& cache, Communicator& world, 
       PYPTO_PROF_OP("pipeline.recv");
       hidden_in.resize(size_t(T * H));
       world.recv(hidden_in.data(), int64_t(sizeof(float) * hidden_in.size()), prev);
+      if (carries_aux) {
+        aux.resize(size_t(T * int64_t(aux_layers.size()) * H));
+        world.recv(aux.data(), int64_t(sizeof(float) * aux.size()), prev0);
+      }
     }
     if (!pos.last()) hidden_out.resize(size_t(T * H));
     if (keeps_logits) logits.resize(size_t(n * V));
@@ -382,14 +406,17 @@ int run_pipelined_stage(Qwen3Model& model, KvCache& cache, Communicator& world, 
       normed.resize(size_t(T * H));
       model.set_normed_hidden_out(normed.data());
     }
+    if (carries_aux) model.set_aux_hidden_out(aux_layers, aux.data());
     try {
       model.forward_stage(batch, cache, pos.first() ? nullptr : hidden_in.data(),
                           pos.last() ? nullptr : hidden_out.data(), keeps_logits ? logits.data() : nullptr);
     } catch (...) {
       model.set_normed_hidden_out(nullptr);
+      model.set_aux_hidden_out({}, nullptr);
       throw;
     }
     model.set_normed_hidden_out(nullptr);
+    model.set_aux_hidden_out({}, nullptr);
     if (!pos.last()) {
       PYPTO_PROF_OP("pipeline.send");
       if (lead) {
@@ -397,9 +424,11 @@ int run_pipelined_stage(Qwen3Model& model, KvCache& cache, Communicator& world, 
         world.send(message.data(), h.bytes, next0);
       }
       world.send(hidden_out.data(), int64_t(sizeof(float) * hidden_out.size()), next);
+      if (carries_aux) world.send(aux.data(), int64_t(sizeof(float) * aux.size()), next0);
     } else if (keeps_logits) {
       if (n > 0) back->send(logits.data(), int64_t(sizeof(float) * logits.size()), 0);
       if (sends_hidden) back->send(normed.data(), int64_t(sizeof(float) * normed.size()), 0);
+      if (carries_aux) back->send(aux.data(), int64_t(sizeof(float) * aux.size()), 0);
     }
   }
 }

@@ -27,6 +27,11 @@
 // both on; the last stage's ranks run the MTP head over their slice (MtpHead, its own KV pool
 // holding every engine's blocks) and its TP rank 0 returns the logits [rows, vocab] and the
 // head's outputs [tokens, hidden] over the return link.
+// With an EAGLE-3 head (enable_aux_capture(); threads backend only): rank 0 captures the residual
+// stream entering the aux layers stage 0 holds into a [tokens, aux × hidden] f32 buffer (zero
+// elsewhere) and sends it after its hidden states to stage 1's TP rank 0; each stage's TP rank 0
+// fills in the column blocks of its own aux layers and passes it on, and the last stage's returns
+// it after the logits (Qwen3Model::set_aux_hidden_out's layout).
 // The stages run steps in submission order, so rank 0 receives logits in that order; each caller
 // of StepPipeline::run() takes its logits when its turn comes. Every step's rows are whole
 // sequences of one engine, and a row's logits do not depend on the batch it is in, so the
@@ -70,12 +75,16 @@ class StepPipeline {
   // logits_out. Thread-safe: the engines call it from their own threads, and up to pp of their
   // steps are in flight together. A bad batch throws here, before anything is sent.
   // With enable_mtp(): hidden_out [batch.num_tokens(), hidden] receives the step's final normed
-  // hidden rows (required then; ignored otherwise).
+  // hidden rows; with enable_aux_capture(): [batch.num_tokens(), aux × hidden], the aux rows
+  // (required then; ignored otherwise).
   void run(const ForwardBatch& batch, float* logits_out, float* hidden_out = nullptr);
 
   // The MTP drafter: every stage rank runs its part (run_pipelined_stage's PipelinedMtp); call
   // before the first run().
   void enable_mtp() { mtp_ = true; }
+  // The EAGLE-3 drafter: every stage's TP rank 0 captures the residual stream entering the aux
+  // `layers` it holds (make_threaded_step_pipeline's aux_layers); call before the first run().
+  void enable_aux_capture(std::vector<int32_t> layers) { aux_layers_ = std::move(layers); }
   // One pass of the MTP head over `batch` (the MTP rows: their KV slots in the last stage's MTP
   // pool) with hidden rows [T, H]; fills logits [batch.num_logits(), vocab] and out [T, H] (sized
   // by the caller). Thread-safe like run(); a token id outside the vocabulary throws before
@@ -91,6 +100,8 @@ class StepPipeline {
   void run_on_stage0(const std::function<void()>& fn);
 
   void prefault_kv_cache() { cache_->prefault(); }
+  // Stage 0's TP rank 0 slice (its embedding), for work run with run_on_stage0.
+  const Qwen3Weights& weights() const { return *weights_; }
   int64_t vocab_size() const { return model_->vocab_size(); }
 
  private:
@@ -119,6 +130,8 @@ class StepPipeline {
   std::vector<uint8_t> message_;
   std::vector<float> hidden_;
   bool mtp_ = false;
+  std::vector<int32_t> aux_layers_;  // enable_aux_capture
+  std::vector<float> aux_;           // [T, aux × H] a step's aux rows (stage 0's columns)
   std::vector<float> mtp_e_;           // [T, H] an MTP pass's embedding rows (stage 0's)
   std::vector<int32_t> mtp_local_ids_;  // scratch of the lookup
 
@@ -176,10 +189,12 @@ class VirtualEngineExecutor : public ModelExecutor {
 // process running run_pipelined_stage() over in-process communicators, and rank 0's pipeline,
 // which is returned and owns them (destroying it stops and joins them).
 // mtp_blocks > 0: the MTP drafter's pool on the last stage (every engine's), the pipeline's
-// enable_mtp() called.
+// enable_mtp() called. aux_layers (EAGLE-3): the layers whose entering residual stream each step
+// brings back (enable_aux_capture; empty: none).
 std::shared_ptr<StepPipeline> make_threaded_step_pipeline(std::vector<TpRankParts> ranks, int pp, int64_t num_blocks,
                                                           int32_t block_size, DType kv_dtype,
-                                                          const std::string& track_prefix, int64_t mtp_blocks = 0);
+                                                          const std::string& track_prefix, int64_t mtp_blocks = 0,
+                                                          std::vector<int32_t> aux_layers = {});
 
 // A stage rank's part of the MTP drafter's passes (the protocol above): `weights` is the rank's
 // slice (staged with the MTP layer on the last stage; the embedding on the first); the last
@@ -193,8 +208,10 @@ struct PipelinedMtp {
 
 // A stage rank other than rank 0 under --pp-virtual-engines: runs steps (and MTP passes) as they
 // come until Stop (the protocol above). back: the return link on the last stage's TP rank 0, else
-// null. Returns 0 after Stop.
+// null. aux_layers: the EAGLE-3 aux layers (the pipeline's enable_aux_capture; empty: none).
+// Returns 0 after Stop.
 int run_pipelined_stage(Qwen3Model& model, KvCache& cache, Communicator& world, Communicator* stage_comm,
-                        Communicator* back, StagePosition pos, const PipelinedMtp& mtp = {});
+                        Communicator* back, StagePosition pos, const PipelinedMtp& mtp = {},
+                        const std::vector<int32_t>& aux_layers = {});
 
 }  // namespace pypto

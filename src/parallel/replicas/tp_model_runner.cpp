@@ -125,7 +125,24 @@ void TpModelRunner::execute(const SchedulerOutput& so, ExecutorOutput& out) {
   // ids and slots before its first collective, so a bad batch throws on all ranks and none
   // waits in an all-reduce.
   batch_ = &batch;
-  run_all([&] { r0.stage->run(batch, out.logits.data()); });
+  if (!aux_out_) {
+    run_all([&] { r0.stage->run(batch, out.logits.data()); });
+    return;
+  }
+  // Sized here, on the engine thread, before the ranks are woken: the stages write into it at once.
+  aux_out_->resize(size_t(batch.num_tokens() * int64_t(aux_layers_.size()) * r0.model->hidden_size()));
+  set_stage_aux_capture(aux_out_->data());
+  try {
+    run_all([&] { r0.stage->run(batch, out.logits.data()); });
+  } catch (...) {
+    set_stage_aux_capture(nullptr);
+    throw;
+  }
+  set_stage_aux_capture(nullptr);
+}
+
+void TpModelRunner::set_stage_aux_capture(float* rows) {
+  for (int r = 0; r < ranks(); r += tp()) ranks_[size_t(r)].stage->capture_aux_hidden(rows ? aux_layers_ : std::vector<int32_t>{}, rows);
 }
 
 }  // namespace pypto

@@ -67,6 +67,16 @@ class TpModelRunner : public ModelExecutor {
   // [batch.num_tokens(), hidden] (the last stage's TP rank 0's: every TP rank holds the same after
   // the final all-reduce), into *out (resized). Null: off.
   void capture_normed_hidden(std::vector<float>* out);
+  // Speculative decoding with an EAGLE-3 head (parallel/replicas/eagle3_tp_executor.h). While
+  // `out` is set, execute() also writes the residual stream of every row of the step entering
+  // each layer of `layers` into *out, resized to [batch.num_tokens(), layers.size() * hidden]
+  // (Qwen3Model::set_aux_hidden_out's layout): TP rank 0 of each stage writes the column blocks
+  // of the layers its stage holds (every TP rank holds the same residual stream after the
+  // all-reduces). Null: off.
+  void capture_aux_hidden(std::vector<int32_t> layers, std::vector<float>* out) {
+    aux_layers_ = std::move(layers);
+    aux_out_ = out;
+  }
   int pp() const { return pp_; }
   int tp() const { return ranks() / pp_; }
   // The last pipeline stage's TP rank 0 (0 with one stage).
@@ -100,6 +110,10 @@ class TpModelRunner : public ModelExecutor {
   const ForwardBatch* batch_ = nullptr;  // the current step's batch, read by every rank
   const ForwardBatch* last_batch_ = nullptr;
   const std::function<void(int)>* task_ = nullptr;  // run_on_ranks: this instead of a step
+  std::vector<int32_t> aux_layers_;  // capture_aux_hidden
+  std::vector<float>* aux_out_ = nullptr;
+  // Points (or, with null, stops pointing) each stage's TP rank 0 at the step's aux rows.
+  void set_stage_aux_capture(float* rows);
   int pp_ = 1;
   std::string track_prefix_;
   bool engine_thread_named_ = false;
