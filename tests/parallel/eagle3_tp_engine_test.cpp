@@ -27,34 +27,13 @@
 #include "parallel/replicas/eagle3_virtual_engines.h"
 #include "parallel/replicas/step_pipeline.h"
 #include "parallel/shm_communicator.h"
+#include "drafter_engine_run.h"
 
 namespace pypto {
 namespace {
 
-using Ids = std::vector<int32_t>;
-constexpr int32_t kBlockSize = 16, kMaxSeqs = 4, kBlocks = 128, kHeadBlocks = kBlocks + 32;
-
-// Records what the scheduler got from the drafter: per request, the drafts of every step.
-class RecordingDrafter final : public DraftProposer {
- public:
-  explicit RecordingDrafter(std::shared_ptr<MtpProposer> d) : d_(std::move(d)) {}
-  void propose(std::span<const int32_t> t, int32_t k, std::vector<int32_t>& out) const override { d_->propose(t, k, out); }
-  void prepare(std::span<const Query> q) override { d_->prepare(q); }
-  void prefill(std::span<const Chunk> c) override { d_->prefill(c); }
-  void propose_for(const Request& req, int32_t k, std::vector<int32_t>& out) override {
-    d_->propose_for(req, k, out);
-    Ids& r = drafts[req.request_id];
-    r.insert(r.end(), out.begin(), out.end());
-    r.push_back(-1);  // step separator
-  }
-  void forget(const std::string& id) override { d_->forget(id); }
-  void set_context_needed(bool n) override { d_->set_context_needed(n); }
-  const DraftDistribution* distribution(const std::string& id) const override { return d_->distribution(id); }
-  std::map<std::string, Ids> drafts;
-
- private:
-  std::shared_ptr<MtpProposer> d_;
-};
+using namespace test;
+constexpr int32_t kBlockSize = 16, kBlocks = 128, kHeadBlocks = kBlocks + 32;
 
 // The tiny target (4 layers) with a head of `kind` in DIR/eagle3.
 const std::string& model_dir(const std::string& kind) {
@@ -70,81 +49,24 @@ const std::string& model_dir(const std::string& kind) {
   return dir;
 }
 
+DrafterRun drafter_run(const std::string& dir) {
+  DrafterRun run;
+  run.method = SpeculativeMethod::Eagle3;
+  run.draft_model = dir + "/eagle3";
+  run.blocks = kBlocks;
+  run.max_tokens = 14;
+  return run;
+}
+
 Qwen3Weights stage(const Checkpoint& ck, int tp_rank, int tp, int layer_begin, int layer_end) {
   auto stager = make_cpu_backend(1);
-  StagingOptions so;
-  so.tp_rank = tp_rank;
-  so.tp_size = tp;
-  so.layer_begin = layer_begin;
-  so.layer_end = layer_end;
-  so.show_progress = false;
-  return stage_qwen3_weights(ck, *stager, so);
+  return stage_qwen3_weights(ck, *stager, rank_staging(tp_rank, tp, layer_begin, layer_end));
 }
 
-// pp stages of tp ranks over `layers` (an equal split), each rank on its own one-thread backend.
-std::vector<TpRankParts> pipeline_parts(const Checkpoint& ck, int tp, int pp, int layers) {
-  std::vector<TpRankParts> parts;
-  std::vector<std::unique_ptr<Communicator>> world;
-  if (pp > 1) world = make_shm_communicators(pp * tp);
-  for (int s = 0; s < pp; ++s) {
-    std::vector<std::unique_ptr<Communicator>> comms;
-    if (tp > 1) comms = make_shm_communicators(tp);
-    for (int t = 0; t < tp; ++t) {
-      TpRankParts p;
-      p.backend = make_cpu_backend(1);
-      p.weights = std::make_shared<const Qwen3Weights>(stage(ck, t, tp, s * layers / pp, (s + 1) * layers / pp));
-      if (tp > 1) p.comm = std::move(comms[size_t(t)]);
-      if (pp > 1) p.world = std::move(world[size_t(s * tp + t)]);
-      parts.push_back(std::move(p));
-    }
-  }
-  return parts;
-}
-
-struct Outcome {
-  std::map<std::string, Ids> tokens, drafts;
-  SpecDecodeStats stats;
-};
-
-EngineConfig engine_config(const std::string& head_dir, int k, int64_t vocab_size) {
-  EngineConfig c;
-  c.scheduler.max_num_seqs = kMaxSeqs;
-  c.scheduler.max_num_batched_tokens = 24;  // chunked prefill beside decodes and verifies
-  c.scheduler.long_prefill_token_threshold = 16;
-  c.scheduler.max_model_len = 256;
-  c.cache.block_size = kBlockSize;
-  c.cache.num_blocks = kBlocks;
-  c.vocab_size = vocab_size;
-  if (k > 0) {
-    c.scheduler.speculative.method = SpeculativeMethod::Eagle3;
-    c.scheduler.speculative.draft_model = head_dir;
-    c.scheduler.speculative.num_speculative_tokens = k;
-    c.scheduler.speculative.cost_model = false;
-  }
-  return c;
-}
-
-// Three greedy requests; `seed` picks their prompts.
-void add_requests(Engine& engine, uint64_t seed) {
-  for (int i = 0; i < 3; ++i) {
-    EngineRequest r;
-    r.request_id = "r" + std::to_string(i);
-    r.prompt_token_ids = test::random_prompt(9 + 13 * i, seed + uint64_t(i));
-    r.params.temperature = 0.0f;
-    r.params.max_tokens = 14;
-    r.params.ignore_eos = true;
-    engine.add_request(r);
-  }
-}
-
-// One step of `engine` (if it has work) into `out`.
-void step_into(Engine& engine, Outcome& out) {
-  if (!engine.has_unfinished_requests()) return;
-  for (const RequestOutput& o : engine.step()) {
-    EXPECT_NE(o.finish_reason, FinishReason::Error) << o.error;
-    Ids& t = out.tokens[o.request_id];
-    t.insert(t.end(), o.new_token_ids.begin(), o.new_token_ids.end());
-  }
+// pp stages of tp ranks over the target's layers (an equal split).
+std::vector<TpRankParts> pipeline_parts(const Checkpoint& ck, int tp, int pp) {
+  return test::pipeline_parts(tp, pp, ck.config().num_hidden_layers,
+                              [&](int t, int begin, int end, bool) { return stage(ck, t, tp, begin, end); });
 }
 
 std::shared_ptr<const Eagle3Weights> head_weights(const std::string& dir, const Checkpoint& ck) {
@@ -157,7 +79,6 @@ std::shared_ptr<const Eagle3Weights> head_weights(const std::string& dir, const 
 Outcome run_engine(const std::string& kind, int tp, int pp, int k, uint64_t seed = 40) {
   const std::string dir = model_dir(kind);
   auto ck = Checkpoint::open(dir);
-  const int layers = ck->config().num_hidden_layers;
   std::shared_ptr<const Eagle3Weights> head_w = head_weights(dir, *ck);
   std::shared_ptr<const Qwen3Weights> one_weights;
   std::unique_ptr<Backend> one_backend;
@@ -181,27 +102,13 @@ Outcome run_engine(const std::string& kind, int tp, int pp, int k, uint64_t seed
       exec = std::make_unique<ModelRunner>(*one_model, *one_cache);
     }
   } else {
-    auto runner = std::make_unique<TpModelRunner>(pipeline_parts(*ck, tp, pp, layers), kBlocks, kBlockSize, DType::BF16,
+    auto runner = std::make_unique<TpModelRunner>(pipeline_parts(*ck, tp, pp), kBlocks, kBlockSize, DType::BF16,
                                                   "", pp, MicroBatchPolicy{4, 1});  // micro-batches of any size
     auto e = std::make_unique<Eagle3TpExecutor>(std::move(runner), head_w, kHeadBlocks, kBlockSize, DType::F32);
     drafter = e->proposer();
     exec = std::move(e);
   }
-  EngineConfig c = engine_config(dir + "/eagle3", k, ck->config().vocab_size);
-  std::shared_ptr<RecordingDrafter> rec;
-  if (k > 0) {
-    rec = std::make_shared<RecordingDrafter>(drafter);
-    c.drafter = rec;
-  }
-  Outcome out;
-  {
-    Engine engine(c, std::move(exec));
-    add_requests(engine, seed);
-    for (int step = 0; step < 1000 && engine.has_unfinished_requests(); ++step) step_into(engine, out);
-    out.stats = engine.scheduler().spec_decode_stats();
-  }
-  if (rec) out.drafts = rec->drafts;
-  return out;
+  return run_requests(drafter_run(dir), k, ck->config().vocab_size, std::move(exec), drafter, seed);
 }
 
 // --pp-virtual-engines: two engines over one threaded pipeline of 2 stages × tp, each with its own
@@ -212,31 +119,15 @@ std::vector<Outcome> run_virtual_engines(const std::string& kind, int tp, const 
   const std::string dir = model_dir(kind);
   auto ck = Checkpoint::open(dir);
   std::shared_ptr<const Eagle3Weights> head_w = head_weights(dir, *ck);
-  auto pipeline = make_threaded_step_pipeline(pipeline_parts(*ck, tp, kPp, ck->config().num_hidden_layers), kPp,
+  auto pipeline = make_threaded_step_pipeline(pipeline_parts(*ck, tp, kPp), kPp,
                                               kPp * kBlocks, kBlockSize, DType::BF16, "", 0, head_w->aux_layers);
-  std::vector<std::unique_ptr<Engine>> engines;
-  std::vector<std::shared_ptr<RecordingDrafter>> recs;
-  for (int g = 0; g < kPp; ++g) {
-    VirtualEngineShare share;
-    share.block_offset = g * kBlocks;
-    EngineConfig c = engine_config(dir + "/eagle3", 2, ck->config().vocab_size);
-    std::shared_ptr<DraftProposer> drafter;
-    auto exec = make_eagle3_virtual_engine_executor(pipeline, share, head_w, kHeadBlocks, kBlockSize, DType::F32, &drafter);
-    recs.push_back(std::make_shared<RecordingDrafter>(std::dynamic_pointer_cast<MtpProposer>(drafter)));
-    c.drafter = recs.back();
-    engines.push_back(std::make_unique<Engine>(c, std::move(exec)));
-    add_requests(*engines.back(), seeds[g]);
-  }
-  std::vector<Outcome> out(kPp);
-  for (int step = 0; step < 1000 && (engines[0]->has_unfinished_requests() || engines[1]->has_unfinished_requests());
-       ++step)
-    for (int g = 0; g < kPp; ++g) step_into(*engines[size_t(g)], out[size_t(g)]);
-  for (int g = 0; g < kPp; ++g) {
-    out[size_t(g)].drafts = recs[size_t(g)]->drafts;
-    out[size_t(g)].stats = engines[size_t(g)]->scheduler().spec_decode_stats();
-  }
-  engines.clear();  // before the pipeline (the drafters hold it too)
-  return out;
+  return test::run_virtual_engines(drafter_run(dir), 2, ck->config().vocab_size, kPp, seeds,
+                                   [&](int g, std::shared_ptr<DraftProposer>* drafter) {
+                                     VirtualEngineShare share;
+                                     share.block_offset = g * kBlocks;
+                                     return make_eagle3_virtual_engine_executor(pipeline, share, head_w, kHeadBlocks,
+                                                                                kBlockSize, DType::F32, drafter);
+                                   });
 }
 
 const std::pair<int, int> kLayouts[] = {{2, 1}, {1, 2}, {2, 2}};  // (tp, pp)
