@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "engine/eagle3_executor.h"
+#include "parallel/replicas/eagle3_fused_step.h"
 #include "model/mtp_head.h"
 #include "parallel/replicas/replica_link.h"
 #include "parallel/replicas/rank_worker.h"
@@ -30,30 +31,14 @@ class Eagle3ProcessExecutor : public ModelExecutor {
                         std::shared_ptr<MtpProposer> drafter)
       : inner_(std::move(inner)), head_(std::move(head)), drafter_(std::move(drafter)) {}
 
-  void execute(const SchedulerOutput& so, ExecutorOutput& out) override {
-    inner_->capture_aux_hidden(head_->aux_layers(), &aux_);  // this executor's buffer, for this step only
-    try {
-      inner_->execute(so, out);
-    } catch (...) {
-      inner_->capture_aux_hidden({}, nullptr);
-      throw;
-    }
-    inner_->capture_aux_hidden({}, nullptr);
-    const ForwardBatch& batch = inner_->last_batch();
-    const int64_t T = batch.num_tokens(), H = head_->hidden_size();
-    if (T == 0) return;
-    PYPTO_ASSERT(int64_t(aux_.size()) >= T * 3 * H, "captured aux rows");
-    fused_.resize(size_t(T * H));
-    head_->fuse(aux_.data(), T, fused_.data());
-    drafter_->observe(so, batch, fused_.data());
-  }
+  void execute(const SchedulerOutput& so, ExecutorOutput& out) override { step_.execute(*inner_, *head_, *drafter_, so, out); }
   void parallel_rows(int64_t n, const std::function<void(int64_t)>& fn) override { inner_->parallel_rows(n, fn); }
 
  private:
   std::shared_ptr<ProcessTpExecutor> inner_;
   std::shared_ptr<Eagle3Head> head_;
   std::shared_ptr<MtpProposer> drafter_;
-  std::vector<float> aux_, fused_;  // [T, 3H] captured, [T, H] fused
+  Eagle3FusedStep step_;
 };
 
 }  // namespace

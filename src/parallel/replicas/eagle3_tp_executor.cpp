@@ -50,21 +50,7 @@ Eagle3TpExecutor::Eagle3TpExecutor(std::unique_ptr<TpModelRunner> runner, std::s
 }
 
 void Eagle3TpExecutor::execute(const SchedulerOutput& so, ExecutorOutput& out) {
-  runner_->capture_aux_hidden(head_->aux_layers(), &aux_);  // this executor's buffer, for this step only
-  try {
-    runner_->execute(so, out);
-  } catch (...) {
-    runner_->capture_aux_hidden({}, nullptr);
-    throw;
-  }
-  runner_->capture_aux_hidden({}, nullptr);
-  const ForwardBatch& batch = runner_->last_batch();
-  const int64_t T = batch.num_tokens(), H = head_->hidden_size();
-  if (T == 0) return;
-  PYPTO_ASSERT(int64_t(aux_.size()) >= T * 3 * H, "captured aux rows");
-  fused_.resize(size_t(T * H));
-  head_->fuse(aux_.data(), T, fused_.data());
-  drafter_->observe(so, batch, fused_.data());
+  step_.execute(*runner_, *head_, *drafter_, so, out);
 }
 
 }  // namespace pypto

@@ -1,0 +1,42 @@
+#pragma once
+// The EAGLE-3 drafter's side of one target step on ranks, shared by Eagle3TpExecutor (thread
+// ranks) and the rank-process executor (eagle3_rank_pass.cpp): the step runs with rank 0 capturing
+// the aux rows of the head's layers, then fc fuses them and the drafter observes the fused rows.
+#include <cstdint>
+#include <vector>
+
+#include "core/error.h"
+#include "engine/model_executor.h"
+#include "engine/mtp_proposer.h"
+#include "model/eagle3_head.h"
+#include "model/forward_batch.h"
+
+namespace pypto {
+
+class Eagle3FusedStep {
+ public:
+  // Runs `so` on `ranks` (TpModelRunner or ProcessTpExecutor) into `out`, then feeds the drafter.
+  template <class Ranks>
+  void execute(Ranks& ranks, Eagle3Head& head, MtpProposer& drafter, const SchedulerOutput& so, ExecutorOutput& out) {
+    ranks.capture_aux_hidden(head.aux_layers(), &aux_);  // this executor's buffer, for this step only
+    try {
+      ranks.execute(so, out);
+    } catch (...) {
+      ranks.capture_aux_hidden({}, nullptr);
+      throw;
+    }
+    ranks.capture_aux_hidden({}, nullptr);
+    const ForwardBatch& batch = ranks.last_batch();
+    const int64_t T = batch.num_tokens(), H = head.hidden_size();
+    if (T == 0) return;
+    PYPTO_ASSERT(int64_t(aux_.size()) >= T * 3 * H, "captured aux rows");
+    fused_.resize(size_t(T * H));
+    head.fuse(aux_.data(), T, fused_.data());
+    drafter.observe(so, batch, fused_.data());
+  }
+
+ private:
+  std::vector<float> aux_, fused_;  // [T, 3H] captured, [T, H] fused
+};
+
+}  // namespace pypto
