@@ -364,6 +364,18 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
            " KV blocks, fewer than one --max-model-len ", eo.scheduler.max_model_len, " sequence needs (", per_seq,
            "): raise --kv-cache-memory or lower --max-model-len");
   }
+  // The placement report: a line per replica, naming each rank's device and cores.
+  auto rank_device = [&](int i, int r) {  // " device D cores C" of rank r of replica i
+    return str_cat(" device ", L.devices[size_t(i * nr + r)], " cores ",
+                   L.pinned ? format_core_list(L.rank_cores(i, r)) : std::string("any"));
+  };
+  auto rank_places = [&](int i) {  // " [stage s] rank t device D cores C" for each rank of replica i
+    std::string places;
+    for (int r = 0; r < nr; ++r)
+      places += str_cat(L.pp > 1 ? str_cat(" stage ", r / L.tp) : std::string(), " rank ", r % L.tp, rank_device(i, r));
+    return places;
+  };
+  auto add_placement = [&](const std::string& line) { out.placement += (out.placement.empty() ? "" : "\n") + line; };
   std::vector<ReplicaSet::Replica> replicas;
   for (int i = 0; i < L.dp; ++i) {
     std::vector<std::unique_ptr<Communicator>> world;  // pp > 1: every rank of the replica
@@ -405,13 +417,13 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
         if (draft) vg.drafter = make_pipelined_draft_proposer(draft, pipeline, eo, per_engine);
         add_engine(out, replicas, vg, std::move(exec));
       }
-      out.placement += str_cat(out.placement.empty() ? "" : "\n", "replica ", i, ": ", L.pp, " virtual engines of ",
+      add_placement(str_cat("replica ", i, ": ", L.pp, " virtual engines of ",
                                per_engine, " KV blocks over ", nr, " rank threads, their steps in flight together",
                                mtp ? str_cat("; each engine's MTP drafter's passes on the ", L.tp, " rank",
                                              L.tp > 1 ? "s" : "", " of the last stage")
                                : draft ? std::string("; each engine's draft model on stage 0's rank 0, between the steps")
                                : eagle3 ? std::string("; each engine's EAGLE-3 drafter on stage 0's rank 0, between the steps")
-                                   : std::string());
+                                   : std::string()));
       continue;
     }
     if (eagle3 && nr > 1) {  // --tp / --pp (threads): the aux rows from the stages holding them, the head on rank 0
@@ -420,12 +432,7 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
                                           out.capacity.num_blocks, eo, L.dp > 1 ? str_cat("replica ", i, " ") : "",
                                           &me.drafter);
       add_engine(out, replicas, me, std::move(exec));
-      std::string line = str_cat("replica ", i, ": the EAGLE-3 drafter on rank 0:");
-      for (int r = 0; r < nr; ++r)
-        line += str_cat(L.pp > 1 ? str_cat(" stage ", r / L.tp) : std::string(), " rank ", r % L.tp, " device ",
-                        L.devices[size_t(i * nr + r)], " cores ",
-                        L.pinned ? format_core_list(L.rank_cores(i, r)) : std::string("any"));
-      out.placement += (out.placement.empty() ? "" : "\n") + line;
+      add_placement(str_cat("replica ", i, ": the EAGLE-3 drafter on rank 0:", rank_places(i)));
       continue;
     }
     if (eagle3) {  // one rank per replica: the target with its aux states for the head
@@ -433,18 +440,14 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
       auto exec = make_eagle3_executor(parts[0].weights, eagle3_head, std::move(parts[0].backend), out.capacity.num_blocks,
                                        eo, &me.drafter);
       add_engine(out, replicas, me, std::move(exec));
-      out.placement += str_cat(out.placement.empty() ? "" : "\n", "replica ", i, ": one rank with the EAGLE-3 drafter, device ",
-                               L.devices[size_t(i * nr)], " cores ",
-                               L.pinned ? format_core_list(L.rank_cores(i, 0)) : std::string("any"));
+      add_placement(str_cat("replica ", i, ": one rank with the EAGLE-3 drafter,", rank_device(i, 0)));
       continue;
     }
     if (mtp && nr == 1) {  // one rank per replica: the target with its hidden states for the MTP drafter
       EngineConfig me = ec;  // each replica: its own executor, MTP KV pool and drafter over the shared weights
       auto exec = make_mtp_executor(parts[0].weights, std::move(parts[0].backend), out.capacity.num_blocks, eo, &me.drafter);
       add_engine(out, replicas, me, std::move(exec));
-      out.placement += str_cat(out.placement.empty() ? "" : "\n", "replica ", i, ": one rank with the MTP drafter, device ",
-                               L.devices[size_t(i * nr)], " cores ",
-                               L.pinned ? format_core_list(L.rank_cores(i, 0)) : std::string("any"));
+      add_placement(str_cat("replica ", i, ": one rank with the MTP drafter,", rank_device(i, 0)));
       continue;
     }
     if (mtp) {  // --tp / --pp (threads): the MTP head sharded over the last stage's TP ranks
@@ -452,13 +455,9 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
       auto exec = make_mtp_tp_executor(std::move(parts), L.pp, opt.pp_micro_batches, out.capacity.num_blocks, eo,
                                        L.dp > 1 ? str_cat("replica ", i, " ") : "", &me.drafter);
       add_engine(out, replicas, me, std::move(exec));
-      std::string line = str_cat("replica ", i, ": the MTP drafter sharded over ", L.tp, " TP rank",
+      const std::string line = str_cat("replica ", i, ": the MTP drafter sharded over ", L.tp, " TP rank",
                                  L.tp > 1 ? "s" : "", L.pp > 1 ? str_cat(" of stage ", L.pp - 1) : std::string(), ":");
-      for (int r = 0; r < nr; ++r)
-        line += str_cat(L.pp > 1 ? str_cat(" stage ", r / L.tp) : std::string(), " rank ", r % L.tp, " device ",
-                        L.devices[size_t(i * nr + r)], " cores ",
-                        L.pinned ? format_core_list(L.rank_cores(i, r)) : std::string("any"));
-      out.placement += (out.placement.empty() ? "" : "\n") + line;
+      add_placement(line + rank_places(i));
       continue;
     }
     EngineConfig rc = ec;
@@ -469,12 +468,7 @@ LoadedEngine load_replicas(const ReplicaLoadOptions& opt) {
     if (eo.prefault_kv_cache) runner->prefault_kv_caches();
     add_engine(out, replicas, rc, std::move(runner));
 
-    std::string line = str_cat("replica ", i, ":");
-    for (int r = 0; r < nr; ++r)
-      line += str_cat(L.pp > 1 ? str_cat(" stage ", r / L.tp) : std::string(), " rank ", r % L.tp, " device ",
-                      L.devices[size_t(i * nr + r)], " cores ",
-                      L.pinned ? format_core_list(L.rank_cores(i, r)) : std::string("any"));
-    out.placement += (out.placement.empty() ? "" : "\n") + line;
+    add_placement(str_cat("replica ", i, ":", rank_places(i)));
   }
   out.capacity.num_blocks = per_engine;  // of one engine
   out.replicas = std::make_shared<ReplicaSet>(std::move(replicas), router_options(opt, out.capacity.num_blocks));
