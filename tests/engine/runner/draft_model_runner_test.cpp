@@ -20,6 +20,7 @@
 #include "structured/json_schema.h"
 #include "tokenizer/tokenizer.h"
 #include "model_harness.h"
+#include "tiny_draft_models.h"
 
 namespace pypto {
 namespace {
@@ -27,21 +28,8 @@ namespace {
 using Ids = std::vector<int32_t>;
 constexpr int32_t kBlockSize = 16;
 
-test::LoadedModel& target_model() {
-  static std::unique_ptr<test::LoadedModel> m =
-      test::load_model(test::ensure_test_model("tiny", TestModelOptions{}), /*scalar=*/false);
-  return *m;
-}
-
-// The same tiny shape with other random weights (seed 7): same vocabulary and tokenizer.
-test::LoadedModel& other_model() {
-  static std::unique_ptr<test::LoadedModel> m = [] {
-    TestModelOptions o;
-    o.seed = 7;
-    return test::load_model(test::ensure_test_model("tiny", o), /*scalar=*/false);
-  }();
-  return *m;
-}
+using test::other_model;
+using test::target_model;
 
 enum class Draft { None, Same, Other };
 

@@ -17,27 +17,15 @@
 #include "engine/draft_model_proposer.h"
 #include "engine/request.h"
 #include "spec_test_engine.h"
+#include "tiny_draft_models.h"
 
 namespace pypto {
 namespace {
 
 using Ids = std::vector<int32_t>;
 
-test::LoadedModel& target_model() {
-  static std::unique_ptr<test::LoadedModel> m =
-      test::load_model(test::ensure_test_model("tiny", TestModelOptions{}), /*scalar=*/false);
-  return *m;
-}
-
-// The same tiny shape with other random weights (seed 7): mostly rejected drafts.
-test::LoadedModel& other_model() {
-  static std::unique_ptr<test::LoadedModel> m = [] {
-    TestModelOptions o;
-    o.seed = 7;
-    return test::load_model(test::ensure_test_model("tiny", o), /*scalar=*/false);
-  }();
-  return *m;
-}
+using test::other_model;
+using test::target_model;
 
 // Records every proposal handed to the scheduler (with the request's verified tokens then) and
 // forwards everything else to the draft model.
