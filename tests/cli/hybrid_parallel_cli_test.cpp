@@ -16,41 +16,35 @@
 #include <nlohmann/json.hpp>
 
 #include "model/test_model.h"
+#include "cli_test_models.h"
 #include "run_binary.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
+using pypto::test::has;
 using pypto::test::RunResult;
 using pypto::test::printed_token_ids;
 using pypto::test::run;
 using pypto::test::speculative_line;
 
-class HybridParallelCli : public ::testing::Test {
+class HybridParallelCli : public pypto::test::CliTestModels<HybridParallelCli> {
  protected:
-  static fs::path dir_;
   static void SetUpTestSuite() {
-    dir_ = fs::temp_directory_path() / ("pypto_hybrid_parallel_cli_" + std::to_string(getpid()));
+    start_models("pypto_hybrid_parallel_cli_");
     pypto::TestModelOptions o;
     o.preset = "tiny-hybrid";
-    o.out_dir = (dir_ / "tiny-hybrid").string();
-    o.show_progress = false;
-    pypto::make_test_model(o);
+    make_model("tiny-hybrid", o);
     o.preset = "tiny-hybrid-moe";
-    o.out_dir = (dir_ / "tiny-hybrid-moe").string();
-    pypto::make_test_model(o);
+    make_model("tiny-hybrid-moe", o);
   }
-  static void TearDownTestSuite() { fs::remove_all(dir_); }
   static std::string model() { return (dir_ / "tiny-hybrid").string(); }
   static std::string base() {
     return "--model " + model() + " --kv-cache-memory 16MiB --max-model-len 256 --prompt 'the quick brown fox' "
            "--prompt 'one two three four five six' --generate-config '{\"max_tokens\": 12, \"temperature\": 0}'";
   }
 };
-fs::path HybridParallelCli::dir_;
-
-bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
 
 TEST_F(HybridParallelCli, RankProcessesPrintTheSingleRankTokens) {
   const RunResult one = run(base());

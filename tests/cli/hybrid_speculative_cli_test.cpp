@@ -15,46 +15,40 @@
 #include <vector>
 
 #include "model/test_model.h"
+#include "cli_test_models.h"
 #include "run_binary.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
+using pypto::test::has;
 using pypto::test::RunResult;
 using pypto::test::printed_token_ids;
 using pypto::test::run;
+using pypto::test::expect_same_counts;
 using pypto::test::speculative_line;
 
-class HybridSpeculativeCli : public ::testing::Test {
+class HybridSpeculativeCli : public pypto::test::CliTestModels<HybridSpeculativeCli> {
  protected:
-  static fs::path dir_;
   static void SetUpTestSuite() {
-    dir_ = fs::temp_directory_path() / ("pypto_hybrid_spec_cli_" + std::to_string(getpid()));
+    start_models("pypto_hybrid_spec_cli_");
     for (const char* mtp : {"random", "oracle", "oracle-perturbed"}) {
       pypto::TestModelOptions o;
       o.preset = "tiny-hybrid";
       o.mtp = mtp;
-      o.out_dir = (dir_ / (std::string("tiny-hybrid-") + mtp)).string();
-      o.show_progress = false;
-      pypto::make_test_model(o);
+      make_model((std::string("tiny-hybrid-") + mtp), o);
     }
     pypto::TestModelOptions g;  // the oracle pre-quantized: its layers and MTP layer GPTQ-Int4
     g.preset = "tiny-hybrid";
     g.mtp = "oracle";
     g.quant = pypto::QuantMethod::Gptq;
-    g.out_dir = (dir_ / "tiny-hybrid-oracle-gptq").string();
-    g.show_progress = false;
-    pypto::make_test_model(g);
+    make_model("tiny-hybrid-oracle-gptq", g);
     pypto::TestModelOptions d;
-    d.out_dir = (dir_ / "tiny").string();
-    d.show_progress = false;
-    pypto::make_test_model(d);
+    make_model("tiny", d);
   }
-  static void TearDownTestSuite() { fs::remove_all(dir_); }
   static std::string model(const char* name = "tiny-hybrid-random") { return (dir_ / name).string(); }
 };
-fs::path HybridSpeculativeCli::dir_;
 
 TEST_F(HybridSpeculativeCli, NgramOutputIsUnchangedAndDraftsAreReported) {
   const std::string base = "--model " + model() + " --kv-cache-memory 16MiB --max-model-len 256 --prompt "
@@ -72,8 +66,6 @@ TEST_F(HybridSpeculativeCli, NgramOutputIsUnchangedAndDraftsAreReported) {
   EXPECT_GT(sl->draft_tokens, 0) << spec.output;
   EXPECT_NE(spec.output.find("GDN rollback states"), std::string::npos) << spec.output;
 }
-
-bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
 
 // Also on the GPTQ-Int4 oracle checkpoint, whose MTP layer is staged as stored (quantized; fc and
 // the norms float).
@@ -160,10 +152,7 @@ TEST_F(HybridSpeculativeCli, MtpUnderTensorAndPipelineParallelRanksMatchesOneRan
       if (&c.gen == &greedy) EXPECT_EQ(printed_token_ids(two.output), printed_token_ids(plain.output)) << what;
       const auto s2 = speculative_line(two.output);
       ASSERT_TRUE(s2) << what << "\n" << two.output;
-      EXPECT_GT(s2->draft_tokens, 0) << what;
-      EXPECT_EQ(s2->drafts, s1->drafts) << what;
-      EXPECT_EQ(s2->draft_tokens, s1->draft_tokens) << what;
-      EXPECT_EQ(s2->accepted, s1->accepted) << what;
+      expect_same_counts(*s2, *s1, what);
       if (&c.gen != &greedy) continue;
       if (oracle) {
         EXPECT_EQ(s2->accepted, s2->draft_tokens) << what;
@@ -237,10 +226,7 @@ TEST_F(HybridSpeculativeCli, MtpUnderRankProcessesMatchesOneRank) {
       EXPECT_EQ(printed_token_ids(r.output), printed_token_ids(plain.output)) << what << "\n" << r.output;
       const auto s2 = speculative_line(r.output);
       ASSERT_TRUE(s2) << what << "\n" << r.output;
-      EXPECT_GT(s2->draft_tokens, 0) << what;
-      EXPECT_EQ(s2->drafts, s1->drafts) << what;
-      EXPECT_EQ(s2->draft_tokens, s1->draft_tokens) << what;
-      EXPECT_EQ(s2->accepted, s1->accepted) << what;
+      expect_same_counts(*s2, *s1, what);
       if (oracle) {
         EXPECT_EQ(s2->accepted, s2->draft_tokens) << what;
       } else {

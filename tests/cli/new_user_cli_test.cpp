@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/test_model.h"
+#include "cli_test_models.h"
 #include "run_binary.h"
 
 extern char** environ;
@@ -32,25 +33,19 @@ namespace fs = std::filesystem;
 namespace {
 
 using pypto::test::kBinary;
+using pypto::test::has;
 using pypto::test::RunResult;
 using pypto::test::run;
 
-bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
-
-class NewUserCli : public ::testing::Test {
+class NewUserCli : public pypto::test::CliTestModels<NewUserCli> {
  protected:
-  static fs::path dir_;
   static void SetUpTestSuite() {
-    dir_ = fs::temp_directory_path() / ("pypto_new_user_" + std::to_string(getpid()));
+    start_models("pypto_new_user_");
     pypto::TestModelOptions o;
-    o.out_dir = (dir_ / "tiny").string();
-    o.show_progress = false;
-    pypto::make_test_model(o);
+    make_model("tiny", o);
   }
-  static void TearDownTestSuite() { fs::remove_all(dir_); }
   static std::string model() { return (dir_ / "tiny").string(); }
 };
-fs::path NewUserCli::dir_;
 
 // The seed documents --profile-level as a comma list (default e2e,kernel): the list is accepted in
 // any order, the default records the kernel level (its report splits out the kernel time), a single

@@ -16,37 +16,32 @@
 #include <string>
 
 #include "model/test_model.h"
+#include "cli_test_models.h"
 #include "run_binary.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
+using pypto::test::has;
 using pypto::test::RunResult;
 using pypto::test::printed_token_ids;
 using pypto::test::run;
 using pypto::test::speculative_line;
 
-class Qwen3NextMtpCli : public ::testing::Test {
+class Qwen3NextMtpCli : public pypto::test::CliTestModels<Qwen3NextMtpCli> {
  protected:
-  static fs::path dir_;
   static void SetUpTestSuite() {
-    dir_ = fs::temp_directory_path() / ("pypto_next_mtp_cli_" + std::to_string(getpid()));
+    start_models("pypto_next_mtp_cli_");
     for (const char* mtp : {"oracle", "oracle-perturbed"}) {
       pypto::TestModelOptions o;
       o.preset = "tiny-next";
       o.mtp = mtp;
-      o.out_dir = (dir_ / mtp).string();
-      o.show_progress = false;
-      pypto::make_test_model(o);
+      make_model(mtp, o);
     }
   }
-  static void TearDownTestSuite() { fs::remove_all(dir_); }
   static std::string model(const char* mtp) { return (dir_ / mtp).string(); }
 };
-fs::path Qwen3NextMtpCli::dir_;
-
-bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
 
 std::string spec(const char* method, int k) {
   return std::string(" --speculative-config '{\"method\": \"") + method + "\", \"num_speculative_tokens\": " +
@@ -122,10 +117,8 @@ TEST_F(Qwen3NextMtpCli, AGdnOnlyCutRunsWithAGivenKvPool) {
   o.preset = "tiny-next";
   o.layers = 1;
   o.mtp = "oracle";
-  o.out_dir = (dir_ / "one-layer").string();
-  o.show_progress = false;
-  pypto::make_test_model(o);
-  const std::string b = base(o.out_dir, kOnePrompt, 8);
+  make_model("one-layer", o);
+  const std::string b = base(model_path("one-layer"), kOnePrompt, 8);
   const RunResult plain = run(b);
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
   const RunResult s = run(b + spec("mtp", 1));

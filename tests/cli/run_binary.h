@@ -1,6 +1,8 @@
 #pragma once
 // Runs the real pypto-serving binary for the CLI tests: its exit code and its stdout and stderr
-// together; mpirun_prefix() runs it as an mpirun job (tests built with PYPTO_MPIEXEC).
+// together; mpirun_prefix() runs it as an mpirun job (tests built with PYPTO_MPIEXEC); and the
+// readers (and checks) of what an offline run prints.
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <array>
@@ -45,6 +47,9 @@ inline RunResult run_shell(const std::string& cmd) {
 // `pypto-serving ARGS 2>&1` through the shell (ARGS may hold redirections and quotes).
 inline RunResult run(const std::string& args) { return run_shell(kBinary + " " + args); }
 
+// Whether `text` (a run's output) holds `what`.
+inline bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+
 // Every `token_ids: [...]` line an offline run prints (one per prompt, in order), joined.
 inline std::string printed_token_ids(const std::string& out) {
   static const std::regex re(R"(token_ids: \[[^\]]*\])");
@@ -62,6 +67,15 @@ inline std::optional<SpeculativeLine> speculative_line(const std::string& out) {
   std::smatch m;
   if (!std::regex_search(out, m, re)) return std::nullopt;
   return SpeculativeLine{std::stoll(m[1].str()), std::stoll(m[2].str()), std::stoll(m[3].str())};
+}
+
+// A parallel run's counts `got` against the one-rank run's `one`: it drafted, and the drafts, draft
+// tokens and accepted tokens are the same (`what` names the run in a failure).
+inline void expect_same_counts(const SpeculativeLine& got, const SpeculativeLine& one, const std::string& what) {
+  EXPECT_GT(got.draft_tokens, 0) << what;
+  EXPECT_EQ(got.drafts, one.drafts) << what;
+  EXPECT_EQ(got.draft_tokens, one.draft_tokens) << what;
+  EXPECT_EQ(got.accepted, one.accepted) << what;
 }
 
 }  // namespace pypto::test

@@ -8,36 +8,31 @@
 #include <string>
 
 #include "model/test_model.h"
+#include "cli_test_models.h"
 #include "run_binary.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
+using pypto::test::has;
 using pypto::test::RunResult;
 using pypto::test::printed_token_ids;
 using pypto::test::run;
 using pypto::test::speculative_line;
 
-bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
-
-class SpeculativeCli : public ::testing::Test {
+class SpeculativeCli : public pypto::test::CliTestModels<SpeculativeCli> {
  protected:
-  static fs::path dir_;
   static void SetUpTestSuite() {
-    dir_ = fs::temp_directory_path() / ("pypto_spec_cli_" + std::to_string(getpid()));
+    start_models("pypto_spec_cli_");
     for (const char* preset : {"tiny"}) {
       pypto::TestModelOptions o;
       o.preset = preset;
-      o.out_dir = (dir_ / preset).string();
-      o.show_progress = false;
-      pypto::make_test_model(o);
+      make_model(preset, o);
     }
   }
-  static void TearDownTestSuite() { fs::remove_all(dir_); }
   static std::string model(const char* preset = "tiny") { return (dir_ / preset).string(); }
 };
-fs::path SpeculativeCli::dir_;
 
 // A prompt of repeated text; the tiny model's greedy output repeats a token, so drafts are
 // proposed and accepted.
