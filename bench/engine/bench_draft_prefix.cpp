@@ -27,13 +27,15 @@
 #include "engine/model_runner.h"
 #include "parallel/replicas/load_replicas.h"
 
-#include "greedy_run.h"  // bench/engine
+#include "flag_reader.h"  // bench/engine
+#include "greedy_run.h"
 
 using namespace pypto;
-using bench::GreedyRun;
+using bench::FlagReader;
 using bench::median;
 using bench::random_tokens;
-using bench::run_greedy;
+using bench::run_two_turns;
+using bench::TwoTurns;
 
 namespace {
 
@@ -96,18 +98,14 @@ int run(const Args& a) {
       const size_t e = (size_t(r) + i) % engines.size();
       EngineLoop& loop = *engines[e].loop;
       DraftModelProposer* d = drafter_of(engines[e]);
-      const std::string id = "c" + std::to_string(r);
-      const GreedyRun t1 = run_greedy(loop, history, a.answer, id + "t1");
-      std::vector<int32_t> p2 = history;
-      p2.insert(p2.end(), t1.tokens.begin(), t1.tokens.end());
-      p2.insert(p2.end(), msg.begin(), msg.end());
-      const int64_t hit0 = d ? d->prefix_hit_tokens() : 0;
-      const int64_t computed0 = d ? d->prefill_tokens() + d->catch_up_tokens() : 0;
-      const GreedyRun t2 = run_greedy(loop, p2, a.tokens, id + "t2");
-      std::vector<int32_t> both = t1.tokens;
-      both.insert(both.end(), t2.tokens.begin(), t2.tokens.end());
-      if (reference.empty()) reference = both;
-      else identical = identical && both == reference;
+      int64_t hit0 = 0, computed0 = 0;
+      const TwoTurns chat = run_two_turns(loop, history, msg, a.answer, a.tokens, "c" + std::to_string(r), [&] {
+        hit0 = d ? d->prefix_hit_tokens() : 0;
+        computed0 = d ? d->prefill_tokens() + d->catch_up_tokens() : 0;
+      });
+      const bench::GreedyRun &t1 = chat.t1, &t2 = chat.t2;
+      if (reference.empty()) reference = chat.output;
+      else identical = identical && chat.output == reference;
       Series& s = series[e];
       s.ttft1.push_back(t1.ttft_s);
       s.ttft2.push_back(t2.ttft_s);
@@ -140,51 +138,22 @@ int run(const Args& a) {
 
 int main(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string f = argv[i];
-    auto value = [&]() -> const char* {
-      if (i + 1 >= argc) fail(f, " needs a value");
-      return argv[++i];
-    };
-    auto number = [&](int lo) {
-      const std::string v = value();
-      int n = 0;
-      try {
-        n = std::stoi(v);
-      } catch (const std::exception&) {
-        fail(f, ": not a number: \"", v, "\"");
-      }
-      if (n < lo) fail(f, " must be at least ", lo, ", got ", n);
-      return n;
-    };
-    try {
-      if (f == "--model") a.model = value();
-      else if (f == "--draft") a.draft = value();
-      else if (f == "--k") a.k = number(1);
-      else if (f == "--history") a.history = number(1);
-      else if (f == "--answer") a.answer = number(1);
-      else if (f == "--message") a.message = number(1);
-      else if (f == "--tokens") a.tokens = number(2);
-      else if (f == "--repeats") a.repeats = number(1);
-      else if (f == "--threads") a.threads = number(0);
-      else if (f == "--kv-cache-mib") a.kv_cache_mib = number(16);
-      else {
-        std::fprintf(stderr, "bench_draft_prefix: unknown flag %s (see the file comment for the flags)\n", f.c_str());
-        return 2;
-      }
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "bench_draft_prefix: %s\n", e.what());
-      return 2;
-    }
-  }
-  if (a.model.empty() || a.draft.empty()) {
-    std::fprintf(stderr, "usage: bench_draft_prefix --model DIR --draft DIR [--k 4] [--history 2048] ...\n");
-    return 2;
-  }
-  try {
-    return run(a);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_draft_prefix: %s\n", e.what());
-    return 1;
-  }
+  auto flag = [&](FlagReader& r) {
+    const std::string& f = r.flag();
+    if (f == "--model") a.model = r.value();
+    else if (f == "--draft") a.draft = r.value();
+    else if (f == "--k") a.k = r.number(1);
+    else if (f == "--history") a.history = r.number(1);
+    else if (f == "--answer") a.answer = r.number(1);
+    else if (f == "--message") a.message = r.number(1);
+    else if (f == "--tokens") a.tokens = r.number(2);
+    else if (f == "--repeats") a.repeats = r.number(1);
+    else if (f == "--threads") a.threads = r.number(0);
+    else if (f == "--kv-cache-mib") a.kv_cache_mib = r.number(16);
+    else return false;
+    return true;
+  };
+  return bench::bench_main(
+      "bench_draft_prefix", argc, argv, flag, [&] { return !a.model.empty() && !a.draft.empty(); },
+      "--model DIR --draft DIR [--k 4] [--history 2048] ...", [&] { return run(a); });
 }

@@ -24,13 +24,15 @@
 #include "engine/mtp_proposer.h"
 #include "parallel/replicas/load_replicas.h"
 
-#include "greedy_run.h"  // bench/engine
+#include "flag_reader.h"  // bench/engine
+#include "greedy_run.h"
 
 using namespace pypto;
-using bench::GreedyRun;
+using bench::FlagReader;
 using bench::median;
 using bench::random_tokens;
-using bench::run_greedy;
+using bench::run_two_turns;
+using bench::TwoTurns;
 
 namespace {
 
@@ -86,16 +88,10 @@ int run(const Args& a) {
     const std::vector<int32_t> p = random_tokens(rng, a.prompt_len), msg = random_tokens(rng, a.message);
     std::vector<int32_t> reference;
     for (size_t e = 0; e < engines.size(); ++e) {
-      const std::string id = "c" + std::to_string(r);
-      const GreedyRun t1 = run_greedy(*engines[e].loop, p, a.answer, id + "t1");
-      std::vector<int32_t> p2 = p;
-      p2.insert(p2.end(), t1.tokens.begin(), t1.tokens.end());
-      p2.insert(p2.end(), msg.begin(), msg.end());
-      const GreedyRun t2 = run_greedy(*engines[e].loop, p2, a.tokens, id + "t2");
-      std::vector<int32_t> both = t1.tokens;
-      both.insert(both.end(), t2.tokens.begin(), t2.tokens.end());
-      if (e == 0) reference = both;
-      else identical = identical && both == reference;
+      const TwoTurns chat = run_two_turns(*engines[e].loop, p, msg, a.answer, a.tokens, "c" + std::to_string(r));
+      const bench::GreedyRun& t2 = chat.t2;
+      if (e == 0) reference = chat.output;
+      else identical = identical && chat.output == reference;
       Series& s = series[e];
       s.tok_s.push_back(t2.decode_tok_s);
       s.cached += t2.cached;
@@ -121,46 +117,22 @@ int run(const Args& a) {
 
 int main(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string f = argv[i];
-    auto value = [&]() -> const char* {
-      if (i + 1 >= argc) fail(f, " needs a value");
-      return argv[++i];
-    };
-    auto number = [&](int lo) {
-      const std::string v = value();
-      int n = 0;
-      try {
-        n = std::stoi(v);
-      } catch (const std::exception&) {
-        fail(f, ": not a number: \"", v, "\"");
-      }
-      if (n < lo) fail(f, " must be at least ", lo, ", got ", n);
-      return n;
-    };
-    if (f == "--model") a.model = value();
-    else if (f == "--k") a.k = number(1);
-    else if (f == "--prompt-len") a.prompt_len = number(1);
-    else if (f == "--answer") a.answer = number(1);
-    else if (f == "--message") a.message = number(1);
-    else if (f == "--tokens") a.tokens = number(2);
-    else if (f == "--repeats") a.repeats = number(1);
-    else if (f == "--threads") a.threads = number(0);
-    else if (f == "--kv-cache-mib") a.kv_cache_mib = number(16);
-    else if (f == "--quantization") a.quantization = value();
-    else {
-      std::fprintf(stderr, "bench_mtp_prefix: unknown flag %s (see the file comment for the flags)\n", f.c_str());
-      return 2;
-    }
-  }
-  if (a.model.empty()) {
-    std::fprintf(stderr, "usage: bench_mtp_prefix --model DIR [--k 2] [--prompt-len 64] [--answer 32] ...\n");
-    return 2;
-  }
-  try {
-    return run(a);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_mtp_prefix: %s\n", e.what());
-    return 1;
-  }
+  auto flag = [&](FlagReader& r) {
+    const std::string& f = r.flag();
+    if (f == "--model") a.model = r.value();
+    else if (f == "--k") a.k = r.number(1);
+    else if (f == "--prompt-len") a.prompt_len = r.number(1);
+    else if (f == "--answer") a.answer = r.number(1);
+    else if (f == "--message") a.message = r.number(1);
+    else if (f == "--tokens") a.tokens = r.number(2);
+    else if (f == "--repeats") a.repeats = r.number(1);
+    else if (f == "--threads") a.threads = r.number(0);
+    else if (f == "--kv-cache-mib") a.kv_cache_mib = r.number(16);
+    else if (f == "--quantization") a.quantization = r.value();
+    else return false;
+    return true;
+  };
+  return bench::bench_main(
+      "bench_mtp_prefix", argc, argv, flag, [&] { return !a.model.empty(); },
+      "--model DIR [--k 2] [--prompt-len 64] [--answer 32] ...", [&] { return run(a); });
 }

@@ -43,6 +43,20 @@ GreedyRun run_greedy(EngineLoop& loop, const std::vector<int32_t>& prompt, int t
   return g;
 }
 
+TwoTurns run_two_turns(EngineLoop& loop, const std::vector<int32_t>& history, const std::vector<int32_t>& message,
+                       int answer, int tokens, const std::string& id, const std::function<void()>& before_turn2) {
+  TwoTurns r;
+  r.t1 = run_greedy(loop, history, answer, id + "t1");
+  std::vector<int32_t> p2 = history;
+  p2.insert(p2.end(), r.t1.tokens.begin(), r.t1.tokens.end());
+  p2.insert(p2.end(), message.begin(), message.end());
+  if (before_turn2) before_turn2();
+  r.t2 = run_greedy(loop, p2, tokens, id + "t2");
+  r.output = r.t1.tokens;
+  r.output.insert(r.output.end(), r.t2.tokens.begin(), r.t2.tokens.end());
+  return r;
+}
+
 std::vector<int32_t> random_tokens(std::mt19937_64& rng, int n) {
   std::uniform_int_distribution<int32_t> tok(1000, 100000);
   std::vector<int32_t> ids(size_t(std::max(n, 0)));
