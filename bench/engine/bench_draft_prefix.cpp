@@ -39,9 +39,10 @@ using bench::TwoTurns;
 
 namespace {
 
-struct Args {
-  std::string model, draft;
-  int k = 4, history = 2048, answer = 32, message = 64, tokens = 8, repeats = 5, threads = 0, kv_cache_mib = 512;
+struct Args : bench::ChatBenchFlags {
+  Args() : ChatBenchFlags{.k = 4, .answer = 32, .message = 64, .tokens = 8, .repeats = 5, .kv_cache_mib = 512} {}
+  std::string draft;
+  int history = 2048;
 };
 
 // k 0: plain decoding.
@@ -139,18 +140,9 @@ int run(const Args& a) {
 int main(int argc, char** argv) {
   Args a;
   auto flag = [&](FlagReader& r) {
-    const std::string& f = r.flag();
-    if (f == "--model") a.model = r.value();
-    else if (f == "--draft") a.draft = r.value();
-    else if (f == "--k") a.k = r.number(1);
-    else if (f == "--history") a.history = r.number(1);
-    else if (f == "--answer") a.answer = r.number(1);
-    else if (f == "--message") a.message = r.number(1);
-    else if (f == "--tokens") a.tokens = r.number(2);
-    else if (f == "--repeats") a.repeats = r.number(1);
-    else if (f == "--threads") a.threads = r.number(0);
-    else if (f == "--kv-cache-mib") a.kv_cache_mib = r.number(16);
-    else return false;
+    if (r.flag() == "--draft") a.draft = r.value();
+    else if (r.flag() == "--history") a.history = r.number(1);
+    else return bench::read_chat_bench_flag(r, a);
     return true;
   };
   return bench::bench_main(

@@ -36,9 +36,10 @@ using bench::TwoTurns;
 
 namespace {
 
-struct Args {
-  std::string model, quantization = "none";
-  int k = 2, prompt_len = 64, answer = 32, message = 16, tokens = 32, repeats = 3, threads = 0, kv_cache_mib = 256;
+struct Args : bench::ChatBenchFlags {
+  Args() : ChatBenchFlags{.k = 2, .answer = 32, .message = 16, .tokens = 32, .repeats = 3, .kv_cache_mib = 256} {}
+  std::string quantization = "none";
+  int prompt_len = 64;
 };
 
 LoadedEngine load(const Args& a, bool prefix_caching, bool restore,
@@ -118,18 +119,9 @@ int run(const Args& a) {
 int main(int argc, char** argv) {
   Args a;
   auto flag = [&](FlagReader& r) {
-    const std::string& f = r.flag();
-    if (f == "--model") a.model = r.value();
-    else if (f == "--k") a.k = r.number(1);
-    else if (f == "--prompt-len") a.prompt_len = r.number(1);
-    else if (f == "--answer") a.answer = r.number(1);
-    else if (f == "--message") a.message = r.number(1);
-    else if (f == "--tokens") a.tokens = r.number(2);
-    else if (f == "--repeats") a.repeats = r.number(1);
-    else if (f == "--threads") a.threads = r.number(0);
-    else if (f == "--kv-cache-mib") a.kv_cache_mib = r.number(16);
-    else if (f == "--quantization") a.quantization = r.value();
-    else return false;
+    if (r.flag() == "--prompt-len") a.prompt_len = r.number(1);
+    else if (r.flag() == "--quantization") a.quantization = r.value();
+    else return bench::read_chat_bench_flag(r, a);
     return true;
   };
   return bench::bench_main(

@@ -49,6 +49,28 @@ class FlagReader {
   std::string flag_;
 };
 
+// The flags of the two-turn chat benches (bench_draft_prefix, bench_mtp_prefix); each sets its
+// own defaults.
+struct ChatBenchFlags {
+  std::string model;
+  int k = 0, answer = 0, message = 0, tokens = 0, repeats = 0, threads = 0, kv_cache_mib = 0;
+};
+
+// Reads the current flag into `c` when it is one of ChatBenchFlags'; false when it is not.
+inline bool read_chat_bench_flag(FlagReader& r, ChatBenchFlags& c) {
+  const std::string& f = r.flag();
+  if (f == "--model") c.model = r.value();
+  else if (f == "--k") c.k = r.number(1);
+  else if (f == "--answer") c.answer = r.number(1);
+  else if (f == "--message") c.message = r.number(1);
+  else if (f == "--tokens") c.tokens = r.number(2);
+  else if (f == "--repeats") c.repeats = r.number(1);
+  else if (f == "--threads") c.threads = r.number(0);
+  else if (f == "--kv-cache-mib") c.kv_cache_mib = r.number(16);
+  else return false;
+  return true;
+}
+
 // A bench's main: reads argv with `flag` (false: an unknown flag), then, if `complete` (the
 // required flags are there), returns `run`'s exit code; exits 2 on a bad command line (printing
 // `usage` when incomplete) and 1 when the run throws, each message prefixed with `name`.
