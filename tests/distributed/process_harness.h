@@ -27,8 +27,7 @@ extern char** environ;
 
 namespace pypto::test {
 
-
-inline bool has(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
+// has(text, what): tests/cli/run_binary.h.
 
 inline std::string read_file(const std::filesystem::path& p) {
   std::ifstream f(p);
