@@ -314,6 +314,9 @@ void Qwen3Model::capture_aux(int32_t layer, int64_t T) {
     backend_.synchronize();
     for (int64_t t = 0; t < T; ++t)
       std::memcpy(aux_hidden_out_ + (t * n + j) * hidden_, x_ + t * hidden_, sizeof(float) * size_t(hidden_));
+    // Back to the forward span's "layers" phase: an op mark stays open until the next mark on the
+    // same span, which would count the following layers' time as this copy's too.
+    PYPTO_PROF_PHASE(prof::Level::Kernel, "layers");
   }
 }
 
