@@ -22,6 +22,10 @@
 # the draft, with the same embedding, final norm and lm_head, predicts it); a draft of other
 # random weights gives acceptance ~0 (the floor). llama.cpp drafts with `--spec-type
 # draft-simple -md DRAFT_GGUF`; ours quantizes the draft as the target (--draft-quantization QUANT).
+# METHOD eagle3: an EAGLE-3 head, by default MODEL_DIR/eagle3 (DRAFT=DIR to name another) and
+# DRAFT_GGUF=FILE, the same head as llama.cpp's eagle3 architecture (bench/peers/eagle3_to_gguf.py,
+# then llama-quantize); `make-test-model --preset qwen3-0.6b --eagle3 oracle` accepts every draft,
+# `--eagle3 random` almost none. llama.cpp drafts with `--spec-type draft-eagle3 -md DRAFT_GGUF`.
 # LLAMA_BIN_DIR: a llama.cpp build beside the project (never inside it) with llama-server
 # (-DLLAMA_BUILD_SERVER=ON): the draft length is a start-up option, so each k is its own server.
 #
@@ -49,7 +53,11 @@ case "$method" in
     [ -n "${DRAFT:-}" ] && [ -n "${DRAFT_GGUF:-}" ] || { echo "spec_side_by_side: METHOD draft_model needs DRAFT=DIR and DRAFT_GGUF=FILE in the environment" >&2; exit 2; }
     ours_args+=(--draft "$DRAFT" --draft-quantization "$quant")
     llama_spec=(--spec-type draft-simple -md "$DRAFT_GGUF") ;;
-  *) echo "spec_side_by_side: METHOD must be mtp or draft_model, not '$method'" >&2; exit 2 ;;
+  eagle3)
+    [ -n "${DRAFT_GGUF:-}" ] || { echo "spec_side_by_side: METHOD eagle3 needs DRAFT_GGUF=FILE (bench/peers/eagle3_to_gguf.py) in the environment" >&2; exit 2; }
+    [ -n "${DRAFT:-}" ] && ours_args+=(--draft "$DRAFT")
+    llama_spec=(--spec-type draft-eagle3 -md "$DRAFT_GGUF") ;;
+  *) echo "spec_side_by_side: METHOD must be mtp, draft_model or eagle3, not '$method'" >&2; exit 2 ;;
 esac
 for f in "$ours" "$server" "$gguf" "$model/config.json" ${DRAFT:+"$DRAFT/config.json"} ${DRAFT_GGUF:+"$DRAFT_GGUF"}; do
   [ -e "$f" ] || { echo "spec_side_by_side: $f not found" >&2; exit 2; }
