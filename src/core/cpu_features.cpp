@@ -38,6 +38,7 @@ static CpuFeatures detect() {
     f.avx512vl = zmm_ok && (b & bit_AVX512VL);
     f.avx512dq = zmm_ok && (b & bit_AVX512DQ);
     f.avx512_vnni = zmm_ok && (c & bit_AVX512VNNI);
+    f.avx512_vbmi = zmm_ok && (c & bit_AVX512VBMI);
     // cpuid.7.0 EDX: 22 AMX-BF16, 24 AMX-TILE, 25 AMX-INT8.
     f.amx_bf16 = d & (1u << 22);
     f.amx_tile = d & (1u << 24);

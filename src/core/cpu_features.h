@@ -10,6 +10,7 @@ struct CpuFeatures {
   bool avx2 = false, fma = false, f16c = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
   bool avx512_bf16 = false, avx512_vnni = false;
+  bool avx512_vbmi = false;  // VPERMI2B and friends (Ice Lake, Sapphire Rapids, Zen 4 and later)
   bool avx_vnni = false;  // VEX-encoded VPDPBUSD (Alder Lake and later, Zen 5)
   // AMX: the cpuid bits (tile registers, bf16 and int8 tile products) and whether the OS saves
   // the tile state (XCR0 bits 17 XTILECFG and 18 XTILEDATA). Usable only once Linux has also

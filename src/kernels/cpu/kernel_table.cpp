@@ -13,6 +13,7 @@ void fill_linear_amx(KernelTable& t);
 void fill_linear_dequant_avx512(KernelTable& t);
 void fill_linear_quant_vnni(KernelTable& t);
 void fill_linear_quant_bf16_avx512(KernelTable& t);
+void fill_linear_quant_bf16_vbmi(KernelTable& t);
 void fill_linear_avx2(KernelTable& t);
 void fill_elementwise_avx2(KernelTable& t);
 void fill_attention_avx2(KernelTable& t);
@@ -38,6 +39,7 @@ const KernelTable& kernel_table_avx512() {
     fill_linear_amx(t);
     fill_linear_dequant_avx512(t);
     fill_linear_quant_bf16_avx512(t);
+    if (cpu_features().avx512_vbmi) fill_linear_quant_bf16_vbmi(t);
     if (cpu_features().avx512_vnni) fill_linear_quant_vnni(t);
     return t;
   }();

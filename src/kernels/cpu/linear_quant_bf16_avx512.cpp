@@ -6,12 +6,8 @@
 // the end of each group (Int4). On the panels of kernels/cpu/quant_panels.h; x comes prepared per
 // row by quant_x_bf16_pairs (below) in the order the weight conversion yields.
 //
-//   Int8: 16 bytes of a quad-panel row hold 4 columns × their 4 inputs k = 4q .. 4q + 3 (s8).
-//     VPMOVSXBD and VCVTDQ2PS make them f32 (exact), VCVTNE2PS2BF16 two such vectors bf16 (exact:
-//     |q| ≤ 127 has at most 7 significant bits): one vector then holds 8 columns, lane 2c + j
-//     holding column c's inputs 2j, 2j + 1. x's 4 inputs as one 64-bit broadcast feed pair 0 to the
-//     even lanes and pair 1 to the odd ones; a column's two lanes are added once, at the end, and
-//     scaled by its row scale. x in natural order.
+//   Int8: linear_quant_bf16_q8.h (the tiles, and the two exact conversions: widening through f32
+//     here, byte look-ups where the CPU has VBMI). x in natural order.
 //   Int4: one 32-bit lane of a 64-byte chunk holds column c's 8 nibbles, k = 0..3 in the low and
 //     k = 4..7 in the high nibbles of bytes 0..3. A nibble u moved to bits 3..6 of a 16-bit half and
 //     or-ed with 0x4180 is the bf16 16 + u exactly (exponent 2^4, mantissa u / 8). Four shifts of
@@ -33,113 +29,21 @@
 #include <cstring>
 
 #include "kernels/cpu/kernel_table.h"
+#include "kernels/cpu/linear_quant_bf16_q8.h"
 #include "kernels/cpu/simd.h"
 
 namespace pypto::cpu::qbf16 {
 namespace {
 
-// Software prefetch distance into L1 along each weight stream (the VNNI kernels' figure: the
+// Software prefetch distance into L1 along each int4 weight stream (the VNNI kernels' figure: the
 // hardware prefetchers stop at every 4 KiB page).
 constexpr int64_t kPrefetchBytes = 3072;
-
-inline void prefetch_l1(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
 
 // Two adjacent bf16 of x (one pair) broadcast to all 16 lanes.
 inline __m512bh pair(const uint16_t* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
   return (__m512bh)_mm512_set1_epi32(v);
-}
-
-inline __mmask16 col_mask(int64_t c0, int64_t n_out) {
-  const int64_t left = n_out - c0;
-  return left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1u);
-}
-
-inline void store_out(const QuantLinearTask& t, int64_t i, int64_t c0, __m512 v) {
-  const __mmask16 mk = col_mask(c0, t.n_out);
-  if (t.bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mk, t.bias + c0));
-  _mm512_mask_storeu_ps(t.y + i * t.n_out + c0, mk, v);
-}
-
-// --- Int8 ------------------------------------------------------------------------------------
-// 64 bytes of a quad panel (16 columns × 4 inputs) → two bf16 vectors of 8 columns each, lane
-// 2c + j holding column c's inputs 2j, 2j + 1 (see the file comment). Measured against the
-// alternative that runs int8 through the int4 nibble conversion (u = q + 128 = 16 h + l, twice the
-// VDPBF16PS): ~10 % slower on cached weights at one row, the same from DRAM, 1.5x faster from 16
-// rows on (half the dot products).
-template <int R, int V>
-void q8_tile(const QuantLinearTask& t, int64_t i0, int64_t p0) {
-  const int64_t quads = (t.k + 3) / 4, pstride = (t.k + 63) / 64 * 1024;
-  __m512 acc[R][V][2];
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < V; ++v) acc[r][v][0] = acc[r][v][1] = _mm512_setzero_ps();
-  const uint8_t* wp = t.w + p0 * pstride;
-  for (int64_t q = 0; q < quads; ++q) {
-    for (int v = 0; v < V; ++v) prefetch_l1(wp + v * pstride + q * 64 + kPrefetchBytes);
-    const int64_t off = (q >> 1) * 16 + (q & 1) * 4;
-    for (int v = 0; v < V; ++v) {
-      const uint8_t* b = wp + v * pstride + q * 64;
-      __m512 f[4];
-      for (int j = 0; j < 4; ++j)
-        f[j] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 16 * j))));
-      const __m512bh w0 = _mm512_cvtne2ps_pbh(f[1], f[0]), w1 = _mm512_cvtne2ps_pbh(f[3], f[2]);
-      for (int r = 0; r < R; ++r) {
-        const uint16_t* xr = t.xp + (i0 + r) * t.ldp + off;
-        int64_t h, l;
-        std::memcpy(&h, xr, 8);
-        std::memcpy(&l, xr + 8, 8);
-        const __m512bh xh = (__m512bh)_mm512_set1_epi64(h), xl = (__m512bh)_mm512_set1_epi64(l);
-        acc[r][v][0] = _mm512_dpbf16_ps(acc[r][v][0], xh, w0);
-        acc[r][v][1] = _mm512_dpbf16_ps(acc[r][v][1], xh, w1);
-        acc[r][v][0] = _mm512_dpbf16_ps(acc[r][v][0], xl, w0);
-        acc[r][v][1] = _mm512_dpbf16_ps(acc[r][v][1], xl, w1);
-      }
-    }
-  }
-  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-  for (int v = 0; v < V; ++v) {
-    const int64_t c0 = (p0 + v) * 16;
-    if (c0 >= t.n_out) continue;
-    const __m512 s = _mm512_loadu_ps(t.scale + c0);
-    for (int r = 0; r < R; ++r) {
-      const __m512 e = _mm512_permutex2var_ps(acc[r][v][0], even, acc[r][v][1]);
-      const __m512 o = _mm512_permutex2var_ps(acc[r][v][0], odd, acc[r][v][1]);
-      store_out(t, i0 + r, c0, _mm512_mul_ps(_mm512_add_ps(e, o), s));
-    }
-  }
-}
-
-// Rows [i, i + R) over the v (≤ 4) panels from p: V panels per tile, at most 16 accumulators.
-template <int R, int V>
-void q8_rows(const QuantLinearTask& t, int64_t i, int64_t p, int64_t v) {
-  int64_t j = 0;
-  for (; j + V <= v; j += V) q8_tile<R, V>(t, i, p + j);
-  if constexpr (V > 1) {
-    if (v - j >= 2) q8_tile<R, 2>(t, i, p + j), j += 2;
-    if (v - j == 1) q8_tile<R, 1>(t, i, p + j);
-  }
-}
-
-// Columns [n0, n1), n0 a multiple of 16: groups of 4 panels; rows 4 at a time over 2 panels, then
-// the last 1–3 rows together (one row over 4 panels, two over 4, three over 2), so each weight is
-// converted to bf16 once per 4 rows and a verify step's 2–3 rows or a small batch's cost little more
-// than one (before, the last rows took one pass each: a 2-row step of the qwen3-14b shape cost
-// 1.66x a 1-row step). Per output the same operations in the same order whatever the tile.
-void linear_cols_q8_bf16(const QuantLinearTask& t, int64_t n0, int64_t n1) {
-  const int64_t p0 = n0 / 16, p1 = (n1 + 15) / 16;
-  for (int64_t p = p0; p < p1; p += 4) {
-    const int64_t v = p1 - p < 4 ? p1 - p : 4;
-    int64_t i = 0;
-    for (; i + 4 <= t.m; i += 4) q8_rows<4, 2>(t, i, p, v);
-    switch (t.m - i) {
-      case 3: q8_rows<3, 2>(t, i, p, v); break;
-      case 2: q8_rows<2, 4>(t, i, p, v); break;
-      case 1: q8_rows<1, 4>(t, i, p, v); break;
-      default: break;
-    }
-  }
 }
 
 // --- Int4 ------------------------------------------------------------------------------------
@@ -277,7 +181,7 @@ void quant_x_bf16_pairs(const float* x, int64_t k, int64_t ldp, bool int4_order,
 
 namespace pypto::cpu {
 void fill_linear_quant_bf16_avx512(KernelTable& t) {
-  t.linear_cols_q8_bf16 = qbf16::linear_cols_q8_bf16;
+  t.linear_cols_q8_bf16 = qbf16::linear_cols_q8_bf16<qbf16::Q8Widen>;  // linear_quant_bf16_vbmi.cpp replaces it where VBMI is
   t.linear_cols_q4_bf16 = qbf16::linear_cols_q4_bf16;
   t.quant_x_bf16_pairs = qbf16::quant_x_bf16_pairs;
 }
