@@ -210,6 +210,8 @@ int run_offline(const RunOptions& o, const std::string& model_dir) {
       sd.num_drafts += s.num_drafts;
       sd.num_draft_tokens += s.num_draft_tokens;
       sd.num_accepted_tokens += s.num_accepted_tokens;
+      sd.draft_prefix_cache.queried_tokens += s.draft_prefix_cache.queried_tokens;
+      sd.draft_prefix_cache.hit_tokens += s.draft_prefix_cache.hit_tokens;
     };
     add(le.loop->stats().spec_decode);
     for (const auto& l : le.more_loops) {
@@ -225,6 +227,10 @@ int run_offline(const RunOptions& o, const std::string& model_dir) {
                 static_cast<long long>(sd.num_drafts), static_cast<long long>(sd.num_draft_tokens),
                 static_cast<long long>(sd.num_accepted_tokens), 100.0 * sd.acceptance_rate(),
                 sd.mean_acceptance_length());
+    if (sd.draft_prefix_cache.queried_tokens > 0)
+      std::printf("[prefix-cache] draft model: %lld of %lld looked-up tokens served from its cache\n",
+                  static_cast<long long>(sd.draft_prefix_cache.hit_tokens),
+                  static_cast<long long>(sd.draft_prefix_cache.queried_tokens));
     if (cost.cost_model)
       std::printf("[speculative] cost model: %lld decode steps speculating, %lld plain, %lld probes\n",
                   static_cast<long long>(cost.steps_speculating), static_cast<long long>(cost.steps_plain),

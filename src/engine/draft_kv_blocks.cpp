@@ -35,9 +35,12 @@ int64_t DraftKvBlocks::restore(Seq& s, std::span<const int32_t> tokens, int64_t 
   PYPTO_ASSERT(s.blocks.empty(), "restoring into a sequence that holds ", s.blocks.size(), " blocks");
   s.hashes.clear();
   s.num_cached = 0;
-  if (!enabled_ || pool_.num_cached_blocks() == 0) return 0;
+  if (!enabled_) return 0;
+  const int64_t asked = std::clamp<int64_t>(max_tokens, 0, int64_t(tokens.size()));
+  queried_tokens_ += asked;
+  if (pool_.num_cached_blocks() == 0) return 0;
   const size_t bs = size_t(block_size_);
-  const size_t max_blocks = size_t(std::clamp<int64_t>(max_tokens, 0, int64_t(tokens.size()))) / bs;
+  const size_t max_blocks = size_t(asked) / bs;
   // As KVCacheManager::get_computed_blocks: every verified copy of a level may be the parent of
   // the next (identical blocks published separately each have their own children).
   std::vector<const KVCacheBlock*> parents = {nullptr};

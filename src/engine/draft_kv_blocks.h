@@ -63,7 +63,9 @@ class DraftKvBlocks {
   // Blocks not held by any request (cached ones among them, revivable until evicted).
   int64_t free_blocks() const { return pool_.num_free_blocks(); }
   size_t num_cached_blocks() const { return pool_.num_cached_blocks(); }
-  // Tokens restored from the cache, in all.
+  // Tokens looked up by restore() (its max_tokens, while caching is on) and restored from the
+  // cache, in all: the draft's counterpart of the target's prefix-cache queries and hits.
+  int64_t queried_tokens() const { return queried_tokens_; }
   int64_t hit_tokens() const { return hit_tokens_; }
 
  private:
@@ -75,7 +77,7 @@ class DraftKvBlocks {
   bool enabled_;
   BlockHasher hasher_;
   BlockPool pool_;
-  int64_t hit_tokens_ = 0;
+  int64_t queried_tokens_ = 0, hit_tokens_ = 0;
 };
 
 }  // namespace pypto

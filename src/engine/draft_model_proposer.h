@@ -74,6 +74,7 @@ class DraftModelProposer final : public DraftProposer {
   // restored from the draft's prefix cache instead (kv_blocks().hit_tokens()).
   int64_t prefill_tokens() const { return prefill_tokens_; }
   int64_t prefix_hit_tokens() const { return kv_.hit_tokens(); }
+  DraftPrefixCacheStats prefix_cache_stats() const override { return {kv_.queried_tokens(), kv_.hit_tokens()}; }
   int64_t catch_up_tokens() const { return catch_up_tokens_; }
   int64_t max_step_catch_up_tokens() const { return max_step_catch_up_tokens_; }
   const Qwen3Model& model() const { return *model_; }

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/spec_decode_stats.h"
+
 namespace pypto {
 
 struct Request;
@@ -67,6 +69,8 @@ class DraftProposer {
   // no probe is near). A drafter that skips its work then restarts or catches up its context
   // when it drafts again.
   virtual void set_context_needed(bool needed) { (void)needed; }
+  // The drafter's own prefix cache (the draft model's): tokens looked up and found, in all.
+  virtual DraftPrefixCacheStats prefix_cache_stats() const { return {}; }
   // The distributions of the drafts propose_for() last returned to `req_id` (null: none, e.g. a
   // greedy request or a drafter without probabilities, such as n-gram). Valid until the next
   // prepare().

@@ -14,7 +14,11 @@ std::shared_ptr<MtpProposer> make_eagle3_proposer(const ModelConfig& target, Eag
                                          std::vector<float>& logits, std::vector<float>& out) {
     h->forward(batch, hidden.data(), *kv, logits.data(), out.data());
   };
-  return std::make_shared<MtpProposer>(target, std::move(pass), cache.num_blocks(), cache.block_size());
+  auto proposer = std::make_shared<MtpProposer>(target, std::move(pass), cache.num_blocks(), cache.block_size());
+  // The executors hand over the captured aux rows [T, 3H]; fc runs only on the rows a pass reads.
+  proposer->set_fuse(int64_t(head.aux_layers().size()) * head.hidden_size(),
+                     [h](const float* aux, int64_t n, float* fused) { h->fuse(aux, n, fused); });
+  return proposer;
 }
 
 void Eagle3Executor::start_capture(int64_t T) {
@@ -23,9 +27,8 @@ void Eagle3Executor::start_capture(int64_t T) {
 }
 
 const float* Eagle3Executor::drafter_rows(int64_t T) {
-  fused_.resize(size_t(T * model_.hidden_size()));
-  head_.fuse(aux_.data(), T, fused_.data());
-  return fused_.data();
+  PYPTO_ASSERT(int64_t(aux_.size()) >= T * 3 * model_.hidden_size(), "captured aux rows");
+  return aux_.data();  // fused by the drafter, only where a pass reads them (make_eagle3_proposer)
 }
 
 }  // namespace pypto

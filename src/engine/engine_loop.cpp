@@ -6,6 +6,7 @@
 #include <exception>
 
 #include "core/error.h"
+#include "engine/draft_proposer.h"
 #include "core/log.h"
 
 namespace pypto {
@@ -125,6 +126,7 @@ void EngineLoop::refresh_stats_locked() {
   stats_.speculative = sched.config().speculative.enabled();
   stats_.num_speculative_tokens = sched.config().speculative.num_speculative_tokens;
   stats_.spec_decode = sched.spec_decode_stats();
+  if (const DraftProposer* d = sched.drafter()) stats_.spec_decode.draft_prefix_cache = d->prefix_cache_stats();
   stats_.spec_cost = sched.spec_cost_model().stats();
   stats_.engine = engine_->stats();
   taken_tokens_ = 0;  // now counted by the engine itself

@@ -21,6 +21,7 @@ MtpProposer::MtpProposer(std::vector<Rank> ranks, Fanout fanout, int64_t num_blo
                          DType kv_dtype)
     : H_(ranks.at(0).target->config.hidden_size),
       V_(ranks.at(0).target->config.vocab_size),
+      C_(H_),
       fanout_(std::move(fanout)),
       block_size_(block_size),
       num_blocks_(num_blocks) {
@@ -38,12 +39,28 @@ MtpProposer::MtpProposer(std::vector<Rank> ranks, Fanout fanout, int64_t num_blo
 MtpProposer::MtpProposer(const ModelConfig& config, RemotePass pass, int64_t num_blocks, int32_t block_size)
     : H_(config.hidden_size),
       V_(config.vocab_size),
+      C_(H_),
       remote_(std::move(pass)),
       block_size_(block_size),
       num_blocks_(num_blocks) {
   PYPTO_ASSERT(num_blocks > 0 && num_blocks < (int64_t(1) << 31), "MTP KV blocks: ", num_blocks);
   PYPTO_ASSERT(remote_, "a remote MTP head needs its pass");
   set_target_kv_blocks(num_blocks);
+}
+
+void MtpProposer::set_fuse(int64_t width, Fuse fuse) {
+  PYPTO_ASSERT(width > 0 && fuse && states_.empty(), "the drafter's fused rows (width ", width,
+               "), set before any request");
+  C_ = width;
+  fuse_ = std::move(fuse);
+}
+
+const std::vector<float>& MtpProposer::pass_hidden() {
+  if (!fuse_) return rows_hidden_;
+  const int64_t n = int64_t(captured_.size()) / C_;
+  rows_hidden_.resize(size_t(n * H_));
+  if (n > 0) fuse_(captured_.data(), n, rows_hidden_.data());
+  return rows_hidden_;
 }
 
 void MtpProposer::propose(std::span<const int32_t>, int32_t, std::vector<int32_t>& out) const {
@@ -72,7 +89,7 @@ int32_t MtpProposer::row_block(const State& st, int64_t t) const {
 
 bool MtpProposer::kept_covers(const State& st, int64_t from, int64_t to) const {
   return from >= to || (st.hidden_start >= 0 && st.hidden_start <= from &&
-                        to <= st.hidden_start + int64_t(st.hidden.size()) / H_);
+                        to <= st.hidden_start + int64_t(st.hidden.size()) / C_);
 }
 
 void MtpProposer::wrote_row(const State& st, int64_t t, int32_t next_token) {
@@ -188,7 +205,7 @@ void MtpProposer::observe(const SchedulerOutput& so, const ForwardBatch& batch, 
   PYPTO_PROF_SPAN(prof::Level::E2E, "draft", "host.draft", -1, "op");  // profiling: the head's rows (drafting layer)
   PYPTO_ASSERT(batch.num_seqs() == int32_t(so.scheduled.size()), "one sequence per scheduled request");
   batch_.clear();
-  rows_hidden_.clear();
+  gathered().clear();
   int32_t max_blocks = 1;
   std::vector<std::pair<State*, int64_t>> advanced;  // state, its valid rows after this pass
   // Blocks first (max_blocks_per_seq must be known before the first add_sequence).
@@ -254,7 +271,7 @@ void MtpProposer::observe(const SchedulerOutput& so, const ForwardBatch& batch, 
       // [first, start + n) are kept instead, and the rows are filled in one pass when the context
       // is needed again (here or in prepare()). Beyond the kept-rows budget the context restarts.
       const int64_t after = kept_bytes - int64_t(st.hidden.size() * sizeof(float)) +
-                            (start + n - first) * H_ * int64_t(sizeof(float));
+                            (start + n - first) * C_ * int64_t(sizeof(float));
       if (after <= kept_limit_bytes_) {
         keep_from[i] = first;
         kept_bytes = after;
@@ -281,9 +298,9 @@ void MtpProposer::observe(const SchedulerOutput& so, const ForwardBatch& batch, 
                                    : r.st->kept_tokens[size_t(t + 1 - r.st->hidden_start)]);
       context_stats_.filled_rows += t < start - 1;
       wrote_row(*r.st, t, ids.back());
-      const float* h = t >= start ? hidden + (q0 + t - start) * H_
-                                  : r.st->hidden.data() + (t - r.st->hidden_start) * H_;  // h_{start-1}: kept
-      rows_hidden_.insert(rows_hidden_.end(), h, h + H_);
+      const float* h = t >= start ? hidden + (q0 + t - start) * C_
+                                  : r.st->hidden.data() + (t - r.st->hidden_start) * C_;  // h_{start-1}: kept
+      gathered().insert(gathered().end(), h, h + C_);
     }
     const size_t off = size_t(r.st->base / block_size_);
     batch_.add_sequence(ids.data(), int32_t(ids.size()), int32_t(r.first - r.st->base), r.st->table.data() + off,
@@ -291,7 +308,7 @@ void MtpProposer::observe(const SchedulerOutput& so, const ForwardBatch& batch, 
     advanced.push_back({r.st, r.end - r.st->base});
   }
   try {
-    run(rows_hidden_);
+    run(pass_hidden());
   } catch (...) {
     for (const Rows& r : plan) r.st->valid = 0, r.st->base = r.end;  // KV written or not: start over
     throw;
@@ -307,15 +324,15 @@ void MtpProposer::observe(const SchedulerOutput& so, const ForwardBatch& batch, 
     const auto step_tokens = s.token_ids.begin();
     if (keep_from[i] >= 0 && keep_from[i] < start) {  // the rows [keep_from, start) kept earlier, then the step's
       const int64_t cut = start - st.hidden_start, drop = keep_from[i] - st.hidden_start;
-      st.hidden.erase(st.hidden.begin() + cut * H_, st.hidden.end());
-      st.hidden.erase(st.hidden.begin(), st.hidden.begin() + drop * H_);
-      st.hidden.insert(st.hidden.end(), hidden + q0 * H_, hidden + (q0 + n) * H_);
+      st.hidden.erase(st.hidden.begin() + cut * C_, st.hidden.end());
+      st.hidden.erase(st.hidden.begin(), st.hidden.begin() + drop * C_);
+      st.hidden.insert(st.hidden.end(), hidden + q0 * C_, hidden + (q0 + n) * C_);
       st.kept_tokens.resize(size_t(cut));
       st.kept_tokens.erase(st.kept_tokens.begin(), st.kept_tokens.begin() + drop);
       st.kept_tokens.insert(st.kept_tokens.end(), step_tokens, step_tokens + n);
       st.hidden_start = keep_from[i];
     } else {
-      st.hidden.assign(hidden + q0 * H_, hidden + (q0 + n) * H_);
+      st.hidden.assign(hidden + q0 * C_, hidden + (q0 + n) * C_);
       st.kept_tokens.assign(step_tokens, step_tokens + n);
       st.hidden_start = start;
     }
@@ -351,7 +368,7 @@ void MtpProposer::prepare(std::span<const Query> queries) {
     State& st = it->second;
     const int64_t p = r.num_computed_tokens;
     PYPTO_ASSERT(r.num_tokens() == p + 1, "request ", r.request_id, " drafts with ", r.num_tokens() - p, " new tokens");
-    if (!(st.hidden_start >= 0 && st.hidden_start <= p - 1 && p - 1 < st.hidden_start + int64_t(st.hidden.size()) / H_))
+    if (!(st.hidden_start >= 0 && st.hidden_start <= p - 1 && p - 1 < st.hidden_start + int64_t(st.hidden.size()) / C_))
       continue;  // the target's row p - 1 was not seen (cannot happen after a step that computed it)
     // Rollback: MTP rows from p - 1 on held drafts (or are recomputed now).
     st.valid = std::clamp<int64_t>(st.valid, 0, std::max<int64_t>(0, p - 1 - st.base));
@@ -375,6 +392,7 @@ void MtpProposer::prepare(std::span<const Query> queries) {
       // Pass d: row (h_{p-1}, x_p) at p - 1 for d = 0, else (the previous row's output, draft d-1).
       batch_.clear();
       batch_.max_blocks_per_seq = max_blocks;
+      gathered().clear();
       rows_hidden_.clear();
       std::vector<Job*> rows;
       std::vector<int64_t> last_row;  // per sequence: its last row in the pass (out_)
@@ -389,8 +407,8 @@ void MtpProposer::prepare(std::span<const Query> queries) {
         if (d == 0) {
           for (int64_t t = t0; t <= j.p - 1; ++t) toks.push_back(j.req->all_token_ids[size_t(t + 1)]);
           context_stats_.filled_rows += int64_t(toks.size()) - 1;
-          const float* h = st.hidden.data() + (t0 - st.hidden_start) * H_;
-          rows_hidden_.insert(rows_hidden_.end(), h, h + int64_t(toks.size()) * H_);
+          const float* h = st.hidden.data() + (t0 - st.hidden_start) * C_;
+          gathered().insert(gathered().end(), h, h + int64_t(toks.size()) * C_);
         } else {
           toks.push_back(st.drafts[size_t(d - 1)]);
           rows_hidden_.insert(rows_hidden_.end(), st.out.begin(), st.out.end());
@@ -402,7 +420,7 @@ void MtpProposer::prepare(std::span<const Query> queries) {
         last_row.push_back(batch_.num_tokens() - 1);
         rows.push_back(&j);
       }
-      run(rows_hidden_);
+      run(d == 0 ? pass_hidden() : rows_hidden_);  // pass 0 reads captured rows, the others the head's outputs
       for (size_t r = 0; r < rows.size(); ++r) {
         State& st = *rows[r]->st;
         if (d == 0) {  // rows up to p - 1 are verified: (h_{p-1}, x_p)

@@ -123,8 +123,18 @@ class MtpProposer final : public DraftProposer {
   // The first target position of request `req_id`'s MTP context (its base), -1: no context.
   int64_t context_start(const std::string& req_id) const;
 
+  // hidden [n, H] ← captured [n, width]: what the head reads of n captured target rows.
+  using Fuse = std::function<void(const float* captured, int64_t n, float* hidden)>;
+  // observe() is handed rows of `width` floats (an EAGLE-3 head's three aux states, width 3H)
+  // that `fuse` (its fc) turns into the hidden rows its passes read. The proposer keeps the
+  // captured rows and fuses only those a pass computes, in one call per pass: a step without
+  // context (speculation off) fuses nothing, and the rows it missed are fused with the fill when
+  // the context is needed again. Set before any request; kept rows count `width` floats against
+  // set_kept_hidden_limit().
+  void set_fuse(int64_t width, Fuse fuse);
+
   // After the target's step `so` (its batch `batch`): hidden [batch.num_tokens(), H], the final
-  // normed hidden state of every row.
+  // normed hidden state of every row ([T, width] captured rows with set_fuse()).
   void observe(const SchedulerOutput& so, const ForwardBatch& batch, const float* hidden);
 
   const MtpHead& head() const { return *heads_.at(0); }  // not with a RemotePass
@@ -142,8 +152,9 @@ class MtpProposer final : public DraftProposer {
     size_t own_first = 0;           // first block index this request computed (the hit's end)
     size_t tagged = 0;              // blocks below are tagged or hit (tag())
     int64_t hidden_start = -1;      // target position of hidden row 0 (-1: none)
-    std::vector<float> hidden;      // [rows, H] the last step's hidden rows, after a stretch without
-                                    // context also those of its steps from row base + valid on
+    std::vector<float> hidden;      // [rows, C] the last step's hidden rows (captured rows, width C,
+                                    // with set_fuse()), after a stretch without context also those
+                                    // of its steps from row base + valid on
     std::vector<int32_t> kept_tokens;  // the tokens at the kept rows' positions (the steps' tokens)
     std::vector<int32_t> drafts;    // this step's proposal
     std::vector<float> out;         // [H] the last MTP row's output (fed to the next pass)
@@ -162,9 +173,15 @@ class MtpProposer final : public DraftProposer {
   void wrote_row(const State& st, int64_t t, int32_t next_token);
   int32_t choose(const Request& req, State& st, std::span<float> logits);
   void run(const std::vector<float>& hidden_rows);  // the heads over batch_ → logits_, out_ (rank 0's)
+  // Where a pass gathers rows of width C_ (rows_hidden_ itself without a fuse), and the pass's
+  // [T, H] hidden rows once gathered (fused from the gathered rows with a fuse).
+  std::vector<float>& gathered() { return fuse_ ? captured_ : rows_hidden_; }
+  const std::vector<float>& pass_hidden();
 
   std::vector<std::shared_ptr<const void>> parts_;  // destroyed last
   int64_t H_, V_;  // hidden size, vocabulary
+  int64_t C_;      // floats per row observe() is handed: H_, or set_fuse()'s width
+  Fuse fuse_;      // null: observe() is handed the hidden rows themselves
   std::vector<std::unique_ptr<MtpHead>> heads_;  // per TP rank
   std::vector<std::unique_ptr<KvCache>> caches_;  // per TP rank: its KV heads of the MTP layer
   Fanout fanout_;                                 // null on one rank
@@ -180,6 +197,7 @@ class MtpProposer final : public DraftProposer {
   std::unordered_map<std::string, State> states_;
   ForwardBatch batch_;
   std::vector<float> rows_hidden_, logits_, out_;  // per pass: [T, H] input, [T, V], [T, H]
+  std::vector<float> captured_;                    // per pass with a fuse: [T, C] gathered rows
   bool warned_short_ = false;
   bool context_needed_ = true;
   bool restore_on_hit_ = true;

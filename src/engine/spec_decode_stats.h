@@ -11,11 +11,20 @@
 
 namespace pypto {
 
+// Tokens a drafter looked up in its own prefix cache and found there.
+struct DraftPrefixCacheStats {
+  int64_t queried_tokens = 0;
+  int64_t hit_tokens = 0;
+};
+
 struct SpecDecodeStats {
   int64_t num_drafts = 0;
   int64_t num_draft_tokens = 0;
   int64_t num_accepted_tokens = 0;
   std::vector<int64_t> accepted_per_pos;
+  // A drafter with a prefix cache of its own (the draft model's, engine/draft_kv_blocks.h): tokens
+  // looked up and found there, as the target's prefix-cache queries and hits count (0 otherwise).
+  DraftPrefixCacheStats draft_prefix_cache;
 
   void observe(int64_t drafted, int64_t accepted) {
     if (drafted <= 0) return;

@@ -224,6 +224,7 @@ KvCacheSpec Eagle3Head::kv_cache_spec(int64_t num_blocks, int32_t block_size, DT
 
 void Eagle3Head::fuse(const float* aux, int64_t T, float* out) {
   if (T == 0) return;
+  fused_rows_ += T;
   backend_.linear(aux, T, w_->fc, nullptr, out);  // [T, H] = [T, 3H] · fcᵀ
   backend_.synchronize();
 }

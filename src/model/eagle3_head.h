@@ -78,6 +78,8 @@ class Eagle3Head {
 
   // out [T, H] = fc(aux [T, 3H]): the fused first-step hidden state of each target row.
   void fuse(const float* aux, int64_t T, float* out);
+  // Rows fuse() has fused so far (tests: a step that drafts nothing fuses nothing).
+  int64_t fused_rows() const { return fused_rows_; }
 
   // batch: the head's rows (token ids x_{t+1}, positions, slots in `cache`, logits rows).
   // hidden [T, H]; logits_out [num_logits, vocab] (the target's vocabulary, -inf outside the
@@ -93,6 +95,7 @@ class Eagle3Head {
   // Per-call scratch: e, g, r, tmp, n [T, H]; cat [T, 2H]; qkv [T, q + 2kv]; q, attn [T, q];
   // k, v [T, kv]; gate_up [T, 2I]; act [T, I]; logit rows [n, H] and [n, draft_vocab].
   std::vector<float> e_, g_, r_, tmp_, cat_, qkv_, q_, k_, v_, attn_, gate_up_, act_, rows_, draft_logits_;
+  int64_t fused_rows_ = 0;
 };
 
 }  // namespace pypto

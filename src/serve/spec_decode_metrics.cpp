@@ -36,6 +36,12 @@ void render_spec_decode_metrics(std::string& out, const std::vector<EngineGauges
           [](const SpecDecodeStats& s) { return s.num_draft_tokens; });
   counter("vllm:spec_decode_num_accepted_tokens_total", "Number of accepted tokens.",
           [](const SpecDecodeStats& s) { return s.num_accepted_tokens; });
+  // The draft model's own prefix cache, beside the target's vllm:prefix_cache_{queries,hits}_total.
+  counter("pypto:draft_prefix_cache_queries_total",
+          "Draft model prefix cache queries, in terms of number of queried tokens (0 for other drafters).",
+          [](const SpecDecodeStats& s) { return s.draft_prefix_cache.queried_tokens; });
+  counter("pypto:draft_prefix_cache_hits_total", "Draft model prefix cache hits, in terms of number of cached tokens.",
+          [](const SpecDecodeStats& s) { return s.draft_prefix_cache.hit_tokens; });
   const char* per_pos = "vllm:spec_decode_num_accepted_tokens_per_pos_total";
   counter_header(out, per_pos, "Accepted tokens per draft position.");
   for (size_t i = 0; i < gauges.size(); ++i) {

@@ -34,6 +34,22 @@ TEST(SpecDecodeMetrics, VllmCountersFromTheEngine) {
   EXPECT_NE(text.find("# TYPE vllm:spec_decode_num_drafts_total counter\n"), std::string::npos);
 }
 
+// The draft model's own prefix cache, beside the target's vllm:prefix_cache_*_total.
+TEST(SpecDecodeMetrics, TheDraftModelsPrefixCacheBesideTheTargets) {
+  ServerMetrics m(1, 256);
+  std::vector<EngineGauges> gauges(1);
+  gauges[0].speculative = true;
+  gauges[0].num_speculative_tokens = 2;
+  gauges[0].prefix_cache_queries = 300;
+  gauges[0].prefix_cache_hits = 112;
+  gauges[0].spec_decode.draft_prefix_cache = {.queried_tokens = 214, .hit_tokens = 96};
+  const std::string text = m.render("m", gauges);
+  EXPECT_EQ(sample(text, "vllm:prefix_cache_hits_total"), 112);
+  EXPECT_EQ(sample(text, "pypto:draft_prefix_cache_queries_total"), 214);
+  EXPECT_EQ(sample(text, "pypto:draft_prefix_cache_hits_total"), 96);
+  EXPECT_NE(text.find("# TYPE pypto:draft_prefix_cache_hits_total counter\n"), std::string::npos);
+}
+
 TEST(SpecDecodeMetrics, TheCostModelsDecisionsUnderThePyptoPrefix) {
   ServerMetrics m(1, 256);
   std::vector<EngineGauges> gauges(1);

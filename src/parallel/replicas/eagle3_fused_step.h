@@ -1,7 +1,8 @@
 #pragma once
 // The EAGLE-3 drafter's side of one target step on ranks, shared by Eagle3TpExecutor (thread
 // ranks) and the rank-process executor (eagle3_rank_pass.cpp): the step runs with rank 0 capturing
-// the aux rows of the head's layers, then fc fuses them and the drafter observes the fused rows.
+// the aux rows of the head's layers, then the drafter observes them (make_eagle3_proposer's
+// drafter runs the head's fc on the rows its passes read).
 #include <cstdint>
 #include <vector>
 
@@ -30,13 +31,11 @@ class Eagle3FusedStep {
     const int64_t T = batch.num_tokens(), H = head.hidden_size();
     if (T == 0) return;
     PYPTO_ASSERT(int64_t(aux_.size()) >= T * 3 * H, "captured aux rows");
-    fused_.resize(size_t(T * H));
-    head.fuse(aux_.data(), T, fused_.data());
-    drafter.observe(so, batch, fused_.data());
+    drafter.observe(so, batch, aux_.data());
   }
 
  private:
-  std::vector<float> aux_, fused_;  // [T, 3H] captured, [T, H] fused
+  std::vector<float> aux_;  // [T, 3H] captured
 };
 
 }  // namespace pypto

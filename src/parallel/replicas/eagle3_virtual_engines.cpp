@@ -38,21 +38,19 @@ std::unique_ptr<ModelExecutor> make_eagle3_virtual_engine_executor(std::shared_p
   const ModelConfig& config = pipeline->weights().config;
   PYPTO_ASSERT(head->hidden_size() == config.hidden_size, "EAGLE-3 head and target hidden sizes");
   auto mtp = std::make_shared<MtpProposer>(config, std::move(pass), head_blocks, block_size);
+  const int64_t H = config.hidden_size, width = int64_t(head_w->aux_layers.size()) * H;
+  // fc on the rows a pass reads only (MtpProposer::set_fuse), on the pipeline thread as the passes.
+  mtp->set_fuse(width, [p, h](const float* aux, int64_t n, float* fused) {
+    p->run_on_stage0([&] { h->fuse(aux, n, fused); });
+  });
   // The scheduler holds the drafter: it keeps the pipeline (the pool its passes run on), the head
   // and its KV alive.
   mtp->keep_alive({std::shared_ptr<const void>(pipeline), std::shared_ptr<const void>(head_w),
                    std::shared_ptr<const void>(head), std::shared_ptr<const void>(cache), std::shared_ptr<const void>(ids)});
   auto exec = std::make_unique<VirtualEngineExecutor>(pipeline, share, block_size);
-  const int64_t H = config.hidden_size;
-  auto fused = std::make_shared<std::vector<float>>();  // [T, H], this engine's (its thread)
-  exec->observe_hidden(
-      [p, h, fused, H, mtp](const SchedulerOutput& so, const ForwardBatch& batch, const float* aux) {
-        const int64_t T = batch.num_tokens();
-        fused->resize(size_t(T * H));
-        p->run_on_stage0([&] { h->fuse(aux, T, fused->data()); });
-        mtp->observe(so, batch, fused->data());
-      },
-      int64_t(head_w->aux_layers.size()) * H);
+  exec->observe_hidden([mtp](const SchedulerOutput& so, const ForwardBatch& batch,
+                               const float* aux) { mtp->observe(so, batch, aux); },
+                       width);
   *drafter = std::move(mtp);
   return exec;
 }

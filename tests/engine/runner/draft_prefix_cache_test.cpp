@@ -53,6 +53,7 @@ class RecordingDrafter final : public DraftProposer {
   void finish(const Request& req) override { inner_->finish(req); }
   void set_context_needed(bool n) override { inner_->set_context_needed(n); }
   const DraftDistribution* distribution(const std::string& id) const override { return inner_->distribution(id); }
+  DraftPrefixCacheStats prefix_cache_stats() const override { return inner_->prefix_cache_stats(); }
 
   std::vector<Proposal> proposals;
 
@@ -121,6 +122,11 @@ TEST(DraftPrefixCache, ARequestSharingAPrefixPrefillsOnlyTheUncachedTailInTheDra
   EXPECT_EQ(p2.tokens, s2.tokens);
   EXPECT_EQ(s2.hits, 96) << "the target's prefix cache";
   EXPECT_EQ(d.drafter->prefix_hit_tokens(), 96) << "the draft restores the same 6 blocks";
+  // What /metrics exports (pypto:draft_prefix_cache_{queries,hits}_total) through the drafter the
+  // scheduler holds: each prompt looked up but its last token (whose row gives draft 0).
+  const DraftPrefixCacheStats counted = spec->engine().scheduler().drafter()->prefix_cache_stats();
+  EXPECT_EQ(counted.hit_tokens, 96);
+  EXPECT_EQ(counted.queried_tokens, (100 - 1) + (116 - 1));
   // The prompt's 20 uncached tokens beside the target's chunk, then 1 or 2 per drafting step.
   EXPECT_EQ(d.drafter->prefill_tokens(), 100 + 20);
   EXPECT_LE(draft_computed(*d.drafter) - before, 20 + 2 * max_tokens);

@@ -155,6 +155,120 @@ TEST(Eagle3SpecDecode, SeededSamplingRunsThroughRejectionSampling) {
   EXPECT_GT(spec.stats.num_draft_tokens, 0);
 }
 
+// Forwards to the EAGLE-3 drafter; engine steps [off_from, off_to) (counted by the scheduler's one
+// set_context_needed() per step) run as the cost model runs a stretch with speculation off: the
+// drafter is told its context is not needed and nobody drafts. fused_at[s]: the head's fused rows
+// when step s began.
+class StretchDrafter final : public DraftProposer {
+ public:
+  StretchDrafter(std::shared_ptr<MtpProposer> mtp, const Eagle3Head& head) : mtp_(std::move(mtp)), head_(head) {}
+  void propose(std::span<const int32_t> tokens, int32_t k, std::vector<int32_t>& out) const override {
+    mtp_->propose(tokens, k, out);
+  }
+  void prepare(std::span<const Query> queries) override { mtp_->prepare(off() ? std::span<const Query>() : queries); }
+  void propose_for(const Request& req, int32_t k, std::vector<int32_t>& out) override {
+    out.clear();
+    if (off()) return;
+    mtp_->propose_for(req, k, out);
+    if (!out.empty()) at_position[req.request_id][req.num_computed_tokens] = {step_, out};
+  }
+  void forget(const std::string& id) override { mtp_->forget(id); }
+  void finish(const Request& req) override { mtp_->finish(req); }
+  void set_context_needed(bool needed) override {
+    ++step_;
+    fused_at.push_back(head_.fused_rows());
+    mtp_->set_context_needed(needed && !off());
+  }
+  void set_target_kv_blocks(int64_t n) override { mtp_->set_target_kv_blocks(n); }
+  const DraftDistribution* distribution(const std::string& id) const override { return mtp_->distribution(id); }
+
+  int64_t off_from = -1, off_to = -1;
+  std::vector<int64_t> fused_at;
+  // Per request, per position p of the verified token drafted after: the step and the drafts.
+  std::map<std::string, std::map<int64_t, std::pair<int64_t, Ids>>> at_position;
+
+ private:
+  bool off() const { return step_ >= off_from && step_ < off_to; }
+  std::shared_ptr<MtpProposer> mtp_;
+  const Eagle3Head& head_;
+  int64_t step_ = -1;
+};
+
+// What speculation costs while the cost model has it off: the head's fc (a [3H → H] product per
+// row) runs only on rows a drafting pass reads, so the plain steps of a stretch fuse nothing; the
+// rows they captured are fused when drafting resumes and the context stays whole (the oracle has
+// every draft accepted after the stretch), the output the plain run's.
+struct StretchRun {
+  Outcome out;
+  std::shared_ptr<StretchDrafter> drafter;
+};
+
+// Greedy, k = 2, speculation off in engine steps [off_from, off_to) (none: -1, -1).
+StretchRun run_with_stretch(const std::string& kind, const std::vector<Ids>& ps, int32_t tokens, int64_t off_from,
+                            int64_t off_to) {
+  Target& t = target(kind);
+  test::LoadedModel& m = *t.m;
+  StretchRun r;
+  test::SpecTestEngine e(*m.model, {.k = 2}, [&](EngineConfig& c, KvCache& cache) -> std::unique_ptr<ModelExecutor> {
+    c.scheduler.speculative.method = SpeculativeMethod::Eagle3;
+    c.scheduler.speculative.draft_model = t.dir + "/eagle3";
+    auto head = std::make_shared<Eagle3Head>(t.head, m.weights, *m.backend);
+    auto head_cache = std::make_shared<KvCache>(head->kv_cache_spec(kPool.blocks + 64, kPool.block_size, DType::F32));
+    auto mtp = make_eagle3_proposer(m.weights.config, *head, *head_cache);
+    mtp->keep_alive({std::shared_ptr<const void>(head), std::shared_ptr<const void>(head_cache)});
+    r.drafter = std::make_shared<StretchDrafter>(mtp, *head);
+    r.drafter->off_from = off_from;
+    r.drafter->off_to = off_to;
+    c.drafter = r.drafter;
+    return std::make_unique<Eagle3Executor>(*m.model, cache, *head, mtp);
+  });
+  r.out = e.run(ps, tokens);
+  return r;
+}
+
+// What speculation costs while the cost model has it off: the head's fc (a [3H → H] product per
+// row) runs only on rows a drafting pass reads, so the plain steps of a stretch fuse nothing; the
+// rows they captured are fused when drafting resumes and the context stays whole: the oracle has
+// every draft accepted after the stretch, and a random head (whose drafts depend on every fused
+// row its attention reads) drafts after the stretch what it drafts at the same positions without
+// one. Output is the plain run's.
+TEST(Eagle3SpecDecode, StepsWithSpeculationOffRunNoFusion) {
+  const std::vector<Ids> ps = test::spec_test_prompts(2);
+  constexpr int32_t kTokens = 30;
+  // The random head's drafts are all rejected: its SpecThrottle drafts in steps 1-4, pauses in
+  // steps 5-12 and drafts again in steps 13-16. The stretch is that pause, so both random runs
+  // draft at the same positions and differ only in how the head's context was kept.
+  constexpr int64_t kOffFrom = 5, kOffTo = 13;
+  const Outcome plain = run_once("oracle", {}, ps, kTokens);
+  const StretchRun oracle = run_with_stretch("oracle", ps, kTokens, kOffFrom, kOffTo);
+  EXPECT_EQ(plain.tokens, oracle.out.tokens);
+  const std::vector<int64_t>& f = oracle.drafter->fused_at;
+  ASSERT_GT(f.size(), size_t(kOffTo + 1)) << "the run ended inside the stretch";
+  EXPECT_GT(f[kOffFrom], 0) << "the steps before the stretch fused nothing";
+  EXPECT_EQ(f[kOffTo], f[kOffFrom]) << "steps with speculation off ran the head's fc";
+  EXPECT_GE(f[kOffTo + 1] - f[kOffTo], kOffTo - kOffFrom) << "the rows of the stretch were not fused on resuming";
+  EXPECT_GT(oracle.out.stats.num_draft_tokens, 0);
+  EXPECT_EQ(oracle.out.stats.num_accepted_tokens, oracle.out.stats.num_draft_tokens)
+      << "the context broke over the stretch";
+
+  const Outcome rplain = run_once("random", {}, ps, kTokens);
+  const StretchRun on = run_with_stretch("random", ps, kTokens, -1, -1);
+  const StretchRun off = run_with_stretch("random", ps, kTokens, kOffFrom, kOffTo);
+  EXPECT_EQ(rplain.tokens, on.out.tokens);
+  EXPECT_EQ(rplain.tokens, off.out.tokens);
+  int compared = 0;
+  for (const auto& [id, by_pos] : off.drafter->at_position)
+    for (const auto& [p, drafted] : by_pos) {
+      if (drafted.first < kOffTo) continue;
+      const auto& on_pos = on.drafter->at_position.at(id);
+      if (auto it = on_pos.find(p); it != on_pos.end()) {
+        EXPECT_EQ(drafted.second, it->second.second) << id << " at position " << p;
+        ++compared;
+      }
+    }
+  EXPECT_GE(compared, 8) << "too few positions drafted in both runs after the stretch";
+}
+
 // The target's captured residual stream entering layer 0 is the embedding of each token, and a
 // forward with capture on gives the same logits as one without.
 TEST(Eagle3SpecDecode, TheTargetCapturesAuxStatesWithoutChangingItsLogits) {
