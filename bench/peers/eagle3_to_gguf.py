@@ -23,7 +23,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from qwen3_to_gguf import add_vocab, as_bf16_bytes, as_f32, parse_args, read_safetensors  # noqa: E402
+from qwen3_to_gguf import add_vocab, as_bf16_bytes, as_f32, parse_args, read_safetensors, write_out  # noqa: E402
 
 
 def rope_rows_interleaved(bf16_bytes, shape, n_head):
@@ -112,11 +112,7 @@ def main():
             sys.exit(f"{a.model}: d2t maps outside the target's {tcfg['vocab_size']} ids or twice to one id")
         if not (shape[0] == tcfg["vocab_size"] and np.array_equal(ids, np.arange(shape[0]))):
             w.add_tensor("d2t", ids, raw_dtype=gguf.GGMLQuantizationType.I64)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file(progress=False)
-    w.close()
-    print(f"wrote {a.out}", file=sys.stderr)
+    write_out(w, a.out)
 
 
 if __name__ == "__main__":

@@ -82,6 +82,15 @@ def as_f32(dtype, shape, raw):
     return np.ascontiguousarray(data.astype(np.float32)).reshape(shape)
 
 
+def write_out(w, path):
+    """Header, metadata and the tensors added so far to `path`; closes the writer."""
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file(progress=False)
+    w.close()
+    print(f"wrote {path}", file=sys.stderr)
+
+
 def parse_args(description, extra=None):
     """--model, --out and --gguf-py (and the options `extra(parser)` adds); returns (args, the gguf
     module from --gguf-py or the path)."""
@@ -164,11 +173,7 @@ def main():
             print(f"  model.layers.{l}.mlp.experts.*.{proj}_proj -> blk.{l}.ffn_{proj}_exps [{len(stacked)}, {shape}]",
                   file=sys.stderr)
             del stacked, data
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file(progress=False)
-    w.close()
-    print(f"wrote {a.out}", file=sys.stderr)
+    write_out(w, a.out)
 
 
 if __name__ == "__main__":
