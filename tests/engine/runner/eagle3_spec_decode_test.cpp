@@ -25,6 +25,7 @@
 #include "model/mtp_head.h"
 #include "model_harness.h"
 #include "spec_test_engine.h"
+#include "stretch_drafter.h"
 
 namespace pypto {
 namespace {
@@ -159,39 +160,20 @@ TEST(Eagle3SpecDecode, SeededSamplingRunsThroughRejectionSampling) {
 // set_context_needed() per step) run as the cost model runs a stretch with speculation off: the
 // drafter is told its context is not needed and nobody drafts. fused_at[s]: the head's fused rows
 // when step s began.
-class StretchDrafter final : public DraftProposer {
+class StretchDrafter final : public test::StretchDrafterBase {
  public:
-  StretchDrafter(std::shared_ptr<MtpProposer> mtp, const Eagle3Head& head) : mtp_(std::move(mtp)), head_(head) {}
-  void propose(std::span<const int32_t> tokens, int32_t k, std::vector<int32_t>& out) const override {
-    mtp_->propose(tokens, k, out);
-  }
-  void prepare(std::span<const Query> queries) override { mtp_->prepare(off() ? std::span<const Query>() : queries); }
-  void propose_for(const Request& req, int32_t k, std::vector<int32_t>& out) override {
-    out.clear();
-    if (off()) return;
-    mtp_->propose_for(req, k, out);
-    if (!out.empty()) at_position[req.request_id][req.num_computed_tokens] = {step_, out};
-  }
-  void forget(const std::string& id) override { mtp_->forget(id); }
-  void finish(const Request& req) override { mtp_->finish(req); }
-  void set_context_needed(bool needed) override {
-    ++step_;
-    fused_at.push_back(head_.fused_rows());
-    mtp_->set_context_needed(needed && !off());
-  }
-  void set_target_kv_blocks(int64_t n) override { mtp_->set_target_kv_blocks(n); }
-  const DraftDistribution* distribution(const std::string& id) const override { return mtp_->distribution(id); }
+  StretchDrafter(std::shared_ptr<MtpProposer> mtp, const Eagle3Head& head) : StretchDrafterBase(std::move(mtp)), head_(head) {}
 
-  int64_t off_from = -1, off_to = -1;
   std::vector<int64_t> fused_at;
   // Per request, per position p of the verified token drafted after: the step and the drafts.
   std::map<std::string, std::map<int64_t, std::pair<int64_t, Ids>>> at_position;
 
  private:
-  bool off() const { return step_ >= off_from && step_ < off_to; }
-  std::shared_ptr<MtpProposer> mtp_;
+  void drafted(const Request& req, const std::vector<int32_t>& out) override {
+    at_position[req.request_id][req.num_computed_tokens] = {step(), out};
+  }
+  void step_began() override { fused_at.push_back(head_.fused_rows()); }
   const Eagle3Head& head_;
-  int64_t step_ = -1;
 };
 
 // What speculation costs while the cost model has it off: the head's fc (a [3H → H] product per

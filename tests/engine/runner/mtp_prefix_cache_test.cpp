@@ -17,6 +17,7 @@
 #include "model_harness.h"
 #include "mtp_test_model.h"
 #include "spec_test_engine.h"
+#include "stretch_drafter.h"
 
 namespace pypto {
 namespace {
@@ -33,46 +34,24 @@ test::LoadedModel& mtp_model(const std::string& kind) { return test::mtp_test_mo
 // Engine steps [off_from, off_to) (counted by the scheduler's one set_context_needed() per step)
 // run as the cost model runs a stretch with speculation off: the drafter is told its context is
 // not needed and nobody drafts.
-class RecordingDrafter final : public DraftProposer {
+class RecordingDrafter final : public test::StretchDrafterBase {
  public:
-  explicit RecordingDrafter(std::shared_ptr<MtpProposer> mtp) : mtp_(std::move(mtp)) {}
-  void propose(std::span<const int32_t> tokens, int32_t k, std::vector<int32_t>& out) const override {
-    mtp_->propose(tokens, k, out);
-  }
-  void prepare(std::span<const Query> queries) override { mtp_->prepare(off() ? std::span<const Query>() : queries); }
-  void propose_for(const Request& req, int32_t k, std::vector<int32_t>& out) override {
-    out.clear();
-    if (off()) return;
-    mtp_->propose_for(req, k, out);
-    if (out.empty()) return;
-    Ids& d = drafts[req.request_id];
-    d.insert(d.end(), out.begin(), out.end());
-    at_position[req.request_id][req.num_computed_tokens] = out;
-    context_at[req.request_id][req.num_computed_tokens] = mtp_->context_start(req.request_id);
-    int64_t& c = context_start.try_emplace(req.request_id, INT64_MAX).first->second;
-    c = std::min(c, mtp_->context_start(req.request_id));
-  }
-  void forget(const std::string& id) override { mtp_->forget(id); }
-  void finish(const Request& req) override { mtp_->finish(req); }
-  void set_context_needed(bool needed) override {
-    ++step_;
-    mtp_->set_context_needed(needed && !off());
-  }
-  void set_target_kv_blocks(int64_t n) override { mtp_->set_target_kv_blocks(n); }
-  const DraftDistribution* distribution(const std::string& id) const override { return mtp_->distribution(id); }
+  explicit RecordingDrafter(std::shared_ptr<MtpProposer> mtp) : StretchDrafterBase(std::move(mtp)) {}
 
   std::map<std::string, Ids> drafts;
   std::map<std::string, std::map<int64_t, Ids>> at_position;  // p -> the drafts after token p
   std::map<std::string, std::map<int64_t, int64_t>> context_at;  // p -> the context's start then
   std::map<std::string, int64_t> context_start;  // the earliest seen while drafting
-  int64_t off_from = -1, off_to = -1;
-  const MtpProposer& mtp() const { return *mtp_; }
-  MtpProposer& mtp() { return *mtp_; }
 
  private:
-  bool off() const { return step_ >= off_from && step_ < off_to; }
-  std::shared_ptr<MtpProposer> mtp_;
-  int64_t step_ = -1;
+  void drafted(const Request& req, const std::vector<int32_t>& out) override {
+    Ids& d = drafts[req.request_id];
+    d.insert(d.end(), out.begin(), out.end());
+    at_position[req.request_id][req.num_computed_tokens] = out;
+    context_at[req.request_id][req.num_computed_tokens] = mtp().context_start(req.request_id);
+    int64_t& c = context_start.try_emplace(req.request_id, INT64_MAX).first->second;
+    c = std::min(c, mtp().context_start(req.request_id));
+  }
 };
 
 struct Turn {
