@@ -4,7 +4,7 @@
 
 #include "core/error.h"
 #include "engine/eagle3_executor.h"
-#include "parallel/replicas/eagle3_fused_step.h"
+#include "parallel/replicas/eagle3_captured_step.h"
 #include "model/mtp_head.h"
 #include "parallel/replicas/replica_link.h"
 #include "parallel/replicas/rank_worker.h"
@@ -38,7 +38,7 @@ class Eagle3ProcessExecutor : public ModelExecutor {
   std::shared_ptr<ProcessTpExecutor> inner_;
   std::shared_ptr<Eagle3Head> head_;
   std::shared_ptr<MtpProposer> drafter_;
-  Eagle3FusedStep step_;
+  Eagle3CapturedStep step_;
 };
 
 }  // namespace

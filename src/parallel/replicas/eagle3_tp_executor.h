@@ -20,7 +20,7 @@
 #include "engine/model_executor.h"
 #include "engine/mtp_proposer.h"
 #include "model/eagle3_head.h"
-#include "parallel/replicas/eagle3_fused_step.h"
+#include "parallel/replicas/eagle3_captured_step.h"
 #include "parallel/replicas/tp_model_runner.h"
 
 namespace pypto {
@@ -44,7 +44,7 @@ class Eagle3TpExecutor : public ModelExecutor {
   std::shared_ptr<Eagle3Head> head_;
   std::shared_ptr<KvCache> head_cache_;
   std::shared_ptr<MtpProposer> drafter_;
-  Eagle3FusedStep step_;  // the aux rows captured and fused each step
+  Eagle3CapturedStep step_;  // the aux rows captured each step (the drafter fuses the rows it reads)
 };
 
 }  // namespace pypto

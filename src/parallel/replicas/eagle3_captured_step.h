@@ -14,7 +14,7 @@
 
 namespace pypto {
 
-class Eagle3FusedStep {
+class Eagle3CapturedStep {
  public:
   // Runs `so` on `ranks` (TpModelRunner or ProcessTpExecutor) into `out`, then feeds the drafter.
   template <class Ranks>
