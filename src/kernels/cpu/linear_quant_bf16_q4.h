@@ -8,9 +8,10 @@
 //   w02 = (k0, k2), w46 = (k4, k6), w13 = (k1, k3), w57 = (k5, k7)
 // (16-bit word h of the lane from byte 2h), so x is stored in the order k 0,2,4,6,1,3,5,7 per 8
 // inputs (quant_x_bf16_pairs). The group's sum of (16 + q) · x is corrected by (16 + zero) · Σ_g x.
-// Table look-ups in place of the shifts (VPERMW of a 32-entry bf16 table, 3 shifts + 4 permutes;
-// masked VPERMB, the same; 2 permutes of byte-offset loads + 2 shifts) measured no faster on Zen 5
-// (status.md, issue 33): the permutes take the vector ports the shifts take.
+// Table look-ups in place of the shifts (VPERMW of a 32-entry bf16 table: 3 shifts + 4 permutes;
+// masked VPERMB: the same plus register copies; VPERMW of two byte-offset loads for w02 / w13 + 2
+// shifts for the others) measured no faster on Zen 5 (status.md, issue 33): the permutes take the
+// vector ports the shifts take, and the prefetch distance, not the conversion, set the rate.
 // Included by ISA translation units only, hence the anonymous namespace.
 #include <immintrin.h>
 
@@ -23,8 +24,11 @@
 namespace pypto::cpu::qbf16 {
 namespace {
 
-// Software prefetch distance into L1 along each int4 weight stream (the VNNI kernels' figure: the
-// hardware prefetchers stop at every 4 KiB page; 2 KiB measured slower, status.md issue 33).
+// Software prefetch distance into L1 along each weight stream: the hardware prefetchers stop at
+// every 4 KiB page. At one row (AMD EPYC Zen 5, 0.6b shapes, alternating runs, high / medium
+// median calls) 4.5 KiB measured 96–99 % against 90–95 % at 3 KiB (the VNNI kernels' figure),
+// 93–95 % at 4 KiB, 96 % at 5 KiB, 92–94 % at 6 KiB and 74–93 % at 2 KiB: this kernel spends
+// more instructions per byte than the VNNI one, so its out-of-order window reaches less far ahead.
 constexpr int64_t kQ4PrefetchBytes = 4608;
 
 struct Q4Words {
