@@ -26,7 +26,7 @@ namespace {
 
 // Software prefetch distance into L1 along each weight stream: the hardware prefetchers stop at
 // every 4 KiB page. At one row (AMD EPYC Zen 5, 0.6b shapes, alternating runs, high / medium
-// median calls) 4.5 KiB measured 96–99 % against 90–95 % at 3 KiB (the VNNI kernels' figure),
+// median calls) 4.5 KiB measured 97–99 % against 90–95 % at 3 KiB (the VNNI kernels' figure),
 // 93–95 % at 4 KiB, 96 % at 5 KiB, 92–94 % at 6 KiB and 74–93 % at 2 KiB: this kernel spends
 // more instructions per byte than the VNNI one, so its out-of-order window reaches less far ahead.
 constexpr int64_t kQ4PrefetchBytes = 4608;
