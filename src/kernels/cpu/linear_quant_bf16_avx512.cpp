@@ -8,12 +8,10 @@
 //
 //   Int8: linear_quant_bf16_q8.h (the tiles, and the two exact conversions: widening through f32
 //     here, byte look-ups where the CPU has VBMI). x in natural order.
-//   Int4: one 32-bit lane of a 64-byte chunk holds column c's 8 nibbles, k = 0..3 in the low and
-//     k = 4..7 in the high nibbles of bytes 0..3. A nibble u moved to bits 3..6 of a 16-bit half and
-//     or-ed with 0x4180 is the bf16 16 + u exactly (exponent 2^4, mantissa u / 8). Four shifts of
-//     the lane and one ternary-logic each give the pairs (k0, k2), (k4, k6), (k1, k3), (k5, k7),
-//     so x is stored in that order per 8 inputs. The group's sum of (16 + q) · x is corrected
-//     by (16 + zero) · Σ_g x (x's sum over the group as hi + lo, computed once per row).
+//   Int4: linear_quant_bf16_q4.h (the tiles and the nibble → bf16 conversion: shifts and one
+//     ternary-logic per 32 weights). x in the order k 0,2,4,6,1,3,5,7 per 8 inputs; the group's
+//     sum of (16 + q) · x is corrected by (16 + zero) · Σ_g x (x's sum over the group as hi + lo,
+//     computed once per row).
 //
 // Register tiles: Int8 4 rows × 2 panels, 1 × 4 (decode: four streams);
 // Int4 R ≤ 2 rows × S ≤ 2 super-panels of 4 panels (a lone row walks two super-panels, two
@@ -29,111 +27,12 @@
 #include <cstring>
 
 #include "kernels/cpu/kernel_table.h"
+#include "kernels/cpu/linear_quant_bf16_q4.h"
 #include "kernels/cpu/linear_quant_bf16_q8.h"
 #include "kernels/cpu/simd.h"
 
 namespace pypto::cpu::qbf16 {
 namespace {
-
-// Software prefetch distance into L1 along each int4 weight stream (the VNNI kernels' figure: the
-// hardware prefetchers stop at every 4 KiB page).
-constexpr int64_t kPrefetchBytes = 3072;
-
-// Two adjacent bf16 of x (one pair) broadcast to all 16 lanes.
-inline __m512bh pair(const uint16_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return (__m512bh)_mm512_set1_epi32(v);
-}
-
-// --- Int4 ------------------------------------------------------------------------------------
-// One bf16 pair vector of 16 + nibble: the lane shifted so the nibble lands on bits 3..6 of each
-// 16-bit half, masked, or-ed with the exponent (ternary-logic 0xEA: (A & B) | C).
-inline __m512bh magic(__m512i shifted) {
-  return (__m512bh)_mm512_ternarylogic_epi32(shifted, _mm512_set1_epi32(0x00780078), _mm512_set1_epi32(0x41804180), 0xEA);
-}
-
-template <int R, int S>
-void q4_super(const QuantLinearTask& t, int64_t i0, int64_t sp) {
-  constexpr int V = 4;
-  const int64_t G = t.groups, g = t.group, chunks = g / 8, rec = int64_t(g / 8) * 256 + 256 + 64;
-  __m512 y[S][R][V];
-  for (int u = 0; u < S; ++u)
-    for (int r = 0; r < R; ++r)
-      for (int v = 0; v < V; ++v) y[u][r][v] = _mm512_setzero_ps();
-  for (int64_t gi = 0; gi < G; ++gi) {
-    const uint8_t* record[S];
-    for (int u = 0; u < S; ++u) record[u] = t.w + ((sp + u) * G + gi) * rec;
-    __m512 a0[S][R][V], a1[S][R][V];
-    for (int u = 0; u < S; ++u)
-      for (int r = 0; r < R; ++r)
-        for (int v = 0; v < V; ++v) a0[u][r][v] = a1[u][r][v] = _mm512_setzero_ps();
-    const int64_t k0 = gi * g;
-    const int64_t n_chunks = (t.k - k0) / 8 < chunks ? (t.k - k0) / 8 : chunks;  // k % 8 == 0
-    for (int64_t ch = 0; ch < n_chunks; ++ch) {
-      for (int u = 0; u < S; ++u)
-        for (int v = 0; v < V; ++v) prefetch_l1(record[u] + ch * 256 + v * 64 + kPrefetchBytes);
-      const int64_t off = (k0 / 8 + ch) * 16;
-      for (int u = 0; u < S; ++u)
-        for (int v = 0; v < V; ++v) {
-          const __m512i l = _mm512_loadu_si512(record[u] + ch * 256 + v * 64);
-          const __m512bh w02 = magic(_mm512_slli_epi32(l, 3)), w46 = magic(_mm512_srli_epi32(l, 1));
-          const __m512bh w13 = magic(_mm512_srli_epi32(l, 5)), w57 = magic(_mm512_srli_epi32(l, 9));
-          for (int r = 0; r < R; ++r) {
-            const uint16_t* xr = t.xp + (i0 + r) * t.ldp + off;
-            __m512 c0 = a0[u][r][v], c1 = a1[u][r][v];
-            c0 = _mm512_dpbf16_ps(c0, pair(xr + 0), w02);
-            c1 = _mm512_dpbf16_ps(c1, pair(xr + 4), w13);
-            c0 = _mm512_dpbf16_ps(c0, pair(xr + 8), w02);
-            c1 = _mm512_dpbf16_ps(c1, pair(xr + 12), w13);
-            c0 = _mm512_dpbf16_ps(c0, pair(xr + 2), w46);
-            c1 = _mm512_dpbf16_ps(c1, pair(xr + 6), w57);
-            c0 = _mm512_dpbf16_ps(c0, pair(xr + 10), w46);
-            c1 = _mm512_dpbf16_ps(c1, pair(xr + 14), w57);
-            a0[u][r][v] = c0;
-            a1[u][r][v] = c1;
-          }
-        }
-    }
-    // Group end: y += scale · (Σ (16 + q) x − (16 + zero) · Σ x).
-    for (int u = 0; u < S; ++u) {
-      const uint8_t* tail = record[u] + chunks * 256;
-      for (int v = 0; v < V; ++v) {
-        const __m512i zi = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tail + 256 + v * 16)));
-        const __m512 z = _mm512_cvtepi32_ps(_mm512_add_epi32(zi, _mm512_set1_epi32(16)));
-        const __m512 s = _mm512_loadu_ps(reinterpret_cast<const float*>(tail + v * 64));
-        for (int r = 0; r < R; ++r) {
-          const __m512 sx = _mm512_set1_ps(t.xsumf[(i0 + r) * G + gi]);
-          const __m512 val = _mm512_fnmadd_ps(z, sx, _mm512_add_ps(a0[u][r][v], a1[u][r][v]));
-          y[u][r][v] = _mm512_fmadd_ps(val, s, y[u][r][v]);
-        }
-      }
-    }
-  }
-  for (int u = 0; u < S; ++u)
-    for (int r = 0; r < R; ++r)
-      for (int v = 0; v < V; ++v) {
-        const int64_t c0 = (sp + u) * 64 + v * 16;
-        if (c0 < t.n_out) store_out(t, i0 + r, c0, y[u][r][v]);
-      }
-}
-
-// Columns [n0, n1), n0 a multiple of 64 (whole super-panels): rows two at a time per super-panel,
-// an odd last row on the same super-panel while it is in L2 (as linear_quant_vnni.cpp's
-// linear_cols_q4); a lone row (m = 1) takes two super-panels per pass (two streams).
-void linear_cols_q4_bf16(const QuantLinearTask& t, int64_t n0, int64_t n1) {
-  const int64_t sp1 = (n1 + 63) / 64;
-  if (t.m == 1) {
-    int64_t sp = n0 / 64;
-    for (; sp + 1 < sp1; sp += 2) q4_super<1, 2>(t, 0, sp);
-    if (sp < sp1) q4_super<1, 1>(t, 0, sp);
-    return;
-  }
-  for (int64_t sp = n0 / 64; sp < sp1; ++sp) {
-    for (int64_t i = 0; i + 1 < t.m; i += 2) q4_super<2, 1>(t, i, sp);
-    if (t.m % 2 == 1) q4_super<1, 1>(t, t.m - 1, sp);
-  }
-}
 
 // --- activations -------------------------------------------------------------------------------
 // One row of x [k] → dst [ldp] bf16: per 8 inputs j .. j + 7 the 8 hi terms, then the 8 lo terms,

@@ -22,6 +22,7 @@
 #include <cstring>
 
 #include "kernels/cpu/kernel_table.h"
+#include "kernels/cpu/linear_quant_bf16_io.h"
 
 namespace pypto::cpu::qbf16 {
 namespace {
@@ -31,19 +32,6 @@ namespace {
 // gate_up, alternating runs: high / medium median 93–100 % against 91–95 % at 3 KiB, 82–83 % at
 // 4.5 KiB, 86–91 % at 1 KiB).
 constexpr int64_t kQ8PrefetchBytes = 2048;
-
-inline void prefetch_l1(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
-
-inline __mmask16 col_mask(int64_t c0, int64_t n_out) {
-  const int64_t left = n_out - c0;
-  return left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1u);
-}
-
-inline void store_out(const QuantLinearTask& t, int64_t i, int64_t c0, __m512 v) {
-  const __mmask16 mk = col_mask(c0, t.n_out);
-  if (t.bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mk, t.bias + c0));
-  _mm512_mask_storeu_ps(t.y + i * t.n_out + c0, mk, v);
-}
 
 // w0 holds columns 0..7, lane 2c + h (VCVTNE2PS2BF16 of the f32 of inputs 0..15 and 16..31).
 struct Q8Widen {
