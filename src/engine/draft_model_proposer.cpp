@@ -36,9 +36,13 @@ void DraftModelProposer::sync(const Request& req, State& st, size_t limit) {
       log_debug("speculative decoding: request ", req.request_id, ": the draft restored ", hit, " of ", t.size(),
                 " tokens from its prefix cache");
   }
+  // Position c holds verified token st.map.token(c) (past a skipped span, a later one).
+  auto holds_verified = [&](size_t c) {
+    const size_t i = size_t(st.map.token(int64_t(c)));
+    return i < limit && st.cached[c] == t[i];
+  };
   size_t c = 0;
-  const size_t end = std::min(st.cached.size(), limit);
-  while (c < end && st.cached[c] == t[c]) ++c;
+  while (c < st.cached.size() && holds_verified(c)) ++c;
   if (int64_t(c) < kv_.cached_tokens(st.seq)) {
     // The rollback would write into cached blocks, which other requests may read: start over
     // from the cache instead (cached blocks hold verified tokens only, so this does not happen
@@ -48,15 +52,18 @@ void DraftModelProposer::sync(const Request& req, State& st, size_t limit) {
     return;
   }
   st.cached.resize(c);
+  st.map.truncate(int64_t(c));
 }
 
 void DraftModelProposer::publish(const Request& req, State& st, size_t limit) {
-  kv_.publish(st.seq, st.cached, req.all_token_ids, int64_t(limit), req.block_hashes);
+  // Past a skipped span positions are not token indices: nothing there is published.
+  kv_.publish(st.seq, st.cached, req.all_token_ids, std::min(int64_t(limit), st.map.gap_at), req.block_hashes);
 }
 
 void DraftModelProposer::reset(State& st) {
   kv_.release(st.seq);
   st.cached.clear();
+  st.map = {};
 }
 
 void DraftModelProposer::forget(const std::string& req_id) {
@@ -127,8 +134,22 @@ void DraftModelProposer::prepare(std::span<const Query> queries) {
     // the last token, whose row gives draft 0); KV past it gets overwritten.
     publish(r, st, t.size() - 1);
     sync(r, st, t.size() - 1);
+    // A long catch-up (after a stretch without drafting) feeds only the last tokens; once a draft
+    // made after the skip is accepted, the skipped span is computed after all.
+    const bool accepted = st.drafted_at >= 0 && st.drafted_at < int64_t(t.size()) &&
+                          t[size_t(st.drafted_at)] == st.first_draft;
+    st.drafted_at = -1;
+    if (accepted && st.map.gapped()) {
+      st.cached.resize(size_t(st.map.gap_at));
+      st.map = {};
+      ++filled_gaps_;
+    } else {
+      const int64_t before = st.map.skipped;
+      st.map.bound(st.cached, int64_t(t.size()), max_catch_up_);
+      skipped_tokens_ += std::max<int64_t>(0, st.map.skipped - before);
+    }
     // KV for the verified tokens and drafts 0 .. k-2 (the last draft is never fed).
-    if (!kv_.reserve(st.seq, int64_t(t.size()) + q.k - 1)) {
+    if (!kv_.reserve(st.seq, st.map.position(int64_t(t.size())) + q.k - 1)) {
       if (!warned_short_)
         log_warn("speculative decoding: the draft model's KV pool (", kv_.free_blocks(),
                  " free blocks) cannot hold request ",
@@ -172,15 +193,17 @@ void DraftModelProposer::run_passes(std::span<Job> jobs) {
     for (size_t i : pending) {
       State& st = *jobs[i].st;
       const std::vector<int32_t>& t = jobs[i].req->all_token_ids;
-      const int64_t start = int64_t(st.cached.size()), remaining = int64_t(t.size()) - start;
+      // Draft position `start` takes verified token `from` (later than start past a skipped span).
+      const int64_t start = int64_t(st.cached.size()), from = st.map.token(start);
+      const int64_t remaining = int64_t(t.size()) - from;
       const int64_t n = std::min(remaining, budget);
       if (n <= 0) {
         still.push_back(i);
         continue;
       }
-      batch_.add_sequence(t.data() + start, int32_t(n), int32_t(start), st.seq.ids.data(), int32_t(st.seq.ids.size()),
+      batch_.add_sequence(t.data() + from, int32_t(n), int32_t(start), st.seq.ids.data(), int32_t(st.seq.ids.size()),
                           block_size_, n == remaining ? ForwardBatch::Logits::Last : ForwardBatch::Logits::None);
-      st.cached.insert(st.cached.end(), t.begin() + start, t.begin() + start + n);
+      st.cached.insert(st.cached.end(), t.begin() + from, t.begin() + from + n);
       budget -= n;
       caught_up += n;
       if (n == remaining) rows.push_back(i);
@@ -195,6 +218,11 @@ void DraftModelProposer::run_passes(std::span<Job> jobs) {
     pending = std::move(still);
   }
   catch_up_tokens_ += caught_up;
+  for (const Job& j : jobs)
+    if (!j.st->drafts.empty()) {
+      j.st->drafted_at = int64_t(j.req->all_token_ids.size());
+      j.st->first_draft = j.st->drafts.front();
+    }
   max_step_catch_up_tokens_ = std::max(max_step_catch_up_tokens_, caught_up);
 
   // Passes 1 .. k-1: one row per request still drafting, fed its previous draft.
@@ -207,7 +235,7 @@ void DraftModelProposer::run_passes(std::span<Job> jobs) {
     for (size_t i = 0; i < jobs.size(); ++i) {
       if (jobs[i].k <= d) continue;
       State& st = *jobs[i].st;
-      const int32_t pos = int32_t(jobs[i].req->all_token_ids.size()) + d - 1;
+      const int32_t pos = int32_t(st.map.position(int64_t(jobs[i].req->all_token_ids.size()))) + d - 1;
       PYPTO_ASSERT(int64_t(st.cached.size()) == pos && int64_t(st.drafts.size()) == d);
       batch_.add_sequence(&st.drafts[size_t(d - 1)], 1, pos, st.seq.ids.data(), int32_t(st.seq.ids.size()), block_size_,
                           ForwardBatch::Logits::Last);
@@ -256,6 +284,10 @@ void DraftModelProposer::prefill(std::span<const Chunk> chunks) {
     // Rollback as in prepare(): keep what the draft holds of tokens [0, end), after restoring
     // what the draft's prefix cache has of them.
     sync(*c.request, st, size_t(c.end));
+    if (st.map.gapped()) {  // chunks compute every token: the tail after a skipped span goes
+      st.cached.resize(size_t(st.map.gap_at));
+      st.map = {};
+    }
     // A short pool leaves the rest to prepare(), which warns.
     if (int64_t(st.cached.size()) >= c.end || !kv_.reserve(st.seq, c.end)) continue;
     work.push_back({c.request, &st, c.end});

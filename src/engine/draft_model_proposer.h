@@ -17,8 +17,14 @@
 // The prompt is prefilled in the draft chunk by chunk in the steps where the target prefills it
 // (prefill(): the same tokens, KV only), so a long prompt costs each of those steps the draft's
 // share of its chunk (~4 % for 0.6B drafting for 14B) rather than one long catch-up in the
-// request's first decode step that would stall every other request's decode; prepare() catches
-// up whatever prefill() could not (its pool was short then, or the request was preempted).
+// request's first decode step that would stall every other request's decode. A catch-up in
+// prepare() computes at most kMaxCatchUpTokens per request: a request missing more (speculation
+// was off for a stretch, its throttle paused it, prefill() could not take its prompt) keeps what
+// the draft holds and feeds only its last tokens after it, skipping the span between
+// (engine/draft_token_map.h), so a probe after 1000 plain steps costs a short pass, not a
+// 1000-token prefill. Once a draft made after such a skip is accepted (the probe found that
+// speculation pays for the request), the next catch-up computes the skipped span after all, so
+// the request drafts on with its whole context: only probes that find nothing are cheap.
 //
 // One step: pass 0 runs every request's catch-up tokens and yields draft 0 from its last row;
 // pass j (1 .. k-1) feeds draft j-1 of every request still drafting (one row each) and yields
@@ -37,6 +43,7 @@
 
 #include "engine/draft_kv_blocks.h"
 #include "engine/draft_proposer.h"
+#include "engine/draft_token_map.h"
 #include "model/forward_batch.h"
 #include "model/kv_cache.h"
 #include "model/qwen3_model.h"
@@ -77,6 +84,14 @@ class DraftModelProposer final : public DraftProposer {
   DraftPrefixCacheStats prefix_cache_stats() const override { return {kv_.queried_tokens(), kv_.hit_tokens()}; }
   int64_t catch_up_tokens() const { return catch_up_tokens_; }
   int64_t max_step_catch_up_tokens() const { return max_step_catch_up_tokens_; }
+  // The most tokens prepare() catches up per request (engine/draft_token_map.h): a request
+  // missing more (after speculation was off, or a prompt prefill() could not take) skips all but
+  // the last ones, until a draft made after the skip is accepted. Verified tokens skipped so far,
+  // in all, and skipped spans computed after all (their drafts were accepted).
+  static constexpr int64_t kMaxCatchUpTokens = 16;
+  void set_max_catch_up_tokens(int64_t n) { max_catch_up_ = std::max<int64_t>(1, n); }
+  int64_t skipped_tokens() const { return skipped_tokens_; }
+  int64_t filled_gaps() const { return filled_gaps_; }
   const Qwen3Model& model() const { return *model_; }
 
   // Where the draft's forward passes run. Default: on the calling thread (the engine's), whose
@@ -93,6 +108,9 @@ class DraftModelProposer final : public DraftProposer {
   struct State {
     DraftKvBlocks::Seq seq;       // draft KV blocks, in position order
     std::vector<int32_t> cached;  // the tokens whose KV the draft holds (positions 0..)
+    DraftTokenMap map;            // which verified token each position holds (a skipped span)
+    int64_t drafted_at = -1;      // the token index the last proposal's first draft was for
+    int32_t first_draft = -1;     // and that draft
     std::vector<int32_t> drafts;  // this step's proposal
     DraftDistribution dist;       // sampled requests: q of each draft
   };
@@ -133,6 +151,7 @@ class DraftModelProposer final : public DraftProposer {
   std::vector<float> logits_;  // [rows of batch_, vocab]
   bool warned_short_ = false;
   int64_t prefill_tokens_ = 0, catch_up_tokens_ = 0, max_step_catch_up_tokens_ = 0;
+  int64_t max_catch_up_ = kMaxCatchUpTokens, skipped_tokens_ = 0, filled_gaps_ = 0;
 };
 
 }  // namespace pypto

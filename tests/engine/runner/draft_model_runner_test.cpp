@@ -281,7 +281,11 @@ TEST(DraftModelRunner, RejectionSampledTokensCarryTheTargetsLogprobs) {
 TEST(DraftModelRunner, ProposalsAfterARollbackEqualAFreshDraftersProposals) {
   std::shared_ptr<const Qwen3Weights> w(std::shared_ptr<void>(), &other_model().weights);
   Backend& backend = *target_model().backend;
-  auto make = [&] { return std::make_unique<DraftModelProposer>(w, backend, 32, kBlockSize, DType::BF16, 4096); };
+  auto make = [&] {
+    auto d = std::make_unique<DraftModelProposer>(w, backend, 32, kBlockSize, DType::BF16, 4096);
+    d->set_max_catch_up_tokens(1 << 20);  // every token computed (the bounded catch-up: draft_catch_up_test)
+    return d;
+  };
   auto propose = [](DraftModelProposer& d, const Request& r, int32_t k) {
     const DraftProposer::Query q{&r, k};
     d.prepare(std::span<const DraftProposer::Query>(&q, 1));
