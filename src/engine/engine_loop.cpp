@@ -6,8 +6,8 @@
 #include <exception>
 
 #include "core/error.h"
-#include "engine/draft_proposer.h"
 #include "core/log.h"
+#include "engine/draft_proposer.h"
 
 namespace pypto {
 

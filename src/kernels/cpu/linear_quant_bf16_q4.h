@@ -19,7 +19,7 @@
 #include <cstring>
 
 #include "kernels/cpu/kernel_table.h"
-#include "kernels/cpu/linear_quant_bf16_io.h"
+#include "kernels/cpu/quant_tile_io.h"
 
 namespace pypto::cpu::qbf16 {
 namespace {

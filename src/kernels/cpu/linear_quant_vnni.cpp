@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "kernels/cpu/kernel_table.h"
+#include "kernels/cpu/quant_tile_io.h"
 
 namespace pypto::cpu::vnni {
 namespace {
@@ -25,8 +26,6 @@ constexpr int kPanels = 4;  // V
 // 77 -> 84.6 % of the read bound, int8 83.9 -> 87.9 %; 1 and 2 KiB in between, 4 and 6 KiB worse).
 constexpr int64_t kPrefetchBytes = 3072;
 
-inline void prefetch_l1(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
-
 // acc += VPDPBUSD(u8, s8), the accumulator kept in the instruction's own type (16 x s32). With
 // __m512i (8 x s64) accumulators GCC 12 copied every accumulator to a new register and back on
 // each step of k (the mode change around the builtin), and from 4 rows x 4 panels on spilled
@@ -38,18 +37,6 @@ inline __m512i bcast4(const uint8_t* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
   return _mm512_set1_epi32(v);
-}
-
-inline __mmask16 col_mask(int64_t c0, int64_t n_out) {
-  const int64_t left = n_out - c0;
-  return left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1u);
-}
-
-// Writes 16 outputs of row i at column c0 (masked past n_out), adding the bias.
-inline void store_out(const QuantLinearTask& t, int64_t i, int64_t c0, __m512 v) {
-  const __mmask16 mk = col_mask(c0, t.n_out);
-  if (t.bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mk, t.bias + c0));
-  _mm512_mask_storeu_ps(t.y + i * t.n_out + c0, mk, v);
 }
 
 // Int8 epilogue for 16 columns at c0 of row i: float(acc − colsum) · (xscale · scale).

@@ -1,14 +1,16 @@
 #pragma once
-// What the W8A16 and W4A16 tiles (linear_quant_bf16_q8.h, linear_quant_bf16_q4.h) share: the L1
-// prefetch along a weight stream and the masked store of 16 output columns (bias added). Included
-// by ISA translation units only, hence the anonymous namespace.
+// What the quantized-weight register tiles share (the VNNI tiles of linear_quant_vnni.cpp, the
+// W8A16 / W4A16 tiles of linear_quant_bf16_q8.h and linear_quant_bf16_q4.h): the L1 prefetch along
+// a weight stream and the masked store of 16 output columns (bias added). AVX-512F only; included
+// by ISA translation units only (each compiles it with its own flags), hence the anonymous
+// namespace.
 #include <immintrin.h>
 
 #include <cstdint>
 
 #include "kernels/cpu/kernel_table.h"
 
-namespace pypto::cpu::qbf16 {
+namespace pypto::cpu {
 namespace {
 
 inline void prefetch_l1(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
@@ -26,4 +28,4 @@ inline void store_out(const QuantLinearTask& t, int64_t i, int64_t c0, __m512 v)
 }
 
 }  // namespace
-}  // namespace pypto::cpu::qbf16
+}  // namespace pypto::cpu
