@@ -85,6 +85,10 @@ void BM_Attention(benchmark::State& state) {
 // segments: on 2 or more threads the decode is split along the sequence (attention_decode_heads).
 BENCHMARK(BM_Attention)->Args({128, 1, 0})->Args({2048, 1, 0})->Args({512, 512, 0})->Args({8192, 1, 1})
     ->Repetitions(5)->ReportAggregatesOnly(true)->Unit(benchmark::kMicrosecond)->UseRealTime()->MeasureProcessCPUTime();
+// A speculative verify step's attention (issue 30): one sequence's last token and k drafts, n = k + 1
+// = 1..5 query rows at context 512, the 0.6B heads; each row's time against the one-row step.
+BENCHMARK(BM_Attention)->Name("BM_AttentionVerifyRows")->ArgsProduct({{512}, {1, 2, 3, 4, 5}, {0}})
+    ->Repetitions(5)->ReportAggregatesOnly(true)->Unit(benchmark::kMicrosecond)->UseRealTime()->MeasureProcessCPUTime();
 
 // One decode step of `seqs` sequences (one new token each) at context `ctx`, the KV cache coming
 // from DRAM: kPools batches of sequences live in one pool and the iterations cycle through them,

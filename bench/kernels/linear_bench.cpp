@@ -170,6 +170,10 @@ void BM_GemmPath(benchmark::State& state) {
 }
 BENCHMARK(BM_GemmPath)->ArgsProduct({{1, 2}, {1, 16, 512}, {0, 1, 2, 3, 4}})->Repetitions(3)
     ->ReportAggregatesOnly(true)->ComputeStatistics("max", max_of)->Unit(benchmark::kMillisecond)->UseRealTime();
+// A speculative verify step's k + 1 = 1..6 rows (issue 30) on the bf16-dot paths (high, medium): a
+// step reads W once whatever its rows, so the time should stay near the one-row time.
+BENCHMARK(BM_GemmPath)->Name("BM_GemmPathVerifyRows")->ArgsProduct({{1, 2}, {1, 2, 3, 4, 5, 6}, {1, 2}})
+    ->Repetitions(5)->ReportAggregatesOnly(true)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // The AMX-INT8 core (u8 x · s8 W, exact s32; kernels/cpu/linear_amx_int8_impl.h) at m = 1, 16
 // and 512, columns split over the benchmark threads: GOP/s and % of the measured TDPBUSD peak;

@@ -107,5 +107,38 @@ TEST(DecodeAttentionSplit, AloneBatchedAndAsLastPrefillRowBitwise) {
     }
 }
 
+// A verify step's rows (a few rows of one sequence: decode-heads tasks, the rows' query-heads side
+// by side) whose positions straddle a segment boundary — rows 253..257 of 258 keys: the first three
+// see none of the segment starting at key 256 — are bitwise the last rows of one prefill call, at
+// every thread count, and close to the reference.
+TEST(DecodeAttentionSplit, FewRowsAcrossASegmentBoundaryMatchPrefillRowsBitwise) {
+  auto ref = make_reference_backend();
+  constexpr int32_t kCtx = 258;
+  for (const Shape& sh : kShapes)
+    for (DType dt : {DType::BF16, DType::I8})
+      for (int32_t rows : {2, 3, 5}) {
+        Scenario sc({{kCtx, rows}}, sh.nh, sh.nkv, sh.hd, kBlock, dt, 13 + rows);
+        const auto want = sc.run(*ref);
+        const int64_t row = int64_t(sh.nh) * sh.hd;
+        // The same rows as the last of kCtx prefill rows (the earlier rows' queries are arbitrary).
+        std::vector<float> q(size_t(kCtx) * row);
+        for (size_t i = 0; i < q.size(); ++i) q[i] = 0.001f * float(i % 1013) - 0.5f;
+        std::copy(sc.q.begin(), sc.q.end(), q.end() - int64_t(rows) * row);
+        int32_t qp[2] = {0, kCtx}, ctx = kCtx;
+        AttentionBatch prefill{1, qp, &ctx, sc.tables.data(), sc.max_blocks};
+        for (auto& [label, be] : thread_cases()) {
+          const std::string what =
+              label + " " + sh.name + " " + dtype_name(dt) + " " + std::to_string(rows) + " rows";
+          const auto got = sc.run(*be);
+          expect_close(got, want, sc.max_abs_v, what);
+          std::vector<float> out(q.size());
+          auto layer = sc.cache->layer();
+          be->paged_attention(q.data(), kCtx, sh.nh, layer, prefill, out.data());
+          ASSERT_TRUE(bitwise_equal(got.data(), out.data() + int64_t(kCtx - rows) * row, got.size()))
+              << what << ": verify rows vs the last prefill rows";
+        }
+      }
+}
+
 }  // namespace
 }  // namespace pypto::test

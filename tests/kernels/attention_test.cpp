@@ -126,7 +126,8 @@ TEST(PagedAttention, ChunkedPrefillIsBitwiseIdentical) {
 }
 
 // Every row of a prefill, bitwise, whether it is computed inside the whole prefill, alone (a
-// decode-style call: one query, context up to its position) or inside a 7-row chunk — across
+// decode-style call: one query, context up to its position), inside a 7-row chunk or inside a
+// verify step's 2, 3 or 5 rows — across
 // GQA groups 1..16 (16 query-heads per column-path vector, so single rows of groups >= 8 take
 // the column path and single rows of smaller groups the row path), row counts that are not
 // multiples of any tile, first positions other than 0, blocks of 5 / 8 / 16 / 32 / 40 keys and a
@@ -166,6 +167,8 @@ TEST(PagedAttention, RowsAloneAndInChunksMatchPrefillBitwise) {
       std::vector<std::pair<int32_t, int32_t>> calls;
       for (int32_t r = 0; r < cs.rows; ++r) calls.push_back({r, r + 1});
       for (int32_t a : {0, 9, cs.rows - 7}) calls.push_back({a, a + 7});
+      // A speculative verify step's k + 1 rows (decode-heads tasks for small GQA groups).
+      for (int32_t n : {2, 3, 5}) calls.push_back({cs.rows - 2 * n, cs.rows - n});
       std::sort(calls.begin(), calls.end(), [](auto x, auto y) { return x.second != y.second ? x.second > y.second : x.first < y.first; });
       for (const auto& c : optimised_cases()) {
         auto opt = make_case(c);

@@ -53,10 +53,15 @@ inline void attention_decode_heads(const AttentionTask& t, float* scratch) {
   const int32_t bs = c.block_size;
   const int32_t group = t.n_heads / c.n_kv_heads;
   const int32_t h0 = t.kv_head, nh = t.kv_head_end - t.kv_head;
-  const int32_t nq = nh * group;
-  PYPTO_ASSERT(t.t1 == t.t0 + 1 && b.query_start[t.seq + 1] - b.query_start[t.seq] == 1 && nq <= kAttentionMaxQueries,
-               "decode-heads task: rows [", t.t0, ", ", t.t1, ") group ", group, " heads ", nh);
+  const int32_t q0 = b.query_start[t.seq], q1 = b.query_start[t.seq + 1];
+  const int32_t rows = t.t1 - t.t0, hq = rows * group;  // query-heads per KV head
+  const int32_t nq = nh * hq;
+  const bool split = t.partial != nullptr;
+  PYPTO_ASSERT(q0 <= t.t0 && t.t0 < t.t1 && t.t1 <= q1 && nq <= kAttentionMaxQueries && (!split || rows == 1),
+               "decode-heads task: rows [", t.t0, ", ", t.t1, ") of [", q0, ", ", q1, ") group ", group, " heads ", nh,
+               split ? " split" : "");
   const int32_t ctx = b.context_len[t.seq];
+  const int32_t first_pos = ctx - (q1 - q0);  // the position of the sequence's first query row
   const int32_t* table = b.block_tables + static_cast<int64_t>(t.seq) * b.max_blocks_per_seq;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
 
@@ -64,30 +69,36 @@ inline void attention_decode_heads(const AttentionTask& t, float* scratch) {
   float* vfb = kf + round_lanes(bs) * hd;  // [round_lanes(bs), hd]  its values
   float* run_max = vfb + round_lanes(bs) * hd;  // [kMaxQ]
   float* run_sum = run_max + kMaxQ;              // [kMaxQ]
-  float* p = run_sum + kMaxQ;                    // [group, L]  one key group's probabilities per query-head
-  float* alpha = p + kMaxQ * L;                  // [group]
+  float* p = run_sum + kMaxQ;                    // [hq, L]  one key group's probabilities per query-head
+  float* alpha = p + kMaxQ * L;                  // [hq]
   float* tot_max = alpha + kMaxQ;                // [kMaxQ]  folded segments (fold_segment)
   float* tot_sum = tot_max + kMaxQ;              // [kMaxQ]
   float* tot_acc = tot_sum + kMaxQ;              // [nq, hd]
   PYPTO_ASSERT(tot_acc + static_cast<int64_t>(nq) * hd <= scratch + attention_scratch_floats(bs, hd),
                "decode-heads scratch");
 
-  // Query-head qi = (KV head - h0) · group + head within the group.
-  const float* q = t.q + (static_cast<int64_t>(t.t0) * t.n_heads + h0 * group) * hd;  // [nq, hd]
-  float* out = t.out + (static_cast<int64_t>(t.t0) * t.n_heads + h0 * group) * hd;  // [nq, hd]
-  const bool split = t.partial != nullptr;
-  if (split) out = t.partial + 2 * nq;  // the segment's acc goes to its partial, not to out
+  // Query-head qi = ((KV head - h0) · rows + row - t0) · group + head within the group: a KV
+  // head's query-heads are consecutive. see[qi]: the keys it sees, [0, its position].
+  const float* qp[kAttentionMaxQueries];
+  float* op[kAttentionMaxQueries];
+  int32_t see[kAttentionMaxQueries];
   for (int32_t qi = 0; qi < nq; ++qi) {
+    const int32_t hh = qi / hq, row = t.t0 + qi % hq / group, h = (h0 + hh) * group + qi % group;
+    qp[qi] = t.q + (static_cast<int64_t>(row) * t.n_heads + h) * hd;
+    // Split: the segment's acc goes to its partial ([nq, hd] after [nq] m and [nq] l), not to out.
+    op[qi] = split ? t.partial + 2 * nq + static_cast<int64_t>(qi) * hd
+                   : t.out + (static_cast<int64_t>(row) * t.n_heads + h) * hd;
+    see[qi] = first_pos + (row - q0) + 1;
     run_max[qi] = tot_max[qi] = -INFINITY;
     run_sum[qi] = tot_sum[qi] = 0.0f;
     for (int ch = 0; ch < HC; ++ch) {
-      vstore(out + qi * hd + ch * L, vzero());
+      vstore(op[qi] + ch * L, vzero());
       vstore(tot_acc + qi * hd + ch * L, vzero());
     }
   }
   // Prefetch (a hint: no value changes). Block bi + kDecodePrefetchBlocks is fetched into L2
   // while block bi is computed, its lines issued a slice at a time before each query-head's work
-  // on each head (nh · group slices): issued in one burst at the block's start, the prefetches
+  // on each head (nq slices): issued in one burst at the block's start, the prefetches
   // fill the core's miss queue and the core waits on them before computing, so memory time and
   // arithmetic add up instead of overlapping (the hybrids' 8 query-heads per KV head make the
   // arithmetic per byte as long as the transfer). Slice u of `slices` covers lines
@@ -95,7 +106,7 @@ inline void attention_decode_heads(const AttentionTask& t, float* scratch) {
   // 8-bit row scales with the first slice.
   const int64_t esize = c.dtype == DType::F32 ? 4 : (c.dtype == DType::BF16 ? 2 : 1);
   const int64_t run_lines = (static_cast<int64_t>(nh) * bs * hd * esize + 63) / 64;  // [nh, bs, hd]
-  const int32_t slices = nh * group;
+  const int32_t slices = nq;
   auto prefetch_slice = [&](int64_t blk, int32_t u) __attribute__((always_inline)) {
     const char* kr = static_cast<const char*>(c.k) + c.row(blk, h0, 0) * esize;
     const char* vr = static_cast<const char*>(c.v) + c.row(blk, h0, 0) * esize;
@@ -111,19 +122,21 @@ inline void attention_decode_heads(const AttentionTask& t, float* scratch) {
     }
   };
 
-  // Blocks [b_begin, b_end): all of the sequence's, or one segment's.
-  const int32_t nblocks = (ctx + bs - 1) / bs;
+  // Blocks [b_begin, b_end): all the blocks the task's last row sees, or one segment's.
+  const int32_t last_see = first_pos + (t.t1 - q0);
+  const int32_t nblocks = (last_see + bs - 1) / bs;
   const int32_t b_begin = split ? t.seg * kAttnSegmentBlocks : 0;
   const int32_t b_end = split && (t.seg + 1) * kAttnSegmentBlocks < nblocks ? (t.seg + 1) * kAttnSegmentBlocks : nblocks;
   PYPTO_ASSERT(b_begin < b_end, "decode segment ", t.seg, " of a context of ", ctx);
   for (int32_t bi = b_begin; bi < b_begin + kDecodePrefetchBlocks && bi < b_end; ++bi)
     for (int32_t u = 0; u < slices; ++u) prefetch_slice(table[bi], u);
   for (int32_t bi = b_begin; bi < b_end; ++bi) {
-    const int32_t kb0 = bi * bs, nrows = ctx - kb0 < bs ? ctx - kb0 : bs;
+    const int32_t kb0 = bi * bs, nrows = last_see - kb0 < bs ? last_see - kb0 : bs;
     const int64_t block = table[bi];
     if (bi > b_begin && bi % kAttnSegmentBlocks == 0)  // a new segment (never within a split task)
       for (int32_t qi = 0; qi < nq; ++qi)
-        next_segment(tot_max[qi], tot_sum[qi], tot_acc + qi * hd, run_max[qi], run_sum[qi], out + qi * hd, hd);
+        if (see[qi] > kb0)  // a query-head that sees none of the segment has no segment to start
+          next_segment(tot_max[qi], tot_sum[qi], tot_acc + qi * hd, run_max[qi], run_sum[qi], op[qi], hd);
     const bool ahead = bi + kDecodePrefetchBlocks < b_end;
     const int64_t next_block = ahead ? table[bi + kDecodePrefetchBlocks] : 0;
     for (int32_t hh = 0; hh < nh; ++hh) {
@@ -131,33 +144,42 @@ inline void attention_decode_heads(const AttentionTask& t, float* scratch) {
       // Key rows past the block's end up to a whole group: zeros (masked in the softmax anyway).
       for (int32_t j = nrows; j < round_lanes(nrows); ++j)
         for (int ch = 0; ch < HC; ++ch) vstore(kf + j * hd + ch * L, vzero());
-      if (group < kDecodeSideBySideMinGroup) {  // one query-head at a time: row_path_block itself
-        for (int32_t gi = 0; gi < group; ++gi) {
-          const int32_t qi = hh * group + gi;
-          if (ahead) prefetch_slice(next_block, qi);
-          row_path_block<HC>(q + qi * hd, out + qi * hd, kf, vfb, nrows, scale, run_max[qi], run_sum[qi], p);
+      const int32_t qh = hh * hq;  // the head's first query-head
+      // Keys of the block query-head qh + i sees (<= 0: none; rows are in position order).
+      auto block_keys = [&](int32_t i) { return see[qh + i] - kb0 < nrows ? see[qh + i] - kb0 : nrows; };
+      if (hq < kDecodeSideBySideMinGroup) {  // one query-head at a time: row_path_block itself
+        for (int32_t i = 0; i < hq; ++i) {
+          if (ahead) prefetch_slice(next_block, qh + i);
+          const int32_t nk = block_keys(i);
+          if (nk > 0) row_path_block<HC>(qp[qh + i], op[qh + i], kf, vfb, nk, scale, run_max[qh + i], run_sum[qh + i], p);
         }
         continue;
       }
-      // The row path's arithmetic for each query-head of the group (row_path_block), in three
-      // passes over the group so that the heads' independent dependency chains overlap: all
-      // scores and softmax steps, then P·V with each value load shared by up to kAttnTile
-      // query-heads (pv_update: the same FMA order for any number of heads). A block holds
-      // block_size keys: L-key groups in order, as row_path_block walks them.
+      // The row path's arithmetic for each query-head of the KV head (row_path_block), in three
+      // passes over them so that the heads' independent dependency chains overlap: all scores
+      // and softmax steps, then P·V with each value load shared by up to kAttnTile query-heads
+      // that see the same keys of the group (pv_update: the same FMA order for any number of
+      // heads). A block holds block_size keys: L-key groups in order, as row_path_block walks them.
       for (int32_t g0 = 0; g0 < nrows; g0 += L) {
-        const int nk = nrows - g0 < L ? nrows - g0 : L;
         const float* kg = kf + static_cast<int64_t>(g0) * hd;
-        const int32_t qh = hh * group;  // the group's first query-head
-        for (int32_t gi = 0; gi < group; ++gi) {
-          if (ahead && g0 == 0) prefetch_slice(next_block, qh + gi);
-          const vf sc = row_scores<HC>(q + (qh + gi) * hd, kg, scale);
-          vstore(p + gi * L, softmax_step(sc, nk, run_max[qh + gi], run_sum[qh + gi], alpha[gi]));
+        int32_t gk[kAttentionMaxQueries];  // keys of this group each query-head sees
+        for (int32_t i = 0; i < hq; ++i) {
+          if (ahead && g0 == 0) prefetch_slice(next_block, qh + i);
+          const int32_t nk = block_keys(i) - g0;
+          gk[i] = nk < L ? nk : L;
+          if (gk[i] <= 0) continue;
+          const vf sc = row_scores<HC>(qp[qh + i], kg, scale);
+          vstore(p + i * L, softmax_step(sc, gk[i], run_max[qh + i], run_sum[qh + i], alpha[i]));
         }
-        float* op[kAttentionMaxQueries];
-        for (int32_t gi = 0; gi < group; ++gi) op[gi] = out + (qh + gi) * hd;
-        for (int32_t gi = 0; gi < group; gi += kAttnTile) {
-          const int n = group - gi < kAttnTile ? group - gi : kAttnTile;
-          pv_run<HC>(n, op + gi, alpha + gi, p + gi * L, L, 1, vfb + static_cast<int64_t>(g0) * hd, nk);
+        for (int32_t i = 0; i < hq;) {
+          if (gk[i] <= 0) {
+            ++i;
+            continue;
+          }
+          int32_t e = i + 1;
+          while (e < hq && e - i < kAttnTile && gk[e] == gk[i]) ++e;
+          pv_run<HC>(e - i, op + qh + i, alpha + i, p + i * L, L, 1, vfb + static_cast<int64_t>(g0) * hd, gk[i]);
+          i = e;
         }
       }
     }
@@ -171,7 +193,7 @@ inline void attention_decode_heads(const AttentionTask& t, float* scratch) {
     return;
   }
   for (int32_t qi = 0; qi < nq; ++qi)
-    finish_query(tot_max[qi], tot_sum[qi], tot_acc + qi * hd, run_max[qi], run_sum[qi], out + qi * hd, hd);
+    finish_query(tot_max[qi], tot_sum[qi], tot_acc + qi * hd, run_max[qi], run_sum[qi], op[qi], hd);
 }
 
 // The segments 0 .. nseg - 1 of a split decode task (t.partial: the first segment's partial, the

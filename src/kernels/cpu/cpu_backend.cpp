@@ -697,16 +697,24 @@ void CpuBackend::paged_attention(const float* q, int64_t m, int32_t n_heads, con
   // heads at once, so each cache block's rows of those heads are read as one contiguous run
   // (attention_decode_heads.h): as many heads as still leave a task per thread. Which heads share
   // a task never changes a result.
+  // Sequences of a few rows (a verify step's k + 1, a short chunk: rows × group at most
+  // kAttentionFewRowsMaxQueries) go out the same way, their rows' query-heads side by side.
   const bool row_path_group = group < cpu::kAttentionColsMin;
-  int32_t n_decode = 0;
-  for (int32_t s = 0; s < batch.num_seqs; ++s) n_decode += batch.query_start[s + 1] - batch.query_start[s] == 1;
-  int32_t decode_heads = 1;
-  for (int32_t d = cache.n_kv_heads; d > 1 && row_path_group; --d)
-    if (cache.n_kv_heads % d == 0 && d * group <= cpu::kAttentionMaxQueries &&
-        static_cast<int64_t>(n_decode) * (cache.n_kv_heads / d) >= pool_.num_threads()) {
-      decode_heads = d;
-      break;
-    }
+  int32_t n_decode = 0, n_few = 0;
+  for (int32_t s = 0; s < batch.num_seqs; ++s) {
+    const int32_t rows = batch.query_start[s + 1] - batch.query_start[s];
+    n_decode += rows == 1;
+    n_few += rows > 1 && rows * group <= cpu::kAttentionFewRowsMaxQueries;
+  }
+  // KV heads per task for sequences of `rows` rows (`count` of them in the batch).
+  auto heads_per_task = [&](int32_t rows, int32_t count) {
+    for (int32_t d = cache.n_kv_heads; d > 1 && row_path_group; --d)
+      if (cache.n_kv_heads % d == 0 && d * rows * group <= cpu::kAttentionMaxQueries &&
+          static_cast<int64_t>(count) * (cache.n_kv_heads / d) >= pool_.num_threads())
+        return d;
+    return 1;
+  };
+  const int32_t decode_heads = heads_per_task(1, n_decode);
 
   // Too few tasks to keep the threads busy (few decode sequences, few KV heads): decode sequences
   // of more than one segment are split along the sequence, one task per segment over all KV heads
@@ -758,10 +766,13 @@ void CpuBackend::paged_attention(const float* q, int64_t m, int32_t n_heads, con
       next_partial += nseg * partial_floats;
       continue;
     }
-    if (q1 - q0 == 1 && decode_heads > 1) {
-      for (int32_t h = 0; h < cache.n_kv_heads; h += decode_heads) {
-        tasks_.push_back({q, out, n_heads, &cache, &batch, s, h, q0, q1, h + decode_heads});
-        task_cost_.push_back(static_cast<int64_t>(decode_heads) * (ctx + cache.block_size));
+    const int32_t heads = q1 - q0 == 1                                                ? decode_heads
+                          : (q1 - q0) * group <= cpu::kAttentionFewRowsMaxQueries ? heads_per_task(q1 - q0, n_few)
+                                                                                  : 1;
+    if (heads > 1) {
+      for (int32_t h = 0; h < cache.n_kv_heads; h += heads) {
+        tasks_.push_back({q, out, n_heads, &cache, &batch, s, h, q0, q1, h + heads});
+        task_cost_.push_back(static_cast<int64_t>(heads) * (q1 - q0) * (ctx + cache.block_size));
       }
       continue;
     }

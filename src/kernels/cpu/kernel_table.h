@@ -19,6 +19,12 @@ constexpr int32_t kAttentionColsMin = 8;
 // Every query's keys are taken in fixed segments of this many cache blocks, folded in order
 // (attention_impl.h): what lets a decode query be split along its sequence across threads.
 constexpr int32_t kAttentionSegmentBlocks = 128;
+// A sequence with 2 or more query rows whose query-heads per KV head (rows × GQA group) are at
+// most this many goes out as decode-heads tasks (attention_decode_heads.h: several KV heads per
+// task, the rows' query-heads side by side) instead of one task per KV head: a speculative verify
+// step's k + 1 rows, a short chunk. Same bits either way; below a vector of query-heads the
+// column path would leave lanes empty.
+constexpr int32_t kAttentionFewRowsMaxQueries = 15;
 
 // y[m, n_out] = x[m, k] · W[n_out, k]ᵀ (+ bias[n_out]); W plain row-major in `dtype`.
 struct LinearTask {
@@ -97,10 +103,11 @@ struct AttentionTask {
   const AttentionBatch* batch = nullptr;
   int32_t seq = 0, kv_head = 0;
   int32_t t0 = 0, t1 = 0;
-  // KV heads [kv_head, kv_head_end) for a decode task (one query row, its sequence's only one; the
-  // backend makes them for GQA groups below kAttentionColsMin, and split tasks over all heads for
-  // any group): its heads' rows of each cache block are read as one contiguous run
-  // (attention_decode_heads.h). 0: kv_head only.
+  // KV heads [kv_head, kv_head_end) for a decode-heads task (the rows [t0, t1) of a sequence of
+  // one query row or of a few, kAttentionFewRowsMaxQueries; the backend makes them for GQA groups
+  // below kAttentionColsMin, and split tasks over all heads for any group of one-row sequences):
+  // its heads' rows of each cache block are read as one contiguous run (attention_decode_heads.h).
+  // 0: kv_head only.
   int32_t kv_head_end = 0;
   // Split along the sequence (a decode task over several KV heads only): this task computes
   // segment `seg` (kAttentionSegmentBlocks cache blocks) and writes its partial softmax state to
