@@ -120,7 +120,7 @@ class Ungrouped final : public Backend {
 };
 
 // The "op" events of a profiled run, summed by name: ms per step, largest first, after the
-// forward span's own ms per step (host code between ops is in neither).
+// forward span's ms per step (the ops are its phases, host.* model code included: they abut).
 void print_op_profile(const prof::Trace& trace, int steps) {
   std::vector<std::pair<std::string, double>> ops;
   double forward = 0;
