@@ -4,6 +4,7 @@
 //   bench_moe --model DIR [--threads N] [--runs 5] [--batches 1,4,16] [--context 128]
 //             [--prompt 512] [--matmul-precision high] [--quantization none|int8|int4]
 //             [--quantization-group 64] [--ungrouped] [--gdn-prefill recurrent|chunked|recurrent,chunked]
+//             [--profile]
 //
 // --prompt takes a list (e.g. 512,2048). --gdn-prefill (hybrids, model/gdn_prefill.h) with both
 // forms runs each prefill with each form on the same staged weights, in alternating rounds (median
@@ -11,6 +12,8 @@
 // --ungrouped runs the experts' products one op per expert (the backend's ops forwarded, except
 // linear_grouped, which falls back to one linear per call): the grouped job against one op per
 // expert, in the same process, on the same weights.
+// --profile: after each batch's timed runs, one more run of its steps with kernel-level
+// profiling on, and where that run's time went, op by op (ms per step, largest first).
 // A decode step of B sequences (each with `context` cached tokens, one new token each) reads the
 // dense weights once (attention projections, routers, dense MLP layers, lm_head), the K/V of
 // every sequence, and each expert its tokens chose once: the distinct experts of the step, as the
@@ -33,6 +36,7 @@
 #include "bench_args.h"
 #include "bench_common.h"
 #include "core/error.h"
+#include "core/profiler.h"
 #include "io/checkpoint.h"
 #include "kernels/backend.h"
 #include "model/forward_batch.h"
@@ -115,13 +119,31 @@ class Ungrouped final : public Backend {
   Backend& b_;
 };
 
+// The "op" events of a profiled run, summed by name: ms per step, largest first, after the
+// forward span's ms per step (the ops are its phases, host.* model code included: they abut).
+void print_op_profile(const prof::Trace& trace, int steps) {
+  std::vector<std::pair<std::string, double>> ops;
+  double forward = 0;
+  for (const prof::Event& e : trace.events) {
+    if (!std::strcmp(e.name, "forward")) forward += double(e.dur_ns);
+    if (std::strcmp(e.cat, "op") != 0) continue;
+    auto it = std::find_if(ops.begin(), ops.end(), [&](const auto& o) { return o.first == e.name; });
+    if (it == ops.end()) ops.emplace_back(e.name, double(e.dur_ns));
+    else it->second += double(e.dur_ns);
+  }
+  std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::printf("  profile: forward %.2f ms/step (profiling on)\n", forward / 1e6 / steps);
+  for (const auto& [name, ns] : ops)
+    if (ns / 1e6 / steps >= 0.01) std::printf("    %-28s %8.3f ms/step  %5.1f%%\n", name.c_str(), ns / 1e6 / steps, 100 * ns / forward);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string model, precision = "high", quantization = "none", gdn_prefill = "recurrent";
   int threads = 0, runs = 5, group = 64, ctx = 128;
   std::vector<int> prompts = {512};
-  bool ungrouped = false;
+  bool ungrouped = false, profile = false;
   std::vector<int> batches = {1, 4, 16};
   for (int i = 1; i < argc; i++) {
     if (!std::strcmp(argv[i], "--model") && i + 1 < argc) model = argv[++i];
@@ -134,11 +156,12 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--quantization") && i + 1 < argc) quantization = argv[++i];
     else if (!std::strcmp(argv[i], "--quantization-group") && i + 1 < argc) group = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--ungrouped")) ungrouped = true;
+    else if (!std::strcmp(argv[i], "--profile")) profile = true;
     else if (!std::strcmp(argv[i], "--gdn-prefill") && i + 1 < argc) gdn_prefill = argv[++i];
     else {
       std::fprintf(stderr,
                    "usage: bench_moe --model DIR [--threads N] [--runs 5] [--batches 1,4,16] [--context 128] "
-                   "[--prompt 512] [--matmul-precision high] [--quantization none|int8|int4] [--quantization-group 64] [--ungrouped] [--gdn-prefill recurrent|chunked|recurrent,chunked]\n");
+                   "[--prompt 512] [--matmul-precision high] [--quantization none|int8|int4] [--quantization-group 64] [--ungrouped] [--gdn-prefill recurrent|chunked|recurrent,chunked] [--profile]\n");
       return 2;
     }
   }
@@ -202,7 +225,8 @@ int main(int argc, char** argv) {
 
     // Decode steps go on from where the previous run stopped (a hybrid's state can only continue
     // its own sequence): run r's step i is at position ctx + r * steps + i.
-    const int32_t bs = 16, steps = 8, len = ctx + runs * steps + 1;
+    // (--profile runs one more.)
+    const int32_t bs = 16, steps = 8, len = ctx + (runs + profile) * steps + 1;
     for (int B : batches) {
       const int32_t per_seq = (len + bs - 1) / bs;
       KvCache cache(m.kv_cache_spec(int64_t(B) * per_seq, bs, DType::BF16));
@@ -251,6 +275,13 @@ int main(int argc, char** argv) {
       std::snprintf(name, sizeof name, "decode batch %d", B);
       std::printf("%-22s %10.2f %10.2f %9.1f%% %9.2f %10.1f  %.1f of %d\n", name, B / s, s * 1e3, 100 * f, 1 / f,
                   median(mb), nexp.empty() ? 0.0 : median(nexp), c.num_experts);
+      if (profile) {
+        prof::set_level(prof::Level::Kernel);
+        prof::reset();
+        for (int i = 0; i < steps; i++) step(ctx + runs * steps + i, 1);
+        prof::set_level(prof::Level::Off);
+        print_op_profile(prof::collect(), steps);
+      }
       std::fflush(stdout);
     }
     for (int prompt : prompts) {
