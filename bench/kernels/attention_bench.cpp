@@ -83,7 +83,10 @@ void BM_Attention(benchmark::State& state) {
 // of bf16 K and V; 8,192 of the hybrids' heads: 16 MiB), so it comes from the L3: the kernel's
 // arithmetic with DRAM out of the way (compare BM_AttentionDecodeBatch). 8,192 keys are 4
 // segments: on 2 or more threads the decode is split along the sequence (attention_decode_heads).
+// {8192, 512, 0}: the last 512 rows of an 8,192-token prefill (issue 31's long prefill, where the
+// column path's arithmetic sets the time: 4 MiB of K / V per layer in L3, ~7,900 keys per query).
 BENCHMARK(BM_Attention)->Args({128, 1, 0})->Args({2048, 1, 0})->Args({512, 512, 0})->Args({8192, 1, 1})
+    ->Args({8192, 512, 0})
     ->Repetitions(5)->ReportAggregatesOnly(true)->Unit(benchmark::kMicrosecond)->UseRealTime()->MeasureProcessCPUTime();
 
 // One decode step of `seqs` sequences (one new token each) at context `ctx`, the KV cache coming
