@@ -60,11 +60,11 @@ namespace pypto::cpu::PYPTO_ISA_NS {
 inline int64_t round_lanes(int64_t n) { return (n + kLanes - 1) / kLanes * kLanes; }
 
 inline int64_t attention_scratch_floats(int32_t block_size, int32_t head_dim) {
-  // Generic: K, V blocks [bs, ldk] + scores [round_lanes(bs)] + 2 × [64]. Fast: K, V blocks
-  // [round_lanes(bs), hd] + transposed queries [64 + L, hd] + scores [2, L, L] + alpha [2, L] +
-  // 2 × [64 + L] + [L].
+  // Q = kAttentionMaxQueries. Generic: K, V blocks [bs, ldk] + scores [round_lanes(bs)] + 2 × [Q].
+  // Fast: K, V blocks [round_lanes(bs), hd] + transposed queries [Q + L, hd] + scores [2, L, L] +
+  // alpha [2, L] + 2 × [Q + L] + [L].
   const int64_t ld = round_lanes(head_dim), slots = kAttentionMaxQueries + kLanes;
-  // Folded segments: + [64 + L, hd] + 2 × [64 + L]. Fast: running numerators + [64, hd].
+  // Folded segments: + [Q + L, hd] + 2 × [Q + L]. Fast: running numerators + [Q, hd].
   return 2 * round_lanes(block_size) * ld + slots * ld + 2 * kLanes * kLanes + 2 * kLanes + 2 * slots + kLanes +
          round_lanes(block_size) + slots * ld + 2 * slots + static_cast<int64_t>(kAttentionMaxQueries) * ld;
 }
@@ -554,10 +554,11 @@ inline void attention_fast(const AttentionTask& t, float* scratch) {
   float* tot_sum = tot_max + kMaxQ;               // [kMaxQ]
   float* tot_acc = tot_sum + kMaxQ;               // [kMaxQ, hd]
   // [nq, hd]  running numerators, query-head by query-head: contiguous in this thread's scratch
-  // rather than in `out`, whose rows are n_heads · hd floats apart. There, the task's 64 numerators
-  // (1 KB per row at a multiple of 4 KB apart) fell into the same few L1 sets and were evicted
-  // every key group, and on two threads the neighbouring heads' tasks wrote into the same pages
-  // (2 threads measured no faster than 1 on BM_Attention/512/512). Only storage: no value changes.
+  // rather than in `out`, whose rows are n_heads · hd floats apart. There, the task's numerators
+  // (1 KB per row at a multiple of 4 KB apart) fell into the same few L1 sets and went back to L2
+  // every key group, and the other thread's task (the neighbouring KV head, same rows) wrote into
+  // the same pages: 2 threads ran 1.0–1.8× one thread on BM_Attention/512/512 from run to run, a
+  // 16K prefill 20 % slower. Only storage: no value changes.
   float* oacc = tot_acc + static_cast<int64_t>(kMaxQ) * hd;
 
   // Query-head qi = (row - t0) · group + head within the group.
