@@ -558,7 +558,7 @@ inline void attention_fast(const AttentionTask& t, float* scratch) {
   // (1 KB per row at a multiple of 4 KB apart) fell into the same few L1 sets and went back to L2
   // every key group, and the other thread's task (the neighbouring KV head, same rows) wrote into
   // the same pages: 2 threads ran 1.0–1.8× one thread on BM_Attention/512/512 from run to run, a
-  // 16K prefill 20 % slower. Only storage: no value changes.
+  // 16K prefill took 20 % longer. Only storage: no value changes.
   float* oacc = tot_acc + static_cast<int64_t>(kMaxQ) * hd;
 
   // Query-head qi = (row - t0) · group + head within the group.
