@@ -149,7 +149,7 @@ TEST(PagedAttention, RowsAloneAndInChunksMatchPrefillBitwise) {
       {6, 2, 128, 8, 50, 45},    // GQA 3, blocks smaller than a key group
       {4, 1, 128, 5, 7, 30},     // GQA 4, odd block size
       {4, 2, 64, 40, 60, 45},    // block size not a multiple of the lanes
-      {32, 2, 64, 16, 0, 20},    // GQA 16: 4 rows per task
+      {32, 2, 64, 16, 0, 20},    // GQA 16: 8 rows per task
       {4, 2, 40, 16, 10, 30},    // generic head_dim
   };
   int seed = 300;
