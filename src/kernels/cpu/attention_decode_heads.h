@@ -74,20 +74,25 @@ inline void attention_decode_heads(const AttentionTask& t, float* scratch) {
   float* tot_max = alpha + kMaxQ;                // [kMaxQ]  folded segments (fold_segment)
   float* tot_sum = tot_max + kMaxQ;              // [kMaxQ]
   float* tot_acc = tot_sum + kMaxQ;              // [nq, hd]
-  PYPTO_ASSERT(tot_acc + static_cast<int64_t>(nq) * hd <= scratch + attention_scratch_floats(bs, hd),
+  // [nq, hd]  running numerators of an unsplit task, contiguous in this thread's scratch rather
+  // than in `out` (rows n_heads · hd floats apart, the other thread's heads in the same pages), as
+  // attention_fast keeps them; copied to `out` at the end. Only storage: no value changes.
+  float* oacc = tot_acc + static_cast<int64_t>(nq) * hd;
+  PYPTO_ASSERT(oacc + static_cast<int64_t>(nq) * hd <= scratch + attention_scratch_floats(bs, hd),
                "decode-heads scratch");
 
   // Query-head qi = ((KV head - h0) · rows + row - t0) · group + head within the group: a KV
   // head's query-heads are consecutive. see[qi]: the keys it sees, [0, its position].
   const float* qp[kAttentionMaxQueries];
-  float* op[kAttentionMaxQueries];
+  float* op[kAttentionMaxQueries];    // its running numerator (oacc, or the split's partial)
+  float* outp[kAttentionMaxQueries];  // its output row in `out`
   int32_t see[kAttentionMaxQueries];
   for (int32_t qi = 0; qi < nq; ++qi) {
     const int32_t hh = qi / hq, row = t.t0 + qi % hq / group, h = (h0 + hh) * group + qi % group;
     qp[qi] = t.q + (static_cast<int64_t>(row) * t.n_heads + h) * hd;
     // Split: the segment's acc goes to its partial ([nq, hd] after [nq] m and [nq] l), not to out.
-    op[qi] = split ? t.partial + 2 * nq + static_cast<int64_t>(qi) * hd
-                   : t.out + (static_cast<int64_t>(row) * t.n_heads + h) * hd;
+    op[qi] = split ? t.partial + 2 * nq + static_cast<int64_t>(qi) * hd : oacc + static_cast<int64_t>(qi) * hd;
+    outp[qi] = t.out + (static_cast<int64_t>(row) * t.n_heads + h) * hd;
     see[qi] = first_pos + (row - q0) + 1;
     run_max[qi] = tot_max[qi] = -INFINITY;
     run_sum[qi] = tot_sum[qi] = 0.0f;
@@ -171,16 +176,7 @@ inline void attention_decode_heads(const AttentionTask& t, float* scratch) {
           const vf sc = row_scores<HC>(qp[qh + i], kg, scale);
           vstore(p + i * L, softmax_step(sc, gk[i], run_max[qh + i], run_sum[qh + i], alpha[i]));
         }
-        for (int32_t i = 0; i < hq;) {
-          if (gk[i] <= 0) {
-            ++i;
-            continue;
-          }
-          int32_t e = i + 1;
-          while (e < hq && e - i < kAttnTile && gk[e] == gk[i]) ++e;
-          pv_run<HC>(e - i, op + qh + i, alpha + i, p + i * L, L, 1, vfb + static_cast<int64_t>(g0) * hd, gk[i]);
-          i = e;
-        }
+        pv_same_keys<HC>(hq, [&](int32_t i) { return gk[i]; }, op + qh, alpha, p, L, 1, vfb + static_cast<int64_t>(g0) * hd);
       }
     }
   }
@@ -192,8 +188,10 @@ inline void attention_decode_heads(const AttentionTask& t, float* scratch) {
     }
     return;
   }
-  for (int32_t qi = 0; qi < nq; ++qi)
+  for (int32_t qi = 0; qi < nq; ++qi) {
     finish_query(tot_max[qi], tot_sum[qi], tot_acc + qi * hd, run_max[qi], run_sum[qi], op[qi], hd);
+    for (int ch = 0; ch < HC; ++ch) vstore(outp[qi] + ch * L, vload(op[qi] + ch * L));
+  }
 }
 
 // The segments 0 .. nseg - 1 of a split decode task (t.partial: the first segment's partial, the

@@ -450,6 +450,25 @@ inline void pv_run(int n, float* const* o, const float* alpha, const float* p, i
   pv_update<HC, N>(o, alpha, p, pi, pj, vg, nk);
 }
 
+// P·V of query-heads 0 .. n-1 over one key group, query-head i seeing keys(i) of it (<= 0: none):
+// runs of consecutive query-heads that see the same number of keys, up to kAttnTile, share each
+// value load (pv_run); p_i = p + i · pi as pv_update reads it.
+template <int HC, class Keys>
+inline void pv_same_keys(int32_t n, Keys keys, float* const* o, const float* alpha, const float* p, int pi, int pj,
+                         const float* vg) {
+  for (int32_t i = 0; i < n;) {
+    const int32_t nk = keys(i);
+    if (nk <= 0) {
+      ++i;
+      continue;
+    }
+    int32_t e = i + 1;
+    while (e < n && e - i < kAttnTile && keys(e) == nk) ++e;
+    pv_run<HC>(e - i, o + i, alpha + i, p + static_cast<int64_t>(i) * pi, pi, pj, vg, nk);
+    i = e;
+  }
+}
+
 // Row path scores of one query-head q ([HC·L]) against the L key rows kg ([L, HC·L] f32; rows past
 // the block's end are zeros, masked later by softmax_step whatever their scores): lane j = key j.
 // Lane r of acc[j] is chain r of key j (see scores_cols); reduce_lanes adds the chains.
@@ -679,17 +698,8 @@ inline void attention_fast(const AttentionTask& t, float* scratch) {
             const bool masked = nkeys < L || any_partial(nkv);
             softmax_cols(sv, nkv, masked, run_max + qb, run_sum + qb, av);
             // P·V: consecutive query-heads that see the same keys share the value loads.
-            const int iend = nq - qb < L ? nq - qb : L;
-            for (int i = 0; i < iend;) {
-              if (nkf[i] <= 0.0f) {
-                ++i;
-                continue;
-              }
-              int e = i + 1;
-              while (e < iend && e - i < kAttnTile && nkf[e] == nkf[i]) ++e;
-              pv_run<HC>(e - i, op + qb + i, av + i, sv + i, 1, L, vg, static_cast<int>(nkf[i]));
-              i = e;
-            }
+            pv_same_keys<HC>(nq - qb < L ? nq - qb : L, [&](int32_t i) { return static_cast<int32_t>(nkf[i]); },
+                             op + qb, av, sv, 1, L, vg);
           }
         }
       }
