@@ -27,17 +27,20 @@
 // segment of the sequence is done, attention_fold folds them in segment order into out — the
 // same fold_segment calls, in the same order, as a task that walks all segments itself.
 //
-// Shapes: q, out [m, n_heads, HC·L]; the task's row t0 is its sequence's only query (position
-// context_len - 1, so it sees every key of every block); query-heads (h0 · group ..
-// h1 · group), at most kAttentionMaxQueries. A segment's partial: [nq] m, [nq] l, [nq, hd] acc
-// (attention_partial_floats).
+// A few rows (a speculative verify step's k + 1, kAttentionFewRowsMaxQueries): the task takes
+// rows [t0, t1) of its sequence, each row's query-heads seeing the keys up to its own position;
+// a KV head's query-heads of all the rows go side by side as a GQA group's do. Never split.
+//
+// Shapes: q, out [m, n_heads, HC·L]; rows [t0, t1) of the sequence (one row, its only one, when
+// split); query-heads nq = (h1 - h0) · rows · group, at most kAttentionMaxQueries. A segment's
+// partial: [nq] m, [nq] l, [nq, hd] acc (attention_partial_floats).
 
 // How many cache blocks ahead a decode task prefetches (see the loop below). 4 measured up to 24 %
 // less CPU time than one burst a block ahead at 32K, 2 in between (docs/status.md, issue 31).
 constexpr int32_t kDecodePrefetchBlocks = 4;
 
-// The smallest GQA group whose query-heads a decode task takes side by side (below it, one at a
-// time, as row_path_block). Quiet runs on the AMD EPYC Zen 5 host at 32K (docs/status.md, issue
+// The fewest query-heads per KV head (GQA group × rows) that a decode task takes side by side
+// (below it, one at a time, as row_path_block). Quiet runs on the AMD EPYC Zen 5 host at 32K (docs/status.md, issue
 // 31): side by side 0.84x the time with the hybrids' groups of 8, but 1.05x with int8 KV and
 // Qwen3-0.6B's groups of 2, where two chains give the core too little to overlap to pay for the
 // extra probability stores. Same bits either way.
