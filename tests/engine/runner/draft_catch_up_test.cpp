@@ -19,6 +19,7 @@
 #include "engine/engine.h"
 #include "engine/model_runner.h"
 #include "model_harness.h"
+#include "spec_engine_run.h"
 #include "tiny_draft_models.h"
 
 namespace pypto {
@@ -190,19 +191,8 @@ StretchRun run(const Ids& prompt, int32_t max_tokens, int32_t k, test::LoadedMod
     c.drafter = stretch;
   }
   Engine engine(c, std::make_unique<ModelRunner>(model, cache));
-  EngineRequest r;
-  r.request_id = "r";
-  r.prompt_token_ids = prompt;
-  r.params.temperature = 0.0f;
-  r.params.max_tokens = max_tokens;
-  r.params.ignore_eos = true;
-  engine.add_request(r);
   StretchRun out;
-  for (int step = 0; step < 1000 && engine.has_unfinished_requests(); ++step)
-    for (const RequestOutput& o : engine.step()) {
-      EXPECT_NE(o.finish_reason, FinishReason::Error) << o.error;
-      out.tokens.insert(out.tokens.end(), o.new_token_ids.begin(), o.new_token_ids.end());
-    }
+  out.tokens = test::run_spec_requests(engine, {prompt}, max_tokens, 0.0f, 0, "r").tokens["r0"];
   out.stats = engine.scheduler().spec_decode_stats();
   if (stretch) {
     out.first_after_catch_up = stretch->first_after_catch_up;
