@@ -1,7 +1,8 @@
 // Quantized linears (WeightFormat int8, int4 in groups of 32/64/128, fp8 blocks) at Qwen3-0.6B
 // shapes (the first four), Qwen3-14B shapes (the next four, one rank; the 27B hybrid's FFN is the
 // same 5120 x 17408) and the Qwen3.6-27B hybrid's own (8: a GDN layer's in_proj, qkv 10240 + z
-// 6144 rows; 9: its out_proj, 48 value heads x 128 -> 5120):
+// 6144 rows; 9: its out_proj, 48 value heads x 128 -> 5120), then the lm_heads of Qwen3-0.6B (10, tied
+// embedding) and Qwen3-30B-A3B (11), which --quantization quantizes like the layers:
 //   m = 1 (decode): weight GB/s (the packed bytes with scales and zero points) and % of the read
 //     bandwidth bound measured in the same run; several copies (>= 256 MiB) are cycled so every
 //     call streams from DRAM.
@@ -36,7 +37,8 @@ const Shape kQShapes[] = {{"qkv_1024x4096", 4096, 1024}, {"gate_up_1024x6144", 6
                           {"down_3072x1024", 1024, 3072}, {"o_2048x1024", 1024, 2048},
                           {"14b_qkv_5120x7168", 7168, 5120}, {"14b_gate_up_5120x34816", 34816, 5120},
                           {"14b_down_17408x5120", 5120, 17408}, {"14b_o_5120x5120", 5120, 5120},
-                          {"27b_gdn_in_5120x16384", 16384, 5120}, {"27b_gdn_out_6144x5120", 5120, 6144}};
+                          {"27b_gdn_in_5120x16384", 16384, 5120}, {"27b_gdn_out_6144x5120", 5120, 6144},
+                          {"0.6b_lm_head_1024x151936", 151936, 1024}, {"30b_a3b_lm_head_2048x151936", 151936, 2048}};
 struct Format {
   const char* name;
   WeightFormat f;
@@ -147,7 +149,7 @@ void BM_QuantLinear(benchmark::State& state) {
 }
 
 void QuantArgs(benchmark::internal::Benchmark* b) {
-  for (int64_t shape = 0; shape < 10; ++shape)
+  for (int64_t shape = 0; shape < 12; ++shape)
     for (int64_t fmt = 0; fmt < 5; ++fmt)
       for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 16, 512})  // 2..8: a speculative verify step or a decode batch
         for (int64_t act : {2, 1, 0}) b->Args({shape, fmt, m, act});
@@ -225,6 +227,9 @@ void SideArgs(benchmark::internal::Benchmark* b) {
     for (int64_t fmt : {0, 2, 3})
       for (int64_t m : {1, 4, 16}) b->Args({shape, fmt, m, 0});
   for (int64_t fmt : {0, 2, 3}) b->Args({3, fmt, 1, 1});
+  for (int64_t shape : {10, 11})
+    for (int64_t fmt : {0, 2})
+      for (int64_t m : {1, 4, 16}) b->Args({shape, fmt, m, 0});
 }
 BENCHMARK(BM_QuantSideBySide)->Apply(SideArgs)->UseRealTime()->MinTime(1.0);
 
