@@ -33,6 +33,13 @@ constexpr int64_t kPrefetchBytes = 3072;
 using S32x16 = __v16si;
 inline S32x16 dpbusd(S32x16 acc, __m512i u8, __m512i s8) { return (S32x16)_mm512_dpbusd_epi32((__m512i)acc, u8, s8); }
 
+// acc += VPDPBUSD(u8, x's 4 bytes at p broadcast), x as the instruction's broadcast memory operand
+// ({1to16}): GCC emits a separate VPBROADCASTD for the intrinsic form.
+inline S32x16 dpbusd_x4(S32x16 acc, __m512i u8, const uint8_t* p) {
+  asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u8), "m"(*reinterpret_cast<const int32_t*>(p)));
+  return acc;
+}
+
 inline __m512i bcast4(const uint8_t* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
@@ -146,7 +153,10 @@ void q4_super(const QuantLinearTask& t, int64_t i0, int64_t sp) {
 // are q4_super's bit for bit (the f32 epilogue of each row and column is the same, groups in the
 // same order). Panels VV at a time so that the R·VV accumulators stay in registers (≤ 16 of 32:
 // more made GCC spill); a group's record (≤ 2.4 KiB at g 64) stays in L1 between the VV passes;
-// y lives in an L1 buffer between groups.
+// y lives in an L1 buffer between groups. With all 4 panels in one pass and 3 or 4 rows, x's bytes come
+// as broadcast memory operands (one thread, m = 3 and 4: 0.85-0.99x the time of a separate
+// VPBROADCASTD, AMD EPYC Zen 5; at 2 rows 1.03-1.07x, so not there); with VV = 2 they stay
+// broadcast in registers (the memory form measured ~1.25x slower at 8 and 16 rows).
 template <int R, int VV>
 void q4_rows(const QuantLinearTask& t, int64_t i0, int64_t sp) {
   constexpr int V = 4;
@@ -176,9 +186,11 @@ void q4_rows(const QuantLinearTask& t, int64_t i0, int64_t sp) {
         }
         for (int r = 0; r < R; ++r) {
           const uint8_t* xr = t.xq + (i0 + r) * t.ldq + k0 + 8 * ch;
-          const __m512i xl = bcast4(xr), xh = bcast4(xr + 4);
-          for (int v = 0; v < VV; ++v) {
-            acc[r][v] = dpbusd(dpbusd(acc[r][v], lo[v], xl), hi[v], xh);
+          if constexpr (VV == V && R >= 3) {
+            for (int v = 0; v < VV; ++v) acc[r][v] = dpbusd_x4(dpbusd_x4(acc[r][v], lo[v], xr), hi[v], xr + 4);
+          } else {
+            const __m512i xl = bcast4(xr), xh = bcast4(xr + 4);
+            for (int v = 0; v < VV; ++v) acc[r][v] = dpbusd(dpbusd(acc[r][v], lo[v], xl), hi[v], xh);
           }
         }
       }
