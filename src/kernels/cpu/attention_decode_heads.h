@@ -45,10 +45,10 @@ constexpr int32_t kDecodePrefetchBlocks = 4;
 // kDecodeHwPrefetchRunBytes long. Such a task reads the cache about as fast as the hardware
 // prefetchers stream runs that long, and the software prefetches (1,024 lines a block for 8 bf16
 // heads of 128) take the core's miss slots from those streams. Measured (AMD EPYC Zen 5, 2
-// threads, 4 alternating rounds, docs/status.md issue 31): without them a 32K decode of the 0.6B
-// heads, bf16 (32 KiB runs), took 0.81× the time with shuffled blocks and 0.62× with blocks in
-// order; with 16 KiB runs (int8 KV, or bf16 tasks of 4 heads at 4K) it took 1.07-1.26× and the
-// hybrids' groups of 8 1.2-1.35×, so those keep them. A hint either way: no value changes.
+// threads, 16 alternating rounds, docs/status.md issue 31): without them a 32K decode of the
+// 0.6B heads, bf16 (32 KiB runs), took 0.84× the time with shuffled blocks and 0.64× with blocks
+// in order; with 16 KiB runs (int8 KV, or bf16 tasks of 4 heads at 4K) it took 1.07-1.3× and the
+// hybrids' groups of 8 1.1-1.5×, so those keep them. A hint either way: no value changes.
 constexpr int32_t kDecodePrefetchMinGroup = 4;
 constexpr int64_t kDecodeHwPrefetchRunBytes = 32 * 1024;
 
