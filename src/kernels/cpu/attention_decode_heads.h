@@ -39,6 +39,19 @@
 // less CPU time than one burst a block ahead at 32K, 2 in between (docs/status.md, issue 31).
 constexpr int32_t kDecodePrefetchBlocks = 4;
 
+// When a decode task leaves the prefetching to the hardware: fewer than kDecodePrefetchMinGroup
+// query-heads per KV head (GQA group × rows; Qwen3-0.6B's groups of 2: two query-heads'
+// arithmetic per K/V byte) and its heads' rows of a block (one run of K, one of V) at least
+// kDecodeHwPrefetchRunBytes long. Such a task reads the cache about as fast as the hardware
+// prefetchers stream runs that long, and the software prefetches (1,024 lines a block for 8 bf16
+// heads of 128) take the core's miss slots from those streams. Measured (AMD EPYC Zen 5, 2
+// threads, 16 alternating rounds, docs/status.md issue 31): without them a 32K decode of the
+// 0.6B heads, bf16 (32 KiB runs), took 0.84× the time with shuffled blocks and 0.64× with blocks
+// in order; with 16 KiB runs (int8 KV, or bf16 tasks of 4 heads at 4K) it took 1.07-1.3× and the
+// hybrids' groups of 8 1.1-1.5×, so those keep them. A hint either way: no value changes.
+constexpr int32_t kDecodePrefetchMinGroup = 4;
+constexpr int64_t kDecodeHwPrefetchRunBytes = 32 * 1024;
+
 // The fewest query-heads per KV head (GQA group × rows) that a decode task takes side by side
 // (below it, one at a time, as row_path_block). Quiet runs on the AMD EPYC Zen 5 host at 32K (docs/status.md, issue
 // 31): side by side 0.84x the time with the hybrids' groups of 8, but 1.05x with int8 KV and
@@ -111,7 +124,8 @@ inline void attention_decode_heads(const AttentionTask& t, float* scratch) {
   // arithmetic add up instead of overlapping (the hybrids' 8 query-heads per KV head make the
   // arithmetic per byte as long as the transfer). Slice u of `slices` covers lines
   // [u · n / slices, (u + 1) · n / slices) of the heads' K run, the same of the V run, and the
-  // 8-bit row scales with the first slice.
+  // 8-bit row scales with the first slice. Not for small groups over long runs (`prefetch`,
+  // kDecodeHwPrefetchRunBytes above).
   const int64_t esize = c.dtype == DType::F32 ? 4 : (c.dtype == DType::BF16 ? 2 : 1);
   const int64_t run_lines = (static_cast<int64_t>(nh) * bs * hd * esize + 63) / 64;  // [nh, bs, hd]
   const int32_t slices = nq;
@@ -136,7 +150,8 @@ inline void attention_decode_heads(const AttentionTask& t, float* scratch) {
   const int32_t b_begin = split ? t.seg * kAttnSegmentBlocks : 0;
   const int32_t b_end = split && (t.seg + 1) * kAttnSegmentBlocks < nblocks ? (t.seg + 1) * kAttnSegmentBlocks : nblocks;
   PYPTO_ASSERT(b_begin < b_end, "decode segment ", t.seg, " of a context of ", ctx);
-  for (int32_t bi = b_begin; bi < b_begin + kDecodePrefetchBlocks && bi < b_end; ++bi)
+  const bool prefetch = hq >= kDecodePrefetchMinGroup || run_lines * 64 < kDecodeHwPrefetchRunBytes;
+  for (int32_t bi = b_begin; prefetch && bi < b_begin + kDecodePrefetchBlocks && bi < b_end; ++bi)
     for (int32_t u = 0; u < slices; ++u) prefetch_slice(table[bi], u);
   for (int32_t bi = b_begin; bi < b_end; ++bi) {
     const int32_t kb0 = bi * bs, nrows = last_see - kb0 < bs ? last_see - kb0 : bs;
@@ -145,7 +160,7 @@ inline void attention_decode_heads(const AttentionTask& t, float* scratch) {
       for (int32_t qi = 0; qi < nq; ++qi)
         if (see[qi] > kb0)  // a query-head that sees none of the segment has no segment to start
           next_segment(tot_max[qi], tot_sum[qi], tot_acc + qi * hd, run_max[qi], run_sum[qi], op[qi], hd);
-    const bool ahead = bi + kDecodePrefetchBlocks < b_end;
+    const bool ahead = prefetch && bi + kDecodePrefetchBlocks < b_end;
     const int64_t next_block = ahead ? table[bi + kDecodePrefetchBlocks] : 0;
     for (int32_t hh = 0; hh < nh; ++hh) {
       for (int32_t j = 0; j < nrows; ++j) widen_row<HC>(c, block, h0 + hh, j, kf + j * hd, vfb + j * hd);
