@@ -143,25 +143,20 @@ template <int R, int VV>
 void q4_rows(const QuantLinearTask& t, int64_t i0, int64_t sp) {
   constexpr int V = 4;
   static_assert(V % VV == 0 && R * VV <= 8, "tile");
-  const int64_t G = t.groups, g = t.group, chunks = g / 8, rec = int64_t(g / 8) * 256 + 256 + 64;
-  alignas(64) float ybuf[R][V][16];
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < V; ++v) _mm512_store_ps(ybuf[r][v], _mm512_setzero_ps());
+  const int64_t G = t.groups;
+  alignas(64) float ybuf[R][V][16] = {};
   for (int64_t gi = 0; gi < G; ++gi) {
-    const uint8_t* record = t.w + (sp * G + gi) * rec;
-    const uint8_t* tail = record + chunks * 256;
-    const int64_t k0 = gi * g;
-    const int64_t n_chunks = (t.k - k0) / 8 < chunks ? (t.k - k0) / 8 : chunks;  // k % 8 == 0
+    const Q4Group grp = q4_group(t, sp, gi);
     for (int vb = 0; vb < V; vb += VV) {
       __m512 a0[R][VV], a1[R][VV];
       for (int r = 0; r < R; ++r)
         for (int v = 0; v < VV; ++v) a0[r][v] = a1[r][v] = _mm512_setzero_ps();
-      for (int64_t ch = 0; ch < n_chunks; ++ch) {
-        const uint8_t* c = record + ch * 256 + vb * 64;
+      for (int64_t ch = 0; ch < grp.n_chunks; ++ch) {
+        const uint8_t* c = grp.w + ch * 256 + vb * 64;
         for (int v = 0; v < VV; ++v) prefetch_l1(c + v * 64 + kQ4PrefetchBytes);
         Q4Words w[VV];
         for (int v = 0; v < VV; ++v) w[v] = q4_to_bf16(c + v * 64);
-        const int64_t off = (k0 / 8 + ch) * 16;
+        const int64_t off = (grp.k0 / 8 + ch) * 16;
         for (int r = 0; r < R; ++r) {
           const uint16_t* xr = t.xp + (i0 + r) * t.ldp + off;
           // The weights first and x's pair second (a broadcast memory operand); VDPBF16PS's two
@@ -184,9 +179,9 @@ void q4_rows(const QuantLinearTask& t, int64_t i0, int64_t sp) {
       // Group end, as q4_super: y += scale · (Σ (16 + q) x − (16 + zero) · Σ x).
       for (int v = 0; v < VV; ++v) {
         const int pv = vb + v;
-        const __m512i zi = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tail + 256 + pv * 16)));
+        const __m512i zi = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(grp.tail + 256 + pv * 16)));
         const __m512 z = _mm512_cvtepi32_ps(_mm512_add_epi32(zi, _mm512_set1_epi32(16)));
-        const __m512 s = _mm512_loadu_ps(reinterpret_cast<const float*>(tail + pv * 64));
+        const __m512 s = _mm512_loadu_ps(reinterpret_cast<const float*>(grp.tail + pv * 64));
         for (int r = 0; r < R; ++r) {
           const __m512 sx = _mm512_set1_ps(t.xsumf[(i0 + r) * G + gi]);
           const __m512 val = _mm512_fnmadd_ps(z, sx, _mm512_add_ps(a0[r][v], a1[r][v]));

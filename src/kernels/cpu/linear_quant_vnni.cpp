@@ -161,22 +161,17 @@ template <int R, int VV>
 void q4_rows(const QuantLinearTask& t, int64_t i0, int64_t sp) {
   constexpr int V = 4;
   static_assert(V % VV == 0 && R * VV <= 16, "tile");
-  const int64_t G = t.groups, g = t.group, chunks = g / 8, rec = int64_t(g / 8) * 256 + 256 + 64;
+  const int64_t G = t.groups;
   const __m512i nib = _mm512_set1_epi8(0x0F);
-  alignas(64) float ybuf[R][V][16];
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < V; ++v) _mm512_store_ps(ybuf[r][v], _mm512_setzero_ps());
+  alignas(64) float ybuf[R][V][16] = {};
   for (int64_t gi = 0; gi < G; ++gi) {
-    const uint8_t* record = t.w + (sp * G + gi) * rec;
-    const uint8_t* tail = record + chunks * 256;
-    const int64_t k0 = gi * g;
-    const int64_t n_chunks = (t.k - k0) / 8 < chunks ? (t.k - k0) / 8 : chunks;  // k % 8 == 0
+    const Q4Group grp = q4_group(t, sp, gi);
     for (int vb = 0; vb < V; vb += VV) {
       S32x16 acc[R][VV];
       for (int r = 0; r < R; ++r)
         for (int v = 0; v < VV; ++v) acc[r][v] = S32x16{};
-      for (int64_t ch = 0; ch < n_chunks; ++ch) {
-        const uint8_t* c = record + ch * 256 + vb * 64;
+      for (int64_t ch = 0; ch < grp.n_chunks; ++ch) {
+        const uint8_t* c = grp.w + ch * 256 + vb * 64;
         for (int v = 0; v < VV; ++v) prefetch_l1(c + v * 64 + kPrefetchBytes);
         __m512i lo[VV], hi[VV];
         for (int v = 0; v < VV; ++v) {
@@ -185,7 +180,7 @@ void q4_rows(const QuantLinearTask& t, int64_t i0, int64_t sp) {
           hi[v] = _mm512_and_si512(_mm512_srli_epi16(b, 4), nib);
         }
         for (int r = 0; r < R; ++r) {
-          const uint8_t* xr = t.xq + (i0 + r) * t.ldq + k0 + 8 * ch;
+          const uint8_t* xr = t.xq + (i0 + r) * t.ldq + grp.k0 + 8 * ch;
           if constexpr (VV == V && R >= 3) {
             for (int v = 0; v < VV; ++v) acc[r][v] = dpbusd_x4(dpbusd_x4(acc[r][v], lo[v], xr), hi[v], xr + 4);
           } else {
@@ -196,8 +191,8 @@ void q4_rows(const QuantLinearTask& t, int64_t i0, int64_t sp) {
       }
       for (int v = 0; v < VV; ++v) {
         const int pv = vb + v;
-        const __m512 z = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tail + 256 + pv * 16))));
-        const __m512 s = _mm512_loadu_ps(reinterpret_cast<const float*>(tail + pv * 64));
+        const __m512 z = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(grp.tail + 256 + pv * 16))));
+        const __m512 s = _mm512_loadu_ps(reinterpret_cast<const float*>(grp.tail + pv * 64));
         for (int r = 0; r < R; ++r) {
           const __m512 val = _mm512_fnmadd_ps(z, _mm512_set1_ps(float(t.xsum[(i0 + r) * G + gi])), _mm512_cvtepi32_ps((__m512i)acc[r][v]));
           _mm512_store_ps(ybuf[r][pv], _mm512_fmadd_ps(val, s, _mm512_load_ps(ybuf[r][pv])));
