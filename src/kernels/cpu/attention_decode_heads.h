@@ -53,10 +53,10 @@ constexpr int32_t kDecodePrefetchMinGroup = 4;
 constexpr int64_t kDecodeHwPrefetchRunBytes = 32 * 1024;
 
 // The fewest query-heads per KV head (GQA group × rows) that a decode task takes side by side
-// (below it, one at a time, as row_path_block). Quiet runs on the AMD EPYC Zen 5 host at 32K (docs/status.md, issue
-// 31): side by side 0.84x the time with the hybrids' groups of 8, but 1.05x with int8 KV and
-// Qwen3-0.6B's groups of 2, where two chains give the core too little to overlap to pay for the
-// extra probability stores. Same bits either way.
+// (below it, one at a time, as row_path_block). Quiet runs on the AMD EPYC Zen 5 host at 32K
+// (docs/status.md, issue 31): side by side 0.84x the time with the hybrids' groups of 8, but
+// 1.05x with int8 KV and Qwen3-0.6B's groups of 2, where two chains give the core too little to
+// overlap to pay for the extra probability stores. Same bits either way.
 constexpr int32_t kDecodeSideBySideMinGroup = 4;
 
 template <int HC>

@@ -16,11 +16,11 @@
 // Register tiles: Int8 4 rows × 2 panels, 1 × 4 (decode: four streams);
 // Int4 R ≤ 2 rows × S ≤ 2 super-panels of 4 panels (a lone row walks two super-panels, two
 // streams, as the VNNI kernel), and from 4 rows on 8 rows × 1 panel or 4 rows × 2 panels per
-// pass (q4_rows: each weight vector converted once for 4 or 8 rows). Each output's order of operations is fixed (Int8: two lanes, each
-// summing its pairs in k order, hi then lo, added at the end; Int4:
-// two accumulators per group, pairs (k0,k2),(k4,k6) into the first and (k1,k3),(k5,k7) into the
-// second, summed at the group's end, groups in order), whatever m, the tile or the thread: the op
-// is batch-invariant.
+// pass (q4_rows: each weight vector converted once for 4 or 8 rows). Each output's order of
+// operations is fixed (Int8: two lanes, each summing its pairs in k order, hi then lo, added at
+// the end; Int4: two accumulators per group, pairs (k0,k2),(k4,k6) into the first and
+// (k1,k3),(k5,k7) into the second, summed at the group's end, groups in order), whatever m, the
+// tile or the thread: the op is batch-invariant.
 #define PYPTO_ISA_NS avx512
 #include <immintrin.h>
 

@@ -2,9 +2,8 @@
 // What the quantized-weight register tiles share (the VNNI tiles of linear_quant_vnni.cpp, the
 // W8A16 / W4A16 tiles of linear_quant_bf16_q8.h and linear_quant_bf16_q4.h): the L1 prefetch along
 // a weight stream, the masked store of 16 output columns (bias added) and where an Int4 group's
-// record lies. AVX-512F only; included
-// by ISA translation units only (each compiles it with its own flags), hence the anonymous
-// namespace.
+// record lies. AVX-512F only; included by ISA translation units only (each compiles it with its
+// own flags), hence the anonymous namespace.
 #include <immintrin.h>
 
 #include <cstdint>
