@@ -50,6 +50,7 @@
 // the block's end are never read (zeros stand in for them).
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "core/error.h"
 #include "kernels/cpu/kernel_table.h"
