@@ -59,8 +59,6 @@ constexpr int64_t kDecodeHwPrefetchRunBytes = 32 * 1024;
 // overlap to pay for the extra probability stores. Same bits either way.
 constexpr int32_t kDecodeSideBySideMinGroup = 4;
 
-#include "kernels/cpu/attention_decode_gqa.h"
-
 template <int HC>
 inline void attention_decode_heads(const AttentionTask& t, float* scratch) {
   constexpr int L = kLanes;
@@ -89,7 +87,6 @@ inline void attention_decode_heads(const AttentionTask& t, float* scratch) {
   float* run_sum = run_max + kMaxQ;              // [kMaxQ]
   float* p = run_sum + kMaxQ;                    // [hq, L]  one key group's probabilities per query-head
   float* alpha = p + kMaxQ * L;                  // [hq]
-  alignas(64) float gqa_acc[kGqaTileHeads * L * L];  // [tile heads, L keys, L chains]  score chains
   float* tot_max = alpha + kMaxQ;                // [kMaxQ]  folded segments (fold_segment)
   float* tot_sum = tot_max + kMaxQ;              // [kMaxQ]
   float* tot_acc = tot_sum + kMaxQ;              // [nq, hd]
@@ -166,39 +163,38 @@ inline void attention_decode_heads(const AttentionTask& t, float* scratch) {
     const bool ahead = prefetch && bi + kDecodePrefetchBlocks < b_end;
     const int64_t next_block = ahead ? table[bi + kDecodePrefetchBlocks] : 0;
     for (int32_t hh = 0; hh < nh; ++hh) {
-      const int32_t qh = hh * hq;  // the head's first query-head
-      // Keys of the block query-head qh + i sees (<= 0: none; rows are in position order).
-      auto block_keys = [&](int32_t i) { return see[qh + i] - kb0 < nrows ? see[qh + i] - kb0 : nrows; };
-      if (hq >= kDecodeSideBySideMinGroup) {
-        // The row path's arithmetic for each query-head of the KV head, all of them side by side
-        // and straight from the cache rows (attention_decode_gqa.h): per L-key group the scores
-        // of up to kGqaTileHeads query-heads per converted key element, their softmax steps, then
-        // P·V per converted value element. Groups in order, as row_path_block walks them. The
-        // next block's prefetch slices of the head's query-heads go out between key pairs.
-        for (int32_t g0 = 0; g0 < nrows; g0 += L) {
-          int32_t gk[kAttentionMaxQueries];  // keys of this group each query-head sees
-          for (int32_t i = 0; i < hq; ++i) {
-            const int32_t nk = block_keys(i) - g0;
-            gk[i] = nk < L ? nk : L;
-          }
-          auto hook = [&](int u) __attribute__((always_inline)) {
-            if (!ahead || g0 != 0) return;
-            for (int32_t s = u * hq / (L / 2); s < (u + 1) * hq / (L / 2); ++s) prefetch_slice(next_block, qh + s);
-          };
-          gqa_group_any<HC>(c, block, h0 + hh, g0, nrows, hq, qp + qh, op + qh, gk, scale, run_max + qh, run_sum + qh,
-                            p, alpha, gqa_acc, hook);
-        }
-        continue;
-      }
-      // One query-head at a time: the block's rows of the head widened to f32, then row_path_block.
       for (int32_t j = 0; j < nrows; ++j) widen_row<HC>(c, block, h0 + hh, j, kf + j * hd, vfb + j * hd);
       // Key rows past the block's end up to a whole group: zeros (masked in the softmax anyway).
       for (int32_t j = nrows; j < round_lanes(nrows); ++j)
         for (int ch = 0; ch < HC; ++ch) vstore(kf + j * hd + ch * L, vzero());
-      for (int32_t i = 0; i < hq; ++i) {
-        if (ahead) prefetch_slice(next_block, qh + i);
-        const int32_t nk = block_keys(i);
-        if (nk > 0) row_path_block<HC>(qp[qh + i], op[qh + i], kf, vfb, nk, scale, run_max[qh + i], run_sum[qh + i], p);
+      const int32_t qh = hh * hq;  // the head's first query-head
+      // Keys of the block query-head qh + i sees (<= 0: none; rows are in position order).
+      auto block_keys = [&](int32_t i) { return see[qh + i] - kb0 < nrows ? see[qh + i] - kb0 : nrows; };
+      if (hq < kDecodeSideBySideMinGroup) {  // one query-head at a time: row_path_block itself
+        for (int32_t i = 0; i < hq; ++i) {
+          if (ahead) prefetch_slice(next_block, qh + i);
+          const int32_t nk = block_keys(i);
+          if (nk > 0) row_path_block<HC>(qp[qh + i], op[qh + i], kf, vfb, nk, scale, run_max[qh + i], run_sum[qh + i], p);
+        }
+        continue;
+      }
+      // The row path's arithmetic for each query-head of the KV head (row_path_block), in three
+      // passes over them so that the heads' independent dependency chains overlap: all scores
+      // and softmax steps, then P·V with each value load shared by up to kAttnTile query-heads
+      // that see the same keys of the group (pv_update: the same FMA order for any number of
+      // heads). A block holds block_size keys: L-key groups in order, as row_path_block walks them.
+      for (int32_t g0 = 0; g0 < nrows; g0 += L) {
+        const float* kg = kf + static_cast<int64_t>(g0) * hd;
+        int32_t gk[kAttentionMaxQueries];  // keys of this group each query-head sees
+        for (int32_t i = 0; i < hq; ++i) {
+          if (ahead && g0 == 0) prefetch_slice(next_block, qh + i);
+          const int32_t nk = block_keys(i) - g0;
+          gk[i] = nk < L ? nk : L;
+          if (gk[i] <= 0) continue;
+          const vf sc = row_scores<HC>(qp[qh + i], kg, scale);
+          vstore(p + i * L, softmax_step(sc, gk[i], run_max[qh + i], run_sum[qh + i], alpha[i]));
+        }
+        pv_same_keys<HC>(hq, [&](int32_t i) { return gk[i]; }, op + qh, alpha, p, L, 1, vfb + static_cast<int64_t>(g0) * hd);
       }
     }
   }

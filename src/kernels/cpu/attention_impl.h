@@ -50,7 +50,6 @@
 // the block's end are never read (zeros stand in for them).
 #include <cmath>
 #include <cstdint>
-#include <type_traits>
 
 #include "core/error.h"
 #include "kernels/cpu/kernel_table.h"
