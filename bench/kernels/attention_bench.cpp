@@ -145,8 +145,9 @@ BENCHMARK(BM_AttentionDecodeBatch)->Args({512, 16, 1, 0, 0})->Args({300, 16, 1, 
     // attention heads and the 0.6B heads.
     ->Args({32768, 1, 1, 0, 1})->Args({32768, 1, 1, 1, 1})->Args({32768, 1, 1, 2, 1})
     ->Args({32768, 1, 1, 0, 0})->Args({32768, 1, 1, 1, 0})->Args({32768, 1, 1, 2, 0})
-    // Qwen3-30B-A3B's heads at 32K (issue 36), bf16 and int8.
-    ->Args({32768, 1, 1, 0, 2})->Args({32768, 1, 1, 1, 2})
+    // Qwen3-30B-A3B's heads at 32K (issue 36), bf16 and int8; a batch of 8 at 4K of them and of
+    // the hybrids' heads (GQA groups of 8 unsplit: one task per KV head or per two).
+    ->Args({32768, 1, 1, 0, 2})->Args({32768, 1, 1, 1, 2})->Args({4096, 8, 1, 0, 2})->Args({4096, 8, 1, 0, 1})
     // The same with each sequence's blocks in order (as right after its prefill), and at 4K: one
     // sequence and a batch of 8, bf16 and int8 (0.6B heads).
     ->Args({32768, 1, 0, 0, 0})->Args({32768, 1, 0, 1, 0})
