@@ -98,11 +98,13 @@ BENCHMARK(BM_Attention)->Name("BM_AttentionVerifyRows")->ArgsProduct({{512}, {1,
 // (as right after prefill), a stride the hardware prefetchers follow. GB/s counts the K and V
 // bytes read (8-bit caches: codes and row scales). Fourth argument: the KV dtype (kv_dtype_arg).
 // Fifth (optional): the head shape, 0 = Qwen3-0.6B / 14B-like (16 query / 8 KV heads of 128), 1 =
-// the Qwen3.5 / 3.6 MoE hybrids' gated attention (16 query / 2 KV heads of 256: GQA groups of 8).
+// the Qwen3.5 / 3.6 MoE hybrids' gated attention (16 query / 2 KV heads of 256: GQA groups of 8),
+// 2 = Qwen3-30B-A3B's (32 query / 4 KV heads of 128: also groups of 8, half the bytes per key).
 void BM_AttentionDecodeBatch(benchmark::State& state) {
   const int32_t ctx = static_cast<int32_t>(state.range(0)), seqs = static_cast<int32_t>(state.range(1));
-  const bool hybrid_heads = state.range(4) == 1;
-  const int32_t nh = 16, nkv = hybrid_heads ? 2 : 8, hd = hybrid_heads ? 256 : 128, bs = 16;
+  const int64_t shape = state.range(4);  // 0: 0.6B heads, 1: the hybrids', 2: Qwen3-30B-A3B's
+  const int32_t nh = shape == 2 ? 32 : 16, nkv = shape == 1 ? 2 : (shape == 2 ? 4 : 8), hd = shape == 1 ? 256 : 128;
+  const int32_t bs = 16;
   const DType dt = kv_dtype_arg(state.range(3));
   const double row_bytes = double(kv_row_bytes(dt, hd));
   // Enough batches of sequences that their caches together far exceed the L3 (>= 192 MiB).
@@ -143,6 +145,9 @@ BENCHMARK(BM_AttentionDecodeBatch)->Args({512, 16, 1, 0, 0})->Args({300, 16, 1, 
     // attention heads and the 0.6B heads.
     ->Args({32768, 1, 1, 0, 1})->Args({32768, 1, 1, 1, 1})->Args({32768, 1, 1, 2, 1})
     ->Args({32768, 1, 1, 0, 0})->Args({32768, 1, 1, 1, 0})->Args({32768, 1, 1, 2, 0})
+    // Qwen3-30B-A3B's heads at 32K (issue 36), bf16 and int8; a batch of 8 at 4K of them and of
+    // the hybrids' heads (GQA groups of 8 unsplit: one task per KV head or per two).
+    ->Args({32768, 1, 1, 0, 2})->Args({32768, 1, 1, 1, 2})->Args({4096, 8, 1, 0, 2})->Args({4096, 8, 1, 0, 1})
     // The same with each sequence's blocks in order (as right after its prefill), and at 4K: one
     // sequence and a batch of 8, bf16 and int8 (0.6B heads).
     ->Args({32768, 1, 0, 0, 0})->Args({32768, 1, 0, 1, 0})

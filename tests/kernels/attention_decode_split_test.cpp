@@ -23,7 +23,8 @@ struct Shape {
   int32_t nh, nkv, hd;
 };
 // Qwen3-0.6B / 14B-like heads (GQA 2, the row path), the Qwen3.5 / 3.6 hybrids' gated attention
-// (16 query / 2 KV heads of 256: GQA 8, a single row on the column path when unsplit), and a
+// (16 query / 2 KV heads of 256: GQA 8, a single row in a decode-heads task when unsplit; the
+// prefill rows compared with it on the column path), and a
 // head_dim no vector kernel takes (never split, segments folded all the same).
 const Shape kShapes[] = {{"16/8x128", 16, 8, 128}, {"16/2x256", 16, 2, 256}, {"6/2x40", 6, 2, 40}};
 

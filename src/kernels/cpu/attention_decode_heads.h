@@ -22,6 +22,14 @@
 // exp, sum, then P·V waiting on the probabilities — runs mostly serially; with the GQA group's
 // heads side by side the out-of-order core overlaps their chains.
 //
+// GQA groups of 8 (the Qwen3.5 / 3.6 hybrids, Qwen3-30B-A3B): their one-row decode tasks come
+// here even with one KV head (cpu_backend.cpp), not to attention_fast's column path, which would
+// leave half of each query vector's lanes empty: at 32K on Qwen3-30B-A3B's heads ~0.78x the time
+// (docs/status.md, issue 36). Tried and taken out: scoring and P·V straight from the cache rows
+// (each K / V element converted once in registers for all 8 query-heads, no f32 tile): same bits,
+// but 1.2-1.4x the CPU time of this tile at 32K, the cache-row loads then waiting between the
+// FMAs where the widening loop reads a block's rows in one burst.
+//
 // Split along the sequence (t.partial set): the task computes one segment (kAttnSegmentBlocks
 // cache blocks, t.seg) of its query-heads and leaves its (m, l, acc) in t.partial; once every
 // segment of the sequence is done, attention_fold folds them in segment order into out — the

@@ -726,7 +726,7 @@ inline bool attention_splits(int32_t head_dim) {
 }
 
 inline void attention(const AttentionTask& t, float* scratch) {
-  if (t.kv_head_end > t.kv_head + 1 || t.partial) {  // a decode task over several KV heads
+  if (t.kv_head_end > t.kv_head || t.partial) {  // a decode-heads task (attention_decode_heads.h)
     switch (t.cache->head_dim / kLanes * (t.cache->head_dim % kLanes == 0 ? 1 : 0)) {
       case 4: return attention_decode_heads<4>(t, scratch);
       case 8: return attention_decode_heads<8>(t, scratch);

@@ -699,6 +699,10 @@ void CpuBackend::paged_attention(const float* q, int64_t m, int32_t n_heads, con
   // a task never changes a result.
   // Sequences of a few rows (a verify step's k + 1, a short chunk: rows × group at most
   // kAttentionFewRowsMaxQueries) go out the same way, their rows' query-heads side by side.
+  // Decode rows go out so whatever the group: a GQA group of 8 (the Qwen3.5 / 3.6 hybrids,
+  // Qwen3-30B-A3B) would otherwise take the column path with half its query vector's lanes empty,
+  // while a decode-heads task reads the cache rows once for the group's 8 query-heads
+  // (attention_decode_gqa.h). Few-row sequences only below a vector of query-heads.
   const bool row_path_group = group < cpu::kAttentionColsMin;
   int32_t n_decode = 0, n_few = 0;
   for (int32_t s = 0; s < batch.num_seqs; ++s) {
@@ -708,7 +712,7 @@ void CpuBackend::paged_attention(const float* q, int64_t m, int32_t n_heads, con
   }
   // KV heads per task for sequences of `rows` rows (`count` of them in the batch).
   auto heads_per_task = [&](int32_t rows, int32_t count) {
-    for (int32_t d = cache.n_kv_heads; d > 1 && row_path_group; --d)
+    for (int32_t d = cache.n_kv_heads; d > 1 && (row_path_group || rows == 1); --d)
       if (cache.n_kv_heads % d == 0 && d * rows * group <= cpu::kAttentionMaxQueries &&
           static_cast<int64_t>(count) * (cache.n_kv_heads / d) >= pool_.num_threads())
         return d;
@@ -769,7 +773,7 @@ void CpuBackend::paged_attention(const float* q, int64_t m, int32_t n_heads, con
     const int32_t heads = q1 - q0 == 1                                                ? decode_heads
                           : (q1 - q0) * group <= cpu::kAttentionFewRowsMaxQueries ? heads_per_task(q1 - q0, n_few)
                                                                                   : 1;
-    if (heads > 1) {
+    if (heads > 1 || (q1 - q0 == 1 && !row_path_group)) {  // a decode-heads task (kv_head_end set)
       for (int32_t h = 0; h < cache.n_kv_heads; h += heads) {
         tasks_.push_back({q, out, n_heads, &cache, &batch, s, h, q0, q1, h + heads});
         task_cost_.push_back(static_cast<int64_t>(heads) * (q1 - q0) * (ctx + cache.block_size));

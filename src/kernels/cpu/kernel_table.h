@@ -108,9 +108,9 @@ struct AttentionTask {
   int32_t t0 = 0, t1 = 0;
   // KV heads [kv_head, kv_head_end) for a decode-heads task (the rows [t0, t1) of a sequence of
   // one query row or of a few, kAttentionFewRowsMaxQueries; the backend makes them for GQA groups
-  // below kAttentionColsMin, and split tasks over all heads for any group of one-row sequences):
-  // its heads' rows of each cache block are read as one contiguous run (attention_decode_heads.h).
-  // 0: kv_head only.
+  // below kAttentionColsMin, for one-row sequences of any group — one KV head or more — and split
+  // tasks over all heads for one-row sequences): its heads' rows of each cache block are read as
+  // one contiguous run (attention_decode_heads.h). 0: kv_head only (attention_fast).
   int32_t kv_head_end = 0;
   // Split along the sequence (a decode task over several KV heads only): this task computes
   // segment `seg` (kAttentionSegmentBlocks cache blocks) and writes its partial softmax state to
