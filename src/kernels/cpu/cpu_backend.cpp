@@ -702,7 +702,7 @@ void CpuBackend::paged_attention(const float* q, int64_t m, int32_t n_heads, con
   // Decode rows go out so whatever the group: a GQA group of 8 (the Qwen3.5 / 3.6 hybrids,
   // Qwen3-30B-A3B) would otherwise take the column path with half its query vector's lanes empty,
   // while a decode-heads task reads the cache rows once for the group's 8 query-heads
-  // (attention_decode_gqa.h). Few-row sequences only below a vector of query-heads.
+  // (attention_decode_heads.h). Few-row sequences only below a vector of query-heads.
   const bool row_path_group = group < cpu::kAttentionColsMin;
   int32_t n_decode = 0, n_few = 0;
   for (int32_t s = 0; s < batch.num_seqs; ++s) {
