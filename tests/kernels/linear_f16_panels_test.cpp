@@ -3,8 +3,9 @@
 // bitwise batch invariance across m, and the tied-embedding lookup from the panels.
 //
 // Tolerance (per element): |y - y_ref| <= (k + 8) · 2^-24 · Σ_k |x_k w_k| + 2^-24 |bias|: the
-// products are exact, one f32 lane per output sums the k of them with FMA in increasing k (k
-// roundings), the bias is one more; the reference accumulates in double.
+// products are exact, one f32 lane per output sums them with FMA in increasing k, in blocks of
+// 256 joined by adds (at most min(k, 256) + k / 256 <= k + 1 roundings), the bias is one more;
+// the reference accumulates in double.
 #include <gtest/gtest.h>
 
 #include "kernel_test_util.h"
@@ -61,11 +62,13 @@ TEST(LinearF16Panels, MatchesReferenceOnAwkwardShapes) {
 }
 
 // Row r is bitwise the same computed alone (m = 1: the 8-panel row groups) or in a batch of any
-// size (6-row tiles of 4 panels, the last tile shorter), at 1, 2 or 3 threads.
+// size (6-row tiles of 4 panels, the last tile shorter), at 1, 2 or 3 threads; k = 600 crosses
+// two of the 256-step blocks the sums are taken in.
 TEST(LinearF16Panels, BatchInvariantAcrossM) {
   const auto cases = f16_panel_cases();
   if (cases.empty()) GTEST_SKIP() << "no AVX-512";
-  const int64_t n = 151, k = 67, rows = 40;
+  for (const int64_t k : {67, 600}) {
+  const int64_t n = 151, rows = 40;
   const auto x = random_f32(size_t(rows * k), 41);
   const auto wb = encode(random_f32(size_t(n * k), 42), DType::F16);
   const auto bias = random_f32(size_t(n), 43);
@@ -80,8 +83,9 @@ TEST(LinearF16Panels, BatchInvariantAcrossM) {
       be->linear(x.data() + first * k, m, packed.w, bias.data(), batch.data());
       for (int64_t r = 0; r < m; ++r)
         ASSERT_TRUE(bitwise_equal(batch.data() + r * n, alone.data() + (first + r) * n, size_t(n)))
-            << c.label << " row " << first + r << " of m=" << m;
+            << c.label << " k=" << k << " row " << first + r << " of m=" << m;
     }
+  }
   }
 }
 

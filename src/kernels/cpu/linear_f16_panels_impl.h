@@ -10,10 +10,12 @@
 // bytes: 256 KiB at k = 2048, kept in L2) three times; 1 row × 8 panels at m = 1 (8 independent
 // FMA chains cover the FMA latency; memory-bound: each weight byte is read once).
 //
-// Order, the same for every output whatever m, the tile or the thread's columns: acc = 0; for
-// j = 0, 1, ..., k - 1: acc = fma(x[i, j], w[n, j], acc) (one f32 lane, increasing k); y = acc
-// (+ bias[n]). Products are exact (f16 · f32 fits in f32's 48-bit product before the one
-// rounding), so the bound is ~k · 2^-24 · Σ|x w| (in practice √k growth). Batch-invariant.
+// Order, the same for every output whatever m, the tile or the thread's columns: for each block
+// b of kF16Block k steps (fixed boundaries 0, 256, ...): acc = 0; acc = fma(x[i, j], w[n, j], acc)
+// for j in the block, increasing (one f32 lane); total = acc (b = 0) or total + acc; y = total
+// (+ bias[n]). The FMA rounds each exact product-sum once, so the bound is (min(k, 256) + k / 256)
+// · 2^-24 · Σ|x w| instead of k · 2^-24 for one running sum (the blocks cost ~24 adds per 256 k
+// steps of a tile, the totals live in L1). Batch-invariant.
 #include <cstdint>
 
 #include "kernels/cpu/f16_panels.h"
@@ -25,6 +27,7 @@ namespace pypto::cpu::PYPTO_ISA_NS {
 constexpr int kF16TileRows = 6;    // R at m >= 2
 constexpr int kF16TilePanels = 4;  // V at m >= 2 (64 columns)
 constexpr int kF16RowPanels = 8;   // V at m = 1 (128 columns)
+constexpr int64_t kF16Block = 256; // k steps summed from zero before joining the output's total
 
 // y[i, 16v + c] for rows i < R and panels v < V of one tile.
 //   x [R, k] with row stride ldx; wp: the tile's first panel, panels `pstride` elements apart;
@@ -32,24 +35,31 @@ constexpr int kF16RowPanels = 8;   // V at m = 1 (128 columns)
 template <int R, int V>
 inline void f16_panel_tile(const float* x, int64_t ldx, const uint16_t* wp, int64_t pstride, int64_t k,
                            const float* bias, float* y, int64_t ldy, int64_t cols) {
-  __m512 acc[R][V];
+  __m512 acc[R][V], total[R][V];
   for (int i = 0; i < R; ++i)
-    for (int v = 0; v < V; ++v) acc[i][v] = _mm512_setzero_ps();
-  for (int64_t j = 0; j < k; ++j) {
-    __m512 w[V];
-    for (int v = 0; v < V; ++v)
-      w[v] = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(wp + v * pstride + j * kF16PanelCols)));
-    for (int i = 0; i < R; ++i) {
-      const __m512 xb = _mm512_set1_ps(x[i * ldx + j]);
-      for (int v = 0; v < V; ++v) acc[i][v] = _mm512_fmadd_ps(xb, w[v], acc[i][v]);
+    for (int v = 0; v < V; ++v) total[i][v] = _mm512_setzero_ps();  // k = 0
+  for (int64_t j0 = 0; j0 < k; j0 += kF16Block) {
+    const int64_t j1 = k - j0 < kF16Block ? k : j0 + kF16Block;
+    for (int i = 0; i < R; ++i)
+      for (int v = 0; v < V; ++v) acc[i][v] = _mm512_setzero_ps();
+    for (int64_t j = j0; j < j1; ++j) {
+      __m512 w[V];
+      for (int v = 0; v < V; ++v)
+        w[v] = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(wp + v * pstride + j * kF16PanelCols)));
+      for (int i = 0; i < R; ++i) {
+        const __m512 xb = _mm512_set1_ps(x[i * ldx + j]);
+        for (int v = 0; v < V; ++v) acc[i][v] = _mm512_fmadd_ps(xb, w[v], acc[i][v]);
+      }
     }
+    for (int i = 0; i < R; ++i)
+      for (int v = 0; v < V; ++v) total[i][v] = j0 == 0 ? acc[i][v] : _mm512_add_ps(total[i][v], acc[i][v]);
   }
   for (int v = 0; v < V; ++v) {
     const int64_t c = cols - 16 * v;  // > 0 for every v < V (the caller sizes V to the columns)
     const __mmask16 mask = c >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << c) - 1u);
     const __m512 b = bias ? _mm512_maskz_loadu_ps(mask, bias + 16 * v) : _mm512_setzero_ps();
     for (int i = 0; i < R; ++i) {
-      const __m512 out = bias ? _mm512_add_ps(acc[i][v], b) : acc[i][v];
+      const __m512 out = bias ? _mm512_add_ps(total[i][v], b) : total[i][v];
       _mm512_mask_storeu_ps(y + i * ldy + 16 * v, mask, out);
     }
   }
