@@ -126,10 +126,14 @@ struct PackedWeight {
 //  - high (bf16 weights, bf16-dot path): x ≈ hi + lo, two bf16 rounded to nearest, so
 //    |x - hi - lo| <= 2^-16 |x|; one f32 lane sums the k products in pairs with up to 2
 //    roundings per pair and per half: 2^-16 + (4k + 8) · 2^-24;
-//  - medium: x rounded to one bf16, |x - bf16(x)| <= 2^-8 |x|: 2^-8 + (2k + 8) · 2^-24.
+//  - medium: x rounded to one bf16, |x - bf16(x)| <= 2^-8 |x|: 2^-8 + (2k + 8) · 2^-24;
+//  - f16 weights in column panels (AVX-512, any precision; f16_panels.h): x stays f32, one lane
+//    per output sums the k exact products with FMA in increasing k, in blocks of 256 joined by
+//    adds (<= k + 1 roundings): (k + 8) · 2^-24.
 inline double linear_bound(const BackendCase& c, const Backend& be, DType dtype, int64_t k) {
   const double f32_path = (double((k + 7) / 8) + 8) * kU32;
   if (be.weight_layout_is_plain(dtype)) return f32_path;  // the bf16-dot paths pack their weights
+  if (dtype == DType::F16) return (double(k) + 8) * kU32;
   if (c.precision == MatmulPrecision::High) return std::ldexp(1.0, -16) + (4.0 * double(k) + 8) * kU32;
   return std::ldexp(1.0, -8) + (2.0 * double(k) + 8) * kU32;
 }

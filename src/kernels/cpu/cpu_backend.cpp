@@ -8,7 +8,11 @@
 // table. The bf16-dot backends (high, medium) pack bf16 weights as pair panels
 // (kernels/cpu/bf16_panels.h): accumulators of 16 outputs, no horizontal sums, 97 % of the
 // VDPBF16PS peak on one core at 512 rows (61-70 % on plain rows); a tied table is then staged
-// once, packed, and the embedding lookup reads its rows from the panels (weight_rows).
+// once, packed, and the embedding lookup reads its rows from the panels (weight_rows). f16
+// weights (the embedding and lm_head of GPTQ / AWQ checkpoints) meet f32 x at every precision;
+// on AVX-512 they are packed as column panels (kernels/cpu/f16_panels.h: 16 outputs' weights per
+// k in one 32-byte run, widened exactly by VCVTPH2PS, accumulators of 16 outputs, no horizontal
+// sums), a tied f16 table staged the same way as a bf16 one; on AVX2 they stay plain rows.
 //
 // Numerics (MatmulPrecision, kernels/backend.h): activations and accumulation are f32 everywhere
 // except the inputs of linear. Highest: weights widened exactly in registers, f32 FMA. High (the
@@ -31,6 +35,7 @@
 #include "core/memory.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/bf16_panels.h"
+#include "kernels/cpu/f16_panels.h"
 #include "kernels/gdn_chunked.h"
 #include "kernels/gdn_recurrence.h"
 #include "kernels/kv_quant.h"
@@ -145,9 +150,11 @@ class CpuBackend final : public Backend {
     return bf16_act_ ? "cpu-avx512-bf16act" : split_act_ ? "cpu-avx512-bf16x2act" : kt_.name;
   }
 
-  // --- weights: plain row-major, or bf16 pair panels on the bf16-dot backends (see above) -------
+  // --- weights: plain row-major, bf16 pair panels on the bf16-dot backends, f16 column panels on
+  // AVX-512 (see above) ------------------------------------------------------------------------
   size_t packed_weight_bytes(DType dtype, int64_t n_out, int64_t k_in) const override {
     if (panels(dtype)) return cpu::bf16_panels_bytes(n_out, k_in);
+    if (f16_panels(dtype)) return cpu::f16_panels_bytes(n_out, k_in);
     return plain_weight_bytes(dtype, n_out, k_in);
   }
   void pack_weight(const void* src, DType dtype, int64_t n_out, int64_t k_in, void* dst) const override {
@@ -155,10 +162,12 @@ class CpuBackend final : public Backend {
     PYPTO_ASSERT(reinterpret_cast<uintptr_t>(dst) % 64 == 0, "packed weight must be 64-byte aligned");
     if (panels(dtype))
       cpu::pack_bf16_panels(static_cast<const uint16_t*>(src), n_out, k_in, static_cast<uint16_t*>(dst));
+    else if (f16_panels(dtype))
+      cpu::pack_f16_panels(static_cast<const uint16_t*>(src), n_out, k_in, static_cast<uint16_t*>(dst));
     else
       std::memcpy(dst, src, static_cast<size_t>(n_out * k_in) * dtype_size(dtype));
   }
-  bool weight_layout_is_plain(DType dtype) const override { return !panels(dtype); }
+  bool weight_layout_is_plain(DType dtype) const override { return !panels(dtype) && !f16_panels(dtype); }
 
   size_t packed_quantized_bytes(WeightFormat format, int64_t n_out, int64_t k_in, int32_t group) const override {
     return cpu::quant_panels(format, n_out, k_in, group).total_bytes;
@@ -186,6 +195,7 @@ class CpuBackend final : public Backend {
     check_weight_dtype(w.dtype);
     cpu::LinearTask t{x, m, w.k_in, w.data, w.dtype, w.n_out, bias, y};
     if (panels(w.dtype)) return kernel_ == CpuLinearKernel::Amx ? linear_amx(t) : linear_bf16act(t);
+    if (f16_panels(w.dtype)) return linear_f16_panels(t);
     reserve_scratch(kt_.linear_scratch_floats(w.k_in));
     if (m * w.n_out * w.k_in < kLinearSerialMacs) {
       kt_.linear_cols(t, 0, w.n_out, scratch(0));
@@ -277,7 +287,8 @@ class CpuBackend final : public Backend {
   }
 
   // A tied model's embedding lookup reads the few rows it needs straight from the lm_head's
-  // pair panels (bf16_panels.h), so no plain copy of the table is staged beside them.
+  // pair panels (bf16_panels.h) or f16 column panels (f16_panels.h), so no plain copy of the
+  // table is staged beside them.
   void weight_rows(const int32_t* ids, int64_t m, const LinearWeight& w, float* out) override {
     if (w.format != WeightFormat::Float) {  // a quantized table: dequantize the rows asked for
       for_rows(m, w.k_in, [&](int64_t b, int64_t e) {
@@ -288,11 +299,16 @@ class CpuBackend final : public Backend {
       });
       return;
     }
-    if (!panels(w.dtype)) return embedding(ids, m, w.data, w.dtype, w.k_in, out);
+    if (weight_layout_is_plain(w.dtype)) return embedding(ids, m, w.data, w.dtype, w.k_in, out);
+    const bool bf16 = panels(w.dtype);
     for_rows(m, w.k_in, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
         PYPTO_ASSERT(ids[i] >= 0 && ids[i] < w.n_out, "token id ", ids[i], " outside [0, ", w.n_out, ")");
-        cpu::bf16_panel_row_to_f32(static_cast<const uint16_t*>(w.data), w.k_in, ids[i], out + i * w.k_in);
+        const auto* packed = static_cast<const uint16_t*>(w.data);
+        if (bf16)
+          cpu::bf16_panel_row_to_f32(packed, w.k_in, ids[i], out + i * w.k_in);
+        else
+          cpu::f16_panel_row_to_f32(packed, w.k_in, ids[i], out + i * w.k_in);
       }
     });
   }
@@ -403,6 +419,12 @@ class CpuBackend final : public Backend {
     bf16_rows(t, xb_, &xh, &xl);
     if (t.m * t.n_out * t.k < kLinearSerialMacs) return kt_.linear_cols_bf16dot(xh, xl, t, 0, t.n_out);
     pool_.parallel_for_guided(t.n_out, 64, [&](int64_t b, int64_t e, int) { kt_.linear_cols_bf16dot(xh, xl, t, b, e); });
+  }
+
+  // f16 weights in column panels: x as given (f32), columns in guided chunks of whole panel groups.
+  void linear_f16_panels(const cpu::LinearTask& t) {
+    if (t.m * t.n_out * t.k < kLinearSerialMacs) return kt_.linear_cols_f16_panels(t, 0, t.n_out);
+    pool_.parallel_for_guided(t.n_out, 64, [&](int64_t b, int64_t e, int) { kt_.linear_cols_f16_panels(t, b, e); });
   }
 
   // x [m, k] → buf: one bf16 per input (medium) or hi then lo (high) in [m, k] planes.
@@ -643,6 +665,9 @@ class CpuBackend final : public Backend {
   std::vector<QuantActBuffers> group_act_;  // linear_grouped: one per call (grow only)
   // True when weights of `dtype` go through the bf16-dot or AMX kernel, in pair panels.
   bool panels(DType dtype) const { return (bf16_act_ || split_act_) && dtype == DType::BF16; }
+  // True when f16 weights are packed as column panels (f16_panels.h): wherever the ISA has the
+  // kernel (AVX-512), at every precision.
+  bool f16_panels(DType dtype) const { return kt_.linear_cols_f16_panels && dtype == DType::F16; }
   AlignedBuffer xb_;  // [m, k] bf16 activations (hi, then lo when split) of the current bf16-dot linear
   // cos / sin (× the attention factor) of every (position, pair) for one (head_dim, RopeSpec):
   // [rope_positions_, head_dim / 2].

@@ -133,6 +133,10 @@ struct KernelTable {
   // nullptr where the ISA has no bf16 dot product.
   void (*linear_cols_bf16dot)(const uint16_t* xh, const uint16_t* xl, const LinearTask& t, int64_t n0,
                               int64_t n1) = nullptr;
+  // (optional, AVX-512) linear for f16 weights packed as column panels (f16_panels.h), columns
+  // [n0, n1) (n0 a multiple of 16), x in f32; see linear_f16_panels_impl.h. nullptr: f16 weights
+  // stay plain rows and go through linear_cols.
+  void (*linear_cols_f16_panels)(const LinearTask& t, int64_t n0, int64_t n1) = nullptr;
   // (optional, AMX-BF16 where the OS granted the tile state) the same product on AMX tiles,
   // columns [n0, n1) (n0 a multiple of 16), W in pair panels; see linear_amx_impl.h.
   void (*linear_cols_amx)(const AmxActivations& x, const LinearTask& t, int64_t n0, int64_t n1) = nullptr;
