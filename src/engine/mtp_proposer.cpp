@@ -201,6 +201,18 @@ void MtpProposer::run(const std::vector<float>& hidden_rows) {
   else fanout_(rank);
 }
 
+void MtpProposer::run_kv(const std::vector<float>& hidden_rows) {
+  PYPTO_ASSERT(batch_.num_logits() == 0, "a KV-only pass asks for no logits");
+  if (batch_.num_tokens() == 0) return;
+  if (remote_) {  // rank processes, EAGLE-3: the whole pass, its outputs unread
+    run(hidden_rows);
+    return;
+  }
+  auto rank = [&](int r) { heads_[size_t(r)]->store_kv(batch_, hidden_rows.data(), *caches_[size_t(r)]); };
+  if (heads_.size() == 1) rank(0);
+  else fanout_(rank);
+}
+
 void MtpProposer::observe(const SchedulerOutput& so, const ForwardBatch& batch, const float* hidden) {
   PYPTO_PROF_SPAN(prof::Level::E2E, "draft", "host.draft", -1, "op");  // profiling: the head's rows (drafting layer)
   PYPTO_ASSERT(batch.num_seqs() == int32_t(so.scheduled.size()), "one sequence per scheduled request");
@@ -308,7 +320,7 @@ void MtpProposer::observe(const SchedulerOutput& so, const ForwardBatch& batch, 
     advanced.push_back({r.st, r.end - r.st->base});
   }
   try {
-    run(pass_hidden());
+    run_kv(pass_hidden());  // no pass reads these rows' outputs: prepare() computes row p - 1 afresh
   } catch (...) {
     for (const Rows& r : plan) r.st->valid = 0, r.st->base = r.end;  // KV written or not: start over
     throw;
@@ -388,6 +400,27 @@ void MtpProposer::prepare(std::span<const Query> queries) {
   }
   const size_t V = size_t(V_);
   try {
+    // The rows missed while speculation was off, [first, p - 2] of each job: their KV only (no
+    // pass reads their outputs), before pass 0 computes row p - 1 attending to them.
+    batch_.clear();
+    batch_.max_blocks_per_seq = max_blocks;
+    gathered().clear();
+    rows_hidden_.clear();
+    std::vector<int32_t> fill;
+    for (Job& j : jobs) {
+      State& st = *j.st;
+      if (j.first >= j.p - 1) continue;
+      fill.clear();
+      for (int64_t t = j.first; t < j.p - 1; ++t) fill.push_back(j.req->all_token_ids[size_t(t + 1)]);
+      context_stats_.filled_rows += int64_t(fill.size());
+      const float* h = st.hidden.data() + (j.first - st.hidden_start) * C_;
+      gathered().insert(gathered().end(), h, h + int64_t(fill.size()) * C_);
+      for (size_t e = 0; e < fill.size(); ++e) wrote_row(st, j.first + int64_t(e), fill[e]);
+      const size_t off = size_t(st.base / block_size_);
+      batch_.add_sequence(fill.data(), int32_t(fill.size()), int32_t(j.first - st.base), st.table.data() + off,
+                          int32_t(st.table.size() - off), block_size_, ForwardBatch::Logits::None);
+    }
+    if (batch_.num_tokens() > 0) run_kv(pass_hidden());
     for (int32_t d = 0; d < max_k; ++d) {
       // Pass d: row (h_{p-1}, x_p) at p - 1 for d = 0, else (the previous row's output, draft d-1).
       batch_.clear();
@@ -400,15 +433,14 @@ void MtpProposer::prepare(std::span<const Query> queries) {
       for (Job& j : jobs) {
         if (j.k <= d) continue;
         State& st = *j.st;
-        // Pass 0: rows t in [first, p - 1], each (h_t, x_{t+1}) from the kept hidden rows (more
-        // than row p - 1 only after a stretch without context); pass d > 0: one row at p - 1 + d.
-        const int64_t t0 = d == 0 ? j.first : j.p - 1 + d;
+        // Pass 0: row p - 1, (h_{p-1}, x_p) from the kept hidden rows (the rows before it filled
+        // above); pass d > 0: one row at p - 1 + d.
+        const int64_t t0 = j.p - 1 + d;
         toks.clear();
         if (d == 0) {
-          for (int64_t t = t0; t <= j.p - 1; ++t) toks.push_back(j.req->all_token_ids[size_t(t + 1)]);
-          context_stats_.filled_rows += int64_t(toks.size()) - 1;
+          toks.push_back(j.req->all_token_ids[size_t(j.p)]);
           const float* h = st.hidden.data() + (t0 - st.hidden_start) * C_;
-          gathered().insert(gathered().end(), h, h + int64_t(toks.size()) * C_);
+          gathered().insert(gathered().end(), h, h + C_);
         } else {
           toks.push_back(st.drafts[size_t(d - 1)]);
           rows_hidden_.insert(rows_hidden_.end(), st.out.begin(), st.out.end());

@@ -173,6 +173,8 @@ class MtpProposer final : public DraftProposer {
   void wrote_row(const State& st, int64_t t, int32_t next_token);
   int32_t choose(const Request& req, State& st, std::span<float> logits);
   void run(const std::vector<float>& hidden_rows);  // the heads over batch_ → logits_, out_ (rank 0's)
+  // The heads over batch_ (no logits rows) writing only the rows' KV (MtpHead::store_kv).
+  void run_kv(const std::vector<float>& hidden_rows);
   // Where a pass gathers rows of width C_ (rows_hidden_ itself without a fuse), and the pass's
   // [T, H] hidden rows once gathered (fused from the gathered rows with a fuse).
   std::vector<float>& gathered() { return fuse_ ? captured_ : rows_hidden_; }

@@ -19,7 +19,7 @@ namespace pypto {
 
 // Bump when the slab layout produced by stage_qwen3_weights changes.
 // 2: vocab-parallel embedding and lm_head under TP; 3: bf16 pair panels on the bf16-dot backends.
-inline constexpr int kStagingLayoutVersion = 6;  // 4: a tied table staged once, as the lm_head; 5: bf16 panels padded to 16 pairs (AMX tiles); 6: quantized weights
+inline constexpr int kStagingLayoutVersion = 7;  // 7: the MTP layer's k | v rows staged apart; 4: a tied table staged once, as the lm_head; 5: bf16 panels padded to 16 pairs (AMX tiles); 6: quantized weights
 
 std::string default_compile_cache_dir();  // <cache_dir()>/compile-cache
 // Hex SHA-256 fingerprint of the slab a staging run would produce.

@@ -74,12 +74,13 @@ void walk_sizes(const ModelConfig& c, const Backend& be, DType wdt, const Staged
     flin(1, H);
   };
   for (int i = first; i < first + layers; ++i) layer(c.full_attention_layer(i), c.sparse_layer(i));
-  // The MTP head (staged after the layers): its two input norms, fc [H, 2H], one full-attention
-  // layer and its final norm.
+  // The MTP head (staged after the layers): its two input norms, fc [H, 2H], its layer's k | v
+  // rows apart (MtpHeadWeights::kv), one full-attention layer and its final norm.
   if (f.mtp && head) {
     vec(H);
     vec(H);
     lin(H, 2 * H);
+    lin(2 * c.kv_size() / tp, H);
     layer(true, c.sparse_layer(0));
     vec(H);
   }

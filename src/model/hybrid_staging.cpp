@@ -463,6 +463,13 @@ Qwen3Weights stage_hybrid_weights(const Checkpoint& ck, const Backend& backend, 
       const Rows fc = whole("mtp.fc.weight");
       w.mtp.fc = pack(std::span<const Rows>(&fc, 1), 2 * H);  // [H, 2H]: [embedding | hidden] inputs
       done({"mtp.fc.weight"});
+      // The k | v rows once more, apart (before stage_layer releases their pages): rows whose
+      // output no pass reads only write their KV (MtpHead::store_kv). Each output row is staged
+      // as in qkv, so it gives the same values.
+      const std::string mk = "mtp.layers.0.self_attn.k_proj.weight", mv = "mtp.layers.0.self_attn.v_proj.weight";
+      const Rows kv[] = {rows_of(mk, g0 * hd, nkv * hd), rows_of(mv, g0 * hd, nkv * hd)};
+      w.mtp.kv = pack(kv, H);
+      PYPTO_ASSERT(w.mtp.kv.n_out == 2 * kv_rows / tp);
       stage_layer(w.mtp.layer, [](const std::string& s) { return "mtp.layers.0." + s; }, /*full=*/true,
                   hybrid_mtp_layer_sparse(c));
       w.mtp.norm = vec_f32("mtp.norm.weight", 1.0f);

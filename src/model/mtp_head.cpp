@@ -3,6 +3,8 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "model/hybrid_blocks.h"
+#include "model/rope_from_config.h"
 #include "parallel/communicator.h"
 
 namespace pypto {
@@ -82,10 +84,8 @@ void MtpHead::embed(const int32_t* ids, int64_t T) {
   lookup_embedding(*embed_source_, backend_, comm_, ids, T, e_.data(), local_ids_);
 }
 
-void MtpHead::forward(const ForwardBatch& batch, const float* hidden, KvCache& cache, float* logits_out,
-                      float* out_hidden, const float* embedded) {
+void MtpHead::fc_input(const ForwardBatch& batch, const float* hidden, const float* embedded) {
   const int64_t T = batch.num_tokens(), H = target_.config.hidden_size;
-  if (T == 0) return;
   const float eps = float(target_.config.rms_norm_eps);
   Backend& be = backend_;
   for (int64_t t = 0; t < T; ++t) {
@@ -109,9 +109,52 @@ void MtpHead::forward(const ForwardBatch& batch, const float* hidden, KvCache& c
   }
   be.linear(cat_.data(), T, target_.mtp.fc, nullptr, x_.data());  // x [T, H] = fc(cat)
   be.synchronize();
+}
+
+void MtpHead::forward(const ForwardBatch& batch, const float* hidden, KvCache& cache, float* logits_out,
+                      float* out_hidden, const float* embedded) {
+  if (batch.num_tokens() == 0) return;
+  fc_input(batch, hidden, embedded);
   model_->set_normed_hidden_out(out_hidden);
   model_->forward_stage(batch, cache, x_.data(), nullptr, logits_out);
   model_->set_normed_hidden_out(nullptr);
+}
+
+void MtpHead::store_kv(const ForwardBatch& batch, const float* hidden, KvCache& cache, const float* embedded) {
+  const int64_t T = batch.num_tokens();
+  if (T == 0) return;
+  PYPTO_ASSERT(batch.num_logits() == 0, "store_kv computes no logits (", batch.num_logits(), " rows asked)");
+  const ModelConfig& c = target_.config;
+  const Qwen3LayerWeights& L = target_.mtp.layer;
+  PYPTO_ASSERT(L.qkv_bias == nullptr && target_.mtp.kv.n_out > 0, "the MTP layer's k | v rows are staged without biases");
+  batch.validate(cache.num_blocks(), cache.block_size());
+  fc_input(batch, hidden, embedded);
+  Backend& be = backend_;
+  const int64_t H = c.hidden_size, nkv = target_.n_kv_heads, hd = c.head_dim, kvd = nkv * hd;
+  const float eps = float(c.rms_norm_eps);
+  // As Qwen3Model::attention computes them for this layer: input norm, the k | v rows (the same
+  // staged rows as in qkv, batch-invariant kernels), k_norm per head, RoPE at the rows' positions.
+  kv_.resize(size_t(T * 2 * kvd));
+  k_.resize(size_t(T * kvd));
+  v_.resize(size_t(T * kvd));
+  be.rms_norm(x_.data(), L.input_norm, T, H, eps, x_.data());  // x [T, H] ← h (x is not read again)
+  be.linear(x_.data(), T, target_.mtp.kv, nullptr, kv_.data());  // kv [T, k (kvd) | v (kvd)]
+  be.synchronize();
+  for (int64_t t = 0; t < T; ++t) {
+    std::memcpy(k_.data() + t * kvd, kv_.data() + t * 2 * kvd, sizeof(float) * size_t(kvd));
+    std::memcpy(v_.data() + t * kvd, kv_.data() + t * 2 * kvd + kvd, sizeof(float) * size_t(kvd));
+  }
+  if (c.qk_norm) be.rms_norm(k_.data(), L.k_norm, T * nkv, int32_t(hd), eps, k_.data());
+  const RopeSpec rope = rope_from_config(c);
+  if (c.rotary_dim > 0 && c.rotary_dim < hd) {
+    be.synchronize();
+    rot_.resize(size_t(T * nkv * c.rotary_dim));
+    partial_rope(be, k_.data(), batch.positions.data(), T, int32_t(nkv), int32_t(hd), c.rotary_dim, rope, rot_.data());
+  } else {
+    be.rope(k_.data(), batch.positions.data(), T, int32_t(nkv), int32_t(hd), rope);
+  }
+  be.kv_store(k_.data(), v_.data(), batch.slot_mapping.data(), T, cache.layer(0));
+  be.synchronize();
 }
 
 }  // namespace pypto

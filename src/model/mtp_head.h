@@ -70,6 +70,13 @@ class MtpHead {
   void forward(const ForwardBatch& batch, const float* hidden, KvCache& cache, float* logits_out,
                float* out_hidden = nullptr, const float* embedded = nullptr);
 
+  // The same rows' KV only: what forward() writes to the MTP KV cache for `batch`'s rows, bitwise
+  // (fc, the layer's input norm, the k | v rows of its qkv (MtpHeadWeights::kv), k_norm, RoPE),
+  // without their queries, attention, FFN and outputs: for rows whose `out` and logits no pass
+  // reads (the context rows a pass fills in before the row it drafts from). batch: no logits
+  // rows. hidden, embedded as for forward(); every TP rank calls it together.
+  void store_kv(const ForwardBatch& batch, const float* hidden, KvCache& cache, const float* embedded = nullptr);
+
   // e [T, H] ← the embedding rows of ids from `w` (a slice holding the embedding; vocab-parallel
   // under TP: this rank's rows, the others zeroed, all-reduced over `comm`, which every TP rank
   // of the group calls together). local_ids: scratch. The ids must be in the vocabulary.
@@ -79,6 +86,8 @@ class MtpHead {
  private:
   // e_ [T, H] ← the embeddings of ids (vocab-parallel: this rank's rows + all-reduce).
   void embed(const int32_t* ids, int64_t T);
+  // x_ [T, H] ← fc([RMSNorm1p(embed(ids)) | RMSNorm1p(hidden)]): the MTP layer's input.
+  void fc_input(const ForwardBatch& batch, const float* hidden, const float* embedded);
 
   const Qwen3Weights& target_;
   const Qwen3Weights* embed_source_;  // the slice holding the embedding table (target_ unless --pp; null: given)
@@ -88,6 +97,7 @@ class MtpHead {
   Qwen3Weights layer_;  // the one-layer view: mtp.layers.0 as layer 1 of 2, mtp.norm, the target's lm_head
   std::unique_ptr<Qwen3Model> model_;
   std::vector<float> e_, cat_, x_;  // [T, H] embeddings, [T, 2H] fc input, [T, H] fc output
+  std::vector<float> kv_, k_, v_, rot_;  // store_kv: [T, 2 kv_r], [T, kv_r] k, v (kv_r = nkv_r hd), RoPE scratch
 };
 
 }  // namespace pypto

@@ -57,6 +57,9 @@ struct MtpHeadWeights {
   const float* norm_hidden = nullptr;  // [hidden] pre_fc_norm_hidden
   LinearWeight fc;                     // [hidden, 2 hidden]: inputs [normed embedding | normed hidden]
   Qwen3LayerWeights layer;             // one gated full-attention layer with its FFN / MoE
+  // [2 nkv_r hd, hidden]: the layer's k | v rows of this rank's KV heads again (those of
+  // layer.qkv), for the rows a pass only writes to the MTP KV cache (MtpHead::store_kv).
+  LinearWeight kv;
   const float* norm = nullptr;         // [hidden] mtp.norm, before the shared lm_head
 };
 

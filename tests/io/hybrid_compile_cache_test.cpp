@@ -80,6 +80,7 @@ struct SameWeights {
       vec("mtp norm_hidden", a.mtp.norm_hidden, b.mtp.norm_hidden, c.hidden_size);
       vec("mtp norm", a.mtp.norm, b.mtp.norm, c.hidden_size);
       linear("mtp fc", a.mtp.fc, b.mtp.fc);
+      linear("mtp kv", a.mtp.kv, b.mtp.kv);
       layer("mtp layer ", a.mtp.layer, b.mtp.layer, a.tp_size);
     }
     if (a.resident_bytes != b.resident_bytes) diffs.push_back("resident_bytes");

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 #include "core/error.h"
@@ -113,6 +114,54 @@ TEST(MtpHead, Qwen3NextHeadMatchesTheReference) { check_against_reference("tiny-
 // Qwen3-Next with dense layers (decoder_sparse_step 2, mlp_only_layers [3]): the MTP layer's FFN is
 // dense too, by the layer rule at index 0 (vLLM's index for "mtp.layers.0").
 TEST(MtpHead, Qwen3NextDenseHeadMatchesTheReference) { check_against_reference("tiny-next-dense", false); }
+
+// store_kv() writes what forward() writes to the head's KV cache, bitwise: rows [0, 9) written
+// by store_kv (in two calls), then rows [9, rows) through forward() one call at a time, give
+// bitwise the logits of forward() over every row, for float and int4 weights and f32 / bf16 /
+// int8 KV. (Drafting fills the rows it missed this way: MtpProposer::run_kv.)
+void check_store_kv(const std::string& preset, bool text_only, WeightFormat format) {
+  TestModelOptions o;
+  o.preset = preset;
+  o.text_only = text_only;
+  StagingOptions so;
+  so.mtp = true;
+  so.quantization = format;
+  auto m = test::load_model(test::ensure_test_model(preset + (text_only ? "-text" : ""), o), false, 2, so);
+  const int64_t H = m->model->hidden_size(), V = m->model->vocab_size();
+  const std::vector<float> hidden = target_hidden(*m->model, kPrompt);
+  MtpHead head(m->weights, *m->backend);
+  const int32_t rows = int32_t(kPrompt.size()) - 1, kv_rows = 9;
+  const std::vector<int32_t> blocks = {0, 1, 2, 3, 4, 5, 6, 7};
+  auto store = [&](KvCache& cache, int32_t begin, int32_t end) {
+    ForwardBatch b;
+    b.max_blocks_per_seq = 8;
+    b.add_sequence(kPrompt.data() + begin + 1, end - begin, begin, blocks.data(), 8, kBlockSize,
+                   ForwardBatch::Logits::None);
+    head.store_kv(b, hidden.data() + int64_t(begin) * H, cache);
+  };
+  for (DType kv : {DType::F32, DType::BF16, DType::I8}) {
+    std::vector<float> all(size_t(rows * V)), filled(size_t(rows * V));
+    {
+      KvCache cache(head.kv_cache_spec(8, kBlockSize, kv));
+      for (int32_t t = 0; t < rows; ++t) head_rows(head, cache, kPrompt, hidden, H, V, t, t + 1, all.data());
+    }
+    KvCache cache(head.kv_cache_spec(8, kBlockSize, kv));
+    store(cache, 0, 4);
+    store(cache, 4, kv_rows);
+    for (int32_t t = kv_rows; t < rows; ++t) head_rows(head, cache, kPrompt, hidden, H, V, t, t + 1, filled.data());
+    const size_t from = size_t(kv_rows) * size_t(V);
+    EXPECT_EQ(0, std::memcmp(all.data() + from, filled.data() + from, (all.size() - from) * sizeof(float)))
+        << preset << " " << dtype_name(kv) << ": the rows after store_kv's differ from forward()'s";
+    const test::Diff d = test::compare(filled.data() + from, all.data() + from, all.size() - from);
+    EXPECT_EQ(d.max_abs_diff, 0.0) << preset << " " << dtype_name(kv);
+  }
+}
+
+TEST(MtpHead, StoreKvWritesWhatForwardWrites) {
+  check_store_kv("tiny-hybrid", false, WeightFormat::Float);
+  check_store_kv("tiny-hybrid-moe", true, WeightFormat::Int4);
+  check_store_kv("tiny-next", false, WeightFormat::Int8);
+}
 
 TEST(MtpHead, ACheckpointWithoutMtpTensorsIsRefusedByName) {
   TestModelOptions o;
