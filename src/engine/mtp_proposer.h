@@ -85,7 +85,8 @@ class MtpProposer final : public DraftProposer {
   MtpProposer(std::vector<Rank> ranks, Fanout fanout, int64_t num_blocks, int32_t block_size, DType kv_dtype);
   // Rank processes: runs one pass of the heads, which hold the MTP KV pool (num_blocks of
   // block_size, every rank its share), over `batch` with hidden rows [T, H]; fills logits
-  // [batch.num_logits(), vocab] and out [T, H] (sized by the caller), or throws.
+  // [batch.num_logits(), vocab] and out [T, H] (sized by the caller), or throws. A batch without
+  // logits rows (run_kv) may write only its rows' KV and leave `out` as it is.
   using RemotePass = std::function<void(const ForwardBatch& batch, const std::vector<float>& hidden,
                                         std::vector<float>& logits, std::vector<float>& out)>;
   // `config`: the target's (hidden size, vocabulary).

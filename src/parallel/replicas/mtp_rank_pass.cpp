@@ -44,6 +44,10 @@ void MtpRankPart::run(const ForwardBatch& batch, const float* hidden, float* log
       replica_.recv(e_.data(), row_bytes, pos_.tp_rank);
       e = e_.data();
     }
+    if (n == 0) {  // rows no pass reads (MtpProposer::run_kv): their KV only, nothing comes back
+      head_->store_kv(batch, hidden, *cache_, e);
+      return;
+    }
     const bool gathers = pos_.tp_rank == Qwen3Model::kLogitsRank;  // the logits and outputs land here
     float* lg = nullptr;
     float* o = nullptr;
@@ -62,8 +66,8 @@ void MtpRankPart::run(const ForwardBatch& batch, const float* hidden, float* log
       replica_.send(out_.data(), row_bytes, 0);
     }
   }
-  if (pos_.rank() == 0 && !pos_.last()) {
-    if (n > 0) replica_.recv(logits, int64_t(sizeof(float)) * n * V, last0);
+  if (pos_.rank() == 0 && !pos_.last() && n > 0) {
+    replica_.recv(logits, int64_t(sizeof(float)) * n * V, last0);
     replica_.recv(out, row_bytes, last0);
   }
 }
@@ -114,7 +118,7 @@ void MtpRankPart::serve(const std::vector<uint8_t>& message) {
   if (pos_.rank() != 0) return run(batch_, hidden_.data(), nullptr, nullptr);
   // A --dp replica's leader: head rank 0's results land here (as in rank 0's drive()).
   link_logits_.assign(size_t(batch_.num_logits() * weights_.config.vocab_size), 0.0f);
-  link_out_.assign(size_t(batch_.num_tokens() * H), 0.0f);
+  link_out_.assign(batch_.num_logits() > 0 ? size_t(batch_.num_tokens() * H) : 0, 0.0f);  // KV-only: no rows back
   run(batch_, hidden_.data(), link_logits_.data(), link_out_.data());
 }
 
@@ -141,7 +145,7 @@ void MtpRankPart::drive_over_link(Communicator& link, const ForwardBatch& batch,
     fail(what);
   }
   if (!logits.empty()) link.recv(logits.data(), int64_t(sizeof(float) * logits.size()), 1);
-  if (!out.empty()) link.recv(out.data(), int64_t(sizeof(float) * out.size()), 1);
+  if (batch.num_logits() > 0) link.recv(out.data(), int64_t(sizeof(float) * out.size()), 1);  // none: KV only
 }
 
 void MtpRankPart::exchange_step_hidden(int64_t rows, std::vector<float>& hidden) {

@@ -202,8 +202,9 @@ void StepPipeline::run_mtp_pass(const ForwardBatch& batch, const std::vector<flo
   job.batch = &batch;
   job.mtp_hidden = &hidden;
   submit_and_collect(job, [&] {
+    if (batch.num_logits() == 0) return;  // a KV-only pass (pipelined_mtp_pass): nothing comes back
     PYPTO_PROF_OP("pipeline.recv_mtp");
-    if (!logits.empty()) back_->recv(logits.data(), int64_t(sizeof(float) * logits.size()), 1);
+    back_->recv(logits.data(), int64_t(sizeof(float) * logits.size()), 1);
     back_->recv(out.data(), int64_t(sizeof(float) * out.size()), 1);
   });
 }
@@ -323,6 +324,11 @@ void pipelined_mtp_pass(const StepHeader& h, const std::vector<uint8_t>& message
       world.send(message.data(), h.bytes, (pos.stage + 1) * pos.tp);
     }
     world.send(e.data(), int64_t(sizeof(float) * e.size()), pos.rank() + pos.tp);
+    return;
+  }
+  if (n == 0) {  // rows no pass reads (MtpProposer::run_kv): their KV only, nothing goes back
+    PYPTO_PROF_OP("pipeline.mtp_kv");
+    head->store_kv(batch, hidden.data(), *mtp_cache, e.data());
     return;
   }
   const bool gathers = pos.tp_rank == Qwen3Model::kLogitsRank;
