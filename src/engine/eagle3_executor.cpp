@@ -10,9 +10,11 @@ std::shared_ptr<MtpProposer> make_eagle3_proposer(const ModelConfig& target, Eag
   KvCache* kv = &cache;
   // The drafter's passes: rows pairing a hidden state (fused target state, or the head's previous
   // prenorm output) with the next token; logits [num_logits, vocab], out [T, H] the prenorm rows.
+  // A pass without logits rows (MtpProposer::run_kv) writes only its rows' KV.
   MtpProposer::RemotePass pass = [h, kv](const ForwardBatch& batch, const std::vector<float>& hidden,
                                          std::vector<float>& logits, std::vector<float>& out) {
-    h->forward(batch, hidden.data(), *kv, logits.data(), out.data());
+    if (batch.num_logits() == 0) h->store_kv(batch, hidden.data(), *kv);
+    else h->forward(batch, hidden.data(), *kv, logits.data(), out.data());
   };
   auto proposer = std::make_shared<MtpProposer>(target, std::move(pass), cache.num_blocks(), cache.block_size());
   // The executors hand over the captured aux rows [T, 3H]; fc runs only on the rows a pass reads.

@@ -204,7 +204,7 @@ void MtpProposer::run(const std::vector<float>& hidden_rows) {
 void MtpProposer::run_kv(const std::vector<float>& hidden_rows) {
   PYPTO_ASSERT(batch_.num_logits() == 0, "a KV-only pass asks for no logits");
   if (batch_.num_tokens() == 0) return;
-  if (remote_) {  // rank processes and virtual engines write the KV only too (RemotePass); EAGLE-3 runs the pass
+  if (remote_) {  // rank processes, virtual engines and EAGLE-3 heads write the KV only too (RemotePass)
     run(hidden_rows);
     return;
   }

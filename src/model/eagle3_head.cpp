@@ -155,6 +155,7 @@ std::shared_ptr<const Eagle3Weights> load_eagle3_weights(const Eagle3Config& c, 
   };
   const std::string L = "layers.0.";
   w->qkv = linear({L + "self_attn.q_proj.weight", L + "self_attn.k_proj.weight", L + "self_attn.v_proj.weight"});
+  w->kv = linear({L + "self_attn.k_proj.weight", L + "self_attn.v_proj.weight"});
   w->o_proj = linear({L + "self_attn.o_proj.weight"});
   w->gate_up = linear({L + "mlp.gate_proj.weight", L + "mlp.up_proj.weight"});
   w->down = linear({L + "mlp.down_proj.weight"});
@@ -229,12 +230,9 @@ void Eagle3Head::fuse(const float* aux, int64_t T, float* out) {
   backend_.synchronize();
 }
 
-void Eagle3Head::forward(const ForwardBatch& batch, const float* hidden, KvCache& cache, float* logits_out,
-                         float* prenorm) {
+void Eagle3Head::input_rows(const ForwardBatch& batch, const float* hidden, const KvCache& cache) {
   const Eagle3Config& c = w_->config;
-  const int64_t T = batch.num_tokens(), H = c.hidden_size, I = c.intermediate_size;
-  const int64_t q = c.q_size(), kv = c.kv_size(), qkv = q + 2 * kv, V = c.vocab_size, Vd = c.draft_vocab_size;
-  if (T == 0) return;
+  const int64_t T = batch.num_tokens(), H = c.hidden_size, V = c.vocab_size;
   PYPTO_ASSERT(cache.num_layers() == 1 && cache.spec().n_kv_heads == c.num_key_value_heads &&
                    cache.spec().head_dim == c.head_dim,
                "the EAGLE-3 head's KV cache shape");
@@ -244,16 +242,9 @@ void Eagle3Head::forward(const ForwardBatch& batch, const float* hidden, KvCache
       fail("token id ", batch.token_ids[size_t(t)], " is outside the vocabulary [0, ", V, ")");
   Backend& be = backend_;
   const float eps = float(c.rms_norm_eps);
-  for (auto* v : {&e_, &g_, &r_, &tmp_}) v->resize(size_t(T * H));
+  e_.resize(size_t(T * H));
+  g_.resize(size_t(T * H));
   cat_.resize(size_t(T * 2 * H));
-  qkv_.resize(size_t(T * qkv));
-  q_.resize(size_t(T * q));
-  attn_.resize(size_t(T * q));
-  k_.resize(size_t(T * kv));
-  v_.resize(size_t(T * kv));
-  gate_up_.resize(size_t(T * 2 * I));
-  act_.resize(size_t(T * I));
-
   // e [T, H]: the embedding rows of the tokens (the head's table or the target's).
   if (w_->own_embed) be.embedding(batch.token_ids.data(), T, w_->embed, w_->embed_dtype, H, e_.data());
   else {
@@ -263,11 +254,54 @@ void Eagle3Head::forward(const ForwardBatch& batch, const float* hidden, KvCache
   be.rms_norm(e_.data(), w_->input_norm.data(), T, H, eps, e_.data());
   be.rms_norm(hidden, w_->hidden_norm.data(), T, H, eps, g_.data());
   be.synchronize();
-  // cat [T, 2H] = [e | g]; r [T, H]: the residual stream.
+  // cat [T, 2H] = [e | g].
   for (int64_t t = 0; t < T; ++t) {
     std::memcpy(cat_.data() + t * 2 * H, e_.data() + t * H, sizeof(float) * size_t(H));
     std::memcpy(cat_.data() + t * 2 * H + H, g_.data() + t * H, sizeof(float) * size_t(H));
   }
+}
+
+void Eagle3Head::store_kv(const ForwardBatch& batch, const float* hidden, KvCache& cache) {
+  const Eagle3Config& c = w_->config;
+  const int64_t T = batch.num_tokens(), kv = c.kv_size();
+  if (T == 0) return;
+  PYPTO_ASSERT(batch.num_logits() == 0, "store_kv computes no logits (", batch.num_logits(), " rows asked)");
+  input_rows(batch, hidden, cache);
+  Backend& be = backend_;
+  // As forward() computes them: the k | v rows (the same packed rows as in qkv, batch-invariant
+  // kernels), RoPE on k at the rows' positions.
+  qkv_.resize(size_t(T * 2 * kv));
+  k_.resize(size_t(T * kv));
+  v_.resize(size_t(T * kv));
+  be.linear(cat_.data(), T, w_->kv, nullptr, qkv_.data());  // [T, k | v]
+  be.synchronize();
+  for (int64_t t = 0; t < T; ++t) {
+    std::memcpy(k_.data() + t * kv, qkv_.data() + t * 2 * kv, sizeof(float) * size_t(kv));
+    std::memcpy(v_.data() + t * kv, qkv_.data() + t * 2 * kv + kv, sizeof(float) * size_t(kv));
+  }
+  be.rope(k_.data(), batch.positions.data(), T, c.num_key_value_heads, c.head_dim, rope_);
+  be.kv_store(k_.data(), v_.data(), batch.slot_mapping.data(), T, cache.layer(0));
+  be.synchronize();
+}
+
+void Eagle3Head::forward(const ForwardBatch& batch, const float* hidden, KvCache& cache, float* logits_out,
+                         float* prenorm) {
+  const Eagle3Config& c = w_->config;
+  const int64_t T = batch.num_tokens(), H = c.hidden_size, I = c.intermediate_size;
+  const int64_t q = c.q_size(), kv = c.kv_size(), qkv = q + 2 * kv, V = c.vocab_size, Vd = c.draft_vocab_size;
+  if (T == 0) return;
+  input_rows(batch, hidden, cache);
+  Backend& be = backend_;
+  const float eps = float(c.rms_norm_eps);
+  for (auto* v : {&r_, &tmp_}) v->resize(size_t(T * H));
+  qkv_.resize(size_t(T * qkv));
+  q_.resize(size_t(T * q));
+  attn_.resize(size_t(T * q));
+  k_.resize(size_t(T * kv));
+  v_.resize(size_t(T * kv));
+  gate_up_.resize(size_t(T * 2 * I));
+  act_.resize(size_t(T * I));
+  // r [T, H]: the residual stream.
   std::memcpy(r_.data(), c.norm_before_residual ? g_.data() : hidden, sizeof(float) * size_t(T * H));
 
   // Attention: qkv [T, q | kv | kv] → q [T, nh, hd], k, v [T, nkv, hd] (RoPE on q, k), paged.

@@ -35,6 +35,7 @@ struct Eagle3Weights {
   Eagle3Config config;
   std::vector<int32_t> aux_layers;  // the target layers fused (eagle3_aux_layers)
   LinearWeight qkv;                 // [q + 2 kv, 2H]: rows q | k | v
+  LinearWeight kv;                  // [2 kv, 2H]: the k | v rows again, for KV-only rows (Eagle3Head::store_kv)
   LinearWeight o_proj;              // [H, q]
   LinearWeight gate_up;             // [2 I, H]: rows gate | up
   LinearWeight down;                // [H, I]
@@ -85,8 +86,15 @@ class Eagle3Head {
   // hidden [T, H]; logits_out [num_logits, vocab] (the target's vocabulary, -inf outside the
   // draft vocabulary); prenorm (may be null) [T, H]. Throws Error for a token outside the vocabulary.
   void forward(const ForwardBatch& batch, const float* hidden, KvCache& cache, float* logits_out, float* prenorm);
+  // What forward() writes to the head's KV cache for `batch`'s rows, bitwise (the k | v rows of
+  // qkv, RoPE on k), without their queries, attention, MLP and outputs: rows whose prenorm and
+  // logits no pass reads. batch: no logits rows.
+  void store_kv(const ForwardBatch& batch, const float* hidden, KvCache& cache);
 
  private:
+  // Checks the batch and the cache; cat_ [T, 2H] ← [input_norm(embed(ids)) | hidden_norm(hidden)],
+  // g_ [T, H] the normed hidden rows.
+  void input_rows(const ForwardBatch& batch, const float* hidden, const KvCache& cache);
   std::shared_ptr<const Eagle3Weights> w_;
   EmbeddingLookup target_embedding_;
   Backend& backend_;

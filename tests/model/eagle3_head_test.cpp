@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 #include "core/error.h"
@@ -88,6 +89,48 @@ TEST(Eagle3Head, LogitsMatchTheReferenceAcrossAFedBackDraftStep) {
   }
   EXPECT_EQ(finite, T * w->config.draft_vocab_size);
   EXPECT_LE(max_diff, 1e-3 * std::max(1.0, max_ref)) << "max |ref| " << max_ref;
+}
+
+// store_kv() writes what forward() writes to the head's KV cache, bitwise: rows [0, 8) written
+// by store_kv, the rest through forward(), give bitwise the logits of forward() over every row
+// (f32 and bf16 KV). (Drafting fills the rows no pass reads this way: MtpProposer::run_kv.)
+TEST(Eagle3Head, StoreKvWritesWhatForwardWrites) {
+  TestModelOptions o;
+  o.preset = "tiny";
+  o.layers = 4;
+  o.eagle3 = "random";
+  const std::string dir = test::ensure_test_model("tiny-eagle3-random", o);
+  auto m = test::load_model(dir, /*scalar=*/false, 2);
+  auto w = load_eagle3_weights(read_eagle3_config(dir + "/eagle3"), m->weights.config, *m->backend);
+  Eagle3Head head(w, m->weights, *m->backend);
+  const int64_t T = int64_t(kPrompt.size()) - 1, H = m->model->hidden_size(), V = m->model->vocab_size();
+  constexpr int32_t kv_rows = 8;
+  const std::vector<int32_t> blocks = {0, 1, 2, 3};
+  std::vector<float> hidden(size_t(T * H));  // any hidden rows: the head's input (fused target states)
+  for (size_t i = 0; i < hidden.size(); ++i) hidden[i] = float(int64_t(i * 2654435761u % 2001) - 1000) / 500.0f;
+  auto rows = [&](int32_t begin, int32_t end, ForwardBatch::Logits logits) {
+    ForwardBatch b;
+    b.max_blocks_per_seq = 4;
+    b.add_sequence(kPrompt.data() + begin + 1, end - begin, begin, blocks.data(), 4, kBlockSize, logits);
+    return b;
+  };
+  for (DType dt : {DType::F32, DType::BF16}) {
+    std::vector<float> all(size_t(T * V)), filled(size_t(T * V));
+    {
+      KvCache cache(head.kv_cache_spec(4, kBlockSize, dt));
+      for (int32_t t = 0; t < T; ++t)
+        head.forward(rows(t, t + 1, ForwardBatch::Logits::All), hidden.data() + t * H, cache, all.data() + t * V,
+                     nullptr);
+    }
+    KvCache cache(head.kv_cache_spec(4, kBlockSize, dt));
+    head.store_kv(rows(0, kv_rows, ForwardBatch::Logits::None), hidden.data(), cache);
+    for (int32_t t = kv_rows; t < T; ++t)
+      head.forward(rows(t, t + 1, ForwardBatch::Logits::All), hidden.data() + t * H, cache, filled.data() + t * V,
+                   nullptr);
+    const size_t from = size_t(kv_rows) * size_t(V);
+    EXPECT_EQ(0, std::memcmp(all.data() + from, filled.data() + from, (all.size() - from) * sizeof(float)))
+        << dtype_name(dt) << ": the rows after store_kv's differ from forward()'s";
+  }
 }
 
 }  // namespace

@@ -33,7 +33,10 @@ std::unique_ptr<ModelExecutor> make_eagle3_virtual_engine_executor(std::shared_p
   // The drafter's passes (as make_eagle3_proposer's) on the pipeline thread, between the steps.
   MtpProposer::RemotePass pass = [p, h, kv](const ForwardBatch& batch, const std::vector<float>& hidden,
                                             std::vector<float>& logits, std::vector<float>& out) {
-    p->run_on_stage0([&] { h->forward(batch, hidden.data(), *kv, logits.data(), out.data()); });
+    p->run_on_stage0([&] {
+      if (batch.num_logits() == 0) h->store_kv(batch, hidden.data(), *kv);  // MtpProposer::run_kv
+      else h->forward(batch, hidden.data(), *kv, logits.data(), out.data());
+    });
   };
   const ModelConfig& config = pipeline->weights().config;
   PYPTO_ASSERT(head->hidden_size() == config.hidden_size, "EAGLE-3 head and target hidden sizes");
