@@ -50,8 +50,10 @@ int cmd_make_test_model(int argc, char** argv) {
   app.add_option("--mtp", opt.mtp,
                  "hybrid presets (Qwen3.5 / Qwen3.6, Qwen3-Next): the MTP head's weights: random, oracle (the head drafts exactly what "
                  "the target emits: zero mixer / FFN output projections, fc passing the embedding through) or "
-                 "oracle-perturbed (the same with another mtp.norm: partial acceptance)")
-      ->check(CLI::IsMember({"random", "oracle", "oracle-perturbed"}))
+                 "oracle-perturbed (the same with another mtp.norm: partial acceptance) or oracle-hidden (the "
+                 "oracle whose fc also adds the target's normed hidden row at 1/8: partial acceptance that "
+                 "depends on the hidden rows)")
+      ->check(CLI::IsMember({"random", "oracle", "oracle-perturbed", "oracle-hidden"}))
       ->capture_default_str();
   app.add_option("--eagle3", opt.eagle3,
                  "dense presets: also write an EAGLE-3 draft head into OUT/eagle3 (--speculative-config "

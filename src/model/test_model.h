@@ -42,7 +42,10 @@ struct TestModelOptions {
   // and the MTP's fc passes the embedding half through ([I | 0]), its layer adds nothing (zero
   // output projections) and mtp.norm equals the target's final norm, so it predicts for the next
   // token exactly what the target will. "oracle-perturbed": the same with mtp.norm redrawn, so
-  // only some drafts agree with the target. Oracle checkpoints are untied (lm_head written apart).
+  // only some drafts agree with the target. "oracle-hidden": the oracle whose fc also adds the
+  // normed hidden row at 1/8 ([I | I/8]), so each draft depends on the target's final normed hidden
+  // row h_t as well and only some agree: a wrong or missing hidden row changes which (the check
+  // that the right rows reach the head). Oracle checkpoints are untied (lm_head written apart).
   std::string mtp = "random";
   // Dense causal presets: also write an EAGLE-3 draft head (model/test_model_eagle3.h) into
   // out_dir/eagle3. "" (none), "random", "oracle" (the target's every o_proj and down_proj is zero

@@ -80,7 +80,8 @@ void write_text(const fs::path& p, const std::string& text) {
 // with the target's shapes and a dense FFN or (MoE) a router, per-expert 2-D experts and a shared
 // expert, and mtp.norm [H]. Oracle checkpoints (test_model.h): fc = [I | 0], pre_fc_norm_embedding
 // 0 (unit gain), zero output projections in the layer, mtp.norm = the target's final norm (drawn
-// from the same seed as `target_norm`) or, perturbed, redrawn wider.
+// from the same seed as `target_norm`) or, perturbed, redrawn wider; "oracle-hidden": fc =
+// [I | I/8], the oracle's mtp.norm.
 // proj / out_proj write a projection [out, in] (random / the oracle's zero output projection) in
 // the checkpoint's format, so a pre-quantized checkpoint's head is quantized like its layers; fc
 // stays in --dtype (keep_fc: lists it as not converted) so the oracle's [I | 0] is exact.
@@ -101,19 +102,29 @@ void add_mtp_head(const ModelConfig& c, const TestModelOptions& opt, int64_t H, 
   keep_fc(m + "fc");
   add(m + "pre_fc_norm_embedding.weight", {H}, 0.0f, oracle ? 0.0f : gamma_std);
   add(m + "pre_fc_norm_hidden.weight", {H}, 0.0f, gamma_std);
-  if (oracle) {  // [I | 0]: output channel i reads embedding channel i
+  if (oracle) {
+    // [I | 0]: output channel i reads embedding channel i. "oracle-hidden": [I | I/8], so channel i
+    // also reads hidden channel i at 1/8 (exact in every --dtype): the draft is the oracle's token
+    // for x_{t+1} moved by h_t, which some rows flip — drafts that depend on the right hidden row.
+    const bool hidden = opt.mtp == "oracle-hidden";
     tensors.push_back({m + "fc.weight", dt, {H, 2 * H}, [=](uint8_t* dst) {
                          std::memset(dst, 0, size_t(H * 2 * H) * dtype_size(dt));
                          const size_t es = dtype_size(dt);
-                         for (int64_t i = 0; i < H; ++i) {
-                           uint8_t* e = dst + size_t(i * 2 * H + i) * es;
+                         auto put = [&](int64_t at, float v) {  // v is 1 or 1/8: exact in f32, bf16, f16
+                           uint8_t* e = dst + size_t(at) * es;
                            if (dt == DType::F32) {
-                             const float one = 1.0f;
-                             std::memcpy(e, &one, sizeof one);
+                             std::memcpy(e, &v, sizeof v);
                            } else {
-                             const uint16_t one = dt == DType::BF16 ? 0x3F80 : 0x3C00;
-                             std::memcpy(e, &one, sizeof one);
+                             uint32_t bits;
+                             std::memcpy(&bits, &v, sizeof bits);
+                             const uint16_t half = dt == DType::BF16 ? uint16_t(bits >> 16)  // exact: low bits 0
+                                                                     : uint16_t(v == 1.0f ? 0x3C00 : 0x3000);
+                             std::memcpy(e, &half, sizeof half);
                            }
+                         };
+                         for (int64_t i = 0; i < H; ++i) {
+                           put(i * 2 * H + i, 1.0f);
+                           if (hidden) put(i * 2 * H + H + i, 0.125f);
                          }
                        }});
   } else {
@@ -147,7 +158,7 @@ void add_mtp_head(const ModelConfig& c, const TestModelOptions& opt, int64_t H, 
     add(l + "mlp.shared_expert_gate.weight", {1, H}, 0.0f, 1.0f / std::sqrt(static_cast<float>(H)));
     keep_fc(l + "mlp.shared_expert_gate");
   }
-  if (opt.mtp == "oracle") add_from(m + "norm.weight", target_norm, {H}, 0.0f, gamma_std);  // the same values
+  if (opt.mtp == "oracle" || opt.mtp == "oracle-hidden") add_from(m + "norm.weight", target_norm, {H}, 0.0f, gamma_std);  // the same values
   else add(m + "norm.weight", {H}, 0.0f, opt.mtp == "oracle-perturbed" ? 4 * gamma_std : gamma_std);
 }
 
@@ -297,8 +308,8 @@ void make_hybrid_test_model(const TestModelOptions& opt) {
     if (quant) not_converted.push_back(name.substr(0, name.size() - 7));
   };
   const float gamma_std = 0.2f / sqrt3;
-  if (opt.mtp != "random" && opt.mtp != "oracle" && opt.mtp != "oracle-perturbed")
-    fail("--mtp must be random, oracle or oracle-perturbed, got \"", opt.mtp, "\"");
+  if (opt.mtp != "random" && opt.mtp != "oracle" && opt.mtp != "oracle-perturbed" && opt.mtp != "oracle-hidden")
+    fail("--mtp must be random, oracle, oracle-perturbed or oracle-hidden, got \"", opt.mtp, "\"");
   // oracle checkpoints: the output projections of every mixer and FFN are zero (see test_model.h).
   const bool oracle = opt.mtp != "random";
   // Zero stays exactly zero through every --quant-format's writer (a zero group or tile gets a

@@ -7,7 +7,7 @@
 // fused as Qwen3.5 stores them: mlp.experts.gate_up_proj [E, 2I, H], mlp.experts.down_proj
 // [E, H, I]. The MTP head (mtp.*) is written as the published checkpoints carry it: its own gated
 // attention layer with a dense FFN, or for MoE per-expert 2-D experts.{e}.* tensors and a shared
-// expert (TestModelOptions::mtp: random, or an always-accepting "oracle" checkpoint).
+// expert (TestModelOptions::mtp: random, an always-accepting "oracle" checkpoint or its variants).
 //
 // Qwen3-Next presets (qwen3-next-80b-a3b, tiny-next, tiny-next-dense) write Qwen3NextForCausalLM as published:
 // config.json with Qwen3NextConfig's keys (full_attention_interval, top-level rope_theta and

@@ -6,7 +6,9 @@
 // (thread ranks, the MTP head sharded over the last stage's TP ranks) it prints what one rank
 // prints, with the same acceptance, and so under --tp / --pp rank processes (--distributed-executor-
 // backend mp or mpi: the drafter's passes run in the ranks' processes), and so under --dp with rank
-// processes and --pp-virtual-engines; a target without an MTP head is refused by name.
+// processes and --pp-virtual-engines, and on a head whose drafts depend on the target's hidden rows
+// (make-test-model --mtp oracle-hidden) with the same acceptance; a target without an MTP head is
+// refused by name.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -33,7 +35,7 @@ class HybridSpeculativeCli : public pypto::test::CliTestModels<HybridSpeculative
  protected:
   static void SetUpTestSuite() {
     start_models("pypto_hybrid_spec_cli_");
-    for (const char* mtp : {"random", "oracle", "oracle-perturbed"}) {
+    for (const char* mtp : {"random", "oracle", "oracle-perturbed", "oracle-hidden"}) {
       pypto::TestModelOptions o;
       o.preset = "tiny-hybrid";
       o.mtp = mtp;
@@ -234,6 +236,65 @@ TEST_F(HybridSpeculativeCli, MtpUnderRankProcessesMatchesOneRank) {
         EXPECT_LT(s2->accepted, s2->draft_tokens) << "not a partial acceptance: " << what;
       }
     }
+  }
+  if (skipped_mpi) GTEST_SKIP() << "the mpi layouts: " << pypto::test::kNoMpi;
+}
+
+// The oracle checkpoints' heads read only the embedding half of fc, so the test above would pass
+// with any hidden rows. On "oracle-hidden" (fc = [I | I/8]) each draft also depends on the target's
+// final normed hidden row h_t: one rank accepts only some drafts, and a rank-process layout prints
+// the same tokens with the same draft and accepted counts only when rank 0's drafter observes
+// each step's right rows (captured by rank 0 with one stage, sent from the last stage's TP rank 0
+// under --pp, over the replica link under --dp, over the return link under virtual engines) and
+// the ranks running the head get them back with each pass. Rows shifted by one or zeroed change the
+// counts. The target's and head's output projections are zero, so the rows are exact under every
+// layout and the counts must match exactly.
+TEST_F(HybridSpeculativeCli, MtpUnderRankProcessesTheHeadReadsTheRightHiddenRows) {
+  const std::string base = "--model " + model("tiny-hybrid-oracle-hidden") + " --kv-cache-memory 16MiB --max-model-len 256 "
+                           "--prompt 'the quick brown fox' --prompt 'one two three four five' "
+                           "--generate-config '{\"max_tokens\": 24, \"temperature\": 0}'";
+  const std::string mtp = " --speculative-config '{\"method\": \"mtp\", \"num_speculative_tokens\": 3, "
+                          "\"cost_model\": false}'";
+  const RunResult plain = run(base);
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  ASSERT_FALSE(printed_token_ids(plain.output).empty()) << plain.output;
+  const RunResult one = run(base + mtp);
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  EXPECT_EQ(printed_token_ids(one.output), printed_token_ids(plain.output)) << one.output;
+  const auto s1 = speculative_line(one.output);
+  ASSERT_TRUE(s1) << one.output;
+  // The hidden half moves some drafts off the target's token (the plain oracle accepts them all).
+  ASSERT_GT(s1->accepted, 0) << one.output;
+  ASSERT_LT(s1->accepted, s1->draft_tokens) << "the hidden rows change no draft: " << one.output;
+  const std::string mpirun = pypto::test::mpirun_prefix();
+  struct Layout {
+    std::string launcher, args;
+  };
+  const Layout layouts[] = {
+      {"", " --tp 2 --devices 0,1 --distributed-executor-backend mp"},
+      {"", " --pp 2 --devices 0,1 --distributed-executor-backend mp"},
+      {"", " --pp 2 --tp 2 --devices 0,1,2,3 --cpu-oversubscribe --distributed-executor-backend mp"},
+      {"", " --dp 2 --devices 0,1 --distributed-executor-backend mp"},
+      {"", " --dp 2 --pp 2 --devices 0,1,2,3 --cpu-oversubscribe --distributed-executor-backend mp"},
+      {"", " --pp 2 --pp-virtual-engines --devices 0,1 --distributed-executor-backend mp"},
+      {mpirun + "-np 2 ", " --tp 2 --distributed-executor-backend mpi"},
+      {mpirun + "-np 2 ", " --pp 2 --distributed-executor-backend mpi"},
+      {mpirun + "-np 4 ", " --dp 2 --pp 2 --distributed-executor-backend mpi"},
+  };
+  bool skipped_mpi = false;
+  for (const Layout& l : layouts) {
+    if (has(l.args, "mpi") && mpirun.empty()) {
+      skipped_mpi = true;
+      continue;
+    }
+    const std::string what = "oracle-hidden" + l.args;
+    const RunResult r = pypto::test::run_shell(l.launcher + pypto::test::kBinary + " " + base + mtp + l.args);
+    ASSERT_EQ(r.exit_code, 0) << what << "\n" << r.output;
+    EXPECT_TRUE(has(r.output, "MTP drafter's passes on the")) << what << "\n" << r.output;
+    EXPECT_EQ(printed_token_ids(r.output), printed_token_ids(plain.output)) << what << "\n" << r.output;
+    const auto s2 = speculative_line(r.output);
+    ASSERT_TRUE(s2) << what << "\n" << r.output;
+    expect_same_counts(*s2, *s1, what);
   }
   if (skipped_mpi) GTEST_SKIP() << "the mpi layouts: " << pypto::test::kNoMpi;
 }
