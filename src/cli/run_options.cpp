@@ -168,7 +168,7 @@ void add_run_options(CLI::App& app, RunOptions& o) {
   app.add_option("--matmul-precision", o.matmul_precision,
                  "inputs of the matrix products: highest (f32), high (two bf16, ~16 bits, logits within ~1e-5 "
                  "of f32; int8/int4/AWQ weights too, W4A16/W8A16), medium (fastest: one bf16 for bf16 weights, "
-                 "logits off by ~1e-2; int8 activations per token for int8/int4/AWQ weights, W4A8/W8A8, off by "
+                 "x and W both one bf16 for f16 weights with AVX512_BF16, logits off by ~1e-2; int8 activations per token for int8/int4/AWQ weights, W4A8/W8A8, off by "
                  "~1e-2 and more with outlier channels). FP8 weights always take f32 activations")
       ->check(CLI::IsMember({"highest", "high", "medium"}))
       ->capture_default_str();

@@ -241,7 +241,9 @@ size_t linear_weight_bytes(const Backend& backend, const LinearWeight& w);
 //            rate without widening W; max|Δlogit| ~1e-5 of the logit range. The default.
 //   Medium:  x rounded to one bf16 (8 bits): twice the multiply-add rate, logits off by ~1e-2 of
 //            their range (measured in the kernels report), for throughput over exactness.
-// High and Medium apply to bf16 weights on CPUs with AVX512_BF16; elsewhere the f32 path runs
+// High and Medium apply to bf16 weights on CPUs with AVX512_BF16; Medium also to f16 weights there
+// (W rounded to bf16 as well, as torch's "medium" computes in bf16; High keeps them exact with f32
+// x); elsewhere the f32 path runs
 // (which is at least as exact) and Backend::name() says which path is in use. Int8 / Int4 weights
 // (QuantActivations): High gives them the same two-bf16 x (W4A16 / W8A16), Medium int8 x per
 // token (W4A8 / W8A8, the fastest), Highest f32; Fp8 weights take f32 x at every level.

@@ -130,10 +130,22 @@ struct PackedWeight {
 //  - f16 weights in column panels (AVX-512, any precision; f16_panels.h): x stays f32, one lane
 //    per output sums the k exact products with FMA in increasing k, in blocks of 256 joined by
 //    adds (<= k + 1 roundings): (k + 8) · 2^-24.
+// f16 weights in panels (AVX-512): f32 x and FMA sums in k order, blocks of 256 (≤ k + 1 roundings),
+// except at medium on the bf16-dot paths (linear_f16_panels_bf16dot_impl.h), where x and W are
+// each rounded to bf16 (≤ 2^-9 relative each, so ≤ 2^-8 + 2^-18 per product) and the pairs summed
+// by VDPBF16PS (≤ 2 roundings per pair).
+inline bool f16_runs_bf16dot(const BackendCase& c) {
+  return c.precision == MatmulPrecision::Medium && c.path.find("bf16act") != std::string::npos;
+}
+inline double f16_linear_bound(const BackendCase& c, int64_t k) {
+  if (f16_runs_bf16dot(c)) return std::ldexp(1.0, -8) + std::ldexp(1.0, -18) + (double(k) + 8) * kU32;
+  return (double(k) + 8) * kU32;
+}
+
 inline double linear_bound(const BackendCase& c, const Backend& be, DType dtype, int64_t k) {
   const double f32_path = (double((k + 7) / 8) + 8) * kU32;
   if (be.weight_layout_is_plain(dtype)) return f32_path;  // the bf16-dot paths pack their weights
-  if (dtype == DType::F16) return (double(k) + 8) * kU32;
+  if (dtype == DType::F16) return f16_linear_bound(c, k);
   if (c.precision == MatmulPrecision::High) return std::ldexp(1.0, -16) + (4.0 * double(k) + 8) * kU32;
   return std::ldexp(1.0, -8) + (2.0 * double(k) + 8) * kU32;
 }

@@ -1,11 +1,14 @@
 // f16 weights in column panels (kernels/cpu/f16_panels.h, linear_f16_panels_impl.h): the
-// AVX-512 cases at every precision (x stays f32 for f16 weights) against the scalar reference,
-// bitwise batch invariance across m, and the tied-embedding lookup from the panels.
+// AVX-512 cases at every precision against the scalar reference, bitwise batch invariance across
+// m, and the tied-embedding lookup from the panels.
 //
-// Tolerance (per element): |y - y_ref| <= (k + 8) · 2^-24 · Σ_k |x_k w_k| + 2^-24 |bias|: the
-// products are exact, one f32 lane per output sums them with FMA in increasing k, in blocks of
-// 256 joined by adds (at most min(k, 256) + k / 256 <= k + 1 roundings), the bias is one more;
-// the reference accumulates in double.
+// Tolerance (per element): |y - y_ref| <= bound · Σ_k |x_k w_k| + 2^-24 |bias| (the reference
+// accumulates in double). At highest and high x stays f32: the products are exact, one f32 lane
+// per output sums them with FMA in increasing k, in blocks of 256 joined by adds (at most
+// min(k, 256) + k / 256 <= k + 1 roundings), so bound = (k + 8) · 2^-24. At medium on the bf16-dot
+// paths (linear_f16_panels_bf16dot_impl.h) x and W are rounded to bf16 (2^-9 relative each):
+// bound = 2^-8 + 2^-18 + (k + 8) · 2^-24 (f16_linear_bound). MediumRoundsBothInputsToBf16 pins
+// that path down tighter, against the exact sum of the rounded products.
 #include <gtest/gtest.h>
 
 #include "kernel_test_util.h"
@@ -52,7 +55,7 @@ TEST(LinearF16Panels, MatchesReferenceOnAwkwardShapes) {
           double mag = 0;
           for (int64_t k = 0; k < s.k; ++k)
             mag += std::fabs(double(x[size_t(i * s.k + k)]) * load_as_f32(wb.data(), DType::F16, n * s.k + k));
-          const double tol = (double(s.k) + 8) * kU32 * mag + kU32 * (b ? std::fabs(b[n]) : 0) + 1e-30;
+          const double tol = f16_linear_bound(c, s.k) * mag + kU32 * (b ? std::fabs(b[n]) : 0) + 1e-30;
           const double err = std::fabs(double(y[size_t(i * s.n + n)]) - yr[size_t(i * s.n + n)]);
           ASSERT_LE(err, tol) << c.label << " m=" << s.m << " n=" << s.n << " k=" << s.k << " at [" << i << ","
                               << n << "]";
@@ -86,6 +89,53 @@ TEST(LinearF16Panels, BatchInvariantAcrossM) {
             << c.label << " k=" << k << " row " << first + r << " of m=" << m;
     }
   }
+  }
+}
+
+// At medium on the bf16-dot paths, y = Σ_k bf16(x_k) · bf16(w_k) (+ bias) with only the pair
+// sums rounded: |y - y_ref| <= (k + 8) · 2^-24 · Σ_k |bf16(x_k) bf16(w_k)| + 2^-24 |bias| against
+// that sum in double (VDPBF16PS: the bf16 products are exact in f32, ≤ 2 roundings per pair, k + 1
+// for the row). An f32-FMA kernel (W or x not rounded) misses this by ~2^-9 of the magnitude. m = 1
+// (rounded in registers as the row streams) and m = 2..17 (the first 6-row tile rounds each group
+// into scratch, the others read it), odd k (the zero pad pair), n % 64 != 0.
+TEST(LinearF16Panels, MediumRoundsBothInputsToBf16) {
+  std::vector<BackendCase> cases;
+  for (const auto& c : f16_panel_cases())
+    if (f16_runs_bf16dot(c)) cases.push_back(c);
+  if (cases.empty()) GTEST_SKIP() << "no AVX-512 BF16 dot-product path at medium";
+  struct S {
+    int64_t m, n, k;
+  };
+  const S shapes[] = {{1, 1, 1},   {1, 151, 67},  {1, 129, 2048}, {2, 33, 31},  {6, 64, 33},
+                      {7, 200, 129}, {12, 70, 96}, {16, 150, 600}, {17, 47, 1031}};
+  uint32_t seed = 700;
+  for (const auto& c : cases) {
+    auto be = make_case(c);
+    for (const S& s : shapes) {
+      ++seed;
+      const auto x = random_f32(size_t(s.m * s.k), seed);
+      const auto wb = encode(random_f32(size_t(s.n * s.k), seed + 1), DType::F16);
+      const auto bias = random_f32(size_t(s.n), seed + 2);
+      const float* b = seed % 2 ? bias.data() : nullptr;
+      const PackedWeight packed(*be, wb, DType::F16, s.n, s.k);
+      std::vector<float> y(size_t(s.m * s.n), NAN);
+      be->linear(x.data(), s.m, packed.w, b, y.data());
+      for (int64_t i = 0; i < s.m; ++i)
+        for (int64_t n = 0; n < s.n; ++n) {
+          double sum = 0, mag = 0;
+          for (int64_t k = 0; k < s.k; ++k) {
+            const double p = double(bf16_to_f32(f32_to_bf16(x[size_t(i * s.k + k)]))) *
+                             bf16_to_f32(f32_to_bf16(load_as_f32(wb.data(), DType::F16, n * s.k + k)));
+            sum += p;
+            mag += std::fabs(p);
+          }
+          if (b) sum += b[n];
+          const double tol = (double(s.k) + 8) * kU32 * mag + kU32 * (b ? std::fabs(b[n]) : 0) + 1e-30;
+          const double err = std::fabs(double(y[size_t(i * s.n + n)]) - sum);
+          ASSERT_LE(err, tol) << c.label << " m=" << s.m << " n=" << s.n << " k=" << s.k << " at [" << i << ","
+                              << n << "]";
+        }
+    }
   }
 }
 

@@ -9,10 +9,12 @@
 // (kernels/cpu/bf16_panels.h): accumulators of 16 outputs, no horizontal sums, 97 % of the
 // VDPBF16PS peak on one core at 512 rows (61-70 % on plain rows); a tied table is then staged
 // once, packed, and the embedding lookup reads its rows from the panels (weight_rows). f16
-// weights (the embedding and lm_head of GPTQ / AWQ checkpoints) meet f32 x at every precision;
+// weights (the embedding and lm_head of GPTQ / AWQ checkpoints) meet f32 x at highest and high;
 // on AVX-512 they are packed as column panels (kernels/cpu/f16_panels.h: 16 outputs' weights per
 // k in one 32-byte run, widened exactly by VCVTPH2PS, accumulators of 16 outputs, no horizontal
-// sums), a tied f16 table staged the same way as a bf16 one; on AVX2 they stay plain rows.
+// sums), a tied f16 table staged the same way as a bf16 one; on AVX2 they stay plain rows. At
+// medium on the bf16-dot backends the same panels are rounded to bf16 as they are read and meet
+// bf16 x on VDPBF16PS (linear_f16_panels_bf16dot_impl.h).
 //
 // Numerics (MatmulPrecision, kernels/backend.h): activations and accumulation are f32 everywhere
 // except the inputs of linear. Highest: weights widened exactly in registers, f32 FMA. High (the
@@ -422,7 +424,19 @@ class CpuBackend final : public Backend {
   }
 
   // f16 weights in column panels: x as given (f32), columns in guided chunks of whole panel groups.
+  // At medium (bf16 activations) x is rounded to bf16 once and W to bf16 in registers (VDPBF16PS).
   void linear_f16_panels(const cpu::LinearTask& t) {
+    if (bf16_act_ && kt_.linear_cols_f16_panels_bf16dot) {
+      const uint16_t *xh, *xl;
+      bf16_rows(t, xb_, &xh, &xl);  // xl: nullptr (not split at medium)
+      reserve_scratch(int64_t(cpu::f16_bf16dot_scratch_bytes(t.k) / sizeof(float)));
+      auto cols = [&](int64_t b, int64_t e, int tid) {
+        kt_.linear_cols_f16_panels_bf16dot(xh, t, b, e, reinterpret_cast<uint16_t*>(scratch(tid)));
+      };
+      if (t.m * t.n_out * t.k < kLinearSerialMacs) return cols(0, t.n_out, 0);
+      pool_.parallel_for_guided(t.n_out, 64, cols);
+      return;
+    }
     if (t.m * t.n_out * t.k < kLinearSerialMacs) return kt_.linear_cols_f16_panels(t, 0, t.n_out);
     pool_.parallel_for_guided(t.n_out, 64, [&](int64_t b, int64_t e, int) { kt_.linear_cols_f16_panels(t, b, e); });
   }

@@ -31,6 +31,10 @@ inline size_t f16_panels_bytes(int64_t n, int64_t k) {
   return static_cast<size_t>(f16_panel_count(n) * f16_panel_elems(k)) * sizeof(uint16_t);
 }
 
+// Scratch of linear_cols_f16_panels_bf16dot (linear_f16_panels_bf16dot_impl.h) per thread: one
+// group of 4 panels rounded to bf16 pairs (the f16 panel stride; 256 KiB at k = 2048).
+inline size_t f16_bf16dot_scratch_bytes(int64_t k) { return static_cast<size_t>(4 * f16_panel_elems(k)) * sizeof(uint16_t); }
+
 // src: plain row-major W[n, k] (f16 bits); dst: f16_panels_bytes(n, k) bytes.
 inline void pack_f16_panels(const uint16_t* src, int64_t n, int64_t k, uint16_t* dst) {
   std::memset(dst, 0, f16_panels_bytes(n, k));

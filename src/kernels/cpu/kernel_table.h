@@ -137,6 +137,11 @@ struct KernelTable {
   // [n0, n1) (n0 a multiple of 16), x in f32; see linear_f16_panels_impl.h. nullptr: f16 weights
   // stay plain rows and go through linear_cols.
   void (*linear_cols_f16_panels)(const LinearTask& t, int64_t n0, int64_t n1) = nullptr;
+  // (optional, AVX-512 BF16) the same f16 panels at --matmul-precision medium: xh [m, k] = bf16(x),
+  // W rounded to bf16 (in registers at m = 1, into scratch of f16_bf16dot_scratch_bytes(k) bytes,
+  // 64-byte aligned, at m >= 2), VDPBF16PS; see linear_f16_panels_bf16dot_impl.h.
+  void (*linear_cols_f16_panels_bf16dot)(const uint16_t* xh, const LinearTask& t, int64_t n0, int64_t n1,
+                                         uint16_t* scratch) = nullptr;
   // (optional, AMX-BF16 where the OS granted the tile state) the same product on AMX tiles,
   // columns [n0, n1) (n0 a multiple of 16), W in pair panels; see linear_amx_impl.h.
   void (*linear_cols_amx)(const AmxActivations& x, const LinearTask& t, int64_t n0, int64_t n1) = nullptr;
