@@ -28,16 +28,33 @@ constexpr int32_t kBlockSize = 16;
 const Ids kPrompt = {9707, 11, 1879, 0, 374, 264, 1273, 13, 42, 7, 100000, 5, 311, 8, 4194, 77, 1, 2, 3};
 constexpr int32_t kExtra = 500;
 
-TEST(Eagle3Head, LogitsMatchTheReferenceAcrossAFedBackDraftStep) {
-  if (test::torch_python().empty()) GTEST_SKIP() << "no Python with torch and numpy (set PYPTO_PYTHON)";
+// The tiny dense target (4 layers) with its random EAGLE-3 head, staged for the CPU backend.
+struct TinyWithHead {
+  std::string dir;
+  std::unique_ptr<test::LoadedModel> m;
+  std::shared_ptr<const Eagle3Weights> w;
+  std::unique_ptr<Eagle3Head> head;
+};
+TinyWithHead tiny_with_head() {
   TestModelOptions o;
   o.preset = "tiny";
   o.layers = 4;
   o.eagle3 = "random";
-  const std::string dir = test::ensure_test_model("tiny-eagle3-random", o);
-  auto m = test::load_model(dir, /*scalar=*/false, 2);
-  auto w = load_eagle3_weights(read_eagle3_config(dir + "/eagle3"), m->weights.config, *m->backend);
-  Eagle3Head head(w, m->weights, *m->backend);
+  TinyWithHead t;
+  t.dir = test::ensure_test_model("tiny-eagle3-random", o);
+  t.m = test::load_model(t.dir, /*scalar=*/false, 2);
+  t.w = load_eagle3_weights(read_eagle3_config(t.dir + "/eagle3"), t.m->weights.config, *t.m->backend);
+  t.head = std::make_unique<Eagle3Head>(t.w, t.m->weights, *t.m->backend);
+  return t;
+}
+
+TEST(Eagle3Head, LogitsMatchTheReferenceAcrossAFedBackDraftStep) {
+  if (test::torch_python().empty()) GTEST_SKIP() << "no Python with torch and numpy (set PYPTO_PYTHON)";
+  TinyWithHead t = tiny_with_head();
+  const std::string& dir = t.dir;
+  auto& m = t.m;
+  auto& w = t.w;
+  Eagle3Head& head = *t.head;
   const int64_t T = int64_t(kPrompt.size()), H = m->model->hidden_size(), V = m->model->vocab_size();
   const std::vector<int32_t> blocks = {0, 1, 2, 3};
 
@@ -95,14 +112,9 @@ TEST(Eagle3Head, LogitsMatchTheReferenceAcrossAFedBackDraftStep) {
 // by store_kv, the rest through forward(), give bitwise the logits of forward() over every row
 // (f32 and bf16 KV). (Drafting fills the rows no pass reads this way: MtpProposer::run_kv.)
 TEST(Eagle3Head, StoreKvWritesWhatForwardWrites) {
-  TestModelOptions o;
-  o.preset = "tiny";
-  o.layers = 4;
-  o.eagle3 = "random";
-  const std::string dir = test::ensure_test_model("tiny-eagle3-random", o);
-  auto m = test::load_model(dir, /*scalar=*/false, 2);
-  auto w = load_eagle3_weights(read_eagle3_config(dir + "/eagle3"), m->weights.config, *m->backend);
-  Eagle3Head head(w, m->weights, *m->backend);
+  TinyWithHead t = tiny_with_head();
+  auto& m = t.m;
+  Eagle3Head& head = *t.head;
   const int64_t T = int64_t(kPrompt.size()) - 1, H = m->model->hidden_size(), V = m->model->vocab_size();
   constexpr int32_t kv_rows = 8;
   const std::vector<int32_t> blocks = {0, 1, 2, 3};

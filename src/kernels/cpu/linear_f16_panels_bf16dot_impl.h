@@ -51,17 +51,6 @@ inline __m512bh f16_pair_to_bf16(const uint16_t* p) {
   return (__m512bh)_mm512_permutexvar_epi16(_mm512_load_si512(kInterleave), ab);
 }
 
-// x's pair q of a bf16 row (q < k / 2) as a broadcast.
-inline __m512bh f16dot_x_pair(const uint16_t* row, int64_t q) {
-  int32_t v;
-  std::memcpy(&v, row + 2 * q, sizeof v);
-  return (__m512bh)_mm512_set1_epi32(v);
-}
-// The last pair of an odd-k row: x[k - 1] and a zero (W's pad is zero too).
-inline __m512bh f16dot_x_last(const uint16_t* row, int64_t k) {
-  return (__m512bh)_mm512_set1_epi32(static_cast<int32_t>(row[k - 1]));
-}
-
 // y[i, 16v + c] for rows i < R and panels v < V of one tile.
 //   xh [R, k] bf16 with row stride ldx; wp: the tile's first panel, panels `pstride` elements
 //   apart; y with row stride ldy; cols: valid columns of the tile (< 16V only at the end of W).
@@ -82,7 +71,7 @@ inline void f16_dot_tile(const uint16_t* xh, int64_t ldx, const uint16_t* wp, in
     if (keep)
       for (int v = 0; v < V; ++v) _mm512_store_si512(keep + v * pstride + q * 2 * kF16PanelCols, (__m512i)w[v]);
     for (int i = 0; i < R; ++i) {
-      const __m512bh xb = f16dot_x_pair(xh + i * ldx, q);
+      const __m512bh xb = pair_bcast(xh + i * ldx, q);
       for (int v = 0; v < V; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], xb, w[v]);
     }
   }
@@ -92,7 +81,7 @@ inline void f16_dot_tile(const uint16_t* xh, int64_t ldx, const uint16_t* wp, in
     if (keep)
       for (int v = 0; v < V; ++v) _mm512_store_si512(keep + v * pstride + full * 2 * kF16PanelCols, (__m512i)w[v]);
     for (int i = 0; i < R; ++i) {
-      const __m512bh xb = f16dot_x_last(xh + i * ldx, k);
+      const __m512bh xb = last_single_bcast(xh + i * ldx, k);
       for (int v = 0; v < V; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], xb, w[v]);
     }
   }
