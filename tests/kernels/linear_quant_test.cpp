@@ -97,7 +97,7 @@ void run_case(const Case& c, QuantActivations act, MatmulPrecision prec, int thr
 }
 
 TEST(LinearQuant, MatchesReferenceWithF32Activations) {
-  if (!has_quant_kernels()) GTEST_SKIP() << "no AVX-512 quantized kernels on this CPU";
+  if (!has_quant_kernels()) GTEST_SKIP() << "no vector quantized kernels on this CPU (needs AVX2 or AVX-512)";
   for (const Case& c : cases()) run_case(c, QuantActivations::F32, MatmulPrecision::Highest, 2);
 }
 
@@ -149,7 +149,7 @@ TEST(LinearQuant, MatchesReferenceWithInt8Activations) {
 // Row i computed alone equals row i inside batches of 2 .. 9, 16, 17 and 33 rows, bit for bit (every
 // int4 row tile; n = 300 ends in a partial super-panel).
 TEST(LinearQuant, BatchInvariant) {
-  if (!has_quant_kernels()) GTEST_SKIP() << "no AVX-512 quantized kernels on this CPU";
+  if (!has_quant_kernels()) GTEST_SKIP() << "no vector quantized kernels on this CPU (needs AVX2 or AVX-512)";
   for (MatmulPrecision prec : {MatmulPrecision::Highest, MatmulPrecision::High, MatmulPrecision::Medium})
     for (auto [f, g] : {std::pair<WeightFormat, int32_t>{WeightFormat::Int8, 0}, {WeightFormat::Int4, 64}, {WeightFormat::Fp8, 128}}) {
       SCOPED_TRACE(testing::Message() << weight_format_name(f) << " " << matmul_precision_name(prec));
@@ -175,7 +175,7 @@ TEST(LinearQuant, BatchInvariant) {
 
 // The lookup of a quantized, tied embedding table returns the dequantized rows exactly.
 TEST(LinearQuant, WeightRowsDequantizeExactly) {
-  if (!has_quant_kernels()) GTEST_SKIP() << "no AVX-512 quantized kernels on this CPU";
+  if (!has_quant_kernels()) GTEST_SKIP() << "no vector quantized kernels on this CPU (needs AVX2 or AVX-512)";
   for (auto [f, g] : {std::pair<WeightFormat, int32_t>{WeightFormat::Int8, 0}, {WeightFormat::Int4, 32}, {WeightFormat::Fp8, 128}}) {
     RandomQuant rq = random_quant(f, 37, 200, g, 5);
     auto ref = make_reference_backend();

@@ -516,7 +516,7 @@ class CpuBackend final : public Backend {
   using QuantCols = void (*)(const cpu::QuantLinearTask&, int64_t, int64_t);
   QuantCols quant_kernel(WeightFormat f) const {
     if (f == WeightFormat::Fp8 || quant_act_ == QuantActivations::F32) {
-      if (!kt_.linear_cols_dq) fail(weight_format_name(f), " weights need the AVX-512 kernels; ", kt_.name, " has none");
+      if (!kt_.linear_cols_dq) fail(weight_format_name(f), " weights need the AVX2 or AVX-512 kernels; ", kt_.name, " has none");
       return kt_.linear_cols_dq;
     }
     if (quant_act_ == QuantActivations::Bf16Pair)
