@@ -130,9 +130,10 @@ TEST(LinearAmx, BatchInvariantAcrossMChunksAndThreads) {
 // against core/dtype.h's scalar rounding, bit for bit: hi = f32_to_bf16(x), lo = f32_to_bf16(x - hi),
 // at line offsets 512 s within a part, zeros past k up to the whole tile, nothing else written.
 TEST(LinearAmx, RowToTilesMatchesScalarRoundingBitwise) {
+  // The CPU check comes first: building the AVX-512 table asserts that the CPU has AVX-512.
+  if (cpu_isa() != Isa::Avx512) GTEST_SKIP() << "no AVX-512 on this machine (" << isa_name(cpu_isa()) << ")";
   const cpu::KernelTable* kt = cpu::kernel_table(Isa::Avx512);
-  if (cpu_isa() != Isa::Avx512 || !kt || !kt->x_row_to_amx_tiles)
-    GTEST_SKIP() << "no AVX-512 on this machine (" << isa_name(cpu_isa()) << ")";
+  if (!kt || !kt->x_row_to_amx_tiles) GTEST_SKIP() << "the AVX-512 table has no x_row_to_amx_tiles";
   uint32_t seed = 51;
   for (int64_t k : {1, 15, 16, 17, 32, 33, 100, 1024}) {
     for (int parts : {1, 2}) {

@@ -3,12 +3,14 @@
 // tile; partial last groups; odd group sizes), f32, bf16-pair (high) and int8 (medium)
 // activations, with a bias and without. Then batch invariance at every precision: a row's output
 // is bitwise the same alone and inside batches of 16, 17 and 33 rows (which switch Int8 from
-// VNNI to AMX-INT8 where the CPU has it).
+// VNNI to AMX-INT8 where the CPU has it). Int8 activations run on AVX-512 VNNI and on AVX2
+// (linear_quant_avx2.cpp); each test runs what this CPU's table has and skips the rest.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -17,6 +19,7 @@
 #include "core/memory.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/kernel_table.h"
+#include "kernels/cpu/quant_panels.h"
 #include "kernel_test_util.h"
 #include "quant_test_util.h"
 
@@ -26,6 +29,16 @@ namespace {
 bool has_quant_kernels() {
   const cpu::KernelTable* kt = cpu::kernel_table(cpu_isa());
   return kt && kt->linear_cols_dq;
+}
+
+// Whether the optimised backend runs `f` weights at `prec` on this CPU: int8 activations (medium,
+// Int8 / Int4) need linear_cols_q8 (AVX-512 VNNI or AVX2); everything else ends in the f32-activation
+// kernel linear_cols_dq (high falls back to it without AVX512_BF16; Fp8 always).
+bool runs_quant(MatmulPrecision prec, WeightFormat f) {
+  const cpu::KernelTable* kt = cpu::kernel_table(cpu_isa());
+  if (!kt) return false;
+  if (prec == MatmulPrecision::Medium && f != WeightFormat::Fp8 && kt->linear_cols_q8) return true;
+  return kt->linear_cols_dq != nullptr;
 }
 
 struct Case {
@@ -140,18 +153,107 @@ TEST(LinearQuant, Bf16PairActivationsStayNearExact) {
 
 TEST(LinearQuant, MatchesReferenceWithInt8Activations) {
   const cpu::KernelTable* kt = cpu::kernel_table(cpu_isa());
-  if (!kt || !kt->linear_cols_q8) GTEST_SKIP() << "this CPU has no AVX512_VNNI: int8 activations do not run here";
-  for (const Case& c : cases()) run_case(c, QuantActivations::Int8, MatmulPrecision::Medium, 2);
+  if (!kt || !kt->linear_cols_q8) GTEST_SKIP() << "no int8-activation kernels (AVX-512 VNNI or AVX2) on this CPU";
+  // Fp8 runs f32 activations (linear_cols_dq) at every precision.
   for (const Case& c : cases())
-    if (c.m == 33) run_case(c, QuantActivations::Int8, MatmulPrecision::Medium, 1);
+    if (runs_quant(MatmulPrecision::Medium, c.format)) run_case(c, QuantActivations::Int8, MatmulPrecision::Medium, 2);
+  for (const Case& c : cases())
+    if (c.m == 33 && runs_quant(MatmulPrecision::Medium, c.format))
+      run_case(c, QuantActivations::Int8, MatmulPrecision::Medium, 1);
+}
+
+// Int8 weights at the ends of s8 (-128 included, though the quantizer stops at ±127) against x at
+// ±amax (xq = ±127), signs chosen so that every product of a row has the same sign: the pair sums
+// of a u8 × s8 multiply (VPMADDUBSW on AVX2) reach ±2 · 128 · 127, just inside s16; a kernel that
+// saturated there, or lost the sign of a term, would be off by far more than the epilogue's roundings.
+TEST(LinearQuant, Int8ActivationsExactAtTheEnds) {
+  const cpu::KernelTable* kt = cpu::kernel_table(cpu_isa());
+  if (!kt || !kt->linear_cols_q8) GTEST_SKIP() << "no int8-activation kernels (AVX-512 VNNI or AVX2) on this CPU";
+  const int64_t n = 40, k = 260;
+  RandomQuant rq = random_quant(WeightFormat::Int8, n, k, 0, 3);
+  std::vector<float> x(size_t(3 * k));
+  for (int64_t j = 0; j < k; ++j) {
+    x[size_t(j)] = (j % 3 == 0) ? -1.0f : 1.0f;           // row 0: xq = ±127
+    x[size_t(k + j)] = (j % 2 == 0) ? 1.0f : -1.0f;       // row 1
+    x[size_t(2 * k + j)] = float(j % 7) / 6.0f - 0.5f;    // row 2: mixed, amax 0.5
+  }
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t j = 0; j < k; ++j) {
+      // Column r: the same sign as row 0's x (even r) or the opposite (odd r); magnitudes 128 / 127.
+      const int mag = (r + j) % 4 == 0 ? 127 : 128;
+      const bool neg = (x[size_t(j)] < 0) != (r % 2 == 1);
+      rq.q8[size_t(r * k + j)] = static_cast<int8_t>(neg ? -mag : (mag == 128 ? 127 : mag));
+    }
+  for (int threads : {1, 2}) {
+    auto ref = make_reference_backend(QuantActivations::Int8);
+    auto opt = make_cpu_backend(threads, {}, MatmulPrecision::Medium);
+    ASSERT_EQ(opt->quant_activations(), QuantActivations::Int8);
+    Staged sr = stage(*ref, rq.w), so = stage(*opt, rq.w);
+    for (int64_t m : {1, 3}) {
+      std::vector<float> yr(size_t(m * n)), yo(yr.size(), NAN);
+      ref->linear(x.data(), m, sr.lw, nullptr, yr.data());
+      opt->linear(x.data(), m, so.lw, nullptr, yo.data());
+      for (size_t i = 0; i < yr.size(); ++i)
+        ASSERT_LE(std::fabs(yo[i] - yr[i]), 8 * kU32 * std::fabs(yr[i]) + 1e-30)
+            << "m " << m << " output " << i << ": " << yo[i] << " vs " << yr[i];
+    }
+  }
+}
+
+// quantize_row_int8 of every vector table this CPU builds against its scalar definition
+// (kernel_table.h; backend.h int8_row_inv): the same amax, bytes (shifted or not, zeros to ld) and
+// group sums, exactly. Lengths off every vector width; x with exact ties (x · inv = j + 0.5, which
+// round to even) and a zero row.
+TEST(LinearQuant, QuantizeRowInt8MatchesScalar) {
+  std::vector<const cpu::KernelTable*> tables;
+  if (cpu_isa() >= Isa::Avx2) tables.push_back(&cpu::kernel_table_avx2());
+  if (cpu_isa() >= Isa::Avx512) tables.push_back(&cpu::kernel_table_avx512());
+  int tested = 0;
+  for (const cpu::KernelTable* kt : tables) {
+    if (!kt->quantize_row_int8) continue;
+    ++tested;
+    for (int64_t k : {1, 7, 8, 9, 31, 32, 33, 63, 100, 1024, 1027})
+      for (int kind = 0; kind < 3; ++kind) {
+        std::vector<float> x = random_f32(size_t(k), uint32_t(k * 3 + kind), -3.0f, 3.0f);
+        if (kind == 1) {  // amax 127 → inv 1: every value k / 2 is a tie
+          for (int64_t j = 0; j < k; ++j) x[size_t(j)] = float((j * 37) % 255 - 127) / 2.0f;
+          x[0] = 127.0f;
+        }
+        if (kind == 2) std::fill(x.begin(), x.end(), 0.0f);
+        for (int32_t group : {0, 8, 24, 32, 128})
+          for (bool shifted : {false, true}) {
+            SCOPED_TRACE(testing::Message() << kt->name << " k " << k << " kind " << kind << " group " << group
+                                            << (shifted ? " shifted" : ""));
+            const int64_t ld = cpu::quant_act_stride(k, group);
+            const int64_t groups = group > 0 ? (k + group - 1) / group : 0;
+            float amax = 0.0f;
+            for (float v : x) amax = std::max(amax, std::fabs(v));
+            const float inv = int8_row_inv(amax);
+            std::vector<uint8_t> want(size_t(ld), 0), got(size_t(ld), 0xCD);
+            std::vector<int32_t> wsum(size_t(groups), 0), gsum(size_t(groups), -1);
+            for (int64_t j = 0; j < k; ++j) {
+              const int v = std::min(127, std::max(-127, static_cast<int>(std::nearbyint(x[size_t(j)] * inv))));
+              want[size_t(j)] = static_cast<uint8_t>(v + (shifted ? 128 : 0));
+              if (group > 0) wsum[size_t(j / group)] += static_cast<int8_t>(want[size_t(j)]);
+            }
+            const float got_amax = kt->quantize_row_int8(x.data(), k, ld, shifted, group, got.data(), gsum.data());
+            ASSERT_EQ(got_amax, amax);
+            ASSERT_EQ(got, want);
+            ASSERT_EQ(gsum, wsum);
+          }
+      }
+  }
+  if (!tested) GTEST_SKIP() << "no int8-activation kernels on this CPU";
 }
 
 // Row i computed alone equals row i inside batches of 2 .. 9, 16, 17 and 33 rows, bit for bit (every
 // int4 row tile; n = 300 ends in a partial super-panel).
 TEST(LinearQuant, BatchInvariant) {
-  if (!has_quant_kernels()) GTEST_SKIP() << "no vector quantized kernels on this CPU (needs AVX2 or AVX-512)";
+  int tested = 0;
   for (MatmulPrecision prec : {MatmulPrecision::Highest, MatmulPrecision::High, MatmulPrecision::Medium})
     for (auto [f, g] : {std::pair<WeightFormat, int32_t>{WeightFormat::Int8, 0}, {WeightFormat::Int4, 64}, {WeightFormat::Fp8, 128}}) {
+      if (!runs_quant(prec, f)) continue;
+      ++tested;
       SCOPED_TRACE(testing::Message() << weight_format_name(f) << " " << matmul_precision_name(prec));
       const int64_t n = 300, k = 1024;
       RandomQuant rq = random_quant(f, n, k, g, 99);
@@ -171,6 +273,7 @@ TEST(LinearQuant, BatchInvariant) {
         }
       }
     }
+  if (!tested) GTEST_SKIP() << "no quantized kernels on this CPU";
 }
 
 // The lookup of a quantized, tied embedding table returns the dequantized rows exactly.

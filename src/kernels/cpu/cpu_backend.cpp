@@ -921,6 +921,7 @@ std::string describe_cpu_linear_choice() {
     const QuantActivations r = resolve_quant_activations(*kt, a);
     return r == QuantActivations::Bf16Pair ? "bf16x2 activations (~16 bits, vdpbf16ps)"
            : r == QuantActivations::Int8   ? (kt->linear_cols_amx_int8 ? "int8 activations (vpdpbusd, amx-int8)"
+                                              : kt->isa == Isa::Avx2  ? "int8 activations (vpmaddubsw)"
                                                                       : "int8 activations (vpdpbusd)")
                                            : "f32 activations (fma)";
   };

@@ -18,6 +18,7 @@ void fill_linear_avx2(KernelTable& t);
 void fill_elementwise_avx2(KernelTable& t);
 void fill_attention_avx2(KernelTable& t);
 void fill_linear_dequant_avx2(KernelTable& t);
+void fill_linear_quant_avx2(KernelTable& t);
 
 namespace {
 bool cpu_has(Isa isa) {
@@ -57,6 +58,7 @@ const KernelTable& kernel_table_avx2() {
     fill_elementwise_avx2(t);
     fill_attention_avx2(t);
     fill_linear_dequant_avx2(t);
+    fill_linear_quant_avx2(t);  // int8-activation quantized linears (medium)
     return t;
   }();
   return table;
