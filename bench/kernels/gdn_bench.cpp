@@ -3,6 +3,8 @@
 // 35B-A3B: 32 over 16), on the CPU backend (AVX-512 or AVX2 along d_v, whichever the CPU has)
 // and the scalar definition. The state (n_v · 64 KiB f32) is read and written once per token: GB/s counts those
 // bytes, the measure a decode step is bound by. Arguments: n_v, n_k, tokens per call, scalar (1).
+// With 64 tokens per call (a recurrent prefill) a head's state stays in L2 across its tokens:
+// the kernel's arithmetic, not the state's stream, sets the pace.
 // BM_GatedDeltaRulePrefill: a 512- or 4096-token prefill of one layer, heads over the backend's
 // threads, the recurrence (form 0, the backend's kernel) against the chunked WY form
 // (kernels/gdn_chunked.h): f32 FMA products (form 1, AVX-512 or AVX2), AVX-512 BF16 dot products with
@@ -67,6 +69,7 @@ void BM_GatedDeltaRule(benchmark::State& state) {
 }
 BENCHMARK(BM_GatedDeltaRule)
     ->Args({48, 16, 1, 0})->Args({32, 16, 1, 0})->Args({48, 16, 64, 0})->Args({48, 16, 1, 1})->Args({32, 16, 1, 1})
+    ->Args({32, 16, 64, 0})->Args({32, 16, 64, 1})
     ->Repetitions(3)->ReportAggregatesOnly(true)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 void BM_GatedDeltaRulePrefill(benchmark::State& state) {
