@@ -1,8 +1,9 @@
 // Backend::gated_delta_rule on every optimised backend this machine runs (AVX2 and AVX-512 along
 // d_v where the CPU has them, several thread counts) against the scalar definition
 // (gdn_head_scalar), for the published head shapes (d_k = d_v = 128), a tiny one with d_k ≠ d_v,
-// a d_v of 24 (three AVX2 vectors, the scalar path on AVX-512) and a d_v of 20 (a multiple of
-// neither lane count: the scalar path inside every optimised backend). The vector kernels differ
+// a d_v of 24 (three AVX2 vectors, the scalar path on AVX-512), a d_v of 20 (a multiple of
+// neither lane count: the scalar path inside every optimised backend) and 150 tokens (the
+// kernels' 64-token blocks, a short last one). The vector kernels differ
 // only by FMA rounding in their two sums over d_k, each ≤ d_k terms of magnitude ≤ |S|·|k|:
 //   |Δout| ≤ 1e-5 · max|out_ref| + 1e-6, and the same bound on the final state.
 // A decode-shaped run (one token per call, state carried) must give the same bits as one call
@@ -84,7 +85,7 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want,
 TEST(GatedDeltaRule, OptimisedMatchesScalarDefinition) {
   auto ref = make_reference_backend();
   const int32_t shapes[][5] = {{7, 2, 4, 16, 32}, {5, 16, 32, 128, 128}, {3, 1, 3, 8, 24}, {1, 4, 4, 32, 16},
-                               {4, 1, 2, 8, 20}};
+                               {4, 1, 2, 8, 20}, {150, 2, 4, 128, 128}};
   for (const auto& c : optimised_cases()) {
     auto opt = make_case(c);
     for (const auto& sh : shapes) {

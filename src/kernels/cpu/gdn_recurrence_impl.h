@@ -10,6 +10,7 @@
 // FMA): the AVX2 and AVX-512 builds give the same bits, and so do one call over n tokens and n
 // calls of one token (the state carried), which is what makes recurrent prefill, chunked prefill
 // boundaries and decode agree bit for bit (model/gated_deltanet.h).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -70,7 +71,8 @@ inline void gdn_slice(const GdnSequence& s, int32_t h, int32_t c0, float* S, int
 // before), then single vectors for the rest of d_v.
 inline constexpr int kGdnSliceVecs = kLanes == 16 ? 8 : 4;
 
-// The slice in place for one token (decode: the state is streamed once either way); over several
+// The slice in place for one token (decode: the state is streamed once either way) or when it is
+// the whole row (AVX-512 at d_v = 128: already dense, 64 KiB, in L2 as before); over several
 // tokens, copied into a dense [d_k, kLanes·NB] buffer first and back after (exact copies): rows of
 // the state are d_v floats apart, 512 bytes at d_v = 128, and at that stride a 16 KiB slice maps
 // onto a quarter of L1's sets and would not stay there.
@@ -78,7 +80,7 @@ template <int NB>
 inline void gdn_slice_staged(const GdnSequence& s, int32_t h, int32_t c0) {
   const int64_t dk = s.d_k, dv = s.d_v, w = int64_t(kLanes) * NB;
   float* S = s.state + int64_t(h) * dk * dv + c0;
-  if (s.n == 1) return gdn_slice<NB>(s, h, c0, S, dv);
+  if (s.n == 1 || w == dv) return gdn_slice<NB>(s, h, c0, S, dv);  // one token, or the slice is dense
   thread_local std::vector<float> buf;
   if (buf.size() < size_t(dk * w)) buf.resize(size_t(dk * w));
   for (int64_t i = 0; i < dk; ++i) std::memcpy(buf.data() + i * w, S + i * dv, sizeof(float) * size_t(w));
@@ -86,12 +88,27 @@ inline void gdn_slice_staged(const GdnSequence& s, int32_t h, int32_t c0) {
   for (int64_t i = 0; i < dk; ++i) std::memcpy(S + i * dv, buf.data() + i * w, sizeof(float) * size_t(w));
 }
 
+// Tokens per pass of the slices: the block's q, k rows (64 × 2 × 512 bytes at d_k = 128) stay in
+// L2 while every slice of the head reads them, where a long prefill's rows would not.
+inline constexpr int64_t kGdnTokenBlock = 64;
+
 // Value head h of s over its n tokens; d_v a multiple of kLanes.
 inline void gdn_head(const GdnSequence& s, int32_t h) {
   PYPTO_ASSERT(s.d_v % kLanes == 0, "d_v ", s.d_v);
-  int32_t c0 = 0;
-  for (; c0 + kLanes * kGdnSliceVecs <= s.d_v; c0 += kLanes * kGdnSliceVecs) gdn_slice_staged<kGdnSliceVecs>(s, h, c0);
-  for (; c0 < s.d_v; c0 += kLanes) gdn_slice_staged<1>(s, h, c0);
+  for (int64_t t0 = 0; t0 < s.n; t0 += kGdnTokenBlock) {
+    GdnSequence b = s;  // tokens [t0, t0 + kGdnTokenBlock)
+    b.q += t0 * s.qk_stride;
+    b.k += t0 * s.qk_stride;
+    b.v += t0 * s.v_stride;
+    b.g += t0 * s.n_v;
+    b.beta += t0 * s.n_v;
+    b.out += t0 * s.n_v * s.d_v;
+    b.n = std::min(kGdnTokenBlock, s.n - t0);
+    int32_t c0 = 0;
+    for (; c0 + kLanes * kGdnSliceVecs <= s.d_v; c0 += kLanes * kGdnSliceVecs)
+      gdn_slice_staged<kGdnSliceVecs>(b, h, c0);
+    for (; c0 < s.d_v; c0 += kLanes) gdn_slice_staged<1>(b, h, c0);
+  }
 }
 
 }  // namespace pypto::cpu::PYPTO_ISA_NS
