@@ -1,9 +1,10 @@
 #pragma once
 // The gated delta rule's per-head recurrence (kernels/gdn_recurrence.h), written once on simd.h's
 // wrappers and compiled by gdn_recurrence_avx512.cpp (16 lanes) and gdn_recurrence_avx2.cpp
-// (8 lanes). The head's state [d_k, d_v] is taken in column slices, each over all the call's
-// tokens (the slice stays in cache from token to token); per token, pass 1 decays the slice's rows
-// and accumulates u = Sᵀ k, pass 2 adds k uᵀ and accumulates out = Sᵀ q.
+// (8 lanes). The call's tokens go in blocks of 64; within a block the head's state [d_k, d_v] is
+// taken in column slices, each over all the block's tokens (the slice stays in cache from token
+// to token); per token, pass 1 decays the slice's rows and accumulates u = Sᵀ k, pass 2 adds k uᵀ
+// and accumulates out = Sᵀ q.
 //
 // Every column j of the state, of u and of out is one lane doing the same operations in the same
 // order whatever kLanes or the slicing is (multiply, FMA over i ascending, subtract, multiply, FMA,
@@ -24,10 +25,10 @@
 
 namespace pypto::cpu::PYPTO_ISA_NS {
 
-// Columns [c0, c0 + kLanes·NB) of value head h over all n tokens: the state slice [d_k, kLanes·NB]
-// (d_k = 128, NB·kLanes = 32: 16 KiB, in L1 across the tokens), its u and its accumulators in
-// registers. Columns are independent, so any split of d_v into slices gives the same bits.
-// S: the slice's first row, rows ld floats apart.
+// Columns [c0, c0 + kLanes·NB) of value head h over all n tokens of s: the state slice
+// [d_k, kLanes·NB] (AVX2 at d_k = 128: 32 columns, 16 KiB, in L1 across the tokens when staged
+// below), its u and its accumulators in registers. Columns are independent, so any split of d_v
+// into slices gives the same bits. S: the slice's first row, rows ld floats apart.
 template <int NB>
 inline void gdn_slice(const GdnSequence& s, int32_t h, int32_t c0, float* S, int64_t ld) {
   const int32_t dk = s.d_k, dv = s.d_v, kh = h / (s.n_v / s.n_k);
