@@ -1,6 +1,5 @@
 // AVX2 + FMA chunked gated delta rule (kernels/gdn_chunked.h): gdn_chunked_impl.h compiled with
-// AVX2 flags (8 lanes, 6 × 16 register blocks). Each element sums the same terms in the same
-// order as the AVX-512 build, so the two give the same bits.
+// AVX2 flags (8 lanes, 6 × 16 register blocks).
 #define PYPTO_ISA_NS avx2
 #include "kernels/cpu/simd.h"
 #include "kernels/cpu/gdn_chunked_impl.h"

@@ -1,6 +1,7 @@
 #pragma once
 // The chunked gated delta rule (kernels/gdn_chunked.h), written once on simd.h's wrappers and
-// compiled by gdn_chunked_avx512.cpp (16 lanes) and gdn_chunked_avx2.cpp (8 lanes). The work of a
+// compiled by gdn_chunked_avx2.cpp (8 lanes; AVX-512 keeps its own kernel, gdn_chunked_avx512.cpp,
+// until an AVX-512 host has measured this body). The work of a
 // chunk is five matrix products, all through gemm_acc (C += A·B, row-major, kGemmRows rows ×
 // kLanes·NV columns of accumulators held in registers: 4 × 64 on AVX-512's 32 zmm registers,
 // 6 × 16 on AVX2's 16 ymm), plus the forward substitution (C²/2 row updates) and elementwise

@@ -1,6 +1,5 @@
 // AVX2 + FMA gated delta rule, one value head over a sequence's tokens (kernels/gdn_recurrence.h):
-// gdn_recurrence_impl.h compiled with AVX2 flags (8 lanes along d_v), the same bits per output as
-// the AVX-512 build.
+// gdn_recurrence_impl.h compiled with AVX2 flags (8 lanes along d_v).
 #define PYPTO_ISA_NS avx2
 #include "kernels/cpu/simd.h"
 #include "kernels/cpu/gdn_recurrence_impl.h"

@@ -1,14 +1,14 @@
 #pragma once
 // The gated delta rule's per-head recurrence (kernels/gdn_recurrence.h), written once on simd.h's
-// wrappers and compiled by gdn_recurrence_avx512.cpp (16 lanes) and gdn_recurrence_avx2.cpp
-// (8 lanes). The call's tokens go in blocks of 64; within a block the head's state [d_k, d_v] is
+// wrappers and compiled by gdn_recurrence_avx2.cpp (8 lanes; AVX-512 keeps its own kernel,
+// gdn_recurrence_avx512.cpp, until an AVX-512 host has measured this body). The call's tokens go in blocks of 64; within a block the head's state [d_k, d_v] is
 // taken in column slices, each over all the block's tokens (the slice stays in cache from token
 // to token); per token, pass 1 decays the slice's rows and accumulates u = Sᵀ k, pass 2 adds k uᵀ
 // and accumulates out = Sᵀ q.
 //
 // Every column j of the state, of u and of out is one lane doing the same operations in the same
 // order whatever kLanes or the slicing is (multiply, FMA over i ascending, subtract, multiply, FMA,
-// FMA): the AVX2 and AVX-512 builds give the same bits, and so do one call over n tokens and n
+// FMA): any lane count gives the same bits, and so do one call over n tokens and n
 // calls of one token (the state carried), which is what makes recurrent prefill, chunked prefill
 // boundaries and decode agree bit for bit (model/gated_deltanet.h).
 #include <algorithm>
