@@ -8,10 +8,11 @@
 //   O  = diag(e^γ) Q S + lower_incl_diag(Q Kᵀ ⊙ Γ) V'          [C, d_v]
 //   S  ← e^{γ_C} S + (diag(e^{γ_C − γ}) K)ᵀ V'                 [d_k, d_v]
 // It equals the recurrence (kernels/gdn_recurrence.h) up to rounding: the products above are
-// matrix products (C×d and d×d blocks, AVX-512 FMAs with register blocking) instead of rank-1
-// updates of the state per token. Every output depends only on its own head's rows and state,
-// and chunks start at the call's first row: a caller that splits a prefill at multiples of C
-// gets bitwise the result of one call (tests/kernels/gdn_chunked_test.cpp).
+// matrix products (C×d and d×d blocks, AVX-512 or AVX2 FMAs with register blocking; the AVX2
+// one is cpu/gdn_chunked_impl.h) instead of rank-1 updates of the state per token. Every output depends
+// only on its own head's rows and state, and chunks start at the call's first row: a caller that
+// splits a prefill at multiples of C gets bitwise the result of one call
+// (tests/kernels/gdn_chunked_test.cpp).
 #include <cstdint>
 
 #include "kernels/backend.h"
@@ -23,6 +24,8 @@ inline constexpr int32_t kGdnChunk = 64;
 // Value head h of s over its n tokens in chunks of kGdnChunk (the last one may be shorter),
 // reading and updating the head's state. AVX-512; d_k and d_v multiples of 16, at most 256.
 void gdn_head_chunked_avx512(const GdnSequence& s, int32_t h);
+// The same with AVX2 + FMA (8 lanes); d_k and d_v multiples of 8, at most 256.
+void gdn_head_chunked_avx2(const GdnSequence& s, int32_t h);
 
 // The same head with the chunk's matrix products on AVX-512 BF16 dot products (VDPBF16PS, f32
 // accumulation, the state in f32; cpu/gdn_chunked_bf16_avx512.cpp). parts = 1: operands rounded

@@ -30,8 +30,8 @@ GatedDeltaNet::GatedDeltaNet(Backend& backend, const ModelConfig& c, GdnPrefill 
   PYPTO_ASSERT(n_k_ > 0 && n_v_ % n_k_ == 0 && d_k_ > 0 && d_v_ > 0 && K_ >= 1, "GDN shape");
   if (prefill_ == GdnPrefill::Chunked && !backend_.gdn_chunked_supported(d_k_, d_v_))
     fail("--gdn-prefill chunked: backend ", backend_.name(), " has no chunked gated delta rule for linear_key_head_dim ",
-         d_k_, " / linear_value_head_dim ", d_v_, " (it needs AVX-512 and head dims that are multiples of 16, at most "
-         "256); use --gdn-prefill recurrent");
+         d_k_, " / linear_value_head_dim ", d_v_, " (it needs AVX2 or AVX-512 and head dims that are multiples of 16, "
+         "at most 256); use --gdn-prefill recurrent");
 }
 
 void GatedDeltaNet::take_scratch(Arena& arena, int64_t T) {

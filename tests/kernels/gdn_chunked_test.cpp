@@ -3,12 +3,15 @@
 // head) and a small one, over 1, 2 and 3+ chunks with a short last chunk, from a carried-in state.
 // The chunked form sums in another order (products of decays, a triangular solve): stated
 // tolerance |Δ| ≤ 1e-5 · max|ref| + 1e-6 for every output and for the final state (measured on
-// AMD EPYC Zen 5: ≤ 2.4e-6 · max|ref|); the bf16 dot-product kernel (gdn_head_chunked_bf16_avx512)
-// is held to kBf16x3Tolerance / kBf16Tolerance below. Invariance (every kernel):
-// a head's result is bitwise the same whatever other heads run beside it, and splitting the rows
-// at a multiple of 64 into two calls (the state carried) gives one call's bits.
+// AMD EPYC Zen 5: ≤ 2.4e-6 · max|ref|), for each f32 kernel this CPU runs (AVX2, AVX-512); the
+// bf16 dot-product kernel (gdn_head_chunked_bf16_avx512) is held to kBf16x3Tolerance /
+// kBf16Tolerance below. Invariance (every kernel): a head's result is bitwise the same whatever
+// other heads run beside it, and splitting the rows at a multiple of 64 into two calls (the state
+// carried) gives one call's bits. Where the CPU has AVX-512, the AVX2 and AVX-512 f32 kernels give
+// the same bits (each element sums the same terms in the same order).
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstdio>
 
@@ -81,21 +84,38 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want,
   EXPECT_TRUE(std::isfinite(worst)) << what;
 }
 
+using HeadKernel = void (*)(const GdnSequence&, int32_t);
+
+struct F32Kernel {
+  const char* name;
+  HeadKernel run;
+};
+
+// The f32 chunked kernels this CPU runs.
+std::vector<F32Kernel> f32_kernels() {
+  std::vector<F32Kernel> ks;
+  if (cpu_supports(Isa::Avx2)) ks.push_back({"avx2", cpu::gdn_head_chunked_avx2});
+  if (cpu_supports(Isa::Avx512)) ks.push_back({"avx512", cpu::gdn_head_chunked_avx512});
+  return ks;
+}
+
 TEST(GatedDeltaRuleChunked, MatchesTheRecurrence) {
-  if (cpu_isa() != Isa::Avx512) GTEST_SKIP() << "the chunked kernel is AVX-512 and this CPU has no AVX-512";
+  if (f32_kernels().empty()) GTEST_SKIP() << "the chunked kernels need AVX2 or AVX-512";
   const int32_t shapes[][5] = {{64, 16, 32, 128, 128}, {229, 2, 4, 128, 128}, {150, 1, 2, 32, 16}, {17, 1, 1, 16, 48}};
-  for (const auto& sh : shapes) {
-    const Data d = make(sh[0], sh[1], sh[2], sh[3], sh[4], 21);
-    const std::string what = "n=" + std::to_string(d.n) + " n_v=" + std::to_string(d.n_v) + " d_k=" +
-                             std::to_string(d.d_k) + " d_v=" + std::to_string(d.d_v);
-    std::vector<float> s_ref = d.state, s_chk = d.state, o_ref(d.v.size()), o_chk(d.v.size());
-    const GdnSequence r = seq(d, 0, d.n, s_ref, o_ref), c = seq(d, 0, d.n, s_chk, o_chk);
-    for (int32_t h = 0; h < d.n_v; ++h) {
-      gdn_head_scalar(r, h);
-      cpu::gdn_head_chunked_avx512(c, h);
+  for (const F32Kernel& k : f32_kernels()) {
+    for (const auto& sh : shapes) {
+      const Data d = make(sh[0], sh[1], sh[2], sh[3], sh[4], 21);
+      const std::string what = std::string(k.name) + " n=" + std::to_string(d.n) + " n_v=" + std::to_string(d.n_v) +
+                               " d_k=" + std::to_string(d.d_k) + " d_v=" + std::to_string(d.d_v);
+      std::vector<float> s_ref = d.state, s_chk = d.state, o_ref(d.v.size()), o_chk(d.v.size());
+      const GdnSequence r = seq(d, 0, d.n, s_ref, o_ref), c = seq(d, 0, d.n, s_chk, o_chk);
+      for (int32_t h = 0; h < d.n_v; ++h) {
+        gdn_head_scalar(r, h);
+        k.run(c, h);
+      }
+      expect_close(o_chk, o_ref, what + " out");
+      expect_close(s_chk, s_ref, what + " state");
     }
-    expect_close(o_chk, o_ref, what + " out");
-    expect_close(s_chk, s_ref, what + " state");
   }
 }
 
@@ -130,8 +150,6 @@ TEST(GatedDeltaRuleChunkedBf16, MatchesTheRecurrence) {
   }
 }
 
-using HeadKernel = void (*)(const GdnSequence&, int32_t);
-
 void expect_split_and_head_invariant(HeadKernel kernel) {
   const Data d = make(200, 2, 4, 128, 128, 31);
   std::vector<float> s_one = d.state, o_one(d.v.size());
@@ -157,8 +175,11 @@ void expect_split_and_head_invariant(HeadKernel kernel) {
 }
 
 TEST(GatedDeltaRuleChunked, SplitsAtChunkBoundariesAndOtherHeadsChangeNothing) {
-  if (cpu_isa() != Isa::Avx512) GTEST_SKIP() << "the chunked kernel is AVX-512 and this CPU has no AVX-512";
-  expect_split_and_head_invariant(cpu::gdn_head_chunked_avx512);
+  if (f32_kernels().empty()) GTEST_SKIP() << "the chunked kernels need AVX2 or AVX-512";
+  for (const F32Kernel& k : f32_kernels()) {
+    SCOPED_TRACE(k.name);
+    expect_split_and_head_invariant(k.run);
+  }
 }
 
 TEST(GatedDeltaRuleChunkedBf16, SplitsAtChunkBoundariesAndOtherHeadsChangeNothing) {
@@ -168,18 +189,27 @@ TEST(GatedDeltaRuleChunkedBf16, SplitsAtChunkBoundariesAndOtherHeadsChangeNothin
 }
 
 // Backend::gated_delta_rule_chunked runs the bf16 kernel (bf16 operands) at --matmul-precision
-// medium where the CPU has AVX512_BF16, and the f32 kernel at high and highest (and at medium
-// without AVX512_BF16): each the bits of that kernel run head by head.
+// medium where the CPU has AVX512_BF16, and the f32 kernel of the backend's ISA (AVX-512 or AVX2)
+// at high and highest (and at medium without AVX512_BF16): each the bits of that kernel run head
+// by head. On AVX2 the backend also says it has the chunked form for the model head dims.
 TEST(GatedDeltaRuleChunkedBf16, TheBackendPicksTheKernelByMatmulPrecision) {
-  if (cpu_isa() != Isa::Avx512) GTEST_SKIP() << "the chunked kernel is AVX-512 and this CPU has no AVX-512";
+  if (cpu_isa() != Isa::Avx512 && cpu_isa() != Isa::Avx2) GTEST_SKIP() << "the chunked kernels need AVX2 or AVX-512";
   const Data d = make(150, 2, 4, 128, 128, 41);
   for (const MatmulPrecision p : {MatmulPrecision::Highest, MatmulPrecision::High, MatmulPrecision::Medium}) {
     const bool bf16 = p == MatmulPrecision::Medium && has_avx512_bf16();
     std::vector<float> s_be = d.state, o_be(d.v.size()), s_want = d.state, o_want(d.v.size());
-    make_cpu_backend(2, {}, p)->gated_delta_rule_chunked(seq(d, 0, d.n, s_be, o_be));
+    auto be = make_cpu_backend(2, {}, p);
+    ASSERT_TRUE(be->gdn_chunked_supported(128, 128)) << be->name();
+    be->gated_delta_rule_chunked(seq(d, 0, d.n, s_be, o_be));
     const GdnSequence w = seq(d, 0, d.n, s_want, o_want);
-    for (int32_t h = 0; h < d.n_v; ++h)
-      bf16 ? cpu::gdn_head_chunked_bf16_avx512(w, h, 1) : cpu::gdn_head_chunked_avx512(w, h);
+    for (int32_t h = 0; h < d.n_v; ++h) {
+      if (bf16)
+        cpu::gdn_head_chunked_bf16_avx512(w, h, 1);
+      else if (cpu_isa() == Isa::Avx512)
+        cpu::gdn_head_chunked_avx512(w, h);
+      else
+        cpu::gdn_head_chunked_avx2(w, h);
+    }
     EXPECT_TRUE(bitwise_equal(o_be.data(), o_want.data(), int64_t(o_want.size()))) << matmul_precision_name(p);
     EXPECT_TRUE(bitwise_equal(s_be.data(), s_want.data(), int64_t(s_want.size()))) << matmul_precision_name(p);
   }

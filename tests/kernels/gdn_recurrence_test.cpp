@@ -1,15 +1,19 @@
-// Backend::gated_delta_rule on every optimised backend this machine runs (AVX-512 along d_v where
-// the ISA has it, several thread counts) against the scalar definition (gdn_head_scalar), for the
-// published head shapes (d_k = d_v = 128), a tiny one with d_k ≠ d_v, and a d_v that is not a
-// multiple of 16 (the scalar path inside the optimised backend). The vector kernel differs only
-// by FMA rounding in its two sums over d_k, each ≤ d_k terms of magnitude ≤ |S|·|k|:
+// Backend::gated_delta_rule on every optimised backend this machine runs (AVX2 and AVX-512 along
+// d_v where the CPU has them, several thread counts) against the scalar definition
+// (gdn_head_scalar), for the published head shapes (d_k = d_v = 128), a tiny one with d_k ≠ d_v,
+// a d_v of 24 (three AVX2 vectors, the scalar path on AVX-512), a d_v of 20 (a multiple of
+// neither lane count: the scalar path inside every optimised backend) and 150 tokens (the
+// kernels' 64-token blocks, a short last one). The vector kernels differ
+// only by FMA rounding in their two sums over d_k, each ≤ d_k terms of magnitude ≤ |S|·|k|:
 //   |Δout| ≤ 1e-5 · max|out_ref| + 1e-6, and the same bound on the final state.
 // A decode-shaped run (one token per call, state carried) must give the same bits as one call
-// over all tokens: the recurrence is the same instruction sequence either way.
+// over all tokens: the recurrence is the same instruction sequence either way. Where the CPU has
+// AVX-512, the AVX2 and AVX-512 kernels must give the same bits (one lane, one order).
 #include <gtest/gtest.h>
 
 #include <cmath>
 
+#include "core/cpu_features.h"
 #include "kernel_test_util.h"
 #include "kernels/gdn_recurrence.h"
 
@@ -45,8 +49,8 @@ GdnData make_data(int64_t n, int32_t n_k, int32_t n_v, int32_t d_k, int32_t d_v,
   return d;
 }
 
-// Runs tokens [t0, t1) of d through be, state in/out in `state`, outputs into out [n, n_v, d_v].
-void run(Backend& be, const GdnData& d, int64_t t0, int64_t t1, std::vector<float>& state, std::vector<float>& out) {
+// Tokens [t0, t1) of d, state in/out in `state`, outputs into out [n, n_v, d_v].
+GdnSequence seq(const GdnData& d, int64_t t0, int64_t t1, std::vector<float>& state, std::vector<float>& out) {
   GdnSequence s;
   const int64_t qk = 2 * int64_t(d.n_k) * d.d_k;
   s.q = d.qk.data() + t0 * qk;
@@ -63,7 +67,12 @@ void run(Backend& be, const GdnData& d, int64_t t0, int64_t t1, std::vector<floa
   s.d_v = d.d_v;
   s.state = state.data();
   s.out = out.data() + t0 * d.n_v * d.d_v;
-  be.gated_delta_rule(s);
+  return s;
+}
+
+// Runs tokens [t0, t1) of d through be.
+void run(Backend& be, const GdnData& d, int64_t t0, int64_t t1, std::vector<float>& state, std::vector<float>& out) {
+  be.gated_delta_rule(seq(d, t0, t1, state, out));
 }
 
 void expect_close(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
@@ -75,7 +84,8 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want,
 
 TEST(GatedDeltaRule, OptimisedMatchesScalarDefinition) {
   auto ref = make_reference_backend();
-  const int32_t shapes[][5] = {{7, 2, 4, 16, 32}, {5, 16, 32, 128, 128}, {3, 1, 3, 8, 24}, {1, 4, 4, 32, 16}};
+  const int32_t shapes[][5] = {{7, 2, 4, 16, 32}, {5, 16, 32, 128, 128}, {3, 1, 3, 8, 24}, {1, 4, 4, 32, 16},
+                               {4, 1, 2, 8, 20}, {150, 2, 4, 128, 128}};
   for (const auto& c : optimised_cases()) {
     auto opt = make_case(c);
     for (const auto& sh : shapes) {

@@ -315,8 +315,9 @@ class CpuBackend final : public Backend {
     });
   }
 
-  // Value heads in parallel (each head's arithmetic is the same on any thread): AVX-512 along d_v
-  // where the ISA has it and d_v is a multiple of 16, else the scalar definition.
+  // Value heads in parallel (each head's arithmetic is the same on any thread): AVX-512 (AVX2)
+  // along d_v where the backend's ISA is that and d_v is a multiple of 16 (8), else the scalar
+  // definition. The two vector builds give the same bits (cpu/gdn_recurrence_impl.h).
   void gated_delta_rule(const GdnSequence& s) override {
     PYPTO_ASSERT(s.n_k > 0 && s.n_v % s.n_k == 0 && s.d_k > 0 && s.d_v > 0, "GDN shape ", s.n_k, "/", s.n_v);
     pool_.parallel_for(s.n_v, [&](int64_t b, int64_t e, int) {
@@ -324,8 +325,12 @@ class CpuBackend final : public Backend {
     });
   }
   void gated_delta_rule_head(const GdnSequence& s, int32_t h) override {
-    const bool vec = kt_.isa == Isa::Avx512 && s.d_v % 16 == 0 && s.d_v <= 512;
-    vec ? cpu::gdn_head_avx512(s, h) : gdn_head_scalar(s, h);
+    if (kt_.isa == Isa::Avx512 && s.d_v % 16 == 0 && s.d_v <= 512)
+      cpu::gdn_head_avx512(s, h);
+    else if (kt_.isa == Isa::Avx2 && s.d_v % 8 == 0 && s.d_v <= 512)
+      cpu::gdn_head_avx2(s, h);
+    else
+      gdn_head_scalar(s, h);
   }
 
   // --gdn-prefill chunked: value heads in parallel, each in 64-token chunks (kernels/gdn_chunked.h).
@@ -333,15 +338,24 @@ class CpuBackend final : public Backend {
   // VDPBF16PS (2.7x the f32 kernel on Zen 5, ~5e-3 of max|out| from the recurrence); otherwise the
   // f32 FMA kernel (the hi + lo bf16 form, parts 3, is no faster than f32 FMA there: docs/status.md).
   // It follows the precision level, not --cpu-linear-kernel (which picks the linears' kernel).
+  // On AVX2 the f32 FMA kernel at every precision (8 lanes; the same bits as the AVX-512 one).
+  // Head dims multiples of 16 on either ISA (one rule for the option's error message).
   bool gdn_chunked_supported(int32_t d_k, int32_t d_v) const override {
-    return kt_.isa == Isa::Avx512 && d_k % 16 == 0 && d_v % 16 == 0 && d_k <= 256 && d_v <= 256;
+    return (kt_.isa == Isa::Avx512 || kt_.isa == Isa::Avx2) && d_k % 16 == 0 && d_v % 16 == 0 && d_k <= 256 &&
+           d_v <= 256;
   }
   void gated_delta_rule_chunked(const GdnSequence& s) override {
     PYPTO_ASSERT(s.n_k > 0 && s.n_v % s.n_k == 0 && gdn_chunked_supported(s.d_k, s.d_v), "chunked GDN shape ", s.n_k,
                  "/", s.n_v, " d_k ", s.d_k, " d_v ", s.d_v);
     pool_.parallel_for(s.n_v, [&](int64_t b, int64_t e, int) {
-      for (int64_t h = b; h < e; ++h)
-        gdn_bf16_ ? cpu::gdn_head_chunked_bf16_avx512(s, int32_t(h), 1) : cpu::gdn_head_chunked_avx512(s, int32_t(h));
+      for (int64_t h = b; h < e; ++h) {
+        if (gdn_bf16_)
+          cpu::gdn_head_chunked_bf16_avx512(s, int32_t(h), 1);
+        else if (kt_.isa == Isa::Avx512)
+          cpu::gdn_head_chunked_avx512(s, int32_t(h));
+        else
+          cpu::gdn_head_chunked_avx2(s, int32_t(h));
+      }
     });
   }
 
