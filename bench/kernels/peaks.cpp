@@ -1,5 +1,5 @@
 // Compute peaks on all benchmark threads, measured once per process: AVX512_BF16 dot products,
-// AVX-512 f32 FMA and AMX tile products (bf16 and int8), the bounds the kernel and model
+// f32 FMA (AVX-512, or AVX2 where that is all the CPU has) and AMX tile products (bf16 and int8), the bounds the kernel and model
 // benchmarks report their % against (bench_common.h, peaks.h).
 #include "peaks.h"
 
@@ -64,7 +64,9 @@ Peak bf16_peak() {
   return v;
 }
 Peak f32_peak() {
-  static Peak v = has_avx512_bf16() ? peak_of(cpu::f32_fma_loop, 4'000'000) : Peak{};
+  static Peak v = has_avx512_bf16()           ? peak_of(cpu::f32_fma_loop, 4'000'000)
+                  : cpu_isa() == Isa::Avx2     ? peak_of(cpu::f32_fma_loop_avx2, 4'000'000)
+                                               : Peak{};
   return v;
 }
 Peak amx_bf16_peak() {
