@@ -27,6 +27,7 @@
 
 #include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/quant_panels.h"
+#include "kernels/cpu/quant_q4_group.h"
 
 namespace pypto::cpu::avx2_quant {
 namespace {
@@ -132,19 +133,7 @@ void linear_cols_q8(const QuantLinearTask& t, int64_t n0, int64_t n1) {
 
 // ---- Int4 weights ------------------------------------------------------------------------------
 
-// Group gi of Int4 super-panel sp (quant_panels.h): chunk ch, ymm y (panel y / 2, half y % 2) at
-// w + ch · 256 + y · 32; the tail holds scales f32 [4][16] then zero points u8 [4][16] (at tail + 256).
-struct Q4Group {
-  const uint8_t* w;
-  const uint8_t* tail;
-  int64_t k0, n_chunks;
-};
-inline Q4Group q4_group(const QuantLinearTask& t, int64_t sp, int64_t gi) {
-  const int64_t chunks = t.group / 8;
-  const uint8_t* record = t.w + (sp * t.groups + gi) * q4_record_bytes(t.group);
-  const int64_t k0 = gi * t.group;
-  return {record, record + chunks * 256, k0, (t.k - k0) / 8 < chunks ? (t.k - k0) / 8 : chunks};
-}
+// Int4 groups: quant_q4_group.h (chunk ch, ymm y = panel y / 2, half y % 2, at w + ch · 256 + y · 32).
 
 // The s16 partial of one chunk for one row: lo/hi the nibbles of 8 columns, xl / xh the row's
 // inputs k 0..3 / 4..7 of the chunk broadcast. Each s16 lane ≤ 2 · 3810.

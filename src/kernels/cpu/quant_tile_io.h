@@ -1,8 +1,8 @@
 #pragma once
 // What the quantized-weight register tiles share (the VNNI tiles of linear_quant_vnni.cpp, the
 // W8A16 / W4A16 tiles of linear_quant_bf16_q8.h and linear_quant_bf16_q4.h): the L1 prefetch along
-// a weight stream, the masked store of 16 output columns (bias added) and where an Int4 group's
-// record lies. AVX-512F only; included by ISA translation units only (each compiles it with its
+// a weight stream, the masked store of 16 output columns (bias added); where an Int4 group's
+// record lies is quant_q4_group.h. AVX-512F only; included by ISA translation units only (each compiles it with its
 // own flags), hence the anonymous namespace.
 #include <immintrin.h>
 
@@ -10,6 +10,7 @@
 
 #include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/quant_panels.h"
+#include "kernels/cpu/quant_q4_group.h"
 
 namespace pypto::cpu {
 namespace {
@@ -26,22 +27,6 @@ inline void store_out(const QuantLinearTask& t, int64_t i, int64_t c0, __m512 v)
   const __mmask16 mk = col_mask(c0, t.n_out);
   if (t.bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mk, t.bias + c0));
   _mm512_mask_storeu_ps(t.y + i * t.n_out + c0, mk, v);
-}
-
-// Group gi of Int4 super-panel sp (quant_panels.h): its weight chunks (chunk ch, panel v at
-// w + ch * 256 + v * 64), its tail (scales f32 [4][16], then zero points u8 [4][16] at tail + 256),
-// its first input k0 and how many of its chunks of 8 inputs lie below k (the last group may be short;
-// k % 8 == 0).
-struct Q4Group {
-  const uint8_t* w;
-  const uint8_t* tail;
-  int64_t k0, n_chunks;
-};
-inline Q4Group q4_group(const QuantLinearTask& t, int64_t sp, int64_t gi) {
-  const int64_t chunks = t.group / 8;
-  const uint8_t* record = t.w + (sp * t.groups + gi) * q4_record_bytes(t.group);
-  const int64_t k0 = gi * t.group;
-  return {record, record + chunks * 256, k0, (t.k - k0) / 8 < chunks ? (t.k - k0) / 8 : chunks};
 }
 
 }  // namespace
