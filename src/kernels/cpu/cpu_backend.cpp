@@ -317,7 +317,8 @@ class CpuBackend final : public Backend {
 
   // Value heads in parallel (each head's arithmetic is the same on any thread): AVX-512 (AVX2)
   // along d_v where the backend's ISA is that and d_v is a multiple of 16 (8), else the scalar
-  // definition. The two vector builds give the same bits (cpu/gdn_recurrence_impl.h).
+  // definition. Each differs from the scalar one only by FMA rounding (tests/kernels); the AVX2 one is
+  // cpu/gdn_recurrence_impl.h, not yet compared bit for bit with the AVX-512 kernel.
   void gated_delta_rule(const GdnSequence& s) override {
     PYPTO_ASSERT(s.n_k > 0 && s.n_v % s.n_k == 0 && s.d_k > 0 && s.d_v > 0, "GDN shape ", s.n_k, "/", s.n_v);
     pool_.parallel_for(s.n_v, [&](int64_t b, int64_t e, int) {
@@ -338,7 +339,7 @@ class CpuBackend final : public Backend {
   // VDPBF16PS (2.7x the f32 kernel on Zen 5, ~5e-3 of max|out| from the recurrence); otherwise the
   // f32 FMA kernel (the hi + lo bf16 form, parts 3, is no faster than f32 FMA there: docs/status.md).
   // It follows the precision level, not --cpu-linear-kernel (which picks the linears' kernel).
-  // On AVX2 the f32 FMA kernel at every precision (8 lanes; the same bits as the AVX-512 one).
+  // On AVX2 the f32 FMA kernel at every precision (8 lanes, cpu/gdn_chunked_impl.h).
   // Head dims multiples of 16 on either ISA (one rule for the option's error message).
   bool gdn_chunked_supported(int32_t d_k, int32_t d_v) const override {
     return (kt_.isa == Isa::Avx512 || kt_.isa == Isa::Avx2) && d_k % 16 == 0 && d_v % 16 == 0 && d_k <= 256 &&
