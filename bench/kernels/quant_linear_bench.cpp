@@ -7,9 +7,10 @@
 //     bandwidth bound measured in the same run; several copies (>= 256 MiB) are cycled so every
 //     call streams from DRAM.
 //   m = 16 and 512 (batched decode, prefill): multiply-adds per second.
-// Activations (the last argument): 0 f32 (highest: W dequantized in registers, FMA), 1 bf16x2
-// (high, the default: x as hi + lo bf16, W converted exactly to bf16, VDPBF16PS), 2 int8 (medium:
-// VNNI, AMX-INT8 for int8 weights from 16 rows). Run them side by side with a filter, e.g.
+// Activations (the last argument): 0 f32 (highest: W dequantized in registers, FMA), 1 high, the
+// default (bf16x2 with AVX512_BF16: x as hi + lo bf16, W converted exactly to bf16, VDPBF16PS;
+// int16 on AVX2: x per 64-input block, W widened to s16, VPMADDWD), 2 int8 (medium: VNNI or
+// VPMADDUBSW, AMX-INT8 for int8 weights from 16 rows). Run them side by side with a filter, e.g.
 //   bench_kernels --benchmark_filter='BM_QuantLinear/[0-3]/[03]/1/' --benchmark_repetitions=5
 #include <benchmark/benchmark.h>
 
@@ -96,7 +97,9 @@ void BM_QuantLinear(benchmark::State& state) {
                                                      : QuantActivations::Int8;
   if (f.f == WeightFormat::Fp8 && act != QuantActivations::F32) return state.SkipWithError("fp8 runs f32 activations only");
   auto be = make_backend(act);
-  if (be->quant_activations() != act)
+  // High resolves to int16 activations where no bf16 dot product exists (AVX2).
+  const bool high_int16 = act == QuantActivations::Bf16Pair && be->quant_activations() == QuantActivations::Int16;
+  if (be->quant_activations() != act && !high_int16)
     return state.SkipWithError(str_cat(quant_activations_name(act), " activations have no kernel here").c_str());
   // Random plain source, packed once, then copied until the copies exceed 256 MiB (decode). The
   // packed copies are kept for the next benchmark of the same shape and format (the runs over
@@ -138,7 +141,8 @@ void BM_QuantLinear(benchmark::State& state) {
     i = (i + 1) % ws.size();
     benchmark::ClobberMemory();
   }
-  state.SetLabel(std::string(s.name) + " " + f.name + " " + quant_activations_name(act) + "-act" + " (" + be->name() + ")");
+  state.SetLabel(std::string(s.name) + " " + f.name + " " + quant_activations_name(be->quant_activations()) + "-act" +
+                 " (" + be->name() + ")");
   state.counters["GMAC/s"] = benchmark::Counter(double(m) * s.n * s.k / 1e9, benchmark::Counter::kIsIterationInvariantRate);
   // m <= 16: the weight-read bound is the time of reading the packed weight once, whatever m.
   if (m <= 16) {
@@ -162,11 +166,11 @@ BENCHMARK(BM_QuantLinear)->Apply(QuantArgs)->UseRealTime()->MinTime(0.2);
 namespace pypto::bench {
 namespace {
 
-// Decode side by side on a loaded machine: the bf16-pair kernels (high) and the int8-activation
-// kernels (medium, the old default) on the same staged copies, one call each in turn, every call
-// timed; per kernel the best and the median call (a call that lost its core shows as a slow
-// outlier, which the median and best ignore) as GB/s of weight bytes and % of the read bound
-// measured in the same process, and new / old rate. args: shape, format, m, and 1 to keep one
+// Decode side by side on a loaded machine: the 16-bit-activation kernels of high (bf16x2, or
+// int16 on AVX2) and the int8-activation kernels (medium, the old default) on the same staged
+// copies, one call each in turn, every call timed; per kernel the best and the median call (a
+// call that lost its core shows as a slow outlier, which the median and best ignore) as GB/s of
+// weight bytes and % of the read bound measured in the same process, and new / old rate. args: shape, format, m, and 1 to keep one
 // copy (cache-resident where it fits: the kernels' compute rate instead of DRAM's). Run it with
 // PYPTO_BENCH_THREADS=1: with 2 threads the two backends' pools (2 threads each, spinning ~2 ms
 // after each job) fight over the cores and the medians measure that, not the kernels.
@@ -176,8 +180,9 @@ void BM_QuantSideBySide(benchmark::State& state) {
   const int64_t m = state.range(2);
   if (f.f == WeightFormat::Fp8) return state.SkipWithError("fp8 runs f32 activations only");
   auto hi = make_backend(QuantActivations::Bf16Pair), med = make_backend(QuantActivations::Int8);
-  if (hi->quant_activations() != QuantActivations::Bf16Pair || med->quant_activations() != QuantActivations::Int8)
-    return state.SkipWithError("bf16x2 or int8 activations have no kernel here");
+  const QuantActivations hi_act = hi->quant_activations();  // bf16x2, or int16 on AVX2
+  if (hi_act == QuantActivations::F32 || med->quant_activations() != QuantActivations::Int8)
+    return state.SkipWithError("high's 16-bit or medium's int8 activations have no kernel here");
   std::mt19937 rng(1);
   const RandomQuantSource src(s, f, rng);  // fp8 was skipped above
   const QuantizedWeight& q = src.q;
@@ -218,7 +223,8 @@ void BM_QuantSideBySide(benchmark::State& state) {
     state.counters["medium_pct_bw_" + tag] = 100.0 * double(bytes) / b / bw;
     state.counters["high_vs_medium_pct_" + tag] = 100.0 * b / a;
   }
-  state.SetLabel(std::string(s.name) + " " + f.name + " m" + std::to_string(m) + ": high (bf16x2) vs medium (int8), " +
+  state.SetLabel(std::string(s.name) + " " + f.name + " m" + std::to_string(m) + ": high (" + quant_activations_name(hi_act) +
+                 ") vs medium (int8), " +
                  std::to_string(int(bw / 1e9)) + " GB/s read bound");
 }
 

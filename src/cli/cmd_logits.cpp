@@ -115,11 +115,9 @@ int cmd_logits(int argc, char** argv) {
     check_gdn_prefill(ck->config(), parse_gdn_prefill(gdn_prefill));
     const int nthreads = threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency()));
     const MatmulPrecision prec = parse_matmul_precision(precision);
-    std::unique_ptr<Backend> backend = scalar ? make_reference_backend(prec == MatmulPrecision::Highest ? QuantActivations::F32
-                                                                              : prec == MatmulPrecision::High
-                                                                                  ? QuantActivations::Bf16Pair
-                                                                                  : QuantActivations::Int8)
-                                              : make_cpu_backend(nthreads, {}, prec);
+    // --scalar-kernels: the reference definition of what this CPU's kernels compute at `prec`.
+    std::unique_ptr<Backend> backend =
+        scalar ? make_reference_backend(cpu_quant_activations(prec)) : make_cpu_backend(nthreads, {}, prec);
     StagingOptions sopt;
     sopt.quantization = parse_quantization(quantization);
     sopt.int4_group = group;

@@ -128,8 +128,13 @@ struct GdnSequence {
 //   Int8 (medium): x quantized per row to int8 (symmetric, amax / 127, round to nearest even;
 //     int8_row_inv below) and exact integer dot products (W4A8 / W8A8): the fastest, but a row's
 //     outlier channels set its step for every other channel (see docs/status.md for the cost).
-enum class QuantActivations { F32, Bf16Pair, Int8 };
-const char* quant_activations_name(QuantActivations a);  // "f32" | "bf16x2" | "int8"
+//   Int16 (high where the CPU has no bf16 dot product: AVX2): x quantized to int16 per row and per
+//     block of int16_act_block() inputs (symmetric, block amax / 32767, round to nearest even;
+//     int16_block_inv below), exact integer sums per block (VPMADDWD), block and weight scales in
+//     f32: W4A16 / W8A16 in integers. A block's largest input sets its step, so ~15 bits for the
+//     block's largest values; an outlier channel costs only its own block (docs/status.md).
+enum class QuantActivations { F32, Bf16Pair, Int8, Int16 };
+const char* quant_activations_name(QuantActivations a);  // "f32" | "bf16x2" | "int8" | "int16"
 
 class Backend {
  public:
@@ -270,9 +275,13 @@ std::string describe_cpu_linear_choice();
 std::unique_ptr<Backend> make_cpu_backend(int num_threads, const std::vector<int>& cores = {},
                                           MatmulPrecision precision = kDefaultMatmulPrecision,
                                           CpuLinearKernel kernel = CpuLinearKernel::Auto);
+// The activations make_cpu_backend(..., precision) gives Int8 / Int4 weights on this CPU (High:
+// Bf16Pair with AVX512_BF16, Int16 on AVX2; F32 where the ISA has neither kernel).
+QuantActivations cpu_quant_activations(MatmulPrecision precision);
 // The scalar reference backend (single thread): the definition every optimised kernel is tested
 // against. quant_act: how Int8 / Int4 linears take x, defined as the optimised kernels take it
-// (Bf16Pair: x rounded to hi + lo; Int8: quantized per row), each sum then exact in double.
+// (Bf16Pair: x rounded to hi + lo; Int8: quantized per row; Int16: per row and block), each sum
+// then exact in double.
 std::unique_ptr<Backend> make_reference_backend(QuantActivations quant_act = QuantActivations::F32);
 
 // Per-row activation quantization of the int8-activation linears, shared by every backend so the
@@ -280,5 +289,20 @@ std::unique_ptr<Backend> make_reference_backend(QuantActivations quant_act = Qua
 // round-to-nearest-even(x[c] · inv) in [-127, 127]; the row's scale is amax / 127.
 inline float int8_row_inv(float amax) { return amax > 0.0f ? 127.0f / amax : 0.0f; }
 inline float int8_row_scale(float amax) { return amax / 127.0f; }
+
+// Int16 activations (QuantActivations::Int16), the same on every backend: x is cut per row into
+// blocks of int16_act_block(format, group) inputs (64 for Int8 weights; for Int4 the largest of
+// 64, 32, 16, 8 that divides the group, so blocks nest in groups); per block amax = max|x|,
+// inv = 32767 / amax (0 when amax is 0), xq[c] = round-to-nearest-even(x[c] · inv) in
+// [-32767, 32767], the block's scale amax / 32767. A block's integer sum Σ xq · q is at most
+// 64 · 128 · 32767 < 2^31 (exact in s32).
+inline int32_t int16_act_block(WeightFormat format, int32_t group) {
+  if (format != WeightFormat::Int4) return 64;
+  int32_t b = 64;
+  while (b > 8 && group % b != 0) b /= 2;
+  return b;
+}
+inline float int16_block_inv(float amax) { return amax > 0.0f ? 32767.0f / amax : 0.0f; }
+inline float int16_block_scale(float amax) { return amax / 32767.0f; }
 
 }  // namespace pypto

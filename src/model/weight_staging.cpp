@@ -281,6 +281,7 @@ const char* quantized_activations(WeightFormat layers, const Backend& backend) {
   switch (backend.quant_activations()) {
     case QuantActivations::Int8: return "int8 activations";
     case QuantActivations::Bf16Pair: return "bf16x2 activations";
+    case QuantActivations::Int16: return "int16 activations";
     case QuantActivations::F32: break;
   }
   return "f32 activations";

@@ -66,8 +66,8 @@ StagedFormats staged_formats(const Checkpoint& ck, WeightFormat quantization, in
 // A --quantization value: "none" (Float), "int8" or "int4"; anything else is an Error naming them.
 WeightFormat parse_quantization(const std::string& s);
 // What the products of weights whose layers are `layers` multiply W with on `backend`: "" for
-// float weights, else "bf16x2 activations", "int8 activations" or "f32 activations" (FP8 always
-// runs f32).
+// float weights, else "bf16x2 activations", "int16 activations", "int8 activations" or "f32
+// activations" (FP8 always runs f32).
 const char* quantized_activations(WeightFormat layers, const Backend& backend);
 
 // Stages the weights of rank tp_rank of tp_size: query/KV heads, intermediate columns and the

@@ -1,7 +1,7 @@
 // Quantized linears (WeightFormat Int8 / Int4 / Fp8) of the optimised CPU backend against the scalar
 // reference backend, on the same QuantizedWeight: awkward shapes (rows, columns and k off every
-// tile; partial last groups; odd group sizes), f32, bf16-pair (high) and int8 (medium)
-// activations, with a bias and without. Then batch invariance at every precision: a row's output
+// tile; partial last groups; odd group sizes), f32, bf16-pair (high), int16 (high on AVX2) and
+// int8 (medium) activations, with a bias and without. Then batch invariance at every precision: a row's output
 // is bitwise the same alone and inside batches of 16, 17 and 33 rows (which switch Int8 from
 // VNNI to AMX-INT8 where the CPU has it). Int8 activations run on AVX-512 VNNI and on AVX2
 // (linear_quant_avx2.cpp); each test runs what this CPU's table has and skips the rest.
@@ -32,8 +32,8 @@ bool has_quant_kernels() {
 }
 
 // Whether the optimised backend runs `f` weights at `prec` on this CPU: int8 activations (medium,
-// Int8 / Int4) need linear_cols_q8 (AVX-512 VNNI or AVX2); everything else ends in the f32-activation
-// kernel linear_cols_dq (high falls back to it without AVX512_BF16; Fp8 always).
+// Int8 / Int4) need linear_cols_q8 (AVX-512 VNNI or AVX2); high takes bf16 pairs (AVX512_BF16) or
+// int16 (AVX2); everything else ends in the f32-activation kernel linear_cols_dq (Fp8 always).
 bool runs_quant(MatmulPrecision prec, WeightFormat f) {
   const cpu::KernelTable* kt = cpu::kernel_table(cpu_isa());
   if (!kt) return false;
@@ -149,6 +149,20 @@ TEST(LinearQuant, Bf16PairActivationsStayNearExact) {
     std::printf("[ measured ] %s high vs exact: max|dy| / max|y| = %.2e (k %lld)\n", weight_format_name(f),
                 worst / ymag, static_cast<long long>(k));
   }
+}
+
+// High on AVX2 (no bf16 dot product): x as int16 per row and block against the reference's same
+// integers (backend.h int16_block_inv); one thread for the largest m too. The quantizer itself,
+// the sums at the ends of their range and the error against exact activations are in
+// linear_quant_i16_test.cpp.
+TEST(LinearQuant, MatchesReferenceWithInt16Activations) {
+  const cpu::KernelTable* kt = cpu::kernel_table(cpu_isa());
+  if (!kt || !kt->linear_cols_q8_i16 || kt->linear_cols_q8_bf16)
+    GTEST_SKIP() << "high runs int16 activations only on AVX2 (this CPU: " << (kt ? kt->name : "scalar") << ")";
+  for (const Case& c : cases())
+    if (c.format != WeightFormat::Fp8) run_case(c, QuantActivations::Int16, MatmulPrecision::High, 2);
+  for (const Case& c : cases())
+    if (c.m == 33 && c.format != WeightFormat::Fp8) run_case(c, QuantActivations::Int16, MatmulPrecision::High, 1);
 }
 
 TEST(LinearQuant, MatchesReferenceWithInt8Activations) {

@@ -9,7 +9,8 @@ engine's code. What the engine quantizes, and so what the reference quantizes he
     the shared expert's gate/up/down_proj;
   - not: the GDN's in_proj_b / in_proj_a, the router (mlp.gate) and shared_expert_gate, nor any
     norm, conv, A_log or dt_bias.
-Checks at `highest` (f32 activations) and `high`, the default (bf16x2): max|dlogit| <= 1e-3 of
+Checks at `highest` (f32 activations) and `high`, the default (16-bit: bf16x2, or int16 blocks on
+AVX2): max|dlogit| <= 1e-3 of
 the logit range, on tiny-hybrid (dense, the published wrapper layout) and tiny-hybrid-moe (the
 text-only MoE layout), 5-token chunks, fp32 KV. It also shows the check can fail: the engine's
 int4 logits against the reference on the unquantized weights must exceed the bound.

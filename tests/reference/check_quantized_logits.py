@@ -10,8 +10,8 @@ runs qwen3_reference.py on the result.
         w' = (q - zero) * scale   (a constant-zero group: scale 1, zero 0)
 
 Checks, per precision (the activations int8 / int4 weights get):
-  highest (f32) and high, the default (bf16x2: x as two bf16, ~16 bits, W exact): max|dlogit|
-    <= 1e-3 * max(1, max|logit|);
+  highest (f32) and high, the default (16-bit: x as two bf16, or on AVX2 as int16 per block of
+    64 inputs; W exact): max|dlogit| <= 1e-3 * max(1, max|logit|);
   medium (int8 activations per token, W4A8 / W8A8): the figure is printed and must stay under a
     loose bound (5e-2 of the range) that still catches a wrong scale or group.
 With --report it also prints the error against the unquantized model: max relative logit error,
@@ -94,7 +94,8 @@ def greedy(binary, model, ids, n, extra):
         return json.load(f)["results"][0]["token_ids"]
 
 
-PRECISIONS = (("highest", "f32"), ("high", "bf16x2"), ("medium", "int8"))
+# high: 16-bit activations, bf16x2 where the CPU has a bf16 dot product, int16 blocks on AVX2.
+PRECISIONS = (("highest", "f32"), ("high", "16-bit"), ("medium", "int8"))
 
 
 def make_model(a, path, extra):

@@ -120,20 +120,22 @@ CpuLinearKernel resolve_linear_kernel(const cpu::KernelTable& kt, const CpuBacke
   return CpuLinearKernel::F32;
 }
 
-// The activations Int8 / Int4 linears get on this ISA: the one asked for where its kernels exist,
-// else f32 (exact, slower).
+// The activations Int8 / Int4 linears get on this ISA: the one asked for where its kernels exist;
+// High's 16 bits as int16 blocks where no bf16 dot product exists (AVX2); else f32 (exact, slower).
 QuantActivations resolve_quant_activations(const cpu::KernelTable& kt, QuantActivations asked) {
   if (asked == QuantActivations::Int8 && !kt.linear_cols_q8) return QuantActivations::F32;
-  if (asked == QuantActivations::Bf16Pair && !kt.linear_cols_q8_bf16) return QuantActivations::F32;
+  if (asked == QuantActivations::Bf16Pair && !kt.linear_cols_q8_bf16)
+    return kt.linear_cols_q8_i16 ? QuantActivations::Int16 : QuantActivations::F32;
+  if (asked == QuantActivations::Int16 && !kt.linear_cols_q8_i16) return QuantActivations::F32;
   return asked;
 }
 
-// The prepared activations of one quantized linear: x as int8 (u8 for Int8 weights) or as
-// bf16 pairs in the kernel's order, with their per-row scales and per-group sums.
+// The prepared activations of one quantized linear: x as int8 (u8 for Int8 weights), int16 or
+// bf16 pairs in the kernel's order, with their per-row (per-block) scales and per-group sums.
 struct QuantActBuffers {
-  AlignedBuffer x;             // [m, ldq] int8 or [m, ldp] bf16 pairs
-  std::vector<float> scale;    // int8: [m] amax / 127
-  std::vector<int32_t> isum;   // int8, Int4 weights: [m, groups] Σ xq
+  AlignedBuffer x;             // [m, ldq] int8, [m, ldw] int16 or [m, ldp] bf16 pairs
+  std::vector<float> scale;    // int8: [m] amax / 127; int16: [m, blocks] block amax / 32767
+  std::vector<int32_t> isum;   // int8, Int4 weights: [m, groups] Σ xq; int16: [m, blocks]
   std::vector<float> fsum;     // bf16 pairs, Int4 weights: [m, groups] Σ x
 };
 
@@ -536,6 +538,8 @@ class CpuBackend final : public Backend {
     }
     if (quant_act_ == QuantActivations::Bf16Pair)
       return f == WeightFormat::Int8 ? kt_.linear_cols_q8_bf16 : kt_.linear_cols_q4_bf16;
+    if (quant_act_ == QuantActivations::Int16)
+      return f == WeightFormat::Int8 ? kt_.linear_cols_q8_i16 : kt_.linear_cols_q4_i16;
     return f == WeightFormat::Int4 ? kt_.linear_cols_q4 : kt_.linear_cols_q8;
   }
   bool int8_on_amx(WeightFormat f, int64_t m) const {
@@ -546,6 +550,7 @@ class CpuBackend final : public Backend {
     const QuantCols fn = quant_kernel(t.format);
     if (t.format == WeightFormat::Fp8 || quant_act_ == QuantActivations::F32) return fn;
     if (quant_act_ == QuantActivations::Bf16Pair) split_rows(t, x, buf);
+    else if (quant_act_ == QuantActivations::Int16) quantize_rows_i16(t, x, buf);
     else quantize_rows(t, x, buf);
     return fn;
   }
@@ -649,6 +654,29 @@ class CpuBackend final : public Backend {
     t.xp = xp;
     t.ldp = ldp;
     t.xsumf = buf.fsum.data();
+  }
+
+  // x rows → buf.x [m, ldw] int16 in the kernel's order, buf.scale [m, blocks] and for Int4
+  // buf.isum [m, blocks] (kernel_table.h quantize_row_int16, blocks of backend.h int16_act_block).
+  void quantize_rows_i16(cpu::QuantLinearTask& t, const float* x, QuantActBuffers& buf) {
+    const bool int4 = t.format == WeightFormat::Int4;
+    const int32_t block = int16_act_block(t.format, t.group);
+    const int64_t ldw = cpu::quant_act_stride(t.k, int4 ? t.group : 0), blocks = (t.k + block - 1) / block;
+    const size_t bytes = static_cast<size_t>(t.m * ldw) * sizeof(int16_t);
+    if (buf.x.size() < bytes) buf.x = AlignedBuffer(bytes);
+    buf.scale.resize(static_cast<size_t>(t.m * blocks));
+    if (int4) buf.isum.resize(static_cast<size_t>(t.m * blocks));
+    auto* xw = reinterpret_cast<int16_t*>(buf.x.data());
+    for_rows(t.m, t.k, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i)
+        kt_.quantize_row_int16(x + i * t.k, t.k, ldw, int4, block, xw + i * ldw, buf.scale.data() + i * blocks,
+                               int4 ? buf.isum.data() + i * blocks : nullptr);
+    });
+    t.xw = xw;
+    t.ldw = ldw;
+    t.xblock = block;
+    t.xscale = buf.scale.data();
+    t.xsum = buf.isum.data();
   }
 
   // Int8 weights, many rows: xq in A-tile order, TDPBUSD into s32 sums, then the epilogue per
@@ -896,6 +924,7 @@ const char* quant_activations_name(QuantActivations a) {
     case QuantActivations::F32: return "f32";
     case QuantActivations::Bf16Pair: return "bf16x2";
     case QuantActivations::Int8: return "int8";
+    case QuantActivations::Int16: return "int16";
   }
   return "?";
 }
@@ -935,6 +964,7 @@ std::string describe_cpu_linear_choice() {
   auto quant = [&](QuantActivations a) {
     const QuantActivations r = resolve_quant_activations(*kt, a);
     return r == QuantActivations::Bf16Pair ? "bf16x2 activations (~16 bits, vdpbf16ps)"
+           : r == QuantActivations::Int16  ? "int16 activations (per 64-input block, vpmaddwd)"
            : r == QuantActivations::Int8   ? (kt->linear_cols_amx_int8 ? "int8 activations (vpdpbusd, amx-int8)"
                                               : kt->isa == Isa::Avx2  ? "int8 activations (vpmaddubsw)"
                                                                       : "int8 activations (vpdpbusd)")
@@ -945,14 +975,25 @@ std::string describe_cpu_linear_choice() {
                  quant(QuantActivations::Int8), " at medium, f32 activations at highest; fp8 weights: f32 activations");
 }
 
+namespace {
+QuantActivations asked_quant_activations(MatmulPrecision precision) {
+  return precision == MatmulPrecision::Highest ? QuantActivations::F32
+         : precision == MatmulPrecision::High  ? QuantActivations::Bf16Pair
+                                               : QuantActivations::Int8;
+}
+}  // namespace
+
+QuantActivations cpu_quant_activations(MatmulPrecision precision) {
+  const cpu::KernelTable* kt = cpu::kernel_table(cpu_isa());
+  return kt ? resolve_quant_activations(*kt, asked_quant_activations(precision)) : asked_quant_activations(precision);
+}
+
 std::unique_ptr<Backend> make_cpu_backend(int num_threads, const std::vector<int>& cores, MatmulPrecision precision,
                                           CpuLinearKernel kernel) {
   CpuBackendOptions o;
   o.split_bf16_activations = precision == MatmulPrecision::High;
   o.bf16_activations = precision == MatmulPrecision::Medium;
-  o.quant_activations = precision == MatmulPrecision::Highest ? QuantActivations::F32
-                        : precision == MatmulPrecision::High  ? QuantActivations::Bf16Pair
-                                                              : QuantActivations::Int8;
+  o.quant_activations = asked_quant_activations(precision);
   o.linear_kernel = kernel;
   return make_cpu_backend_for_isa(cpu_isa(), num_threads, cores, o);
 }

@@ -19,6 +19,7 @@ void fill_elementwise_avx2(KernelTable& t);
 void fill_attention_avx2(KernelTable& t);
 void fill_linear_dequant_avx2(KernelTable& t);
 void fill_linear_quant_avx2(KernelTable& t);
+void fill_linear_quant_i16_avx2(KernelTable& t);
 
 namespace {
 bool cpu_has(Isa isa) {
@@ -58,7 +59,8 @@ const KernelTable& kernel_table_avx2() {
     fill_elementwise_avx2(t);
     fill_attention_avx2(t);
     fill_linear_dequant_avx2(t);
-    fill_linear_quant_avx2(t);  // int8-activation quantized linears (medium)
+    fill_linear_quant_avx2(t);      // int8-activation quantized linears (medium)
+    fill_linear_quant_i16_avx2(t);  // int16-activation quantized linears (high: no bf16 dot product)
     return t;
   }();
   return table;

@@ -75,6 +75,10 @@ struct LinearInt8Task {
 // side), rows of ldq bytes with zeros past k.
 //   Int8: y = float(Σ xu·q − colsum) · (xscale · scale[n])
 //   Int4: y = (Σ_g float(Σ_{k∈g} xq·q − zero · xsum[g]) · scale[n][g]) · xscale   (groups in order)
+// The int16-activation kernels (High on AVX2) read xw, x quantized per row and block b
+// (backend.h int16_act_block), with xscale [m, blocks] and for Int4 xsum [m, blocks]:
+//   Int8: y = (Σ_b float(Σ_{k∈b} xq·q) · xscale[b]) · scale[n]              (blocks in order, FMA)
+//   Int4: y = Σ_b float(Σ_{k∈b} xq·q − zero[g]·xsum[b]) · (scale[n][g] · xscale[b])   (g ∋ b; FMA)
 // Every row is computed with the same operations whatever m, the column chunk or the kernel
 // (VNNI or AMX: the integer sums are exact), so these are batch-invariant.
 struct QuantLinearTask {
@@ -93,6 +97,12 @@ struct QuantLinearTask {
   const uint16_t* xp = nullptr;    // [m, ldp] bf16 pairs (bf16-pair kernels)
   int64_t ldp = 0;
   const float* xsumf = nullptr;    // [m, groups] Σ (hi + lo) per row and group (Int4, bf16-pair kernels)
+  // Int16 kernels (High on AVX2): x as int16 per row and block of xblock inputs (backend.h
+  // int16_act_block), rows of ldw int16 in kernel order (quantize_row_int16), zeros past k;
+  // xscale then holds [m, blocks] block scales and, for Int4, xsum [m, blocks] Σ xq per block.
+  const int16_t* xw = nullptr;
+  int64_t ldw = 0;
+  int32_t xblock = 0;
   const float* bias = nullptr;     // [n_out] or nullptr
   float* y = nullptr;              // [m, n_out]
 };
@@ -168,6 +178,17 @@ struct KernelTable {
   // group > 0 also xsum[g] = Σ (hi + lo) over group g (double, rounded once).
   void (*quant_x_bf16_pairs)(const float* x, int64_t k, int64_t ldp, bool int4_order, int32_t group, uint16_t* dst,
                              float* xsum) = nullptr;
+  // (optional, AVX2) quantized linears with int16 activations (High where no bf16 dot product
+  // exists), columns [n0, n1) (n0 a multiple of 16 for Int8, 64 for Int4): W widened exactly to
+  // s16 in registers, VPMADDWD into exact s32 sums per block of x; linear_quant_i16_avx2.cpp.
+  void (*linear_cols_q8_i16)(const QuantLinearTask& t, int64_t n0, int64_t n1) = nullptr;
+  void (*linear_cols_q4_i16)(const QuantLinearTask& t, int64_t n0, int64_t n1) = nullptr;
+  // (with them) one row of x [k] as int16 (backend.h int16_block_inv, blocks of `block` inputs)
+  // into q [ld] in kernel order (int4_order: k 0,2,4,6,1,3,5,7 per 8 inputs; else k 0,2,1,3 per
+  // 4), zeros past k; scale[b] = the block's amax / 32767 and, when xsum is not null, xsum[b] =
+  // Σ xq over block b.
+  void (*quantize_row_int16)(const float* x, int64_t k, int64_t ld, bool int4_order, int32_t block, int16_t* q,
+                             float* scale, int32_t* xsum) = nullptr;
   // (optional) quantized linears with f32 activations, any quantized format: W dequantized
   // exactly in registers, f32 FMA.
   void (*linear_cols_dq)(const QuantLinearTask& t, int64_t n0, int64_t n1) = nullptr;

@@ -26,6 +26,7 @@
 #include <cstring>
 
 #include "kernels/cpu/kernel_table.h"
+#include "kernels/cpu/quant_tile_io_avx2.h"
 #include "kernels/cpu/quant_panels.h"
 #include "kernels/cpu/quant_q4_group.h"
 
@@ -36,28 +37,6 @@ namespace {
 // On the loaded 2-core Zen 3 host 0, 1, 3 and 6 KiB were within the noise (one thread, m = 1,
 // 3 alternating rounds), so the measured value stays.
 constexpr int64_t kPrefetchBytes = 3072;
-
-inline void prefetch_l1(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
-
-inline __m256i bcast4(const uint8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
-
-// y[i][c0 .. c0 + 8) = v (+ bias), the columns past n_out left alone (c0 < n_out).
-inline void store_out8(const QuantLinearTask& t, int64_t i, int64_t c0, __m256 v) {
-  const int64_t left = t.n_out - c0;
-  float* dst = t.y + i * t.n_out + c0;
-  if (left >= 8) {
-    if (t.bias) v = _mm256_add_ps(v, _mm256_loadu_ps(t.bias + c0));
-    _mm256_storeu_ps(dst, v);
-    return;
-  }
-  const __m256i mk = _mm256_cmpgt_epi32(_mm256_set1_epi32(int32_t(left)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-  if (t.bias) v = _mm256_add_ps(v, _mm256_maskload_ps(t.bias + c0, mk));
-  _mm256_maskstore_ps(dst, mk, v);
-}
 
 // ---- Int8 weights ------------------------------------------------------------------------------
 

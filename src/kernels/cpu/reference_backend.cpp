@@ -81,6 +81,7 @@ class ReferenceBackend final : public Backend {
     const float* scale = reinterpret_cast<const float*>(base + p.scale_offset);
     const bool int8 = act_ == QuantActivations::Int8 && w.format != WeightFormat::Fp8;
     const bool pair = act_ == QuantActivations::Bf16Pair && w.format != WeightFormat::Fp8;
+    if (act_ == QuantActivations::Int16 && w.format != WeightFormat::Fp8) return linear_int16(x, m, w, bias, y);
     std::vector<int> xq(static_cast<size_t>(w.k_in));
     std::vector<float> xs(static_cast<size_t>(w.k_in));
     for (int64_t i = 0; i < m; ++i) {
@@ -114,6 +115,47 @@ class ReferenceBackend final : public Backend {
             acc += static_cast<double>(s) * scale[n * p.groups + g];
           }
           acc *= int8_row_scale(amax);
+        }
+        if (bias) acc += bias[n];
+        y[i * w.n_out + n] = static_cast<float>(acc);
+      }
+    }
+  }
+
+  // Int16 activations (Int8 / Int4 weights): x quantized per row and block of
+  // int16_act_block(format, group) inputs (backend.h int16_block_inv), exact integer sums per block,
+  // y = Σ_b xscale_b · Σ_{k∈b} xq · (q − zero) · scale, in double.
+  void linear_int16(const float* x, int64_t m, const LinearWeight& w, const float* bias, float* y) {
+    const PlainQuant p = plain_quant(w.format, w.n_out, w.k_in, w.group);
+    const auto* base = static_cast<const uint8_t*>(w.data);
+    const float* scale = reinterpret_cast<const float*>(base + p.scale_offset);
+    const int64_t block = int16_act_block(w.format, w.group), blocks = (w.k_in + block - 1) / block;
+    const bool int4 = w.format == WeightFormat::Int4;
+    std::vector<int> xq(static_cast<size_t>(w.k_in));
+    std::vector<float> xs(static_cast<size_t>(blocks));
+    for (int64_t i = 0; i < m; ++i) {
+      const float* xi = x + i * w.k_in;
+      for (int64_t b = 0; b < blocks; ++b) {
+        const int64_t c0 = b * block, c1 = std::min(w.k_in, c0 + block);
+        float amax = 0.0f;
+        for (int64_t c = c0; c < c1; ++c) amax = std::max(amax, std::fabs(xi[c]));
+        const float inv = int16_block_inv(amax);
+        xs[size_t(b)] = int16_block_scale(amax);
+        for (int64_t c = c0; c < c1; ++c)
+          xq[size_t(c)] = std::min(32767, std::max(-32767, static_cast<int>(std::nearbyint(xi[c] * inv))));
+      }
+      for (int64_t n = 0; n < w.n_out; ++n) {
+        double acc = 0.0;
+        for (int64_t b = 0; b < blocks; ++b) {
+          const int64_t c0 = b * block, c1 = std::min(w.k_in, c0 + block);
+          int64_t s = 0;
+          for (int64_t c = c0; c < c1; ++c) {
+            const int q = int4 ? int(base[n * w.k_in + c]) - int(base[p.zero_offset + n * p.groups + c / w.group])
+                               : int(static_cast<int8_t>(base[n * w.k_in + c]));
+            s += int64_t(xq[size_t(c)]) * q;
+          }
+          const double ws = int4 ? scale[n * p.groups + c0 / w.group] : scale[n];
+          acc += static_cast<double>(s) * xs[size_t(b)] * ws;
         }
         if (bias) acc += bias[n];
         y[i * w.n_out + n] = static_cast<float>(acc);

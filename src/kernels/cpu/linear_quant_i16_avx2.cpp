@@ -1,0 +1,244 @@
+// Quantized linears with int16 activations on AVX2: the --matmul-precision high path of Int8 / Int4
+// weights where the CPU has no bf16 dot product (kernel_table.h QuantLinearTask, the Int16 formulas;
+// backend.h QuantActivations::Int16). x comes quantized per row and block (quantize_row_int16 below),
+// the weights are widened exactly to s16 in registers, and VPMADDWD (16 s16 × s16 products summed by
+// pairs into 8 s32 lanes) gives exact integer sums per block: W4A16 / W8A16 without a bf16 unit.
+//
+// Why integers: the f32-activation kernel (linear_dequant_avx2.cpp) spends ~6 vector operations per
+// 8 int4 weights (shift, mask, zero point, convert, scale, FMA) and decodes at a quarter of the
+// int8-activation kernels' rate. Here 8 columns × 8 inputs of an int4 chunk take 3 shifts, 4 masks,
+// 4 VPMADDWD and 4 adds (~4 multiply-adds per operation, against ~1.3).
+//
+//   Int8 (quad panels, a 32-bit lane = one column's 4 inputs k 0..3 as s8): the words (k0, k2) are
+//     the lane shifted left then arithmetically right by 8 per 16 bits, (k1, k3) the lane shifted
+//     right by 8; x is stored per 4 inputs in the order k 0,2,1,3.
+//   Int4 (chunks, a 32-bit lane = one column's 8 nibbles, byte s: k = s low, k = 4 + s high): the
+//     words (k0, k2), (k4, k6), (k1, k3), (k5, k7) are the lane shifted right by 0, 4, 8, 12 per 16
+//     bits and masked to 4 bits; x is stored per 8 inputs in the order k 0,2,4,6,1,3,5,7. The zero
+//     point enters per block as zero · Σ xq (integer, exact).
+// Bounds: |xq| ≤ 32767, |q| ≤ 128 (Int8) or 15 (Int4 nibbles), blocks of ≤ 64 inputs: a block's sum
+// stays below 64 · 128 · 32767 < 2^31 and the Int4 correction below 64 · 15 · 32767, so acc − zero ·
+// xsum is an exact s32. Each output is then folded in f32 per block, blocks in order, by one FMA, the
+// same operations whatever m, the tile or the column chunk: batch-invariant.
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/backend.h"
+#include "kernels/cpu/kernel_table.h"
+#include "kernels/cpu/quant_panels.h"
+#include "kernels/cpu/quant_q4_group.h"
+#include "kernels/cpu/quant_tile_io_avx2.h"
+
+namespace pypto::cpu::avx2_i16 {
+namespace {
+
+// Software prefetch distance along each weight stream: the int8-activation kernels' (measured there).
+constexpr int64_t kPrefetchBytes = 3072;
+
+using TileFn = void (*)(const QuantLinearTask&, int64_t, int64_t);
+
+// ---- Int8 weights ------------------------------------------------------------------------------
+
+// Int8: rows [i0, i0 + R) by panels [p0, p0 + V), all of k: per block of 64 inputs (16 quads) the
+// s32 sums of R · 2V ymm (8 columns each), folded into y (an L1 buffer) by one FMA with the row's
+// block scale; y · scale[n] at the end.
+template <int R, int V>
+void q8_tile(const QuantLinearTask& t, int64_t i0, int64_t p0) {
+  const int64_t quads = (t.k + 3) / 4, pstride = (t.k + 63) / 64 * 1024, qb = t.xblock / 4;
+  const int64_t blocks = (t.k + t.xblock - 1) / t.xblock;
+  alignas(32) float ybuf[R][2 * V][8] = {};
+  const uint8_t* wp = t.w + p0 * pstride;
+  for (int64_t b = 0; b < blocks; ++b) {
+    __m256i acc[R][2 * V];
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < 2 * V; ++j) acc[r][j] = _mm256_setzero_si256();
+    const int64_t q1 = (b + 1) * qb < quads ? (b + 1) * qb : quads;
+    for (int64_t q = b * qb; q < q1; ++q) {
+      for (int v = 0; v < V; ++v) prefetch_l1(wp + v * pstride + q * 64 + kPrefetchBytes);
+      for (int v = 0; v < V; ++v)
+        for (int h = 0; h < 2; ++h) {
+          const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp + v * pstride + q * 64 + h * 32));
+          const __m256i w02 = _mm256_srai_epi16(_mm256_slli_epi16(w, 8), 8), w13 = _mm256_srai_epi16(w, 8);
+          for (int r = 0; r < R; ++r) {
+            const int16_t* xr = t.xw + (i0 + r) * t.ldw + 4 * q;
+            const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(w02, bcast4(xr)), _mm256_madd_epi16(w13, bcast4(xr + 2)));
+            acc[r][2 * v + h] = _mm256_add_epi32(acc[r][2 * v + h], s);
+          }
+        }
+    }
+    for (int r = 0; r < R; ++r) {
+      const __m256 xs = _mm256_set1_ps(t.xscale[(i0 + r) * blocks + b]);
+      for (int j = 0; j < 2 * V; ++j)
+        _mm256_store_ps(ybuf[r][j], _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][j]), xs, _mm256_load_ps(ybuf[r][j])));
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < 2 * V; ++j) {
+      const int64_t c0 = p0 * 16 + j * 8;
+      if (c0 < t.n_out) store_out8(t, i0 + r, c0, _mm256_mul_ps(_mm256_load_ps(ybuf[r][j]), _mm256_loadu_ps(t.scale + c0)));
+    }
+}
+
+constexpr int kQ8Rows = 4;  // most rows of one Int8 pass (2 · 4 accumulators, x broadcast per row)
+constexpr TileFn kQ8RowTiles[kQ8Rows] = {&q8_tile<1, 1>, &q8_tile<2, 1>, &q8_tile<3, 1>, &q8_tile<4, 1>};
+
+// Columns [n0, n1), n0 a multiple of 16. One row: 4 panels per pass (4 weight streams). More rows:
+// one panel at a time, its rows in blocks of 4 (the panel stays in L1 / L2 between blocks).
+void linear_cols_q8(const QuantLinearTask& t, int64_t n0, int64_t n1) {
+  const int64_t p0 = n0 / 16, p1 = (n1 + 15) / 16;
+  if (t.m == 1) {
+    int64_t p = p0;
+    for (; p + 4 <= p1; p += 4) q8_tile<1, 4>(t, 0, p);
+    switch (p1 - p) {
+      case 3: q8_tile<1, 3>(t, 0, p); break;
+      case 2: q8_tile<1, 2>(t, 0, p); break;
+      case 1: q8_tile<1, 1>(t, 0, p); break;
+      default: break;
+    }
+    return;
+  }
+  for (int64_t p = p0; p < p1; ++p)
+    for (int64_t i = 0; i < t.m; i += kQ8Rows) {
+      const int64_t r = t.m - i < kQ8Rows ? t.m - i : kQ8Rows;
+      kQ8RowTiles[r - 1](t, i, p);
+    }
+}
+
+// ---- Int4 weights ------------------------------------------------------------------------------
+
+// Int4: rows [i0, i0 + R) by the ymm columns [y0, y0 + Y) of super-panel sp (8 columns each), all
+// groups, each group's blocks in order (a block of xblock inputs is xblock / 8 chunks); y lives in
+// an L1 buffer between blocks. Per block and column: val = acc − zero · xsum (s32, exact), y =
+// fma(float(val), scale · xscale, y).
+template <int R, int Y>
+void q4_tile(const QuantLinearTask& t, int64_t i0, int64_t sp, int y0) {
+  const int64_t G = t.groups, cb = t.xblock / 8, blocks = (t.k + t.xblock - 1) / t.xblock;
+  const __m256i nib = _mm256_set1_epi16(0x0F);
+  alignas(32) float ybuf[R][Y][8] = {};
+  for (int64_t gi = 0; gi < G; ++gi) {
+    const Q4Group grp = q4_group(t, sp, gi);
+    for (int64_t c0 = 0; c0 < grp.n_chunks; c0 += cb) {
+      const int64_t c1 = c0 + cb < grp.n_chunks ? c0 + cb : grp.n_chunks;
+      const int64_t b = (grp.k0 + 8 * c0) / t.xblock;  // this block's index in the row
+      __m256i acc[R][Y];
+      for (int r = 0; r < R; ++r)
+        for (int y = 0; y < Y; ++y) acc[r][y] = _mm256_setzero_si256();
+      for (int64_t ch = c0; ch < c1; ++ch) {
+        const uint8_t* c = grp.w + ch * 256 + y0 * 32;
+        // The first pass over a super-panel streams it; later passes (Y < 8) read it from L2.
+        if (y0 == 0)
+          for (int64_t off = 0; off < 256; off += 64) prefetch_l1(grp.w + ch * 256 + off + kPrefetchBytes);
+        for (int y = 0; y < Y; ++y) {
+          const __m256i l = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + y * 32));
+          const __m256i w02 = _mm256_and_si256(l, nib), w46 = _mm256_and_si256(_mm256_srli_epi16(l, 4), nib);
+          const __m256i w13 = _mm256_and_si256(_mm256_srli_epi16(l, 8), nib), w57 = _mm256_srli_epi16(l, 12);
+          for (int r = 0; r < R; ++r) {
+            const int16_t* xr = t.xw + (i0 + r) * t.ldw + grp.k0 + 8 * ch;
+            const __m256i s0 = _mm256_add_epi32(_mm256_madd_epi16(w02, bcast4(xr)), _mm256_madd_epi16(w46, bcast4(xr + 2)));
+            const __m256i s1 = _mm256_add_epi32(_mm256_madd_epi16(w13, bcast4(xr + 4)), _mm256_madd_epi16(w57, bcast4(xr + 6)));
+            acc[r][y] = _mm256_add_epi32(acc[r][y], _mm256_add_epi32(s0, s1));
+          }
+        }
+      }
+      for (int y = 0; y < Y; ++y) {
+        const int yy = y0 + y;  // panel yy / 2, columns 8 · (yy % 2) ..
+        const __m256i z = _mm256_cvtepu8_epi32(
+            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(grp.tail + 256 + (yy / 2) * 16 + (yy % 2) * 8)));
+        const __m256 s = _mm256_loadu_ps(reinterpret_cast<const float*>(grp.tail + (yy / 2) * 64 + (yy % 2) * 32));
+        for (int r = 0; r < R; ++r) {
+          const int64_t rb = (i0 + r) * blocks + b;
+          const __m256i val = _mm256_sub_epi32(acc[r][y], _mm256_mullo_epi32(z, _mm256_set1_epi32(t.xsum[rb])));
+          const __m256 sx = _mm256_mul_ps(s, _mm256_set1_ps(t.xscale[rb]));
+          _mm256_store_ps(ybuf[r][y], _mm256_fmadd_ps(_mm256_cvtepi32_ps(val), sx, _mm256_load_ps(ybuf[r][y])));
+        }
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int y = 0; y < Y; ++y) {
+      const int64_t c0 = sp * 64 + (y0 + y) * 8;
+      if (c0 < t.n_out) store_out8(t, i0 + r, c0, _mm256_load_ps(ybuf[r][y]));
+    }
+}
+
+// Rows [i0, i0 + R) over super-panel sp, Y ymm columns at a time: 8 / Y passes over all groups, the
+// later ones from L2.
+template <int R, int Y>
+void q4_rows(const QuantLinearTask& t, int64_t i0, int64_t sp) {
+  for (int y0 = 0; y0 < 8; y0 += Y) q4_tile<R, Y>(t, i0, sp, y0);
+}
+
+constexpr int kQ4Rows = 8;  // most rows of one Int4 pass
+constexpr TileFn kQ4RowTiles[kQ4Rows] = {&q4_rows<1, 8>, &q4_rows<2, 4>, &q4_rows<3, 2>, &q4_rows<4, 2>,
+                                         &q4_rows<5, 1>, &q4_rows<6, 1>, &q4_rows<7, 1>, &q4_rows<8, 1>};
+
+// Columns [n0, n1), n0 a multiple of 64 (whole super-panels), rows in blocks of 8 per super-panel.
+void linear_cols_q4(const QuantLinearTask& t, int64_t n0, int64_t n1) {
+  const int64_t sp1 = (n1 + 63) / 64;
+  for (int64_t sp = n0 / 64; sp < sp1; ++sp)
+    for (int64_t i = 0; i < t.m; i += kQ4Rows) {
+      const int64_t r = t.m - i < kQ4Rows ? t.m - i : kQ4Rows;
+      kQ4RowTiles[r - 1](t, i, sp);
+    }
+}
+
+// ---- Activations ---------------------------------------------------------------------------------
+
+// kernel_table.h quantize_row_int16 (backend.h int16_block_inv): per block max|x| (exact in any
+// order), inv = 32767 / amax, xq = clamp(round-even(x · inv), ±32767) (VCVTPS2DQ under the default
+// MXCSR), stored 8 at a time in kernel order, zeros past k.
+void quantize_row_int16(const float* x, int64_t k, int64_t ld, bool int4_order, int32_t block, int16_t* q,
+                        float* scale, int32_t* xsum) {
+  const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i order = int4_order ? _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7) : _mm256_setr_epi32(0, 2, 1, 3, 4, 6, 5, 7);
+  const __m256i lo = _mm256_set1_epi32(-32767), hi = _mm256_set1_epi32(32767);
+  // The 8 inputs at c (zeros past k).
+  auto load8 = [&](int64_t c) {
+    if (c + 8 <= k) return _mm256_loadu_ps(x + c);
+    return _mm256_maskload_ps(x + c, _mm256_cmpgt_epi32(_mm256_set1_epi32(int32_t(k - c)), lane));
+  };
+  const int64_t blocks = (k + block - 1) / block;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t c0 = b * block, c1 = c0 + block < k ? c0 + block : k;
+    __m256 mx = _mm256_setzero_ps();
+    for (int64_t c = c0; c < c1; c += 8) mx = _mm256_max_ps(mx, _mm256_and_ps(load8(c), absm));
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+    const float amax = _mm_cvtss_f32(m4);
+    scale[b] = int16_block_scale(amax);
+    const __m256 inv = _mm256_set1_ps(int16_block_inv(amax));
+    __m256i sum = _mm256_setzero_si256();
+    for (int64_t c = c0; c < c1; c += 8) {  // block % 8 == 0: 8 inputs never straddle two blocks
+      __m256i v = _mm256_cvtps_epi32(_mm256_mul_ps(load8(c), inv));
+      v = _mm256_permutevar8x32_epi32(_mm256_min_epi32(_mm256_max_epi32(v, lo), hi), order);
+      sum = _mm256_add_epi32(sum, v);
+      // s32 → s16 (exact within ±32767): packs interleaves 128-bit lanes, so pack with itself and
+      // take the 64-bit quarters 0 and 2.
+      const __m256i p = _mm256_permute4x64_epi64(_mm256_packs_epi32(v, v), 0x08);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + c), _mm256_castsi256_si128(p));
+    }
+    if (xsum) {
+      __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+      s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+      s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+      xsum[b] = _mm_cvtsi128_si32(s4);
+    }
+  }
+  const int64_t done = (k + 7) / 8 * 8;
+  if (ld > done) std::memset(q + done, 0, size_t(ld - done) * sizeof(int16_t));
+}
+
+}  // namespace
+}  // namespace pypto::cpu::avx2_i16
+
+namespace pypto::cpu {
+void fill_linear_quant_i16_avx2(KernelTable& t) {
+  t.linear_cols_q8_i16 = avx2_i16::linear_cols_q8;
+  t.linear_cols_q4_i16 = avx2_i16::linear_cols_q4;
+  t.quantize_row_int16 = avx2_i16::quantize_row_int16;
+}
+}  // namespace pypto::cpu
