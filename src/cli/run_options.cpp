@@ -167,7 +167,8 @@ void add_run_options(CLI::App& app, RunOptions& o) {
       ->capture_default_str();
   app.add_option("--matmul-precision", o.matmul_precision,
                  "inputs of the matrix products: highest (f32), high (two bf16, ~16 bits, logits within ~1e-5 "
-                 "of f32; int8/int4/AWQ weights too, W4A16/W8A16), medium (fastest: one bf16 for bf16 weights, "
+                 "of f32; int8/int4/AWQ weights too, W4A16/W8A16, as int16 per 64-input block on AVX2-only "
+                 "CPUs, logits within ~1e-4), medium (fastest: one bf16 for bf16 weights, "
                  "x and W both one bf16 for f16 weights with AVX512_BF16, logits off by ~1e-2; int8 activations per token for int8/int4/AWQ weights, W4A8/W8A8, off by "
                  "~1e-2 and more with outlier channels). FP8 weights always take f32 activations")
       ->check(CLI::IsMember({"highest", "high", "medium"}))
@@ -181,8 +182,8 @@ void add_run_options(CLI::App& app, RunOptions& o) {
       ->check(CLI::IsMember({"auto", "f32", "bf16dot", "amx"}))
       ->capture_default_str();
   app.add_option("--quantization", o.quantization,
-                 "quantize an unquantized checkpoint while staging: int8 (per output row; bf16x2 activations at "
-                 "high, int8 at medium, f32 at highest), int4 (groups of --quantization-group inputs with zero points), "
+                 "quantize an unquantized checkpoint while staging: int8 (per output row; 16-bit activations at "
+                 "high: bf16x2, or int16 blocks on AVX2; int8 at medium, f32 at highest), int4 (groups of --quantization-group inputs with zero points), "
                  "none. FP8 and AWQ checkpoints are detected from config.json and run as stored")
       ->check(CLI::IsMember({"none", "int8", "int4"}))
       ->capture_default_str();

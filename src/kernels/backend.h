@@ -250,8 +250,9 @@ size_t linear_weight_bytes(const Backend& backend, const LinearWeight& w);
 // (W rounded to bf16 as well, as torch's "medium" computes in bf16; High keeps them exact with f32
 // x); elsewhere the f32 path runs
 // (which is at least as exact) and Backend::name() says which path is in use. Int8 / Int4 weights
-// (QuantActivations): High gives them the same two-bf16 x (W4A16 / W8A16), Medium int8 x per
-// token (W4A8 / W8A8, the fastest), Highest f32; Fp8 weights take f32 x at every level.
+// (QuantActivations): High gives them the same two-bf16 x (W4A16 / W8A16; int16 x per block of 64
+// inputs on AVX2, which has no bf16 dot product), Medium int8 x per token (W4A8 / W8A8, the
+// fastest), Highest f32; Fp8 weights take f32 x at every level.
 enum class MatmulPrecision { Highest, High, Medium };
 inline constexpr MatmulPrecision kDefaultMatmulPrecision = MatmulPrecision::High;
 const char* matmul_precision_name(MatmulPrecision p);  // "highest" | "high" | "medium"
