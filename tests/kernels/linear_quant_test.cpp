@@ -130,24 +130,10 @@ TEST(LinearQuant, Bf16PairActivationsStayNearExact) {
   const cpu::KernelTable* kt = cpu::kernel_table(cpu_isa());
   if (!kt || !kt->linear_cols_q8_bf16) GTEST_SKIP() << "this CPU has no AVX512_BF16: high runs f32 activations here";
   for (auto [f, g] : {std::pair<WeightFormat, int32_t>{WeightFormat::Int8, 0}, {WeightFormat::Int4, 128}}) {
-    const int64_t m = 3, n = 256, k = 3072;
-    RandomQuant rq = random_quant(f, n, k, g, 17);
-    auto ref = make_reference_backend(QuantActivations::F32);
-    auto opt = make_cpu_backend(2, {}, MatmulPrecision::High);
-    Staged sr = stage(*ref, rq.w), so = stage(*opt, rq.w);
-    std::vector<float> x = random_f32(static_cast<size_t>(m * k), 11u, -2.0f, 2.0f);
-    std::vector<float> yr(static_cast<size_t>(m * n)), yo(yr.size()), ymax(yr.size());
-    ref->linear(x.data(), m, sr.lw, nullptr, yr.data());
-    opt->linear(x.data(), m, so.lw, nullptr, yo.data());
-    double worst = 0, ymag = 0;
-    for (size_t i = 0; i < yr.size(); ++i) {
-      worst = std::max(worst, double(std::fabs(yo[i] - yr[i])));
-      ymag = std::max(ymag, double(std::fabs(yr[i])));
-    }
+    const double err = high_error_vs_exact(f, g, 1.0f);
     // ~1e-5 of max|y| is what bf16 weights get at high (linear_test.cpp: 2.1e-6 .. 3.3e-6).
-    EXPECT_LE(worst / ymag, 2e-5) << weight_format_name(f) << ": max|Δy| / max|y| = " << worst / ymag;
-    std::printf("[ measured ] %s high vs exact: max|dy| / max|y| = %.2e (k %lld)\n", weight_format_name(f),
-                worst / ymag, static_cast<long long>(k));
+    EXPECT_LE(err, 2e-5) << weight_format_name(f) << ": max|Δy| / max|y| = " << err;
+    std::printf("[ measured ] %s high vs exact: max|dy| / max|y| = %.2e (k 3072)\n", weight_format_name(f), err);
   }
 }
 

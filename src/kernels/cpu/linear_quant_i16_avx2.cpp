@@ -41,8 +41,6 @@ namespace {
 // Software prefetch distance along each weight stream: the int8-activation kernels' (measured there).
 constexpr int64_t kPrefetchBytes = 3072;
 
-using TileFn = void (*)(const QuantLinearTask&, int64_t, int64_t);
-
 // ---- Int8 weights ------------------------------------------------------------------------------
 
 // Int8: rows [i0, i0 + R) by panels [p0, p0 + V), all of k: per block of 64 inputs (16 quads) the
@@ -86,29 +84,11 @@ void q8_tile(const QuantLinearTask& t, int64_t i0, int64_t p0) {
 }
 
 constexpr int kQ8Rows = 4;  // most rows of one Int8 pass (2 · 4 accumulators, x broadcast per row)
-constexpr TileFn kQ8RowTiles[kQ8Rows] = {&q8_tile<1, 1>, &q8_tile<2, 1>, &q8_tile<3, 1>, &q8_tile<4, 1>};
+constexpr QuantTileFn kQ8RowTiles[kQ8Rows] = {&q8_tile<1, 1>, &q8_tile<2, 1>, &q8_tile<3, 1>, &q8_tile<4, 1>};
+constexpr QuantTileFn kQ8OneRow[4] = {&q8_tile<1, 1>, &q8_tile<1, 2>, &q8_tile<1, 3>, &q8_tile<1, 4>};
 
-// Columns [n0, n1), n0 a multiple of 16. One row: 4 panels per pass (4 weight streams). More rows:
-// one panel at a time, its rows in blocks of 4 (the panel stays in L1 / L2 between blocks).
-void linear_cols_q8(const QuantLinearTask& t, int64_t n0, int64_t n1) {
-  const int64_t p0 = n0 / 16, p1 = (n1 + 15) / 16;
-  if (t.m == 1) {
-    int64_t p = p0;
-    for (; p + 4 <= p1; p += 4) q8_tile<1, 4>(t, 0, p);
-    switch (p1 - p) {
-      case 3: q8_tile<1, 3>(t, 0, p); break;
-      case 2: q8_tile<1, 2>(t, 0, p); break;
-      case 1: q8_tile<1, 1>(t, 0, p); break;
-      default: break;
-    }
-    return;
-  }
-  for (int64_t p = p0; p < p1; ++p)
-    for (int64_t i = 0; i < t.m; i += kQ8Rows) {
-      const int64_t r = t.m - i < kQ8Rows ? t.m - i : kQ8Rows;
-      kQ8RowTiles[r - 1](t, i, p);
-    }
-}
+// Columns [n0, n1): quant_tile_io_avx2.h q8_columns (blocks of 4 rows).
+void linear_cols_q8(const QuantLinearTask& t, int64_t n0, int64_t n1) { q8_columns(t, n0, n1, kQ8OneRow, kQ8RowTiles); }
 
 // ---- Int4 weights ------------------------------------------------------------------------------
 
@@ -175,18 +155,11 @@ void q4_rows(const QuantLinearTask& t, int64_t i0, int64_t sp) {
 }
 
 constexpr int kQ4Rows = 8;  // most rows of one Int4 pass
-constexpr TileFn kQ4RowTiles[kQ4Rows] = {&q4_rows<1, 8>, &q4_rows<2, 4>, &q4_rows<3, 2>, &q4_rows<4, 2>,
-                                         &q4_rows<5, 1>, &q4_rows<6, 1>, &q4_rows<7, 1>, &q4_rows<8, 1>};
+constexpr QuantTileFn kQ4RowTiles[kQ4Rows] = {&q4_rows<1, 8>, &q4_rows<2, 4>, &q4_rows<3, 2>, &q4_rows<4, 2>,
+                                              &q4_rows<5, 1>, &q4_rows<6, 1>, &q4_rows<7, 1>, &q4_rows<8, 1>};
 
-// Columns [n0, n1), n0 a multiple of 64 (whole super-panels), rows in blocks of 8 per super-panel.
-void linear_cols_q4(const QuantLinearTask& t, int64_t n0, int64_t n1) {
-  const int64_t sp1 = (n1 + 63) / 64;
-  for (int64_t sp = n0 / 64; sp < sp1; ++sp)
-    for (int64_t i = 0; i < t.m; i += kQ4Rows) {
-      const int64_t r = t.m - i < kQ4Rows ? t.m - i : kQ4Rows;
-      kQ4RowTiles[r - 1](t, i, sp);
-    }
-}
+// Columns [n0, n1): quant_tile_io_avx2.h q4_columns (blocks of 8 rows per super-panel).
+void linear_cols_q4(const QuantLinearTask& t, int64_t n0, int64_t n1) { q4_columns(t, n0, n1, kQ4RowTiles); }
 
 // ---- Activations ---------------------------------------------------------------------------------
 
