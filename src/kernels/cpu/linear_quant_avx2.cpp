@@ -19,6 +19,7 @@
 //
 // A ymm holds 8 output columns: half a 16-column panel (Int8: 8 columns × one quad of k; Int4: 8
 // columns × 8 inputs of one chunk, low nibbles k 0..3, high nibbles k 4..7).
+#define PYPTO_ISA_NS avx2
 #include <immintrin.h>
 
 #include <cmath>
@@ -28,6 +29,7 @@
 #include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/quant_tile_io_avx2.h"
 #include "kernels/cpu/quant_panels.h"
+#include "kernels/cpu/simd.h"
 #include "kernels/cpu/quant_q4_group.h"
 
 namespace pypto::cpu::avx2_quant {
@@ -198,10 +200,7 @@ float quantize_row_int8(const float* x, int64_t k, int64_t ld, bool shifted, int
   __m256 mx = _mm256_setzero_ps();
   int64_t c = 0;
   for (; c + 8 <= k; c += 8) mx = _mm256_max_ps(mx, _mm256_and_ps(_mm256_loadu_ps(x + c), absm));
-  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
-  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-  m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
-  float amax = _mm_cvtss_f32(m4);
+  float amax = avx2::hmax(mx);
   for (; c < k; ++c) amax = std::fmax(amax, std::fabs(x[c]));
   const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;  // backend.h int8_row_inv
   const int32_t off = shifted ? 128 : 0;

@@ -24,6 +24,7 @@
 // stays below 64 · 128 · 32767 < 2^31 and the Int4 correction below 64 · 15 · 32767, so acc − zero ·
 // xsum is an exact s32. Each output is then folded in f32 per block, blocks in order, by one FMA, the
 // same operations whatever m, the tile or the column chunk: batch-invariant.
+#define PYPTO_ISA_NS avx2
 #include <immintrin.h>
 
 #include <cstdint>
@@ -32,6 +33,7 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/quant_panels.h"
+#include "kernels/cpu/simd.h"
 #include "kernels/cpu/quant_q4_group.h"
 #include "kernels/cpu/quant_tile_io_avx2.h"
 
@@ -182,10 +184,7 @@ void quantize_row_int16(const float* x, int64_t k, int64_t ld, bool int4_order, 
     const int64_t c0 = b * block, c1 = c0 + block < k ? c0 + block : k;
     __m256 mx = _mm256_setzero_ps();
     for (int64_t c = c0; c < c1; c += 8) mx = _mm256_max_ps(mx, _mm256_and_ps(load8(c), absm));
-    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
-    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
-    const float amax = _mm_cvtss_f32(m4);
+    const float amax = avx2::hmax(mx);
     scale[b] = int16_block_scale(amax);
     const __m256 inv = _mm256_set1_ps(int16_block_inv(amax));
     __m256i sum = _mm256_setzero_si256();
