@@ -1,6 +1,7 @@
 // f16 weights in column panels (kernels/cpu/f16_panels.h, linear_f16_panels_impl.h): the
-// AVX-512 cases at every precision against the scalar reference, bitwise batch invariance across
-// m, and the tied-embedding lookup from the panels.
+// AVX-512 and AVX2 cases at every precision against the scalar reference, bitwise batch
+// invariance across m, the same bits from both ISAs, and the tied-embedding lookup from the
+// panels.
 //
 // Tolerance (per element): |y - y_ref| <= bound · Σ_k |x_k w_k| + 2^-24 |bias| (the reference
 // accumulates in double). At highest and high x stays f32: the products are exact, one f32 lane
@@ -20,21 +21,22 @@ namespace {
 std::vector<BackendCase> f16_panel_cases() {
   std::vector<BackendCase> out;
   for (const auto& c : optimised_cases())
-    if (c.isa == Isa::Avx512) out.push_back(c);
+    if (c.isa == Isa::Avx512 || c.isa == Isa::Avx2) out.push_back(c);
   return out;
 }
 
-// n not a multiple of 16 (partial last panel, 1..8 panels at m = 1), k odd and not a multiple of
-// 32 (the padded k step), bias or not; m from 1 (the 8-panel row groups) to 17 (three 6-row tiles).
+// n not a multiple of 16 (partial last panel, 1..8 panels at m = 1; on AVX2 also a last panel
+// whose second 8-column half is empty), k odd and not a multiple of 32 (the padded k step), bias
+// or not; m from 1 (the row groups) to 17 (three 6-row tiles).
 TEST(LinearF16Panels, MatchesReferenceOnAwkwardShapes) {
   const auto cases = f16_panel_cases();
-  if (cases.empty()) GTEST_SKIP() << "no AVX-512";
+  if (cases.empty()) GTEST_SKIP() << "no AVX2 or AVX-512";
   auto ref = make_reference_backend();
   struct S {
     int64_t m, n, k;
   };
-  const S shapes[] = {{1, 1, 1}, {1, 17, 5}, {1, 151, 67}, {1, 129, 2048}, {2, 33, 31},
-                      {5, 80, 100}, {6, 64, 33}, {7, 200, 129}, {16, 70, 96}, {17, 47, 1031}};
+  const S shapes[] = {{1, 1, 1},    {1, 17, 5},   {1, 151, 67}, {1, 129, 2048}, {1, 72, 40},  {2, 33, 31},
+                      {3, 8, 300},  {5, 80, 100}, {6, 64, 33},  {7, 200, 129},  {16, 70, 96}, {17, 47, 1031}};
   uint32_t seed = 300;
   for (const auto& c : cases) {
     auto be = make_case(c);
@@ -69,7 +71,7 @@ TEST(LinearF16Panels, MatchesReferenceOnAwkwardShapes) {
 // two of the 256-step blocks the sums are taken in.
 TEST(LinearF16Panels, BatchInvariantAcrossM) {
   const auto cases = f16_panel_cases();
-  if (cases.empty()) GTEST_SKIP() << "no AVX-512";
+  if (cases.empty()) GTEST_SKIP() << "no AVX2 or AVX-512";
   for (const int64_t k : {67, 600}) {
   const int64_t n = 151, rows = 40;
   const auto x = random_f32(size_t(rows * k), 41);
@@ -89,6 +91,34 @@ TEST(LinearF16Panels, BatchInvariantAcrossM) {
             << c.label << " k=" << k << " row " << first + r << " of m=" << m;
     }
   }
+  }
+}
+
+// The panel kernels sum each output in the same order on every ISA (linear_f16_panels_impl.h), so
+// AVX2 (two 8-lane accumulators per panel, 6 x 1-panel tiles, 4-panel row groups) and AVX-512
+// (one 16-lane accumulator, 6 x 4-panel tiles, 8-panel row groups) give the same bits, at highest
+// and high where both take f32 x. Needs a CPU with AVX-512 to compare against.
+TEST(LinearF16Panels, Avx2AndAvx512GiveTheSameBits) {
+  if (!cpu_supports(Isa::Avx512)) GTEST_SKIP() << "needs AVX-512 beside AVX2 to compare the two kernels";
+  struct S {
+    int64_t m, n, k;
+  };
+  const S shapes[] = {{1, 151, 67}, {1, 129, 600}, {2, 33, 31}, {7, 200, 129}, {16, 70, 1031}};
+  uint32_t seed = 900;
+  for (MatmulPrecision p : {MatmulPrecision::Highest, MatmulPrecision::High}) {
+    auto a2 = make_cpu_backend_for_isa(Isa::Avx2, 2, {}, backend_options(p, CpuLinearKernel::Auto));
+    auto a5 = make_cpu_backend_for_isa(Isa::Avx512, 2, {}, backend_options(p, CpuLinearKernel::Auto));
+    for (const S& s : shapes) {
+      ++seed;
+      const auto x = random_f32(size_t(s.m * s.k), seed);
+      const auto wb = encode(random_f32(size_t(s.n * s.k), seed + 1), DType::F16);
+      const auto bias = random_f32(size_t(s.n), seed + 2);
+      const PackedWeight w2(*a2, wb, DType::F16, s.n, s.k), w5(*a5, wb, DType::F16, s.n, s.k);
+      std::vector<float> y2(size_t(s.m * s.n), NAN), y5(size_t(s.m * s.n), NAN);
+      a2->linear(x.data(), s.m, w2.w, bias.data(), y2.data());
+      a5->linear(x.data(), s.m, w5.w, bias.data(), y5.data());
+      ASSERT_TRUE(bitwise_equal(y2.data(), y5.data(), y2.size())) << "m=" << s.m << " n=" << s.n << " k=" << s.k;
+    }
   }
 }
 
@@ -144,7 +174,7 @@ TEST(LinearF16Panels, MediumRoundsBothInputsToBf16) {
 // panel r / 16, step j, column r % 16.
 TEST(LinearF16Panels, TiedLookupReadsTheF16Rows) {
   const auto cases = f16_panel_cases();
-  if (cases.empty()) GTEST_SKIP() << "no AVX-512";
+  if (cases.empty()) GTEST_SKIP() << "no AVX2 or AVX-512";
   const int64_t n = 37, k = 67;
   const auto wb = encode(random_f32(size_t(n * k), 51, -70000.0f, 70000.0f), DType::F16);  // up to f16's max
   const auto* plain = reinterpret_cast<const uint16_t*>(wb.data());

@@ -10,9 +10,9 @@
 // VDPBF16PS peak on one core at 512 rows (61-70 % on plain rows); a tied table is then staged
 // once, packed, and the embedding lookup reads its rows from the panels (weight_rows). f16
 // weights (the embedding and lm_head of GPTQ / AWQ checkpoints) meet f32 x at highest and high;
-// on AVX-512 they are packed as column panels (kernels/cpu/f16_panels.h: 16 outputs' weights per
-// k in one 32-byte run, widened exactly by VCVTPH2PS, accumulators of 16 outputs, no horizontal
-// sums), a tied f16 table staged the same way as a bf16 one; on AVX2 they stay plain rows. At
+// on AVX-512 and AVX2 they are packed as column panels (kernels/cpu/f16_panels.h: 16 outputs'
+// weights per k in one 32-byte run, widened exactly by VCVTPH2PS, accumulators of 16 (AVX2: 8)
+// outputs, no horizontal sums), a tied f16 table staged the same way as a bf16 one. At
 // medium on the bf16-dot backends the same panels are rounded to bf16 as they are read and meet
 // bf16 x on VDPBF16PS (linear_f16_panels_bf16dot_impl.h).
 //
@@ -723,7 +723,7 @@ class CpuBackend final : public Backend {
   // True when weights of `dtype` go through the bf16-dot or AMX kernel, in pair panels.
   bool panels(DType dtype) const { return (bf16_act_ || split_act_) && dtype == DType::BF16; }
   // True when f16 weights are packed as column panels (f16_panels.h): wherever the ISA has the
-  // kernel (AVX-512), at every precision.
+  // kernel (AVX-512, AVX2), at every precision.
   bool f16_panels(DType dtype) const { return kt_.linear_cols_f16_panels && dtype == DType::F16; }
   AlignedBuffer xb_;  // [m, k] bf16 activations (hi, then lo when split) of the current bf16-dot linear
   // cos / sin (× the attention factor) of every (position, pair) for one (head_dim, RopeSpec):

@@ -1,8 +1,8 @@
 #pragma once
-// The run-time layout of f16 weights on the AVX-512 backend (every matmul precision: f16 weights
-// always meet f32 x): W[n, k] stored as panels of 16 output columns, k-major inside a panel, so
-// one 32-byte load holds the 16 columns' weights for one k, which VCVTPH2PS widens exactly into
-// the 16 f32 lanes of one accumulator:
+// The run-time layout of f16 weights on the AVX-512 and AVX2 backends (every matmul precision:
+// f16 weights always meet f32 x): W[n, k] stored as panels of 16 output columns, k-major inside a
+// panel, so one 32-byte load holds the 16 columns' weights for one k, which VCVTPH2PS widens
+// exactly into the 16 f32 lanes of one accumulator (two 8-lane accumulators on AVX2):
 //
 //   Wp[p][j][c] = W[16p + c][j]    p < ceil(n / 16), j < K(k), c < 16
 //

@@ -143,9 +143,9 @@ struct KernelTable {
   // nullptr where the ISA has no bf16 dot product.
   void (*linear_cols_bf16dot)(const uint16_t* xh, const uint16_t* xl, const LinearTask& t, int64_t n0,
                               int64_t n1) = nullptr;
-  // (optional, AVX-512) linear for f16 weights packed as column panels (f16_panels.h), columns
-  // [n0, n1) (n0 a multiple of 16), x in f32; see linear_f16_panels_impl.h. nullptr: f16 weights
-  // stay plain rows and go through linear_cols.
+  // (optional, AVX-512 and AVX2) linear for f16 weights packed as column panels (f16_panels.h),
+  // columns [n0, n1) (n0 a multiple of 16), x in f32; see linear_f16_panels_impl.h. nullptr (the
+  // reference backend): f16 weights stay plain rows and go through linear_cols.
   void (*linear_cols_f16_panels)(const LinearTask& t, int64_t n0, int64_t n1) = nullptr;
   // (optional, AVX-512 BF16) the same f16 panels at --matmul-precision medium: xh [m, k] = bf16(x),
   // W rounded to bf16 (in registers at m = 1, into scratch of f16_bf16dot_scratch_bytes(k) bytes,

@@ -1,21 +1,25 @@
 #pragma once
 // y[m, n_out] = x[m, k] · W[n_out, k]ᵀ (+ bias) for f16 weights in column panels
-// (kernels/cpu/f16_panels.h), AVX-512 only, x in f32 at every matmul precision.
+// (kernels/cpu/f16_panels.h), x in f32 at every matmul precision. Written once over simd.h's
+// vectors and compiled for AVX-512 (one 16-lane vector per panel) and AVX2 (two 8-lane vectors).
 //
-// Register tile: R rows of x by V panels (16 outputs each), R · V accumulators. Per k step j:
-// V loads of 16 f16 weights (32 bytes) widened exactly by VCVTPH2PS, and for each row one
-// broadcast of x[i, j]; R · V FMAs. No horizontal sums, no widening into scratch, and each
-// widened weight vector serves all R rows. Tiles: 6 rows × 4 panels (24 accumulators) when
-// m >= 2, so a batched decode step's 16 lm_head rows pass a 64-column group (4 panels × k · 32
-// bytes: 256 KiB at k = 2048, kept in L2) three times; 1 row × 8 panels at m = 1 (8 independent
-// FMA chains cover the FMA latency; memory-bound: each weight byte is read once).
+// Register tile: R rows of x by V panels (16 outputs each), R · V · (16 / kLanes) accumulators.
+// Per k step j: V panels' 16 f16 weights (32 bytes) widened exactly by VCVTPH2PS, and for each
+// row one broadcast of x[i, j]; R · 16V / kLanes FMAs. No horizontal sums, no widening into
+// scratch, and each widened weight vector serves all R rows. Tiles at m >= 2: AVX-512 6 rows × 4
+// panels (24 zmm accumulators), so a batched decode step's 16 lm_head rows pass a 64-column group
+// (256 KiB at k = 2048, kept in L2) three times; AVX2 6 rows × 1 panel (12 of its 16 ymm, plus
+// two weight vectors and the broadcast), the 16-column panel (64 KiB at k = 2048) passed three
+// times. At m = 1: 1 row × 8 panels (AVX-512) or × 4 panels (AVX2): 8 independent FMA chains cover
+// the FMA latency; memory-bound, each weight byte is read once.
 //
-// Order, the same for every output whatever m, the tile or the thread's columns: for each block
-// b of kF16Block k steps (fixed boundaries 0, 256, ...): acc = 0; acc = fma(x[i, j], w[n, j], acc)
-// for j in the block, increasing (one f32 lane); total = acc (b = 0) or total + acc; y = total
-// (+ bias[n]). The FMA rounds each exact product-sum once, so the bound is (min(k, 256) + k / 256)
-// · 2^-24 · Σ|x w| instead of k · 2^-24 for one running sum (the blocks cost ~24 adds per 256 k
-// steps of a tile, the totals live in L1). Batch-invariant.
+// Order, the same for every output whatever m, the tile, the thread's columns or the ISA: for
+// each block b of kF16Block k steps (fixed boundaries 0, 256, ...): acc = 0; acc = fma(x[i, j],
+// w[n, j], acc) for j in the block, increasing (one f32 lane); total = acc (b = 0) or total + acc;
+// y = total (+ bias[n]). So AVX2 and AVX-512 give the same bits. The FMA rounds each exact
+// product-sum once, so the bound is (min(k, 256) + k / 256) · 2^-24 · Σ|x w| instead of k · 2^-24
+// for one running sum (the blocks cost ~24 adds per 256 k steps of a tile, the totals live in
+// L1). Batch-invariant.
 #include <cstdint>
 
 #include "kernels/cpu/f16_panels.h"
@@ -23,11 +27,16 @@
 
 namespace pypto::cpu::PYPTO_ISA_NS {
 
+constexpr int kF16PanelVecs = kF16PanelCols / kLanes;  // vectors per panel: 1 (AVX-512), 2 (AVX2)
+constexpr int kF16TileRows = 6;                        // R at m >= 2
 #if defined(__AVX512F__)
-constexpr int kF16TileRows = 6;    // R at m >= 2
 constexpr int kF16TilePanels = 4;  // V at m >= 2 (64 columns)
 constexpr int kF16RowPanels = 8;   // V at m = 1 (128 columns)
-constexpr int64_t kF16Block = 256; // k steps summed from zero before joining the output's total
+#else
+constexpr int kF16TilePanels = 1;  // V at m >= 2 (16 columns)
+constexpr int kF16RowPanels = 4;   // V at m = 1 (64 columns)
+#endif
+constexpr int64_t kF16Block = 256;  // k steps summed from zero before joining the output's total
 
 // y[i, 16v + c] for rows i < R and panels v < V of one tile.
 //   x [R, k] with row stride ldx; wp: the tile's first panel, panels `pstride` elements apart;
@@ -35,96 +44,77 @@ constexpr int64_t kF16Block = 256; // k steps summed from zero before joining th
 template <int R, int V>
 inline void f16_panel_tile(const float* x, int64_t ldx, const uint16_t* wp, int64_t pstride, int64_t k,
                            const float* bias, float* y, int64_t ldy, int64_t cols) {
-  __m512 acc[R][V], total[R][V];
+  constexpr int U = V * kF16PanelVecs;  // accumulators per row; vector u: panel u / kF16PanelVecs
+  vf acc[R][U], total[R][U];
   for (int i = 0; i < R; ++i)
-    for (int v = 0; v < V; ++v) total[i][v] = _mm512_setzero_ps();  // k = 0
+    for (int u = 0; u < U; ++u) total[i][u] = vzero();  // k = 0
   for (int64_t j0 = 0; j0 < k; j0 += kF16Block) {
     const int64_t j1 = k - j0 < kF16Block ? k : j0 + kF16Block;
     for (int i = 0; i < R; ++i)
-      for (int v = 0; v < V; ++v) acc[i][v] = _mm512_setzero_ps();
+      for (int u = 0; u < U; ++u) acc[i][u] = vzero();
     for (int64_t j = j0; j < j1; ++j) {
-      __m512 w[V];
-      for (int v = 0; v < V; ++v)
-        w[v] = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(wp + v * pstride + j * kF16PanelCols)));
+      vf w[U];
+      for (int u = 0; u < U; ++u)
+        w[u] = load_f16(wp + (u / kF16PanelVecs) * pstride + j * kF16PanelCols + (u % kF16PanelVecs) * kLanes);
       for (int i = 0; i < R; ++i) {
-        const __m512 xb = _mm512_set1_ps(x[i * ldx + j]);
-        for (int v = 0; v < V; ++v) acc[i][v] = _mm512_fmadd_ps(xb, w[v], acc[i][v]);
+        const vf xb = vset1(x[i * ldx + j]);
+        for (int u = 0; u < U; ++u) acc[i][u] = vfma(xb, w[u], acc[i][u]);
       }
     }
     for (int i = 0; i < R; ++i)
-      for (int v = 0; v < V; ++v) total[i][v] = j0 == 0 ? acc[i][v] : _mm512_add_ps(total[i][v], acc[i][v]);
+      for (int u = 0; u < U; ++u) total[i][u] = j0 == 0 ? acc[i][u] : vadd(total[i][u], acc[i][u]);
   }
-  for (int v = 0; v < V; ++v) {
-    const int64_t c = cols - 16 * v;  // > 0 for every v < V (the caller sizes V to the columns)
-    const __mmask16 mask = c >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << c) - 1u);
-    const __m512 b = bias ? _mm512_maskz_loadu_ps(mask, bias + 16 * v) : _mm512_setzero_ps();
+  for (int u = 0; u < U; ++u) {
+    const int64_t c = cols - kLanes * u;  // the caller sizes V to the columns: c > 0 for u's panel
+    if (c <= 0) break;                    // (AVX2: a last panel's second half may hold none)
+    const int n = c >= kLanes ? kLanes : int(c);
+    const vf b = bias ? (n == kLanes ? vload(bias + kLanes * u) : vload_n(bias + kLanes * u, n)) : vzero();
     for (int i = 0; i < R; ++i) {
-      const __m512 out = bias ? _mm512_add_ps(total[i][v], b) : total[i][v];
-      _mm512_mask_storeu_ps(y + i * ldy + 16 * v, mask, out);
+      const vf out = bias ? vadd(total[i][u], b) : total[i][u];
+      if (n == kLanes)
+        vstore(y + i * ldy + kLanes * u, out);
+      else
+        vstore_n(y + i * ldy + kLanes * u, out, n);
     }
   }
 }
 
-template <int V>
-inline void f16_panel_tile_rows(int64_t r, const float* x, int64_t ldx, const uint16_t* wp, int64_t pstride,
-                                int64_t k, const float* bias, float* y, int64_t ldy, int64_t cols) {
-  static_assert(kF16TileRows == 6, "f16_panel_tile_rows handles 1..6 rows");
-  switch (r) {
-    case 6: f16_panel_tile<6, V>(x, ldx, wp, pstride, k, bias, y, ldy, cols); break;
-    case 5: f16_panel_tile<5, V>(x, ldx, wp, pstride, k, bias, y, ldy, cols); break;
-    case 4: f16_panel_tile<4, V>(x, ldx, wp, pstride, k, bias, y, ldy, cols); break;
-    case 3: f16_panel_tile<3, V>(x, ldx, wp, pstride, k, bias, y, ldy, cols); break;
-    case 2: f16_panel_tile<2, V>(x, ldx, wp, pstride, k, bias, y, ldy, cols); break;
-    default: f16_panel_tile<1, V>(x, ldx, wp, pstride, k, bias, y, ldy, cols); break;
+// The R x V tile instantiation that fits r <= R rows and p <= V panels exactly.
+template <int R, int V>
+inline void f16_panel_tile_fit(int64_t r, int64_t p, const float* x, int64_t ldx, const uint16_t* wp,
+                               int64_t pstride, int64_t k, const float* bias, float* y, int64_t ldy, int64_t cols) {
+  if constexpr (R > 1) {
+    if (r < R) return f16_panel_tile_fit<R - 1, V>(r, p, x, ldx, wp, pstride, k, bias, y, ldy, cols);
   }
-}
-
-// One row, a group of up to kF16RowPanels panels.
-inline void f16_panel_row_group(const LinearTask& t, const uint16_t* wp, int64_t pstride, int64_t c0, int64_t cols) {
-  const float* bias = t.bias ? t.bias + c0 : nullptr;
-  float* y = t.y + c0;
-  switch ((cols + kF16PanelCols - 1) / kF16PanelCols) {
-    case 8: f16_panel_tile<1, 8>(t.x, t.k, wp, pstride, t.k, bias, y, t.n_out, cols); break;
-    case 7: f16_panel_tile<1, 7>(t.x, t.k, wp, pstride, t.k, bias, y, t.n_out, cols); break;
-    case 6: f16_panel_tile<1, 6>(t.x, t.k, wp, pstride, t.k, bias, y, t.n_out, cols); break;
-    case 5: f16_panel_tile<1, 5>(t.x, t.k, wp, pstride, t.k, bias, y, t.n_out, cols); break;
-    case 4: f16_panel_tile<1, 4>(t.x, t.k, wp, pstride, t.k, bias, y, t.n_out, cols); break;
-    case 3: f16_panel_tile<1, 3>(t.x, t.k, wp, pstride, t.k, bias, y, t.n_out, cols); break;
-    case 2: f16_panel_tile<1, 2>(t.x, t.k, wp, pstride, t.k, bias, y, t.n_out, cols); break;
-    default: f16_panel_tile<1, 1>(t.x, t.k, wp, pstride, t.k, bias, y, t.n_out, cols); break;
+  if constexpr (V > 1) {
+    if (p < V) return f16_panel_tile_fit<R, V - 1>(r, p, x, ldx, wp, pstride, k, bias, y, ldy, cols);
   }
+  f16_panel_tile<R, V>(x, ldx, wp, pstride, k, bias, y, ldy, cols);
 }
 
 // Columns [n0, n1) (n0 a multiple of 16) for all rows, W in f16 panels (t.w). m = 1: groups of
-// 8 panels; else groups of 4 panels, and for each group every 6-row tile of x in turn.
+// kF16RowPanels panels; else groups of kF16TilePanels panels, and for each group every 6-row tile
+// of x in turn.
 inline void linear_cols_f16_panels(const LinearTask& t, int64_t n0, int64_t n1) {
   const auto* w = static_cast<const uint16_t*>(t.w);
   const int64_t pstride = f16_panel_elems(t.k);
-  if (t.m == 1) {
-    const int64_t group_cols = kF16PanelCols * kF16RowPanels;
-    for (int64_t c0 = n0; c0 < n1; c0 += group_cols)
-      f16_panel_row_group(t, w + (c0 / kF16PanelCols) * pstride, pstride, c0, n1 - c0 < group_cols ? n1 - c0 : group_cols);
-    return;
-  }
-  const int64_t group_cols = kF16PanelCols * kF16TilePanels;
+  const bool one_row = t.m == 1;
+  const int64_t group_cols = kF16PanelCols * (one_row ? kF16RowPanels : kF16TilePanels);
   for (int64_t c0 = n0; c0 < n1; c0 += group_cols) {
     const int64_t cols = n1 - c0 < group_cols ? n1 - c0 : group_cols;
     const int64_t panels = (cols + kF16PanelCols - 1) / kF16PanelCols;
     const uint16_t* wp = w + (c0 / kF16PanelCols) * pstride;
     const float* bias = t.bias ? t.bias + c0 : nullptr;
+    if (one_row) {
+      f16_panel_tile_fit<1, kF16RowPanels>(1, panels, t.x, t.k, wp, pstride, t.k, bias, t.y + c0, t.n_out, cols);
+      continue;
+    }
     for (int64_t i = 0; i < t.m; i += kF16TileRows) {
       const int64_t r = t.m - i < kF16TileRows ? t.m - i : kF16TileRows;
-      const float* x = t.x + i * t.k;
-      float* y = t.y + i * t.n_out + c0;
-      switch (panels) {
-        case 4: f16_panel_tile_rows<4>(r, x, t.k, wp, pstride, t.k, bias, y, t.n_out, cols); break;
-        case 3: f16_panel_tile_rows<3>(r, x, t.k, wp, pstride, t.k, bias, y, t.n_out, cols); break;
-        case 2: f16_panel_tile_rows<2>(r, x, t.k, wp, pstride, t.k, bias, y, t.n_out, cols); break;
-        default: f16_panel_tile_rows<1>(r, x, t.k, wp, pstride, t.k, bias, y, t.n_out, cols); break;
-      }
+      f16_panel_tile_fit<kF16TileRows, kF16TilePanels>(r, panels, t.x + i * t.k, t.k, wp, pstride, t.k, bias,
+                                                        t.y + i * t.n_out + c0, t.n_out, cols);
     }
   }
 }
-#endif
 
 }  // namespace pypto::cpu::PYPTO_ISA_NS
