@@ -176,7 +176,8 @@ TEST_F(SpecRequestStatsCli, BadValuesAndTheOptionWithoutSpeculationAreRefused) {
                              " --port 0 --per-request-spec-decode-stats detailed");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(has(r.output, "it needs --speculative-config")) << r.output;
-  r = run(base + "--per-request-spec-decode-stats none");  // none is the default: nothing to refuse
+  // none is the default: nothing to refuse.
+  r = run(base + "--generate-config '{\"max_tokens\": 4}' --per-request-spec-decode-stats none");
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 

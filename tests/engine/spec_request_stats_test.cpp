@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "core/error.h"
 #include "engine/engine.h"
 #include "engine/spec_request_stats.h"
 #include "fake_model.h"
