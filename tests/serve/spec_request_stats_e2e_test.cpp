@@ -3,7 +3,8 @@
 // choice of /v1/completions and /v1/chat/completions carries speculative_decoding_stats, whose
 // sums over several concurrent requests (streamed and not, n > 1) equal the engine's /metrics
 // counters; streamed, the stats ride on each choice's last chunk only; detailed adds the per-step
-// arrays; without the option no choice has the field.
+// arrays; a choice that never verified a draft has zeros; without the option no choice has the
+// field.
 #include <gtest/gtest.h>
 
 #include <httplib.h>
@@ -260,6 +261,18 @@ TEST_F(SpecRequestStatsE2E, DetailedAddsThePerStepCounts) {
     EXPECT_EQ(ds, s["num_draft_tokens"].get<int64_t>());
     EXPECT_EQ(as, s["num_accepted_draft_tokens"].get<int64_t>());
     EXPECT_GT(ds, 0);
+  }
+}
+
+// max_tokens 2: the prefill's token, then one decode step with no room for a draft (the scheduler
+// drafts at most max_tokens - output - 1): the field is there, with zeros.
+TEST_F(SpecRequestStatsE2E, AChoiceThatNeverSpeculatedHasZeros) {
+  start(SpecStatsLevel::Summary);
+  for (bool stream : {false, true}) {
+    const std::vector<ojson> r = post("/v1/completions", completion(2, stream));
+    const ojson s = stream ? stats_of_stream(r)[0] : r.at(0)["choices"][0]["speculative_decoding_stats"];
+    EXPECT_EQ(s.dump(), R"({"mean_acceptance_length":0.0,"draft_acceptance_rate":0.0,"acceptance_histogram":[0,0,0,0],)"
+                        R"("num_spec_steps":0,"num_accepted_draft_tokens":0,"num_draft_tokens":0,"num_spec_tokens":3})");
   }
 }
 
