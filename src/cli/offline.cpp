@@ -12,6 +12,8 @@
 #include "core/log.h"
 #include "core/memory.h"
 #include "engine/spec_cost_report.h"
+#include "engine/spec_request_stats.h"
+#include "engine/speculative_config.h"
 #include "parallel/replicas/replica_set.h"
 #include "sampling/stop_checker.h"
 #include "tokenizer/detokenizer.h"
@@ -35,6 +37,7 @@ struct Sequence {
   bool stopped_by_string = false;
   double first_token_s = -1;
   int64_t cached_prompt_tokens = 0;  // served from the prefix cache
+  SpecRequestStats spec_stats;       // --per-request-spec-decode-stats
 };
 
 std::vector<int32_t> parse_id_list(const std::string& s) {
@@ -99,6 +102,9 @@ int run_offline(const RunOptions& o, const std::string& model_dir) {
 
   SamplingParams params;
   apply_generate_config(o.generate_config_json, params);
+  const SpecStatsLevel spec_level = parse_spec_stats_level(o.per_request_spec_decode_stats);
+  const int32_t spec_k =
+      o.speculative_config.empty() ? 0 : parse_speculative_config(o.speculative_config).num_speculative_tokens;
   std::printf("Generating %zu prompt(s): model=%s\n", prompts.size(), model_dir.c_str());
   std::fflush(stdout);
 
@@ -118,6 +124,7 @@ int run_offline(const RunOptions& o, const std::string& model_dir) {
       s.index = k;
       s.detok = std::make_unique<IncrementalDetokenizer>(tokenizer, /*skip_special_tokens=*/true);
       s.stop = std::make_unique<StopChecker>(params.stop);
+      s.spec_stats = SpecRequestStats(spec_k, spec_level);
       seqs[i].push_back(std::move(s));
     }
   }
@@ -132,6 +139,8 @@ int run_offline(const RunOptions& o, const std::string& model_dir) {
       for (RequestOutput& out : streams[i]->drain()) {
         progressed = true;
         Sequence& s = seqs[i][out.index];
+        // Every step the engine counted, also one after a stop string (the engine's counters hold it).
+        s.spec_stats.observe(out.num_draft_tokens, out.num_accepted_draft_tokens);
         if (!out.new_token_ids.empty() && s.first_token_s < 0)
           s.first_token_s = std::chrono::duration<double>(Clock::now() - t0).count();
         for (int32_t id : out.new_token_ids) {
@@ -196,6 +205,8 @@ int run_offline(const RunOptions& o, const std::string& model_dir) {
                          {"error", s.error.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(s.error)},
                          {"num_cached_tokens", s.cached_prompt_tokens},
                          {"timings", {{"time_to_first_token_s", s.first_token_s}, {"total_s", secs}}}});
+      if (spec_level != SpecStatsLevel::None)
+        results.back()["speculative_decoding_stats"] = spec_request_stats_json(s.spec_stats);
     }
   }
   std::printf("[generate] %zu tokens in %.3fs (%.2f tok/s)\n", total_tokens, secs, secs > 0 ? total_tokens / secs : 0.0);

@@ -10,6 +10,7 @@
 #include "core/log.h"
 #include "core/memory.h"
 #include "core/profiler.h"
+#include "engine/spec_request_stats.h"
 #include "io/checkpoint.h"
 #include "io/model_config.h"
 #include "model/compile_cache.h"
@@ -107,6 +108,23 @@ void add_run_options(CLI::App& app, RunOptions& o) {
             return "";
           },
           "JSON"));
+  // vLLM's flag; its newest releases name it --per-request-spec-decode-metrics (accepted too).
+  app.add_option("--per-request-spec-decode-stats,--per-request-spec-decode-metrics", o.per_request_spec_decode_stats,
+                 "with --speculative-config: none | summary | detailed; summary adds each choice's "
+                 "speculative_decoding_stats (drafts, accepted, acceptance histogram) to completions and chat "
+                 "responses (the last chunk when streaming) and to --output-json; detailed adds the per-step "
+                 "counts (docs/api.md)")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            try {
+              parse_spec_stats_level(v);
+            } catch (const Error& e) {
+              return e.what();
+            }
+            return "";
+          },
+          "{none,summary,detailed}"))
+      ->capture_default_str();
   app.add_flag("--show-startup-logs", o.show_startup_logs,
                "accepted for the seed's command lines: start-up logs are always shown here");
   app.add_option("--cpu-groups", o.cpu_groups,
@@ -307,6 +325,11 @@ void validate_run_options(RunOptions& o) {
     fail("--profile-level and --profile-output need --profile");
   if (prof::parse_level(o.profile_level) == prof::Level::Off)
     fail("--profile-level off: to profile nothing, leave out --profile");
+  // Refused rather than ignored: without drafts every count would be 0, which reads like a
+  // drafter that never matched.
+  if (parse_spec_stats_level(o.per_request_spec_decode_stats) != SpecStatsLevel::None && o.speculative_config.empty())
+    fail("--per-request-spec-decode-stats ", o.per_request_spec_decode_stats,
+         " reports speculative decoding per request: it needs --speculative-config");
   if (!o.output_json.empty() && o.prompts.empty() && o.prompt_token_ids.empty())
     fail("--output-json is for offline mode: give --prompt or --prompt-token-ids");
 }

@@ -50,6 +50,9 @@ struct RunOptions {
   int ep = 1;                      // --ep: only 1 (the seed's DeepSeek option)
   bool enable_expert_parallel = false;  // --enable-expert-parallel: Qwen3-MoE experts whole per TP rank
   std::string speculative_config;  // --speculative-config JSON (engine/speculative_config.h); "" = off
+  // --per-request-spec-decode-stats none | summary | detailed (engine/spec_request_stats.h); needs
+  // --speculative-config when not none.
+  std::string per_request_spec_decode_stats = "none";
   bool show_startup_logs = false;  // the seed's flag; start-up logs are always shown
   std::string kv_cache_dtype = "bf16";
   std::string matmul_precision = "high";  // highest | high | medium (kernels/backend.h)

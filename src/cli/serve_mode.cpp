@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/memory.h"
+#include "engine/speculative_config.h"
 #include "parallel/rank_health.h"
 #include "parallel/replicas/load_replicas.h"
 #include "serve/openai_protocol.h"
@@ -77,6 +78,9 @@ int run_serve(const RunOptions& o, ServerOptions so, const std::string& model_di
   so.served_model_name = o.served_model_name;
   so.generate_config = o.generate_config_json;
   so.profile = o.profile, so.profile_level = o.profile_level, so.profile_output = o.profile_output;
+  so.per_request_spec_decode_stats = parse_spec_stats_level(o.per_request_spec_decode_stats);
+  if (!o.speculative_config.empty())
+    so.num_speculative_tokens = parse_speculative_config(o.speculative_config).num_speculative_tokens;
   validate_generate_config(so.generate_config);
   return run_server(so, [&]() {
     auto le = std::make_shared<LoadedEngine>(load_replicas(replica_load_options(o, model_dir)));

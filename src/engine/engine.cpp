@@ -184,6 +184,8 @@ RequestOutput Engine::to_output(const EngineCoreOutput& o, Clock::time_point now
   out.stop_token_id = o.stop_token_id;
   out.num_prompt_tokens = o.num_prompt_tokens;
   out.num_cached_tokens = o.num_cached_tokens;
+  out.num_draft_tokens = o.num_draft_tokens;
+  out.num_accepted_draft_tokens = o.num_accepted_draft_tokens;
   out.times = seq.times;
   return out;
 }

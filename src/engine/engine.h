@@ -81,6 +81,10 @@ struct RequestOutput {
   int64_t num_cached_tokens = 0;
   bool request_finished = false;  // every sequence of the request has finished
   RequestTimes times;             // this sequence's timestamps up to this output
+  // This step's verification: drafts verified and accepted (0, 0 without drafts). A front end adds
+  // them up per sequence for --per-request-spec-decode-stats (engine/spec_request_stats.h).
+  int32_t num_draft_tokens = 0;
+  int32_t num_accepted_draft_tokens = 0;
   // A pooling request's result: the executor's row for its last prompt token [pooled_width].
   std::vector<float> pooled;
 };

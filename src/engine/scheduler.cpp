@@ -362,6 +362,8 @@ std::vector<EngineCoreOutput> Scheduler::update_from_output(const SchedulerOutpu
     o.req_id = req->request_id;
     o.num_prompt_tokens = req->num_prompt_tokens();
     o.num_cached_tokens = req->num_cached_tokens.value_or(0);
+    o.num_draft_tokens = int32_t(s.num_draft_tokens);
+    o.num_accepted_draft_tokens = int32_t(accepted);
     std::optional<RequestStatus> st;
     for (const SampledToken& tok : run) {
       req->append_output_token(tok.token_id);

@@ -51,6 +51,10 @@ struct EngineCoreOutput {
   std::optional<int32_t> stop_token_id;  // the eos / stop token that finished it
   int64_t num_prompt_tokens = 0;
   int64_t num_cached_tokens = 0;  // prompt tokens served from the prefix cache
+  // This step's verification (engine/spec_request_stats.h): drafts verified and accepted (0, 0
+  // when the step verified none), exactly what the engine's counters observed for it.
+  int32_t num_draft_tokens = 0;
+  int32_t num_accepted_draft_tokens = 0;
 };
 
 class Scheduler {

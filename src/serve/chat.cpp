@@ -47,6 +47,7 @@ struct ChatChoice {
   std::string reasoning;
   std::vector<TokenInfo> tokens;
   std::string finish_reason;
+  std::optional<SpecRequestStats> spec_stats;  // --per-request-spec-decode-stats
 };
 
 struct ChatJob {
@@ -73,13 +74,14 @@ ojson chunk_base(const ChatJob& j) {
 }
 
 ojson stream_chunk(const ChatJob& j, int32_t index, ojson delta, ojson logprobs,
-                   const std::optional<std::string>& finish) {
+                   const std::optional<std::string>& finish, const std::optional<SpecRequestStats>& spec = std::nullopt) {
   ojson c = chunk_base(j);
   ojson choice;
   choice["index"] = index;
   choice["delta"] = std::move(delta);
   choice["logprobs"] = std::move(logprobs);
   choice["finish_reason"] = finish ? ojson(*finish) : ojson(nullptr);
+  if (spec) choice["speculative_decoding_stats"] = spec_request_stats_json(*spec);
   c["choices"] = ojson::array({std::move(choice)});
   if (j.include_usage) c["usage"] = nullptr;
   return c;
@@ -182,6 +184,7 @@ void handle_chat_completions(ServerState& s, const httplib::Request& req, httpli
         c.content += tool_split(c, part.content, d.finish_reason.has_value(), calls);
         c.tokens.insert(c.tokens.end(), d.tokens.begin(), d.tokens.end());
         if (d.finish_reason) c.finish_reason = chat_finish_reason(c, *d.finish_reason);
+        if (d.spec_stats) c.spec_stats = d.spec_stats;
         if (!d.error.empty() && engine_error.empty()) engine_error = d.error;
       }
       return true;
@@ -216,6 +219,7 @@ void handle_chat_completions(ServerState& s, const httplib::Request& req, httpli
       choice["message"] = std::move(msg);
       choice["logprobs"] = job->want_logprobs ? chat_logprobs_json(tok, c.tokens) : ojson(nullptr);
       choice["finish_reason"] = c.finish_reason;
+      if (c.spec_stats) choice["speculative_decoding_stats"] = spec_request_stats_json(*c.spec_stats);
       arr.push_back(std::move(choice));
     }
     out["choices"] = std::move(arr);
@@ -260,7 +264,8 @@ void handle_chat_completions(ServerState& s, const httplib::Request& req, httpli
           return false;
       }
       if (d.finish_reason &&
-          !write(stream_chunk(*job, d.index, ojson::object(), nullptr, chat_finish_reason(c, *d.finish_reason))))
+          !write(stream_chunk(*job, d.index, ojson::object(), nullptr, chat_finish_reason(c, *d.finish_reason),
+                              d.spec_stats)))  // the choice's speculative_decoding_stats: last chunk only
         return false;
     }
     return true;

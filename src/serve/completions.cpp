@@ -17,6 +17,7 @@ struct Choice {
   std::vector<TokenInfo> tokens;
   std::string finish_reason;
   size_t text_offset = 0;
+  std::optional<SpecRequestStats> spec_stats;  // --per-request-spec-decode-stats
 };
 
 struct CompletionJob {
@@ -42,13 +43,14 @@ ojson chunk_base(const CompletionJob& j) {
 }
 
 ojson stream_chunk(const CompletionJob& j, int32_t index, const std::string& text, const ojson& logprobs,
-                   const std::optional<std::string>& finish) {
+                   const std::optional<std::string>& finish, const std::optional<SpecRequestStats>& spec = std::nullopt) {
   ojson c = chunk_base(j);
   ojson choice;
   choice["index"] = index;
   choice["text"] = text;
   choice["logprobs"] = logprobs;
   choice["finish_reason"] = finish ? ojson(*finish) : ojson(nullptr);
+  if (spec) choice["speculative_decoding_stats"] = spec_request_stats_json(*spec);
   c["choices"] = ojson::array({choice});
   if (j.include_usage) c["usage"] = nullptr;
   return c;
@@ -128,6 +130,7 @@ void handle_completions(ServerState& s, const httplib::Request& req, httplib::Re
         c.text += d.text;
         c.tokens.insert(c.tokens.end(), d.tokens.begin(), d.tokens.end());
         if (d.finish_reason) c.finish_reason = *d.finish_reason;
+        if (d.spec_stats) c.spec_stats = d.spec_stats;
         if (!d.error.empty() && engine_error.empty()) engine_error = d.error;
       }
       return true;
@@ -143,6 +146,7 @@ void handle_completions(ServerState& s, const httplib::Request& req, httplib::Re
       c["logprobs"] = job->want_logprobs ? completion_logprobs_json(tok, choices[i].tokens, choices[i].text_offset)
                                          : ojson(nullptr);
       c["finish_reason"] = choices[i].finish_reason;
+      if (choices[i].spec_stats) c["speculative_decoding_stats"] = spec_request_stats_json(*choices[i].spec_stats);
       arr.push_back(std::move(c));
     }
     out["choices"] = std::move(arr);
@@ -165,7 +169,9 @@ void handle_completions(ServerState& s, const httplib::Request& req, httplib::Re
                                       : ojson(nullptr);
         if (!write(stream_chunk(*job, d.index, d.text, lp, std::nullopt))) return false;
       }
-      if (d.finish_reason && !write(stream_chunk(*job, d.index, "", nullptr, d.finish_reason))) return false;
+      // The choice's speculative_decoding_stats ride on its last chunk only.
+      if (d.finish_reason && !write(stream_chunk(*job, d.index, "", nullptr, d.finish_reason, d.spec_stats)))
+        return false;
     }
     return true;
   };

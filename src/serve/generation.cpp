@@ -31,6 +31,7 @@ Generation::Generation(ServerState& state, std::string request_id, std::vector<S
     s.group = spec.prompt_index;
     s.detok = std::make_unique<IncrementalDetokenizer>(state_.ctx.tokenizer, skip_special_tokens_);
     s.stop = std::make_unique<StopChecker>(spec.params.stop);
+    s.spec_stats = SpecRequestStats(state_.options.num_speculative_tokens, state_.options.per_request_spec_decode_stats);
     s.spec = std::move(spec);
     seqs_.push_back(std::move(s));
   }
@@ -107,6 +108,7 @@ void Generation::finish(Seq& s, ChoiceDelta& d, const std::string& reason) {
   s.finished = true;
   --num_unfinished_;
   d.finish_reason = reason;
+  if (state_.options.per_request_spec_decode_stats != SpecStatsLevel::None) d.spec_stats = s.spec_stats;
   const double e2e = std::chrono::duration<double>(std::chrono::steady_clock::now() - arrival_).count();
   state_.metrics->request_finished(s.engine, reason, int64_t(s.spec.prompt_token_ids.size()), s.num_tokens, e2e,
                                    request_phase_times(s.times, s.num_tokens));
@@ -116,6 +118,9 @@ void Generation::finish(Seq& s, ChoiceDelta& d, const std::string& reason) {
 void Generation::handle(Seq& s, RequestOutput& o, ChoiceDelta& d) {
   const auto now = std::chrono::steady_clock::now();
   s.times = o.times;
+  // Counted before a stop string may end the sequence in this output: the engine counted the step.
+  if (state_.options.per_request_spec_decode_stats != SpecStatsLevel::None)
+    s.spec_stats.observe(o.num_draft_tokens, o.num_accepted_draft_tokens);
   if (!o.new_token_ids.empty()) {
     const double dt = std::chrono::duration<double>(now - (s.got_output ? s.last_output : arrival_)).count();
     if (s.got_output) state_.metrics->observe_itl(s.engine, dt);
@@ -207,6 +212,7 @@ std::vector<ChoiceDelta> Generation::abort() {
       s.finished = true;
       --num_unfinished_;
       d.finish_reason = "abort";
+      if (state_.options.per_request_spec_decode_stats != SpecStatsLevel::None) d.spec_stats = s.spec_stats;
     }
     deltas.push_back(std::move(d));
   }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engine/engine_loop.h"
+#include "engine/spec_request_stats.h"
 #include "sampling/stop_checker.h"
 #include "structured/matcher.h"
 #include "serve/server_state.h"
@@ -48,6 +49,8 @@ struct ChoiceDelta {
   std::vector<TokenInfo> tokens;  // tokens consumed by this delta, when logprobs were asked
   std::optional<std::string> finish_reason;
   std::string error;              // with finish_reason "error"
+  // --per-request-spec-decode-stats: the choice's counts, set on its finishing delta only.
+  std::optional<SpecRequestStats> spec_stats;
 };
 
 const char* finish_reason_text(FinishReason r);
@@ -97,6 +100,7 @@ class Generation {
     bool finished = false;
     std::chrono::steady_clock::time_point last_output;
     RequestTimes times;  // the engine's timestamps as of the latest output (phase histograms)
+    SpecRequestStats spec_stats;  // --per-request-spec-decode-stats: the verify steps so far
   };
   void handle(Seq& s, RequestOutput& o, ChoiceDelta& d);
   void finish(Seq& s, ChoiceDelta& d, const std::string& reason);

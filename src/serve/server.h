@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/spec_request_stats.h"
 #include "io/model_config.h"
 #include "serve/engine_client.h"
 #include "tokenizer/chat_template.h"
@@ -50,6 +51,10 @@ struct ServerOptions {
   bool webui = true;
   // --tool-call-parser: the form tool calls are parsed and constrained in (serve/tool_format.h).
   std::string tool_call_parser = "auto";
+  // --per-request-spec-decode-stats: each choice's speculative_decoding_stats (none: no field),
+  // with k = --speculative-config's num_speculative_tokens (engine/spec_request_stats.h).
+  SpecStatsLevel per_request_spec_decode_stats = SpecStatsLevel::None;
+  int32_t num_speculative_tokens = 0;
 };
 
 // What the server serves. Built by the caller (serve_mode: load_replicas + tokenizer + template).
