@@ -1,7 +1,8 @@
 // Linears on f16 weights: the embedding and lm_head that Qwen's AWQ and GPTQ-Int4 checkpoints keep
 // in f16 (151,936 x 1,024 on Qwen3-0.6B, x 2,048 on Qwen3-30B-A3B). x stays f32 at every
-// precision; the AVX-512 backend packs f16 weights as column panels (kernels/cpu/f16_panels.h,
-// linear_f16_panels_impl.h), AVX2 keeps plain rows and the widening f32 kernel (linear_impl.h).
+// precision; the AVX-512 and AVX2 backends pack f16 weights as column panels
+// (kernels/cpu/f16_panels.h, linear_f16_panels_impl.h); plain rows and the widening f32 kernel
+// (linear_impl.h) were AVX2's before (bench/kernels/f16_panels_ab.sh times two builds).
 // m = 1 (decode): GB/s of weight bytes and % of the read bound, W cycled through >= 256 MiB of
 // copies; m = 4, 16 (a batched step's lm_head rows): multiply-adds per second and % of the
 // f32-FMA peak measured in the same run.
