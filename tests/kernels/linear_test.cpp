@@ -134,12 +134,12 @@ TEST(Linear, ThreadCountDoesNotChangeResults) {
 }
 
 // bf16 weights stay plain rows on the f32 path (highest) and are packed on the bf16-dot paths;
-// f16 weights are packed as column panels on AVX-512 at every precision, plain on AVX2.
+// f16 weights are packed as column panels on AVX-512 and AVX2 at every precision.
 TEST(Linear, PlainLayoutAndPackedSize) {
   for (const auto& c : optimised_cases()) {
     auto opt = make_case(c);
     EXPECT_EQ(opt->weight_layout_is_plain(DType::BF16), c.precision == MatmulPrecision::Highest) << c.label;
-    EXPECT_EQ(opt->weight_layout_is_plain(DType::F16), c.isa != Isa::Avx512) << c.label;
+    EXPECT_FALSE(opt->weight_layout_is_plain(DType::F16)) << c.label;
     EXPECT_TRUE(opt->weight_layout_is_plain(DType::F32)) << c.label;
     EXPECT_EQ(opt->packed_weight_bytes(DType::BF16, 3, 5) % 64, 0u);
     EXPECT_GE(opt->packed_weight_bytes(DType::BF16, 3, 5), 30u);
