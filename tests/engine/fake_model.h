@@ -38,6 +38,17 @@ class FakeModel {
     return int32_t(h % uint64_t(vocab));
   }
 
+  // A predictor whose output repeats the token 3 back (the prompt's last 3 tokens, forever), so
+  // n-gram drafts are always right once the cycle is in the context.
+  static int32_t copy_back(std::span<const int32_t> context, int32_t vocab) {
+    return context.size() >= 3 ? context[context.size() - 3] : next_token(context, vocab);
+  }
+  // copy_back, except where a hash of the context breaks the cycle (about one step in four):
+  // drafts partly accepted, partly rejected.
+  static int32_t mostly_copy(std::span<const int32_t> context, int32_t vocab) {
+    return next_token(context, 1000) % 4 == 0 ? next_token(context, vocab) : copy_back(context, vocab);
+  }
+
   // Greedy tokens that `prompt` produces alone.
   static std::vector<int32_t> reference(std::vector<int32_t> tokens, int32_t n, int32_t vocab,
                                         Predictor predict = next_token) {

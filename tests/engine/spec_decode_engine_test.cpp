@@ -25,19 +25,8 @@ using Ids = std::vector<int32_t>;
 
 constexpr int32_t kVocab = 50;
 constexpr int32_t kBlockSize = 4;
-constexpr int32_t kPeriod = 3;
-
-// Copies the token kPeriod back: the output repeats the prompt's last kPeriod tokens forever, so
-// n-gram drafts are always right once the cycle is in the context.
-int32_t copy_back(std::span<const int32_t> ctx, int32_t vocab) {
-  return ctx.size() >= size_t(kPeriod) ? ctx[ctx.size() - kPeriod] : FakeModel::next_token(ctx, vocab);
-}
-// Copies mostly, but a hash of the context breaks the cycle about one step in four: drafts are
-// partly accepted and partly rejected.
-int32_t mostly_copy(std::span<const int32_t> ctx, int32_t vocab) {
-  const int32_t h = FakeModel::next_token(ctx, 1000);
-  return h % 4 == 0 ? FakeModel::next_token(ctx, vocab) : copy_back(ctx, vocab);
-}
+constexpr FakeModel::Predictor copy_back = FakeModel::copy_back;  // period 3: drafts always right
+constexpr FakeModel::Predictor mostly_copy = FakeModel::mostly_copy;  // drafts partly rejected
 
 // Peaked: all mass on the prediction. Soft: the prediction is likely (logit 3 over 49 zeros, p ~
 // 0.29) but seeded draws often pick another token, so sampled drafts are both accepted and rejected.
@@ -348,7 +337,7 @@ TEST(SpecDecodeEngine, StopTokenAndEosInsideAnAcceptedRunCutThere) {
 }
 
 // Deviates from whatever the n-gram proposer (the engine's window, 2..4) would draft next, so
-// every draft is rejected; copies kPeriod back when there is no proposal.
+// every draft is rejected; copies 3 back (copy_back) when there is no proposal.
 int32_t anti_ngram(std::span<const int32_t> ctx, int32_t vocab) {
   std::vector<int32_t> draft;
   NgramProposer(2, 4).propose(ctx, 1, draft);

@@ -25,14 +25,8 @@ constexpr int32_t kVocab = 50;
 constexpr int32_t kBlockSize = 4;
 constexpr int32_t kK = 3;  // num_speculative_tokens
 
-// The output repeats the context's last 3 tokens: n-gram drafts are always right.
-int32_t copy_back(std::span<const int32_t> ctx, int32_t vocab) {
-  return ctx.size() >= 3 ? ctx[ctx.size() - 3] : FakeModel::next_token(ctx, vocab);
-}
-// Copies, but a hash of the context breaks the cycle about one step in four: some drafts rejected.
-int32_t mostly_copy(std::span<const int32_t> ctx, int32_t vocab) {
-  return FakeModel::next_token(ctx, 1000) % 4 == 0 ? FakeModel::next_token(ctx, vocab) : copy_back(ctx, vocab);
-}
+constexpr FakeModel::Predictor copy_back = FakeModel::copy_back;  // period 3: drafts always right
+constexpr FakeModel::Predictor mostly_copy = FakeModel::mostly_copy;  // drafts partly rejected
 
 class Exec : public ModelExecutor {
  public:
