@@ -13,15 +13,6 @@ SpecStatsLevel parse_spec_stats_level(const std::string& name) {
   fail("--per-request-spec-decode-stats: '", name, "' is not a level; allowed: none, summary, detailed");
 }
 
-const char* spec_stats_level_name(SpecStatsLevel level) {
-  switch (level) {
-    case SpecStatsLevel::None: return "none";
-    case SpecStatsLevel::Summary: return "summary";
-    case SpecStatsLevel::Detailed: return "detailed";
-  }
-  return "none";
-}
-
 SpecRequestStats::SpecRequestStats(int32_t k, SpecStatsLevel level)
     : num_spec_tokens(std::max(0, k)),
       detailed(level == SpecStatsLevel::Detailed),

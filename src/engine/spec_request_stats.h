@@ -26,7 +26,6 @@ enum class SpecStatsLevel { None, Summary, Detailed };
 
 // "none" | "summary" | "detailed"; Error naming the allowed values otherwise.
 SpecStatsLevel parse_spec_stats_level(const std::string& name);
-const char* spec_stats_level_name(SpecStatsLevel level);
 
 struct SpecRequestStats {
   int32_t num_spec_tokens = 0;  // k
