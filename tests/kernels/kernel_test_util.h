@@ -127,7 +127,8 @@ struct PackedWeight {
 //    |x - hi - lo| <= 2^-16 |x|; one f32 lane sums the k products in pairs with up to 2
 //    roundings per pair and per half: 2^-16 + (4k + 8) · 2^-24;
 //  - medium: x rounded to one bf16, |x - bf16(x)| <= 2^-8 |x|: 2^-8 + (2k + 8) · 2^-24;
-//  - f16 weights in column panels (AVX-512, any precision; f16_panels.h): x stays f32, one lane
+//  - bf16 weights in pair panels on AVX2 (any precision; linear_bf16_panels_f32_impl.h) and
+//  - f16 weights in column panels (AVX-512, AVX2, any precision; f16_panels.h): x stays f32, one lane
 //    per output sums the k exact products with FMA in increasing k, in blocks of 256 joined by
 //    adds (<= k + 1 roundings): (k + 8) · 2^-24.
 // f16 weights in panels (AVX-512): f32 x and FMA sums in k order, blocks of 256 (≤ k + 1 roundings),
@@ -145,6 +146,9 @@ inline double f16_linear_bound(const BackendCase& c, int64_t k) {
 inline double linear_bound(const BackendCase& c, const Backend& be, DType dtype, int64_t k) {
   const double f32_path = (double((k + 7) / 8) + 8) * kU32;
   if (be.weight_layout_is_plain(dtype)) return f32_path;  // the bf16-dot paths pack their weights
+  // AVX2's bf16 pair panels meet f32 x on FMA, one lane per output in k order, blocks of 256
+  // (linear_bf16_panels_f32_impl.h): the f16 panels' bound.
+  if (dtype == DType::BF16 && c.isa == Isa::Avx2) return (double(k) + 8) * kU32;
   if (dtype == DType::F16) return f16_linear_bound(c, k);
   if (c.precision == MatmulPrecision::High) return std::ldexp(1.0, -16) + (4.0 * double(k) + 8) * kU32;
   return std::ldexp(1.0, -8) + (2.0 * double(k) + 8) * kU32;

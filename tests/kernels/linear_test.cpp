@@ -138,7 +138,10 @@ TEST(Linear, ThreadCountDoesNotChangeResults) {
 TEST(Linear, PlainLayoutAndPackedSize) {
   for (const auto& c : optimised_cases()) {
     auto opt = make_case(c);
-    EXPECT_EQ(opt->weight_layout_is_plain(DType::BF16), c.precision == MatmulPrecision::Highest) << c.label;
+    // bf16 stays plain only for AVX-512's f32 kernel (highest); AVX2 packs pair panels for its f32
+    // FMA kernel at every precision (linear_bf16_panels_f32_impl.h), the bf16-dot / AMX kernels too.
+    EXPECT_EQ(opt->weight_layout_is_plain(DType::BF16), c.isa == Isa::Avx512 && c.precision == MatmulPrecision::Highest)
+        << c.label;
     EXPECT_FALSE(opt->weight_layout_is_plain(DType::F16)) << c.label;
     EXPECT_TRUE(opt->weight_layout_is_plain(DType::F32)) << c.label;
     EXPECT_EQ(opt->packed_weight_bytes(DType::BF16, 3, 5) % 64, 0u);
@@ -225,9 +228,10 @@ TEST(Linear, F32ActivationErrorAgainstF64) {
       const int64_t m = 4, n = 64;
       auto x = random_f32(m * k, 101);
       auto wb = encode(random_f32(n * k, 102), DType::BF16);
-      LinearWeight w{wb.data(), DType::BF16, n, k};
+      const LinearWeight w{wb.data(), DType::BF16, n, k};
+      const PackedWeight packed(*be, wb, DType::BF16, n, k);  // plain rows, or AVX2's pair panels
       std::vector<float> y(m * n), yt(m * n);
-      be->linear(x.data(), m, w, nullptr, y.data());
+      be->linear(x.data(), m, packed.w, nullptr, y.data());
       ref->linear(x.data(), m, w, nullptr, yt.data());
       double worst = 0, scale = 0;
       for (int64_t i = 0; i < m * n; ++i) {

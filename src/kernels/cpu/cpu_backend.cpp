@@ -2,10 +2,12 @@
 // the chosen ISA's kernels (kernel_table.h). Per-thread scratch is allocated once and only grows,
 // so steady-state steps do no allocation.
 //
-// Layout: with f32 inputs (highest, or an ISA without a bf16 dot product) weights stay plain
-// row-major (pack_weight is a copy): the GEMV streams rows and reaches the single-core read
-// bandwidth, the GEMM widens W blocks to f32 in scratch, and a tied lm_head shares the embedding
-// table. The bf16-dot backends (high, medium) pack bf16 weights as pair panels
+// Layout: with f32 inputs on AVX-512 (highest) weights stay plain row-major (pack_weight is a
+// copy): the GEMV streams rows and reaches the single-core read bandwidth, the GEMM widens W
+// blocks to f32 in scratch, and a tied lm_head shares the embedding table. On AVX2 (no bf16 dot
+// product, f32 x at every precision) bf16 weights are packed as pair panels and meet f32 x on
+// f32 FMA (linear_bf16_panels_f32_impl.h): plain rows there read 55-63 % of the bandwidth at
+// k = 1024 on two cores. The bf16-dot backends (high, medium) pack bf16 weights as pair panels
 // (kernels/cpu/bf16_panels.h): accumulators of 16 outputs, no horizontal sums, 97 % of the
 // VDPBF16PS peak on one core at 512 rows (61-70 % on plain rows); a tied table is then staged
 // once, packed, and the embedding lookup reads its rows from the panels (weight_rows). f16
@@ -146,6 +148,7 @@ class CpuBackend final : public Backend {
         kernel_(resolve_linear_kernel(kt, opt)),
         bf16_act_(kernel_ != CpuLinearKernel::F32 && opt.bf16_activations),
         split_act_(kernel_ != CpuLinearKernel::F32 && !bf16_act_ && opt.split_bf16_activations),
+        bf16_f32_panels_(kernel_ == CpuLinearKernel::F32 && kt.linear_cols_bf16_panels_f32 != nullptr),
         quant_act_(resolve_quant_activations(kt, opt.quant_activations)),
         gdn_bf16_(opt.bf16_activations && kt.isa == Isa::Avx512 && cpu_features().avx512_bf16) {}
 
@@ -154,8 +157,8 @@ class CpuBackend final : public Backend {
     return bf16_act_ ? "cpu-avx512-bf16act" : split_act_ ? "cpu-avx512-bf16x2act" : kt_.name;
   }
 
-  // --- weights: plain row-major, bf16 pair panels on the bf16-dot backends, f16 column panels on
-  // AVX-512 (see above) ------------------------------------------------------------------------
+  // --- weights: plain row-major, bf16 pair panels on the bf16-dot backends and AVX2, f16 column
+  // panels on AVX-512 and AVX2 (see above) ----------------------------------------------------
   size_t packed_weight_bytes(DType dtype, int64_t n_out, int64_t k_in) const override {
     if (panels(dtype)) return cpu::bf16_panels_bytes(n_out, k_in);
     if (f16_panels(dtype)) return cpu::f16_panels_bytes(n_out, k_in);
@@ -198,7 +201,10 @@ class CpuBackend final : public Backend {
     if (w.format != WeightFormat::Float) return linear_quant(x, m, w, bias, y);
     check_weight_dtype(w.dtype);
     cpu::LinearTask t{x, m, w.k_in, w.data, w.dtype, w.n_out, bias, y};
-    if (panels(w.dtype)) return kernel_ == CpuLinearKernel::Amx ? linear_amx(t) : linear_bf16act(t);
+    if (panels(w.dtype)) {
+      if (kernel_ == CpuLinearKernel::Amx) return linear_amx(t);
+      return bf16_f32_panels_ ? linear_bf16_f32_panels(t) : linear_bf16act(t);
+    }
     if (f16_panels(w.dtype)) return linear_f16_panels(t);
     reserve_scratch(kt_.linear_scratch_floats(w.k_in));
     if (m * w.n_out * w.k_in < kLinearSerialMacs) {
@@ -231,6 +237,16 @@ class CpuBackend final : public Backend {
     for (int64_t i = 0; i < n; ++i) {
       cols[size_t(i)] = calls[i].w->n_out;
       macs += double(calls[i].m) * double(calls[i].w->n_out) * double(calls[i].w->k_in);
+    }
+    if (w0.format == WeightFormat::Float && bf16_f32_panels_) {  // bf16 pair panels, f32 FMA (AVX2)
+      std::vector<cpu::LinearTask> t(N);
+      for (int64_t i = 0; i < n; ++i) {
+        const LinearCall& c = calls[i];
+        t[size_t(i)] = cpu::LinearTask{c.x, c.m, c.w->k_in, c.w->data, c.w->dtype, c.w->n_out, nullptr, c.y};
+      }
+      auto fn = [&](size_t i, int64_t b, int64_t e, int) { kt_.linear_cols_bf16_panels_f32(t[i], b, e); };
+      const cpu::GroupedColumns g(cols, 64);
+      return macs < kLinearSerialMacs ? g.run_serial(fn) : g.run(pool_, fn);
     }
     if (w0.format == WeightFormat::Float) {  // bf16 weights in pair panels, bf16-dot kernel
       std::vector<cpu::LinearTask> t(N);
@@ -440,6 +456,12 @@ class CpuBackend final : public Backend {
     pool_.parallel_for_guided(t.n_out, 64, [&](int64_t b, int64_t e, int) { kt_.linear_cols_bf16dot(xh, xl, t, b, e); });
   }
 
+  // bf16 weights in pair panels with f32 x (AVX2): columns in guided chunks of whole panel groups.
+  void linear_bf16_f32_panels(const cpu::LinearTask& t) {
+    if (t.m * t.n_out * t.k < kLinearSerialMacs) return kt_.linear_cols_bf16_panels_f32(t, 0, t.n_out);
+    pool_.parallel_for_guided(t.n_out, 64, [&](int64_t b, int64_t e, int) { kt_.linear_cols_bf16_panels_f32(t, b, e); });
+  }
+
   // f16 weights in column panels: x as given (f32), columns in guided chunks of whole panel groups.
   // At medium (bf16 activations) x is rounded to bf16 once and W to bf16 in registers (VDPBF16PS).
   void linear_f16_panels(const cpu::LinearTask& t) {
@@ -556,7 +578,8 @@ class CpuBackend final : public Backend {
   }
   // True when linear_grouped can run this weight's columns in a joint job.
   bool grouped_kernel(const LinearWeight& w, int64_t m) const {
-    if (w.format == WeightFormat::Float) return panels(w.dtype) && kernel_ == CpuLinearKernel::Bf16Dot;
+    if (w.format == WeightFormat::Float)
+      return panels(w.dtype) && (kernel_ == CpuLinearKernel::Bf16Dot || bf16_f32_panels_);
     return !int8_on_amx(w.format, m);
   }
 
@@ -715,13 +738,17 @@ class CpuBackend final : public Backend {
   CpuLinearKernel kernel_ = CpuLinearKernel::F32;  // resolved: never Auto
   bool bf16_act_ = false;
   bool split_act_ = false;
+  // bf16 weights in pair panels meet f32 x on f32 FMA (linear_bf16_panels_f32_impl.h): an ISA
+  // with that kernel (AVX2) and no bf16-dot or AMX kernel chosen.
+  bool bf16_f32_panels_ = false;
   QuantActivations quant_act_ = QuantActivations::F32;  // resolved for this ISA
   bool gdn_bf16_ = false;  // chunked gated delta rule on bf16 dot products (medium precision, AVX512_BF16)
   AlignedBuffer xt8_, acc32_;  // int8 activations in A-tile order; AMX s32 sums
   QuantActBuffers act_;         // the activations of the current quantized linear
   std::vector<QuantActBuffers> group_act_;  // linear_grouped: one per call (grow only)
-  // True when weights of `dtype` go through the bf16-dot or AMX kernel, in pair panels.
-  bool panels(DType dtype) const { return (bf16_act_ || split_act_) && dtype == DType::BF16; }
+  // True when weights of `dtype` are packed in pair panels: for the bf16-dot or AMX kernel, or for
+  // the f32-FMA panel kernel (AVX2).
+  bool panels(DType dtype) const { return (bf16_act_ || split_act_ || bf16_f32_panels_) && dtype == DType::BF16; }
   // True when f16 weights are packed as column panels (f16_panels.h): wherever the ISA has the
   // kernel (AVX-512, AVX2), at every precision.
   bool f16_panels(DType dtype) const { return kt_.linear_cols_f16_panels && dtype == DType::F16; }

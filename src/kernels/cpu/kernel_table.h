@@ -147,6 +147,10 @@ struct KernelTable {
   // columns [n0, n1) (n0 a multiple of 16), x in f32; see linear_f16_panels_impl.h. nullptr (the
   // reference backend): f16 weights stay plain rows and go through linear_cols.
   void (*linear_cols_f16_panels)(const LinearTask& t, int64_t n0, int64_t n1) = nullptr;
+  // (optional, AVX2) linear for bf16 weights packed as pair panels (bf16_panels.h) with f32 x and
+  // f32 FMA, columns [n0, n1) (n0 a multiple of 16); see linear_bf16_panels_f32_impl.h. nullptr:
+  // bf16 weights meet f32 x on plain rows (linear_cols) unless a bf16-dot or AMX kernel takes them.
+  void (*linear_cols_bf16_panels_f32)(const LinearTask& t, int64_t n0, int64_t n1) = nullptr;
   // (optional, AVX-512 BF16) the same f16 panels at --matmul-precision medium: xh [m, k] = bf16(x),
   // W rounded to bf16 (in registers at m = 1, into scratch of f16_bf16dot_scratch_bytes(k) bytes,
   // 64-byte aligned, at m >= 2), VDPBF16PS; see linear_f16_panels_bf16dot_impl.h.

@@ -1,0 +1,136 @@
+#pragma once
+// y[m, n_out] = x[m, k] · W[n_out, k]ᵀ (+ bias) for bf16 weights in pair panels
+// (kernels/cpu/bf16_panels.h) with x in f32 and f32 FMA: the bf16 linear of an ISA without a bf16
+// dot product (AVX2), at every matmul precision. Compiled for AVX2 (linear_avx2.cpp).
+//
+// Why panels: on plain rows a GEMV puts the k of one output in the lanes and ends each output with
+// a horizontal sum; at Qwen3's k = 1024 (the 0.6B's qkv, gate_up, lm_head) those rows measured
+// 55-63 % of the read bandwidth on two AVX2 cores (docs/status.md). A pair panel holds 16 outputs'
+// weights for k = 2q, 2q + 1 in one 64-byte run, so accumulators hold outputs: no horizontal sums,
+// each panel a contiguous stream, and each widened weight vector serves every row of the tile.
+//
+// Widening, exact: lane c of a 32-bit run holds W[c][2q] in its low half and W[c][2q + 1] in its
+// high half; even = lane << 16, odd = lane & 0xffff0000 (simd.h load_bf16_pairs). Per pair and
+// row: two broadcasts of x (x[2q], x[2q + 1]) and two FMAs per accumulator.
+//
+// Register tile (AVX2, 16 ymm): R rows of x by V panels, R · 2V accumulators. m >= 2: 6 rows × 1
+// panel (12 accumulators; the 16-column panel, 64 KiB at k = 2048, passed once per 6 rows). m = 1:
+// 1 row × 4 panels (8 independent chains of FMAs, enough to cover the FMA latency; memory-bound,
+// each weight byte read once).
+//
+// Order, the same for every output whatever m, the tile or the thread's columns: for each block b
+// of kBf16F32Block k steps (fixed boundaries 0, 256, ...): acc = 0; acc = fma(x[i, j], w[n, j],
+// acc) for j in the block, increasing (j = 2q, then 2q + 1; one f32 lane); total = acc (b = 0) or
+// total + acc; y = total (+ bias[n]). The products are exact, so the bound is (min(k, 256) + k /
+// 256) · 2^-24 · Σ|x w|, as for the f16 panels (linear_f16_panels_impl.h). Batch-invariant.
+// The pad past k (odd k, pairs up to a multiple of 16) is never read: an odd k ends with an even
+// step only.
+#include <cstdint>
+
+#include "kernels/cpu/bf16_panels.h"
+#include "kernels/cpu/kernel_table.h"
+
+namespace pypto::cpu::PYPTO_ISA_NS {
+
+constexpr int kBf16F32PanelVecs = kPanelCols / kLanes;  // vectors per panel (AVX2: 2)
+constexpr int kBf16F32TileRows = 6;                     // R at m >= 2
+constexpr int kBf16F32TilePanels = 1;                  // V at m >= 2
+constexpr int kBf16F32RowPanels = 8 / kBf16F32PanelVecs;  // V at m = 1: 8 accumulators
+constexpr int64_t kBf16F32Block = 256;  // k steps summed from zero before joining the output's total
+
+// y[i, 16v + c] for rows i < R and panels v < V of one tile.
+//   x [R, k] with row stride ldx; wp: the tile's first panel, panels `pstride` elements apart;
+//   y with row stride ldy; cols: valid columns of the tile (< 16V only at the end of W).
+template <int R, int V>
+inline void bf16_f32_panel_tile(const float* x, int64_t ldx, const uint16_t* wp, int64_t pstride, int64_t k,
+                                const float* bias, float* y, int64_t ldy, int64_t cols) {
+  constexpr int U = V * kBf16F32PanelVecs;  // accumulators per row; vector u: panel u / kBf16F32PanelVecs
+  constexpr int64_t kPairElems = kPanelCols * 2;  // uint16 of one pair step of a panel
+  vf acc[R][U], total[R][U];
+  for (int i = 0; i < R; ++i)
+    for (int u = 0; u < U; ++u) total[i][u] = vzero();  // k = 0
+  for (int64_t j0 = 0; j0 < k; j0 += kBf16F32Block) {
+    const int64_t j1 = k - j0 < kBf16F32Block ? k : j0 + kBf16F32Block;  // j0 even: blocks hold whole pairs
+    for (int i = 0; i < R; ++i)
+      for (int u = 0; u < U; ++u) acc[i][u] = vzero();
+    int64_t j = j0;
+    for (; j + 1 < j1; j += 2) {
+      const int64_t q = j / 2;
+      for (int u = 0; u < U; ++u) {
+        vf we, wo;
+        load_bf16_pairs(wp + (u / kBf16F32PanelVecs) * pstride + q * kPairElems + (u % kBf16F32PanelVecs) * 2 * kLanes,
+                        we, wo);
+        for (int i = 0; i < R; ++i) {
+          acc[i][u] = vfma(vset1(x[i * ldx + j]), we, acc[i][u]);
+          acc[i][u] = vfma(vset1(x[i * ldx + j + 1]), wo, acc[i][u]);
+        }
+      }
+    }
+    if (j < j1) {  // odd k: the last step is the even half of a pair (the odd half is pad)
+      const int64_t q = j / 2;
+      for (int u = 0; u < U; ++u) {
+        vf we, wo;
+        load_bf16_pairs(wp + (u / kBf16F32PanelVecs) * pstride + q * kPairElems + (u % kBf16F32PanelVecs) * 2 * kLanes,
+                        we, wo);
+        for (int i = 0; i < R; ++i) acc[i][u] = vfma(vset1(x[i * ldx + j]), we, acc[i][u]);
+      }
+    }
+    for (int i = 0; i < R; ++i)
+      for (int u = 0; u < U; ++u) total[i][u] = j0 == 0 ? acc[i][u] : vadd(total[i][u], acc[i][u]);
+  }
+  for (int u = 0; u < U; ++u) {
+    const int64_t c = cols - kLanes * u;  // the caller sizes V to the columns: c > 0 for u's panel
+    if (c <= 0) break;                    // (a last panel's second half may hold none)
+    const int n = c >= kLanes ? kLanes : int(c);
+    const vf b = bias ? (n == kLanes ? vload(bias + kLanes * u) : vload_n(bias + kLanes * u, n)) : vzero();
+    for (int i = 0; i < R; ++i) {
+      const vf out = bias ? vadd(total[i][u], b) : total[i][u];
+      if (n == kLanes)
+        vstore(y + i * ldy + kLanes * u, out);
+      else
+        vstore_n(y + i * ldy + kLanes * u, out, n);
+    }
+  }
+}
+
+// The R x V tile instantiation that fits r <= R rows and p <= V panels exactly.
+template <int R, int V>
+inline void bf16_f32_panel_tile_fit(int64_t r, int64_t p, const float* x, int64_t ldx, const uint16_t* wp,
+                                    int64_t pstride, int64_t k, const float* bias, float* y, int64_t ldy,
+                                    int64_t cols) {
+  if constexpr (R > 1) {
+    if (r < R) return bf16_f32_panel_tile_fit<R - 1, V>(r, p, x, ldx, wp, pstride, k, bias, y, ldy, cols);
+  }
+  if constexpr (V > 1) {
+    if (p < V) return bf16_f32_panel_tile_fit<R, V - 1>(r, p, x, ldx, wp, pstride, k, bias, y, ldy, cols);
+  }
+  bf16_f32_panel_tile<R, V>(x, ldx, wp, pstride, k, bias, y, ldy, cols);
+}
+
+// Columns [n0, n1) (n0 a multiple of 16) for all rows, W in pair panels (t.w). m = 1: groups of
+// kBf16F32RowPanels panels; else groups of kBf16F32TilePanels panels, and for each group every
+// 6-row tile of x in turn.
+inline void linear_cols_bf16_panels_f32(const LinearTask& t, int64_t n0, int64_t n1) {
+  const auto* w = static_cast<const uint16_t*>(t.w);
+  const int64_t pstride = bf16_panel_elems(t.k);
+  const bool one_row = t.m == 1;
+  const int64_t group_cols = kPanelCols * (one_row ? kBf16F32RowPanels : kBf16F32TilePanels);
+  for (int64_t c0 = n0; c0 < n1; c0 += group_cols) {
+    const int64_t cols = n1 - c0 < group_cols ? n1 - c0 : group_cols;
+    const int64_t panels = (cols + kPanelCols - 1) / kPanelCols;
+    const uint16_t* wp = w + (c0 / kPanelCols) * pstride;
+    const float* bias = t.bias ? t.bias + c0 : nullptr;
+    if (one_row) {
+      bf16_f32_panel_tile_fit<1, kBf16F32RowPanels>(1, panels, t.x, t.k, wp, pstride, t.k, bias, t.y + c0, t.n_out,
+                                                     cols);
+      continue;
+    }
+    for (int64_t i = 0; i < t.m; i += kBf16F32TileRows) {
+      const int64_t r = t.m - i < kBf16F32TileRows ? t.m - i : kBf16F32TileRows;
+      bf16_f32_panel_tile_fit<kBf16F32TileRows, kBf16F32TilePanels>(r, panels, t.x + i * t.k, t.k, wp, pstride, t.k,
+                                                                    bias, t.y + i * t.n_out + c0, t.n_out, cols);
+    }
+  }
+}
+
+}  // namespace pypto::cpu::PYPTO_ISA_NS
