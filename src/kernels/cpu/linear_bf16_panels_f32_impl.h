@@ -33,7 +33,7 @@
 namespace pypto::cpu::PYPTO_ISA_NS {
 
 constexpr int kBf16F32PanelVecs = kPanelCols / kLanes;  // vectors per panel (AVX2: 2)
-constexpr int kBf16F32TileRows = 6;                     // R at m >= 2
+constexpr int kBf16F32TileRows = 4;                     // R at m >= 2
 constexpr int kBf16F32TilePanels = 1;                  // V at m >= 2
 constexpr int kBf16F32RowPanels = 8 / kBf16F32PanelVecs;  // V at m = 1: 8 accumulators
 constexpr int64_t kBf16F32Block = 256;  // k steps summed from zero before joining the output's total
@@ -56,13 +56,25 @@ inline void bf16_f32_panel_tile(const float* x, int64_t ldx, const uint16_t* wp,
     int64_t j = j0;
     for (; j + 1 < j1; j += 2) {
       const int64_t q = j / 2;
-      for (int u = 0; u < U; ++u) {
-        vf we, wo;
-        load_bf16_pairs(wp + (u / kBf16F32PanelVecs) * pstride + q * kPairElems + (u % kBf16F32PanelVecs) * 2 * kLanes,
-                        we, wo);
+      if constexpr (R == 1) {  // the row's two broadcasts stay in registers; one pair run at a time
+        for (int u = 0; u < U; ++u) {
+          vf we, wo;
+          load_bf16_pairs(wp + (u / kBf16F32PanelVecs) * pstride + q * kPairElems + (u % kBf16F32PanelVecs) * 2 * kLanes,
+                          we, wo);
+          acc[0][u] = vfma(vset1(x[j]), we, acc[0][u]);
+          acc[0][u] = vfma(vset1(x[j + 1]), wo, acc[0][u]);
+        }
+      } else {  // the tile's pair runs widened once, then each row's two broadcasts feed 2U FMAs
+        vf we[U], wo[U];
+        for (int u = 0; u < U; ++u)
+          load_bf16_pairs(wp + (u / kBf16F32PanelVecs) * pstride + q * kPairElems + (u % kBf16F32PanelVecs) * 2 * kLanes,
+                          we[u], wo[u]);
         for (int i = 0; i < R; ++i) {
-          acc[i][u] = vfma(vset1(x[i * ldx + j]), we, acc[i][u]);
-          acc[i][u] = vfma(vset1(x[i * ldx + j + 1]), wo, acc[i][u]);
+          const vf xe = vset1(x[i * ldx + j]), xo = vset1(x[i * ldx + j + 1]);
+          for (int u = 0; u < U; ++u) {
+            acc[i][u] = vfma(xe, we[u], acc[i][u]);
+            acc[i][u] = vfma(xo, wo[u], acc[i][u]);
+          }
         }
       }
     }
