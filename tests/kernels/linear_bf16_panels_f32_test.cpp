@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "kernel_test_util.h"
+#include "panel_test_util.h"
 #include "kernels/cpu/bf16_panels.h"
 
 namespace pypto::test {
@@ -24,73 +25,21 @@ std::vector<BackendCase> avx2_cases() {
   return out;
 }
 
-// n not a multiple of 16 (a partial last panel; 1..4 panels at m = 1; a last panel whose second
-// 8-column half is empty), k odd (the last step half a pair) and not a multiple of 32 (the padded
-// pairs), k across the 256-step blocks, bias or not; m from 1 to 17 (three 6-row tiles).
+// Awkward shapes (panel_test_util.h: odd k ends on half a pair, partial panels, 1..4 panels at
+// m = 1, three 4-row tiles at m = 17) within (k + 8) · 2^-24 · Σ|x w| of the double reference.
 TEST(LinearBf16PanelsF32, MatchesReferenceOnAwkwardShapes) {
   const auto cases = avx2_cases();
   if (cases.empty()) GTEST_SKIP() << "no AVX2";
-  auto ref = make_reference_backend();
-  struct S {
-    int64_t m, n, k;
-  };
-  const S shapes[] = {{1, 1, 1},    {1, 17, 5},   {1, 151, 67}, {1, 129, 2048}, {1, 72, 40},  {2, 33, 31},
-                      {3, 8, 300},  {5, 80, 100}, {6, 64, 33},  {7, 200, 129},  {16, 70, 96}, {17, 47, 1031}};
-  uint32_t seed = 500;
-  for (const auto& c : cases) {
-    auto be = make_case(c);
-    ASSERT_FALSE(be->weight_layout_is_plain(DType::BF16)) << c.label;
-    for (const S& s : shapes) {
-      ++seed;
-      const auto x = random_f32(size_t(s.m * s.k), seed);
-      const auto wb = encode(random_f32(size_t(s.n * s.k), seed + 1), DType::BF16);
-      const auto bias = random_f32(size_t(s.n), seed + 2);
-      const float* b = seed % 2 ? bias.data() : nullptr;
-      const PackedWeight packed(*be, wb, DType::BF16, s.n, s.k);
-      const LinearWeight plain{wb.data(), DType::BF16, s.n, s.k};
-      std::vector<float> y(size_t(s.m * s.n), NAN), yr(size_t(s.m * s.n), NAN);
-      be->linear(x.data(), s.m, packed.w, b, y.data());
-      ref->linear(x.data(), s.m, plain, b, yr.data());
-      for (int64_t i = 0; i < s.m; ++i)
-        for (int64_t n = 0; n < s.n; ++n) {
-          double mag = 0;
-          for (int64_t k = 0; k < s.k; ++k)
-            mag += std::fabs(double(x[size_t(i * s.k + k)]) * load_as_f32(wb.data(), DType::BF16, n * s.k + k));
-          const double tol = (double(s.k) + 8) * kU32 * mag + kU32 * (b ? std::fabs(b[n]) : 0) + 1e-30;
-          const double err = std::fabs(double(y[size_t(i * s.n + n)]) - yr[size_t(i * s.n + n)]);
-          ASSERT_LE(err, tol) << c.label << " m=" << s.m << " n=" << s.n << " k=" << s.k << " at [" << i << ","
-                              << n << "]";
-        }
-    }
-  }
+  expect_panels_match_reference(cases, DType::BF16, 500,
+                                [](const BackendCase&, int64_t k) { return (double(k) + 8) * kU32; });
 }
 
-// Row r is bitwise the same computed alone (m = 1: the 4-panel row groups) or in a batch of any
-// size (6-row tiles of one panel, the last tile shorter), at 1, 2 or 3 threads; k = 67 ends on
-// half a pair, k = 600 crosses two of the 256-step blocks.
+// Bitwise the same alone (the 4-panel row groups) and in any batch (4-row tiles of one panel),
+// 1-3 threads.
 TEST(LinearBf16PanelsF32, BatchInvariantAcrossM) {
   const auto cases = avx2_cases();
   if (cases.empty()) GTEST_SKIP() << "no AVX2";
-  for (const int64_t k : {67, 600}) {
-    const int64_t n = 151, rows = 40;
-    const auto x = random_f32(size_t(rows * k), 61);
-    const auto wb = encode(random_f32(size_t(n * k), 62), DType::BF16);
-    const auto bias = random_f32(size_t(n), 63);
-    for (const auto& c : cases) {
-      auto be = make_case(c);
-      const PackedWeight packed(*be, wb, DType::BF16, n, k);
-      std::vector<float> alone(size_t(rows * n));
-      for (int64_t r = 0; r < rows; ++r) be->linear(x.data() + r * k, 1, packed.w, bias.data(), alone.data() + r * n);
-      for (int64_t m = 2; m <= 33; ++m) {
-        const int64_t first = m % 7;  // other neighbours, other offsets
-        std::vector<float> batch(size_t(m * n));
-        be->linear(x.data() + first * k, m, packed.w, bias.data(), batch.data());
-        for (int64_t r = 0; r < m; ++r)
-          ASSERT_TRUE(bitwise_equal(batch.data() + r * n, alone.data() + (first + r) * n, size_t(n)))
-              << c.label << " k=" << k << " row " << first + r << " of m=" << m;
-      }
-    }
-  }
+  expect_panels_batch_invariant(cases, DType::BF16, 61);
 }
 
 // A tied bf16 table is staged once, as the lm_head's pair panels: the embedding lookup

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "kernel_test_util.h"
+#include "panel_test_util.h"
 #include "kernels/cpu/f16_panels.h"
 
 namespace pypto::test {
@@ -25,73 +26,18 @@ std::vector<BackendCase> f16_panel_cases() {
   return out;
 }
 
-// n not a multiple of 16 (partial last panel, 1..8 panels at m = 1; on AVX2 also a last panel
-// whose second 8-column half is empty), k odd and not a multiple of 32 (the padded k step), bias
-// or not; m from 1 (the row groups) to 17 (three 6-row tiles).
+// Awkward shapes (panel_test_util.h) within f16_linear_bound of the double reference.
 TEST(LinearF16Panels, MatchesReferenceOnAwkwardShapes) {
   const auto cases = f16_panel_cases();
   if (cases.empty()) GTEST_SKIP() << "no AVX2 or AVX-512";
-  auto ref = make_reference_backend();
-  struct S {
-    int64_t m, n, k;
-  };
-  const S shapes[] = {{1, 1, 1},    {1, 17, 5},   {1, 151, 67}, {1, 129, 2048}, {1, 72, 40},  {2, 33, 31},
-                      {3, 8, 300},  {5, 80, 100}, {6, 64, 33},  {7, 200, 129},  {16, 70, 96}, {17, 47, 1031}};
-  uint32_t seed = 300;
-  for (const auto& c : cases) {
-    auto be = make_case(c);
-    ASSERT_FALSE(be->weight_layout_is_plain(DType::F16)) << c.label;
-    for (const S& s : shapes) {
-      ++seed;
-      const auto x = random_f32(size_t(s.m * s.k), seed);
-      const auto wb = encode(random_f32(size_t(s.n * s.k), seed + 1), DType::F16);
-      const auto bias = random_f32(size_t(s.n), seed + 2);
-      const float* b = seed % 2 ? bias.data() : nullptr;
-      const PackedWeight packed(*be, wb, DType::F16, s.n, s.k);
-      const LinearWeight plain{wb.data(), DType::F16, s.n, s.k};
-      std::vector<float> y(size_t(s.m * s.n), NAN), yr(size_t(s.m * s.n), NAN);
-      be->linear(x.data(), s.m, packed.w, b, y.data());
-      ref->linear(x.data(), s.m, plain, b, yr.data());
-      for (int64_t i = 0; i < s.m; ++i)
-        for (int64_t n = 0; n < s.n; ++n) {
-          double mag = 0;
-          for (int64_t k = 0; k < s.k; ++k)
-            mag += std::fabs(double(x[size_t(i * s.k + k)]) * load_as_f32(wb.data(), DType::F16, n * s.k + k));
-          const double tol = f16_linear_bound(c, s.k) * mag + kU32 * (b ? std::fabs(b[n]) : 0) + 1e-30;
-          const double err = std::fabs(double(y[size_t(i * s.n + n)]) - yr[size_t(i * s.n + n)]);
-          ASSERT_LE(err, tol) << c.label << " m=" << s.m << " n=" << s.n << " k=" << s.k << " at [" << i << ","
-                              << n << "]";
-        }
-    }
-  }
+  expect_panels_match_reference(cases, DType::F16, 300, f16_linear_bound);
 }
 
-// Row r is bitwise the same computed alone (m = 1: the 8-panel row groups) or in a batch of any
-// size (6-row tiles of 4 panels, the last tile shorter), at 1, 2 or 3 threads; k = 600 crosses
-// two of the 256-step blocks the sums are taken in.
+// Bitwise the same alone (the 8- or 4-panel row groups) and in any batch (6-row tiles), 1-3 threads.
 TEST(LinearF16Panels, BatchInvariantAcrossM) {
   const auto cases = f16_panel_cases();
   if (cases.empty()) GTEST_SKIP() << "no AVX2 or AVX-512";
-  for (const int64_t k : {67, 600}) {
-  const int64_t n = 151, rows = 40;
-  const auto x = random_f32(size_t(rows * k), 41);
-  const auto wb = encode(random_f32(size_t(n * k), 42), DType::F16);
-  const auto bias = random_f32(size_t(n), 43);
-  for (const auto& c : cases) {
-    auto be = make_case(c);
-    const PackedWeight packed(*be, wb, DType::F16, n, k);
-    std::vector<float> alone(size_t(rows * n));
-    for (int64_t r = 0; r < rows; ++r) be->linear(x.data() + r * k, 1, packed.w, bias.data(), alone.data() + r * n);
-    for (int64_t m = 2; m <= 33; ++m) {
-      const int64_t first = m % 7;  // other neighbours, other offsets
-      std::vector<float> batch(size_t(m * n));
-      be->linear(x.data() + first * k, m, packed.w, bias.data(), batch.data());
-      for (int64_t r = 0; r < m; ++r)
-        ASSERT_TRUE(bitwise_equal(batch.data() + r * n, alone.data() + (first + r) * n, size_t(n)))
-            << c.label << " k=" << k << " row " << first + r << " of m=" << m;
-    }
-  }
-  }
+  expect_panels_batch_invariant(cases, DType::F16, 41);
 }
 
 // The panel kernels sum each output in the same order on every ISA (linear_f16_panels_impl.h), so

@@ -29,8 +29,11 @@
 
 #include "kernels/cpu/bf16_panels.h"
 #include "kernels/cpu/kernel_table.h"
+#include "kernels/cpu/panel_columns.h"
 
 namespace pypto::cpu::PYPTO_ISA_NS {
+
+static_assert(kPanelCols == kColumnPanelWidth, "panel_columns.h drives 16-column panels");
 
 constexpr int kBf16F32PanelVecs = kPanelCols / kLanes;  // vectors per panel (AVX2: 2)
 constexpr int kBf16F32TileRows = 4;                     // R at m >= 2
@@ -105,44 +108,19 @@ inline void bf16_f32_panel_tile(const float* x, int64_t ldx, const uint16_t* wp,
   }
 }
 
-// The R x V tile instantiation that fits r <= R rows and p <= V panels exactly.
-template <int R, int V>
-inline void bf16_f32_panel_tile_fit(int64_t r, int64_t p, const float* x, int64_t ldx, const uint16_t* wp,
-                                    int64_t pstride, int64_t k, const float* bias, float* y, int64_t ldy,
-                                    int64_t cols) {
-  if constexpr (R > 1) {
-    if (r < R) return bf16_f32_panel_tile_fit<R - 1, V>(r, p, x, ldx, wp, pstride, k, bias, y, ldy, cols);
+struct Bf16F32PanelTile {
+  template <int R, int V>
+  static void run(const float* x, int64_t ldx, const uint16_t* wp, int64_t pstride, int64_t k, const float* bias,
+                  float* y, int64_t ldy, int64_t cols) {
+    bf16_f32_panel_tile<R, V>(x, ldx, wp, pstride, k, bias, y, ldy, cols);
   }
-  if constexpr (V > 1) {
-    if (p < V) return bf16_f32_panel_tile_fit<R, V - 1>(r, p, x, ldx, wp, pstride, k, bias, y, ldy, cols);
-  }
-  bf16_f32_panel_tile<R, V>(x, ldx, wp, pstride, k, bias, y, ldy, cols);
-}
+};
 
-// Columns [n0, n1) (n0 a multiple of 16) for all rows, W in pair panels (t.w). m = 1: groups of
-// kBf16F32RowPanels panels; else groups of kBf16F32TilePanels panels, and for each group every
-// 6-row tile of x in turn.
+// Columns [n0, n1) (n0 a multiple of 16) for all rows, W in pair panels (t.w): panel_columns.h's
+// driver with this kernel's tiles.
 inline void linear_cols_bf16_panels_f32(const LinearTask& t, int64_t n0, int64_t n1) {
-  const auto* w = static_cast<const uint16_t*>(t.w);
-  const int64_t pstride = bf16_panel_elems(t.k);
-  const bool one_row = t.m == 1;
-  const int64_t group_cols = kPanelCols * (one_row ? kBf16F32RowPanels : kBf16F32TilePanels);
-  for (int64_t c0 = n0; c0 < n1; c0 += group_cols) {
-    const int64_t cols = n1 - c0 < group_cols ? n1 - c0 : group_cols;
-    const int64_t panels = (cols + kPanelCols - 1) / kPanelCols;
-    const uint16_t* wp = w + (c0 / kPanelCols) * pstride;
-    const float* bias = t.bias ? t.bias + c0 : nullptr;
-    if (one_row) {
-      bf16_f32_panel_tile_fit<1, kBf16F32RowPanels>(1, panels, t.x, t.k, wp, pstride, t.k, bias, t.y + c0, t.n_out,
-                                                     cols);
-      continue;
-    }
-    for (int64_t i = 0; i < t.m; i += kBf16F32TileRows) {
-      const int64_t r = t.m - i < kBf16F32TileRows ? t.m - i : kBf16F32TileRows;
-      bf16_f32_panel_tile_fit<kBf16F32TileRows, kBf16F32TilePanels>(r, panels, t.x + i * t.k, t.k, wp, pstride, t.k,
-                                                                    bias, t.y + i * t.n_out + c0, t.n_out, cols);
-    }
-  }
+  linear_cols_panels<Bf16F32PanelTile, kBf16F32TileRows, kBf16F32TilePanels, kBf16F32RowPanels>(t, n0, n1,
+                                                                                                bf16_panel_elems(t.k));
 }
 
 }  // namespace pypto::cpu::PYPTO_ISA_NS

@@ -24,8 +24,11 @@
 
 #include "kernels/cpu/f16_panels.h"
 #include "kernels/cpu/kernel_table.h"
+#include "kernels/cpu/panel_columns.h"
 
 namespace pypto::cpu::PYPTO_ISA_NS {
+
+static_assert(kF16PanelCols == kColumnPanelWidth, "panel_columns.h drives 16-column panels");
 
 constexpr int kF16PanelVecs = kF16PanelCols / kLanes;  // vectors per panel: 1 (AVX-512), 2 (AVX2)
 constexpr int kF16TileRows = 6;                        // R at m >= 2
@@ -79,42 +82,18 @@ inline void f16_panel_tile(const float* x, int64_t ldx, const uint16_t* wp, int6
   }
 }
 
-// The R x V tile instantiation that fits r <= R rows and p <= V panels exactly.
-template <int R, int V>
-inline void f16_panel_tile_fit(int64_t r, int64_t p, const float* x, int64_t ldx, const uint16_t* wp,
-                               int64_t pstride, int64_t k, const float* bias, float* y, int64_t ldy, int64_t cols) {
-  if constexpr (R > 1) {
-    if (r < R) return f16_panel_tile_fit<R - 1, V>(r, p, x, ldx, wp, pstride, k, bias, y, ldy, cols);
+struct F16PanelTile {
+  template <int R, int V>
+  static void run(const float* x, int64_t ldx, const uint16_t* wp, int64_t pstride, int64_t k, const float* bias,
+                  float* y, int64_t ldy, int64_t cols) {
+    f16_panel_tile<R, V>(x, ldx, wp, pstride, k, bias, y, ldy, cols);
   }
-  if constexpr (V > 1) {
-    if (p < V) return f16_panel_tile_fit<R, V - 1>(r, p, x, ldx, wp, pstride, k, bias, y, ldy, cols);
-  }
-  f16_panel_tile<R, V>(x, ldx, wp, pstride, k, bias, y, ldy, cols);
-}
+};
 
-// Columns [n0, n1) (n0 a multiple of 16) for all rows, W in f16 panels (t.w). m = 1: groups of
-// kF16RowPanels panels; else groups of kF16TilePanels panels, and for each group every 6-row tile
-// of x in turn.
+// Columns [n0, n1) (n0 a multiple of 16) for all rows, W in f16 panels (t.w): panel_columns.h's
+// driver with this kernel's tiles.
 inline void linear_cols_f16_panels(const LinearTask& t, int64_t n0, int64_t n1) {
-  const auto* w = static_cast<const uint16_t*>(t.w);
-  const int64_t pstride = f16_panel_elems(t.k);
-  const bool one_row = t.m == 1;
-  const int64_t group_cols = kF16PanelCols * (one_row ? kF16RowPanels : kF16TilePanels);
-  for (int64_t c0 = n0; c0 < n1; c0 += group_cols) {
-    const int64_t cols = n1 - c0 < group_cols ? n1 - c0 : group_cols;
-    const int64_t panels = (cols + kF16PanelCols - 1) / kF16PanelCols;
-    const uint16_t* wp = w + (c0 / kF16PanelCols) * pstride;
-    const float* bias = t.bias ? t.bias + c0 : nullptr;
-    if (one_row) {
-      f16_panel_tile_fit<1, kF16RowPanels>(1, panels, t.x, t.k, wp, pstride, t.k, bias, t.y + c0, t.n_out, cols);
-      continue;
-    }
-    for (int64_t i = 0; i < t.m; i += kF16TileRows) {
-      const int64_t r = t.m - i < kF16TileRows ? t.m - i : kF16TileRows;
-      f16_panel_tile_fit<kF16TileRows, kF16TilePanels>(r, panels, t.x + i * t.k, t.k, wp, pstride, t.k, bias,
-                                                        t.y + i * t.n_out + c0, t.n_out, cols);
-    }
-  }
+  linear_cols_panels<F16PanelTile, kF16TileRows, kF16TilePanels, kF16RowPanels>(t, n0, n1, f16_panel_elems(t.k));
 }
 
 }  // namespace pypto::cpu::PYPTO_ISA_NS

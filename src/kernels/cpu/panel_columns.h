@@ -1,0 +1,53 @@
+#pragma once
+// The column driver shared by the column-panel linears (linear_f16_panels_impl.h,
+// linear_bf16_panels_f32_impl.h), in the ISA namespace (include after simd.h): columns [n0, n1)
+// of y (n0 a multiple of the 16-column panel) for all rows, in groups of whole panels — at m = 1
+// RowPanels panels per tile, else TilePanels panels, each group passed by every TileRows-row tile
+// of x in turn — with the last tile of each kind cut to the rows and panels left by
+// panel_tile_fit. Tile::run<R, V>(x, ldx, wp, pstride, k, bias, y, ldy, cols) computes one
+// R-row × V-panel tile (the kernels' own order of summation, so the driver changes no bits).
+#include <cstdint>
+
+#include "kernels/cpu/kernel_table.h"
+
+namespace pypto::cpu::PYPTO_ISA_NS {
+
+constexpr int64_t kColumnPanelWidth = 16;  // outputs per panel (kPanelCols, kF16PanelCols)
+
+// The R x V instantiation of Tile that fits r <= R rows and p <= V panels exactly.
+template <class Tile, int R, int V>
+inline void panel_tile_fit(int64_t r, int64_t p, const float* x, int64_t ldx, const uint16_t* wp, int64_t pstride,
+                           int64_t k, const float* bias, float* y, int64_t ldy, int64_t cols) {
+  if constexpr (R > 1) {
+    if (r < R) return panel_tile_fit<Tile, R - 1, V>(r, p, x, ldx, wp, pstride, k, bias, y, ldy, cols);
+  }
+  if constexpr (V > 1) {
+    if (p < V) return panel_tile_fit<Tile, R, V - 1>(r, p, x, ldx, wp, pstride, k, bias, y, ldy, cols);
+  }
+  Tile::template run<R, V>(x, ldx, wp, pstride, k, bias, y, ldy, cols);
+}
+
+// pstride: uint16 elements of one panel (t.w holds the panels in order).
+template <class Tile, int TileRows, int TilePanels, int RowPanels>
+inline void linear_cols_panels(const LinearTask& t, int64_t n0, int64_t n1, int64_t pstride) {
+  const auto* w = static_cast<const uint16_t*>(t.w);
+  const bool one_row = t.m == 1;
+  const int64_t group_cols = kColumnPanelWidth * (one_row ? RowPanels : TilePanels);
+  for (int64_t c0 = n0; c0 < n1; c0 += group_cols) {
+    const int64_t cols = n1 - c0 < group_cols ? n1 - c0 : group_cols;
+    const int64_t panels = (cols + kColumnPanelWidth - 1) / kColumnPanelWidth;
+    const uint16_t* wp = w + (c0 / kColumnPanelWidth) * pstride;
+    const float* bias = t.bias ? t.bias + c0 : nullptr;
+    if (one_row) {
+      panel_tile_fit<Tile, 1, RowPanels>(1, panels, t.x, t.k, wp, pstride, t.k, bias, t.y + c0, t.n_out, cols);
+      continue;
+    }
+    for (int64_t i = 0; i < t.m; i += TileRows) {
+      const int64_t r = t.m - i < TileRows ? t.m - i : TileRows;
+      panel_tile_fit<Tile, TileRows, TilePanels>(r, panels, t.x + i * t.k, t.k, wp, pstride, t.k, bias,
+                                                 t.y + i * t.n_out + c0, t.n_out, cols);
+    }
+  }
+}
+
+}  // namespace pypto::cpu::PYPTO_ISA_NS
