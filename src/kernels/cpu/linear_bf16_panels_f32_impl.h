@@ -93,19 +93,7 @@ inline void bf16_f32_panel_tile(const float* x, int64_t ldx, const uint16_t* wp,
     for (int i = 0; i < R; ++i)
       for (int u = 0; u < U; ++u) total[i][u] = j0 == 0 ? acc[i][u] : vadd(total[i][u], acc[i][u]);
   }
-  for (int u = 0; u < U; ++u) {
-    const int64_t c = cols - kLanes * u;  // the caller sizes V to the columns: c > 0 for u's panel
-    if (c <= 0) break;                    // (a last panel's second half may hold none)
-    const int n = c >= kLanes ? kLanes : int(c);
-    const vf b = bias ? (n == kLanes ? vload(bias + kLanes * u) : vload_n(bias + kLanes * u, n)) : vzero();
-    for (int i = 0; i < R; ++i) {
-      const vf out = bias ? vadd(total[i][u], b) : total[i][u];
-      if (n == kLanes)
-        vstore(y + i * ldy + kLanes * u, out);
-      else
-        vstore_n(y + i * ldy + kLanes * u, out, n);
-    }
-  }
+  store_panel_tile<R, U>(total, bias, y, ldy, cols);
 }
 
 struct Bf16F32PanelTile {

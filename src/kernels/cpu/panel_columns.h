@@ -4,7 +4,7 @@
 // of y (n0 a multiple of the 16-column panel) for all rows, in groups of whole panels — at m = 1
 // RowPanels panels per tile, else TilePanels panels, each group passed by every TileRows-row tile
 // of x in turn — with the last tile of each kind cut to the rows and panels left by
-// panel_tile_fit. Tile::run<R, V>(x, ldx, wp, pstride, k, bias, y, ldy, cols) computes one
+// panel_tile_fit, and the tiles' common epilogue (store_panel_tile). Tile::run<R, V>(x, ldx, wp, pstride, k, bias, y, ldy, cols) computes one
 // R-row × V-panel tile (the kernels' own order of summation, so the driver changes no bits).
 #include <cstdint>
 
@@ -13,6 +13,26 @@
 namespace pypto::cpu::PYPTO_ISA_NS {
 
 constexpr int64_t kColumnPanelWidth = 16;  // outputs per panel (kPanelCols, kF16PanelCols)
+
+// A tile's outputs: total[i][u] (+ bias) to y[i, kLanes·u ...] for rows i < R and the first
+// `cols` columns (u past them skipped: the caller sizes the tile to the columns, so a vector
+// with none left can only be the last panel's second half on AVX2).
+template <int R, int U>
+inline void store_panel_tile(const vf (&total)[R][U], const float* bias, float* y, int64_t ldy, int64_t cols) {
+  for (int u = 0; u < U; ++u) {
+    const int64_t c = cols - kLanes * u;
+    if (c <= 0) break;
+    const int n = c >= kLanes ? kLanes : int(c);
+    const vf b = bias ? (n == kLanes ? vload(bias + kLanes * u) : vload_n(bias + kLanes * u, n)) : vzero();
+    for (int i = 0; i < R; ++i) {
+      const vf out = bias ? vadd(total[i][u], b) : total[i][u];
+      if (n == kLanes)
+        vstore(y + i * ldy + kLanes * u, out);
+      else
+        vstore_n(y + i * ldy + kLanes * u, out, n);
+    }
+  }
+}
 
 // The R x V instantiation of Tile that fits r <= R rows and p <= V panels exactly.
 template <class Tile, int R, int V>
