@@ -6,7 +6,7 @@
 // copy): the GEMV streams rows and reaches the single-core read bandwidth, the GEMM widens W
 // blocks to f32 in scratch, and a tied lm_head shares the embedding table. On AVX2 (no bf16 dot
 // product, f32 x at every precision) bf16 weights are packed as pair panels and meet f32 x on
-// f32 FMA (linear_bf16_panels_f32_impl.h): plain rows there read 55-63 % of the bandwidth at
+// f32 FMA (linear_bf16_panels_f32_impl.h): plain rows there read 55-77 % of the bandwidth at
 // k = 1024 on two cores. The bf16-dot backends (high, medium) pack bf16 weights as pair panels
 // (kernels/cpu/bf16_panels.h): accumulators of 16 outputs, no horizontal sums, 97 % of the
 // VDPBF16PS peak on one core at 512 rows (61-70 % on plain rows); a tied table is then staged

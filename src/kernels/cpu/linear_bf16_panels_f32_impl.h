@@ -5,7 +5,7 @@
 //
 // Why panels: on plain rows a GEMV puts the k of one output in the lanes and ends each output with
 // a horizontal sum; at Qwen3's k = 1024 (the 0.6B's qkv, gate_up, lm_head) those rows measured
-// 55-63 % of the read bandwidth on two AVX2 cores (docs/status.md). A pair panel holds 16 outputs'
+// 55-77 % of the read bandwidth on two AVX2 cores (docs/status.md). A pair panel holds 16 outputs'
 // weights for k = 2q, 2q + 1 in one 64-byte run, so accumulators hold outputs: no horizontal sums,
 // each panel a contiguous stream, and each widened weight vector serves every row of the tile.
 //
@@ -13,10 +13,12 @@
 // high half; even = lane << 16, odd = lane & 0xffff0000 (simd.h load_bf16_pairs). Per pair and
 // row: two broadcasts of x (x[2q], x[2q + 1]) and two FMAs per accumulator.
 //
-// Register tile (AVX2, 16 ymm): R rows of x by V panels, R · 2V accumulators. m >= 2: 6 rows × 1
-// panel (12 accumulators; the 16-column panel, 64 KiB at k = 2048, passed once per 6 rows). m = 1:
-// 1 row × 4 panels (8 independent chains of FMAs, enough to cover the FMA latency; memory-bound,
-// each weight byte read once).
+// Register tile (AVX2, 16 ymm): R rows of x by V panels, R · 2V accumulators. m >= 2: 4 rows × 1
+// panel: the panel's two pair runs widened once per pair (4 ymm), then each row's two broadcasts
+// feed 4 FMAs (8 accumulators); the 16-column panel (64 KiB at k = 2048) is passed once per 4
+// rows from L2. 6 rows with one run widened at a time measured 1.0-1.55x slower at m = 4 and 16
+// (docs/status.md). m = 1: 1 row × 4 panels (8 independent chains of FMAs, enough to cover the
+// FMA latency; memory-bound, each weight byte read once).
 //
 // Order, the same for every output whatever m, the tile or the thread's columns: for each block b
 // of kBf16F32Block k steps (fixed boundaries 0, 256, ...): acc = 0; acc = fma(x[i, j], w[n, j],

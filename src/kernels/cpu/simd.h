@@ -119,13 +119,6 @@ inline vf load_f16(const uint16_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 inline vf load_f16_n(const uint16_t* p, int n) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(tail_mask(n), p)); }
-// One run of kLanes bf16 pairs (bf16_panels.h: lane c holds W[c][2q] in its low half and
-// W[c][2q + 1] in its high half) widened exactly to f32: even = the low halves, odd = the high.
-inline void load_bf16_pairs(const uint16_t* p, vf& even, vf& odd) {
-  const vi v = _mm512_loadu_si512(p);
-  even = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
-  odd = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
-}
 
 // f32 -> bf16 with round-to-nearest-even and quiet NaNs, bit-identical to f32_to_bf16() in
 // core/dtype.h (VCVTNEPS2BF16 would flush denormals, so the integer form is used).
@@ -214,7 +207,9 @@ inline vf load_bf16_n(const uint16_t* p, int n) {
 }
 inline vf load_f16(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 inline vf load_f16_n(const uint16_t* p, int n) { return _mm256_cvtph_ps(load_u16x8_n(p, n)); }
-// One run of kLanes bf16 pairs widened exactly (see the AVX-512 version above).
+// One run of kLanes bf16 pairs (bf16_panels.h: lane c holds W[c][2q] in its low half and
+// W[c][2q + 1] in its high half) widened exactly to f32: even = the low halves, odd = the high
+// (linear_bf16_panels_f32_impl.h; AVX-512 reads the pairs with VDPBF16PS or AMX instead).
 inline void load_bf16_pairs(const uint16_t* p, vf& even, vf& odd) {
   const vi v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
   even = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
