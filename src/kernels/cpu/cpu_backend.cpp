@@ -238,26 +238,20 @@ class CpuBackend final : public Backend {
       cols[size_t(i)] = calls[i].w->n_out;
       macs += double(calls[i].m) * double(calls[i].w->n_out) * double(calls[i].w->k_in);
     }
-    if (w0.format == WeightFormat::Float && bf16_f32_panels_) {  // bf16 pair panels, f32 FMA (AVX2)
+    if (w0.format == WeightFormat::Float) {  // bf16 weights in pair panels: f32 FMA (AVX2) or bf16-dot
       std::vector<cpu::LinearTask> t(N);
       for (int64_t i = 0; i < n; ++i) {
         const LinearCall& c = calls[i];
         t[size_t(i)] = cpu::LinearTask{c.x, c.m, c.w->k_in, c.w->data, c.w->dtype, c.w->n_out, nullptr, c.y};
       }
-      auto fn = [&](size_t i, int64_t b, int64_t e, int) { kt_.linear_cols_bf16_panels_f32(t[i], b, e); };
       const cpu::GroupedColumns g(cols, 64);
-      return macs < kLinearSerialMacs ? g.run_serial(fn) : g.run(pool_, fn);
-    }
-    if (w0.format == WeightFormat::Float) {  // bf16 weights in pair panels, bf16-dot kernel
-      std::vector<cpu::LinearTask> t(N);
+      if (bf16_f32_panels_) {
+        auto fn = [&](size_t i, int64_t b, int64_t e, int) { kt_.linear_cols_bf16_panels_f32(t[i], b, e); };
+        return macs < kLinearSerialMacs ? g.run_serial(fn) : g.run(pool_, fn);
+      }
       std::vector<const uint16_t*> xh(N), xl(N);
-      for (int64_t i = 0; i < n; ++i) {
-        const LinearCall& c = calls[i];
-        t[size_t(i)] = cpu::LinearTask{c.x, c.m, c.w->k_in, c.w->data, c.w->dtype, c.w->n_out, nullptr, c.y};
-        bf16_rows(t[size_t(i)], group_act_[size_t(i)].x, &xh[size_t(i)], &xl[size_t(i)]);
-      }
+      for (size_t i = 0; i < N; ++i) bf16_rows(t[i], group_act_[i].x, &xh[i], &xl[i]);
       auto fn = [&](size_t i, int64_t b, int64_t e, int) { kt_.linear_cols_bf16dot(xh[i], xl[i], t[i], b, e); };
-      const cpu::GroupedColumns g(cols, 64);
       return macs < kLinearSerialMacs ? g.run_serial(fn) : g.run(pool_, fn);
     }
     std::vector<cpu::QuantLinearTask> t(N);

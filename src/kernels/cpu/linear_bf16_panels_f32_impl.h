@@ -51,6 +51,10 @@ inline void bf16_f32_panel_tile(const float* x, int64_t ldx, const uint16_t* wp,
                                 const float* bias, float* y, int64_t ldy, int64_t cols) {
   constexpr int U = V * kBf16F32PanelVecs;  // accumulators per row; vector u: panel u / kBf16F32PanelVecs
   constexpr int64_t kPairElems = kPanelCols * 2;  // uint16 of one pair step of a panel
+  // Vector u's run of pair q: panel u / kBf16F32PanelVecs, its (u % kBf16F32PanelVecs)-th kLanes columns.
+  auto run = [&](int u, int64_t q) __attribute__((always_inline)) {
+    return wp + (u / kBf16F32PanelVecs) * pstride + q * kPairElems + (u % kBf16F32PanelVecs) * 2 * kLanes;
+  };
   vf acc[R][U], total[R][U];
   for (int i = 0; i < R; ++i)
     for (int u = 0; u < U; ++u) total[i][u] = vzero();  // k = 0
@@ -64,16 +68,14 @@ inline void bf16_f32_panel_tile(const float* x, int64_t ldx, const uint16_t* wp,
       if constexpr (R == 1) {  // the row's two broadcasts stay in registers; one pair run at a time
         for (int u = 0; u < U; ++u) {
           vf we, wo;
-          load_bf16_pairs(wp + (u / kBf16F32PanelVecs) * pstride + q * kPairElems + (u % kBf16F32PanelVecs) * 2 * kLanes,
-                          we, wo);
+          load_bf16_pairs(run(u, q), we, wo);
           acc[0][u] = vfma(vset1(x[j]), we, acc[0][u]);
           acc[0][u] = vfma(vset1(x[j + 1]), wo, acc[0][u]);
         }
       } else {  // the tile's pair runs widened once, then each row's two broadcasts feed 2U FMAs
         vf we[U], wo[U];
         for (int u = 0; u < U; ++u)
-          load_bf16_pairs(wp + (u / kBf16F32PanelVecs) * pstride + q * kPairElems + (u % kBf16F32PanelVecs) * 2 * kLanes,
-                          we[u], wo[u]);
+          load_bf16_pairs(run(u, q), we[u], wo[u]);
         for (int i = 0; i < R; ++i) {
           const vf xe = vset1(x[i * ldx + j]), xo = vset1(x[i * ldx + j + 1]);
           for (int u = 0; u < U; ++u) {
@@ -87,8 +89,7 @@ inline void bf16_f32_panel_tile(const float* x, int64_t ldx, const uint16_t* wp,
       const int64_t q = j / 2;
       for (int u = 0; u < U; ++u) {
         vf we, wo;
-        load_bf16_pairs(wp + (u / kBf16F32PanelVecs) * pstride + q * kPairElems + (u % kBf16F32PanelVecs) * 2 * kLanes,
-                        we, wo);
+        load_bf16_pairs(run(u, q), we, wo);
         for (int i = 0; i < R; ++i) acc[i][u] = vfma(vset1(x[i * ldx + j]), we, acc[i][u]);
       }
     }

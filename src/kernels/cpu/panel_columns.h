@@ -4,8 +4,9 @@
 // of y (n0 a multiple of the 16-column panel) for all rows, in groups of whole panels — at m = 1
 // RowPanels panels per tile, else TilePanels panels, each group passed by every TileRows-row tile
 // of x in turn — with the last tile of each kind cut to the rows and panels left by
-// panel_tile_fit, and the tiles' common epilogue (store_panel_tile). Tile::run<R, V>(x, ldx, wp, pstride, k, bias, y, ldy, cols) computes one
-// R-row × V-panel tile (the kernels' own order of summation, so the driver changes no bits).
+// panel_tile_fit; and the tiles' common epilogue (store_panel_tile). Tile::run<R, V>(x, ldx, wp,
+// pstride, k, bias, y, ldy, cols) computes one R-row × V-panel tile in the kernel's own order of
+// summation, so the driver changes no bits.
 #include <cstdint>
 
 #include "kernels/cpu/kernel_table.h"
