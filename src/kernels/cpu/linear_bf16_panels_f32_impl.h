@@ -48,7 +48,7 @@ constexpr int64_t kBf16F32Block = 256;  // k steps summed from zero before joini
 //   y with row stride ldy; cols: valid columns of the tile (< 16V only at the end of W).
 template <int R, int V>
 inline void bf16_f32_panel_tile(const float* x, int64_t ldx, const uint16_t* wp, int64_t pstride, int64_t k,
-                                const float* bias, float* y, int64_t ldy, int64_t cols) {
+                                const float* bias, float* y, int64_t ldy, int64_t cols, const PanelPrefetch& pf) {
   constexpr int U = V * kBf16F32PanelVecs;  // accumulators per row; vector u: panel u / kBf16F32PanelVecs
   constexpr int64_t kPairElems = kPanelCols * 2;  // uint16 of one pair step of a panel
   // Vector u's run of pair q: panel u / kBf16F32PanelVecs, its (u % kBf16F32PanelVecs)-th kLanes columns.
@@ -74,6 +74,7 @@ inline void bf16_f32_panel_tile(const float* x, int64_t ldx, const uint16_t* wp,
         }
       } else {  // the tile's pair runs widened once, then each row's two broadcasts feed 2U FMAs
         vf we[U], wo[U];
+        if (pf.panels > 0) pf.line(q);  // a pair step of a panel is one 64-byte line
         for (int u = 0; u < U; ++u)
           load_bf16_pairs(run(u, q), we[u], wo[u]);
         for (int i = 0; i < R; ++i) {
@@ -102,8 +103,8 @@ inline void bf16_f32_panel_tile(const float* x, int64_t ldx, const uint16_t* wp,
 struct Bf16F32PanelTile {
   template <int R, int V>
   static void run(const float* x, int64_t ldx, const uint16_t* wp, int64_t pstride, int64_t k, const float* bias,
-                  float* y, int64_t ldy, int64_t cols) {
-    bf16_f32_panel_tile<R, V>(x, ldx, wp, pstride, k, bias, y, ldy, cols);
+                  float* y, int64_t ldy, int64_t cols, const PanelPrefetch& pf) {
+    bf16_f32_panel_tile<R, V>(x, ldx, wp, pstride, k, bias, y, ldy, cols, pf);
   }
 };
 

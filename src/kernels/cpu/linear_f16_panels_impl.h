@@ -73,7 +73,8 @@ inline void f16_panel_tile(const float* x, int64_t ldx, const uint16_t* wp, int6
 struct F16PanelTile {
   template <int R, int V>
   static void run(const float* x, int64_t ldx, const uint16_t* wp, int64_t pstride, int64_t k, const float* bias,
-                  float* y, int64_t ldy, int64_t cols) {
+                  float* y, int64_t ldy, int64_t cols, const PanelPrefetch&) {
+    // No prefetch of the next group: measured no gain for f16 panels at m = 4 and 8 on AVX2.
     f16_panel_tile<R, V>(x, ldx, wp, pstride, k, bias, y, ldy, cols);
   }
 };
