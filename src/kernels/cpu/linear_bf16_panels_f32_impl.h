@@ -45,8 +45,10 @@ constexpr int64_t kBf16F32Block = 256;  // k steps summed from zero before joini
 
 // y[i, 16v + c] for rows i < R and panels v < V of one tile.
 //   x [R, k] with row stride ldx; wp: the tile's first panel, panels `pstride` elements apart;
-//   y with row stride ldy; cols: valid columns of the tile (< 16V only at the end of W).
-template <int R, int V>
+//   y with row stride ldy; cols: valid columns of the tile (< 16V only at the end of W);
+//   Prefetch: pf holds the next group of panels to fetch (panel_columns.h; R > 1 only), a template
+//   argument so that the compute-bound tiles of larger m carry no test in their loop.
+template <int R, int V, bool Prefetch>
 inline void bf16_f32_panel_tile(const float* x, int64_t ldx, const uint16_t* wp, int64_t pstride, int64_t k,
                                 const float* bias, float* y, int64_t ldy, int64_t cols, const PanelPrefetch& pf) {
   constexpr int U = V * kBf16F32PanelVecs;  // accumulators per row; vector u: panel u / kBf16F32PanelVecs
@@ -74,7 +76,7 @@ inline void bf16_f32_panel_tile(const float* x, int64_t ldx, const uint16_t* wp,
         }
       } else {  // the tile's pair runs widened once, then each row's two broadcasts feed 2U FMAs
         vf we[U], wo[U];
-        if (pf.panels > 0) pf.line(q);  // a pair step of a panel is one 64-byte line
+        if constexpr (Prefetch) pf.line(q);  // a pair step of a panel is one 64-byte line
         for (int u = 0; u < U; ++u)
           load_bf16_pairs(run(u, q), we[u], wo[u]);
         for (int i = 0; i < R; ++i) {
@@ -101,10 +103,13 @@ inline void bf16_f32_panel_tile(const float* x, int64_t ldx, const uint16_t* wp,
 }
 
 struct Bf16F32PanelTile {
+  static constexpr bool kRowRemainder = true;  // a row past whole 4-row tiles as 1 × 4 panels
   template <int R, int V>
   static void run(const float* x, int64_t ldx, const uint16_t* wp, int64_t pstride, int64_t k, const float* bias,
                   float* y, int64_t ldy, int64_t cols, const PanelPrefetch& pf) {
-    bf16_f32_panel_tile<R, V>(x, ldx, wp, pstride, k, bias, y, ldy, cols, pf);
+    if constexpr (R > 1)
+      if (pf.panels > 0) return bf16_f32_panel_tile<R, V, true>(x, ldx, wp, pstride, k, bias, y, ldy, cols, pf);
+    bf16_f32_panel_tile<R, V, false>(x, ldx, wp, pstride, k, bias, y, ldy, cols, pf);
   }
 };
 
