@@ -1,7 +1,8 @@
 // panel_ab.sh's driver: times side A and side B of the column-panel linears in alternating 50 ms
-// slices within one process, 30 rounds (A first in even rounds, B first in odd ones), so that the host's slow minutes (a shared machine whose
-// speed moves 2x within seconds) fall on both sides alike; prints each side's median GMAC/s and
-// the median and quartiles of the per-round ratios B / A.
+// slices within one process, 30 rounds (A first in even rounds, B first in odd ones), so that the
+// host's slow moments (a shared machine whose speed moves 2x within seconds) fall on both sides
+// alike; prints each side's median GMAC/s and the median and quartiles of the per-round ratios
+// B / A.
 //   panel_ab N K M [bf16|f16]   (W: N × K, x: M × K; 4 copies of W, rotated)
 #include <algorithm>
 #include <chrono>

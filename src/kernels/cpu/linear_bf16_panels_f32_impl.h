@@ -18,7 +18,8 @@
 // feed 4 FMAs (8 accumulators); the 16-column panel (64 KiB at k = 2048) is passed once per 4
 // rows from L2. 6 rows with one run widened at a time measured 1.0-1.55x slower at m = 4 and 16
 // (docs/status.md). m = 1: 1 row × 4 panels (8 independent chains of FMAs, enough to cover the
-// FMA latency; memory-bound, each weight byte read once).
+// FMA latency; memory-bound, each weight byte read once), and so a single row left after whole
+// 4-row tiles. At m <= 4 the tile prefetches the next panel group (panel_columns.h).
 //
 // Order, the same for every output whatever m, the tile or the thread's columns: for each block b
 // of kBf16F32Block k steps (fixed boundaries 0, 256, ...): acc = 0; acc = fma(x[i, j], w[n, j],
