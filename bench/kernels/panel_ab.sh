@@ -4,10 +4,12 @@
 # B the working tree's; each case alternates 50 ms slices of A and B for 30 rounds and prints the
 # median ratio B / A with its quartiles. On a shared host whose speed moves within seconds this
 # separates changes of 10 % that two processes run one after the other cannot. AVX2 build; the
-# threads are OpenMP's (OMP_NUM_THREADS, default 2).
+# threads are OpenMP's (OMP_NUM_THREADS, default 2). Same-code A/A runs gave 0.96-1.01x on the
+# lm_head shapes, but 0.93x at m = 4 on weights that stay in L2 / L3 (n = 256 and 2,048, k = 1,024):
+# for such shapes compare against an A/A run (REV = HEAD with a clean tree).
 #   bench/kernels/panel_ab.sh REV [ 'N K M [bf16|f16]' ... ]
 # Default cases: Qwen3-0.6B's lm_head (151,936 × 1,024) and the 30B-A3B's (× 2,048) at m = 2, 3,
-# 4, 8, 16 (bf16), the 0.6B's gate_up (6,144 × 1,024) at m = 4, and the f16 lm_head at m = 4, 16.
+# 4, 5, 8, 16 (bf16), the 0.6B's gate_up (6,144 × 1,024) at m = 4, and the f16 lm_head at m = 4, 16.
 set -euo pipefail
 REV=${1:?usage: panel_ab.sh REV [cases]}
 shift
@@ -26,7 +28,8 @@ g++ $FLAGS -DPANEL_AB_NS=side_a -I"$OUT/a" -I"$ROOT/src" -c "$SRC/panel_ab_side.
 g++ $FLAGS -DPANEL_AB_NS=side_b -I"$ROOT/src" -c "$SRC/panel_ab_side.cpp" -o "$OUT/b.o"
 g++ $FLAGS -I"$ROOT/src" "$SRC/panel_ab_main.cpp" "$OUT/a.o" "$OUT/b.o" -o "$OUT/panel_ab"
 if [ $# -eq 0 ]; then
-  set -- "151936 1024 2" "151936 1024 3" "151936 1024 4" "151936 1024 8" "151936 1024 16" "151936 2048 4" \
+  set -- "151936 1024 2" "151936 1024 3" "151936 1024 4" "151936 1024 5" "151936 1024 8" "151936 1024 16" \
+    "151936 2048 4" \
     "151936 2048 16" "6144 1024 4" "151936 1024 4 f16" "151936 1024 16 f16"
 fi
 for c in "$@"; do

@@ -13,13 +13,15 @@
 // high half; even = lane << 16, odd = lane & 0xffff0000 (simd.h load_bf16_pairs). Per pair and
 // row: two broadcasts of x (x[2q], x[2q + 1]) and two FMAs per accumulator.
 //
-// Register tile (AVX2, 16 ymm): R rows of x by V panels, R · 2V accumulators. m >= 2: 4 rows × 1
+// Register tile (AVX2, 16 ymm): R rows of x by V panels, R · 2V accumulators. m >= 9: 4 rows × 1
 // panel: the panel's two pair runs widened once per pair (4 ymm), then each row's two broadcasts
 // feed 4 FMAs (8 accumulators); the 16-column panel (64 KiB at k = 2048) is passed once per 4
 // rows from L2. 6 rows with one run widened at a time measured 1.0-1.55x slower at m = 4 and 16
-// (docs/status.md). m = 1: 1 row × 4 panels (8 independent chains of FMAs, enough to cover the
-// FMA latency; memory-bound, each weight byte read once), and so a single row left after whole
-// 4-row tiles. At m <= 4 the tile prefetches the next panel group (panel_columns.h).
+// (docs/status.md). m = 2..8 (batched decode, speculative verify steps): one tile of all m rows ×
+// 1 panel (kOnePassRows; past 4 rows its accumulators spill to L1), so each panel is read from
+// memory and widened once, with the next panel prefetched beside the arithmetic (panel_columns.h).
+// m = 1: 1 row × 4 panels (8 independent chains of FMAs, enough to cover the FMA latency;
+// memory-bound, each weight byte read once), and so a single row left after whole 4-row tiles.
 //
 // Order, the same for every output whatever m, the tile or the thread's columns: for each block b
 // of kBf16F32Block k steps (fixed boundaries 0, 256, ...): acc = 0; acc = fma(x[i, j], w[n, j],
@@ -105,6 +107,7 @@ inline void bf16_f32_panel_tile(const float* x, int64_t ldx, const uint16_t* wp,
 
 struct Bf16F32PanelTile {
   static constexpr bool kRowRemainder = true;  // a row past whole 4-row tiles as 1 × 4 panels
+  static constexpr int kOnePassRows = 8;       // m <= 8: one tile of all the rows per panel
   template <int R, int V>
   static void run(const float* x, int64_t ldx, const uint16_t* wp, int64_t pstride, int64_t k, const float* bias,
                   float* y, int64_t ldy, int64_t cols, const PanelPrefetch& pf) {
