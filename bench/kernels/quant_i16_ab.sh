@@ -1,0 +1,36 @@
+#!/bin/bash
+# The AVX2 int8-weight linear with int16 activations (the --matmul-precision high path of int8
+# weights on CPUs without a bf16 dot product: src/kernels/cpu/linear_quant_i16_avx2.cpp) of two
+# revisions in one process (bench/kernels/quant_i16_ab/): side A is REV's file, side B the working
+# tree's; each case alternates 50 ms slices of A and B for 30 rounds and prints the median ratio
+# B / A with its quartiles, as panel_ab.sh does for the bf16 / f16 panels. AVX2 build; the threads
+# are OpenMP's (OMP_NUM_THREADS, default 2).
+#   bench/kernels/quant_i16_ab.sh REV [ 'N K M' ... ]
+# Default cases: Qwen3-14B's qkv (7,168 × 5,120) and lm_head (151,936 × 5,120) at m = 1, 2, 4, 5, 8
+# (decode, batched decode, speculative verify), its down (5,120 × 17,408) at m = 5 and prefill
+# rows (m = 64).
+set -euo pipefail
+REV=${1:?usage: quant_i16_ab.sh REV [cases]}
+shift
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+OUT=$(mktemp -d)
+trap 'rm -rf "$OUT"' EXIT
+KERNEL=src/kernels/cpu/linear_quant_i16_avx2.cpp
+git -C "$ROOT" show "$REV:$KERNEL" > "$OUT/side_a.cpp"
+cp "$ROOT/$KERNEL" "$OUT/side_b.cpp"
+FLAGS="-O3 -DNDEBUG -std=c++20 -mavx2 -mfma -mf16c -fno-trapping-math -ffp-contract=off -fopenmp -I$ROOT/src"
+echo "building side A ($REV) and side B (working tree)" >&2
+# Each side's namespace and table filler renamed, so both link into one binary.
+g++ $FLAGS -Davx2_i16=quant_i16_side_a_ns -Dfill_linear_quant_i16_avx2=fill_quant_i16_side_a \
+  -c "$OUT/side_a.cpp" -o "$OUT/a.o"
+g++ $FLAGS -Davx2_i16=quant_i16_side_b_ns -Dfill_linear_quant_i16_avx2=fill_quant_i16_side_b \
+  -c "$OUT/side_b.cpp" -o "$OUT/b.o"
+g++ $FLAGS "$ROOT/bench/kernels/quant_i16_ab/quant_i16_ab_main.cpp" "$OUT/a.o" "$OUT/b.o" -o "$OUT/quant_i16_ab"
+if [ $# -eq 0 ]; then
+  set -- "7168 5120 1" "7168 5120 2" "7168 5120 4" "7168 5120 5" "7168 5120 8" "151936 5120 5" \
+    "5120 17408 5" "7168 5120 64"
+fi
+for c in "$@"; do
+  # shellcheck disable=SC2086
+  OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} OMP_PROC_BIND=true "$OUT/quant_i16_ab" $c
+done
