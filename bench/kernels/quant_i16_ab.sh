@@ -1,11 +1,11 @@
 #!/bin/bash
-# The AVX2 int8-weight linear with int16 activations (the --matmul-precision high path of int8
-# weights on CPUs without a bf16 dot product: src/kernels/cpu/linear_quant_i16_avx2.cpp) of two
+# The AVX2 int8- and int4-weight linears with int16 activations (the --matmul-precision high path of
+# quantized weights on CPUs without a bf16 dot product: src/kernels/cpu/linear_quant_i16_avx2.cpp) of two
 # revisions in one process (bench/kernels/quant_i16_ab/): side A is REV's file, side B the working
 # tree's; each case alternates 50 ms slices of A and B for 30 rounds and prints the median ratio
 # B / A with its quartiles, as panel_ab.sh does for the bf16 / f16 panels. AVX2 build; the threads
 # are OpenMP's (OMP_NUM_THREADS, default 2).
-#   bench/kernels/quant_i16_ab.sh REV [ 'N K M' ... ]
+#   bench/kernels/quant_i16_ab.sh REV [ 'N K M [int8|int4]' ... ]
 # Default cases: Qwen3-14B's qkv (7,168 × 5,120) and lm_head (151,936 × 5,120) at m = 1, 2, 4, 5, 8
 # (decode, batched decode, speculative verify), its down (5,120 × 17,408) at m = 5 and prefill
 # rows (m = 64).

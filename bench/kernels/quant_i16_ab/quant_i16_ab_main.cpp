@@ -1,10 +1,11 @@
-// quant_i16_ab.sh's driver: the int8-weight, int16-activation linear of AVX2
-// (kernels/cpu/linear_quant_i16_avx2.cpp) of two revisions, linked into one binary (side A's
+// quant_i16_ab.sh's driver: the int8- and int4-weight, int16-activation linears of AVX2
+// (kernels/cpu/linear_quant_i16_avx2.cpp) of two revisions, linked into one binary (each side's
 // symbols renamed by the script), run on the same operands in alternating 50 ms slices.
-//   quant_i16_ab N K M   (y[M, N] = x[M, K] · W[N, K]ᵀ)
-// The operands are random bytes in the kernel's layouts (int8 quad panels of 16 columns, int16
-// activations per 64-input block): the speed of the arithmetic does not depend on the values.
-// Columns are split between OpenMP threads in whole panels, as the backend's column chunks are.
+//   quant_i16_ab N K M [int8|int4]   (y[M, N] = x[M, K] · W[N, K]ᵀ; int4: groups of 64)
+// The operands are random bytes in the kernel's layouts (int8 quad panels of 16 columns, int4
+// super-panels of 64 columns, int16 activations per 64-input block): the speed of the arithmetic
+// does not depend on the values. Columns are split between OpenMP threads in whole panels
+// (super-panels for int4), as the backend's column chunks are.
 // Prints both rates (GMAC/s, medians) and the median of the per-round ratios B / A with its
 // quartiles.
 #include <omp.h>
@@ -14,9 +15,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/kernel_table.h"
+#include "kernels/cpu/quant_panels.h"
 
 namespace pypto::cpu {
 void fill_quant_i16_side_a(KernelTable&);
@@ -28,12 +31,16 @@ using pypto::cpu::QuantLinearTask;
 
 namespace {
 
-void run(const KernelTable& kt, const QuantLinearTask& t) {
+void run(const KernelTable& kt, const QuantLinearTask& t, bool int4) {
+  const int64_t width = int4 ? 64 : 16;  // columns of a (super-)panel
 #pragma omp parallel
   {
     const int th = omp_get_thread_num(), nt = omp_get_num_threads();
-    const int64_t panels = (t.n_out + 15) / 16, p0 = panels * th / nt, p1 = panels * (th + 1) / nt;
-    kt.linear_cols_q8_i16(t, p0 * 16, std::min(p1 * 16, t.n_out));
+    const int64_t panels = (t.n_out + width - 1) / width, p0 = panels * th / nt, p1 = panels * (th + 1) / nt;
+    if (int4)
+      kt.linear_cols_q4_i16(t, p0 * width, std::min(p1 * width, t.n_out));
+    else
+      kt.linear_cols_q8_i16(t, p0 * width, std::min(p1 * width, t.n_out));
   }
 }
 
@@ -46,28 +53,35 @@ double quantile(std::vector<double> v, double q) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: quant_i16_ab N K M\n");
+  if (argc != 4 && argc != 5) {
+    std::fprintf(stderr, "usage: quant_i16_ab N K M [int8|int4]\n");
     return 2;
   }
   const int64_t n = std::atol(argv[1]), k = std::atol(argv[2]), m = std::atol(argv[3]);
-  if (n <= 0 || k <= 0 || m <= 0) {
-    std::fprintf(stderr, "quant_i16_ab: N, K and M must be positive\n");
+  const std::string format = argc == 5 ? argv[4] : "int8";
+  if (n <= 0 || k <= 0 || m <= 0 || (format != "int8" && format != "int4") || (format == "int4" && k % 64)) {
+    std::fprintf(stderr, "quant_i16_ab: N, K and M must be positive, the format int8 or int4 (K a multiple of 64)\n");
     return 2;
   }
+  const bool int4 = format == "int4";
   KernelTable a, b;
   pypto::cpu::fill_quant_i16_side_a(a);
   pypto::cpu::fill_quant_i16_side_b(b);
-  // Layouts (kernel_table.h QuantLinearTask): 16-column panels of 1,024 bytes per 64 inputs;
-  // activation rows of ldw int16 (k rounded up to the 64-input block), one scale per block.
+  // Layouts (kernel_table.h QuantLinearTask, quant_panels.h): int8 16-column panels of 1,024 bytes
+  // per 64 inputs; int4 64-column super-panels of one record per group of 64 inputs; activation
+  // rows of ldw int16 (k rounded up to the 64-input block), one scale (and for int4 one Σ xq) per
+  // block.
   const int64_t panels = (n + 15) / 16, pstride = (k + 63) / 64 * 1024, ldw = (k + 63) / 64 * 64,
                 blocks = (k + 63) / 64;
+  const int64_t weight_bytes =
+      int4 ? (n + 63) / 64 * blocks * pypto::cpu::q4_record_bytes(64) : panels * pstride;
   std::mt19937 rng(1);
-  std::vector<uint8_t> w(size_t(panels * pstride));
+  std::vector<uint8_t> w(static_cast<size_t>(weight_bytes));
   for (auto& v : w) v = uint8_t(rng());
   std::vector<int16_t> xw(size_t(m * ldw));
   for (auto& v : xw) v = int16_t(rng() % 65535 - 32767);
   std::vector<float> xscale(size_t(m * blocks), 1e-4f), scale(size_t(panels * 16), 1e-3f), y(size_t(m * n));
+  std::vector<int32_t> xsum(size_t(m * blocks), 0);
   QuantLinearTask t;
   t.m = m;
   t.k = k;
@@ -77,6 +91,11 @@ int main(int argc, char** argv) {
   t.xw = xw.data();
   t.ldw = ldw;
   t.xblock = 64;
+  if (int4) {
+    t.group = 64;
+    t.groups = blocks;
+    t.xsum = xsum.data();
+  }
   t.xscale = xscale.data();
   t.y = y.data();
   std::vector<double> rate_a, rate_b, ratio;
@@ -89,7 +108,7 @@ int main(int argc, char** argv) {
       int64_t calls = 0;
       double elapsed = 0;
       do {
-        run(kt, t);
+        run(kt, t, int4);
         ++calls;
         elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       } while (elapsed < 0.05);
@@ -99,8 +118,8 @@ int main(int argc, char** argv) {
     rate_b.push_back(rate[1]);
     ratio.push_back(rate[1] / rate[0]);
   }
-  std::printf("int8 weights, int16 activations n=%ld k=%ld m=%ld: A %.1f, B %.1f GMAC/s; B/A median %.3f (quartiles "
+  std::printf("%s weights, int16 activations n=%ld k=%ld m=%ld: A %.1f, B %.1f GMAC/s; B/A median %.3f (quartiles "
               "%.3f, %.3f)\n",
-              long(n), long(k), long(m), quantile(rate_a, 0.5), quantile(rate_b, 0.5), quantile(ratio, 0.5),
+              format.c_str(), long(n), long(k), long(m), quantile(rate_a, 0.5), quantile(rate_b, 0.5), quantile(ratio, 0.5),
               quantile(ratio, 0.25), quantile(ratio, 0.75));
 }
