@@ -49,8 +49,9 @@ struct Case {
 
 std::vector<Case> cases() {
   std::vector<Case> v;
-  // m = 2..8: one int4 pass of m rows (tiles of 2 rows x 4 panels .. 8 rows x 1 panel); 9, 17, 33:
-  // blocks of 8 rows and a remainder.
+  // m = 2..8: one int4 pass of m rows (AVX-512: tiles of 2 rows x 4 panels .. 8 rows x 1 panel;
+  // AVX2: one tile of all the rows over each super-panel, a group or activation block at a time);
+  // 9, 17, 33: blocks of 8 rows and a remainder.
   for (int64_t m : {1, 2, 3, 5, 8, 9, 16, 17, 33})
     // n = 150: three int4 super-panels (a lone row walks two side by side, then one).
     for (auto [n, k] : {std::pair<int64_t, int64_t>{1, 8}, {17, 200}, {100, 1024}, {33, 136}, {150, 256}}) {
@@ -58,6 +59,7 @@ std::vector<Case> cases() {
       v.push_back({WeightFormat::Int4, 32, m, n, k});
       v.push_back({WeightFormat::Int4, 128, m, n, k});    // partial last group for k = 200, 136
       v.push_back({WeightFormat::Int4, 24, m, n, k});     // a group that is no power of two
+      v.push_back({WeightFormat::Int4, 256, m, n, k});    // AVX2 at medium: past the group tile's buffer
       v.push_back({WeightFormat::Fp8, 128, m, n, k + 5});
     }
   return v;

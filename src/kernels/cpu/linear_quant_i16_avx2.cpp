@@ -178,7 +178,7 @@ void q4_rows(const QuantLinearTask& t, int64_t i0, int64_t sp) {
 // went as 8 / Y passes of Y columns over the whole super-panel (q4_rows: the later passes from L2,
 // 2R · Y accumulators and the rows' broadcasts spilling). The same integer sums and the same f32
 // fold per block as q4_tile (the same bits). AMD EPYC Zen 3, 2 threads, bench/kernels/
-// quant_i16_ab.sh: 1.35-1.49x at m = 3..5, 1.21x at 8, 1.09-1.11x at 128 (prefill), 0.98x at 2.
+// quant_avx2_ab.sh: 1.35-1.49x at m = 3..5, 1.21x at 8, 1.09-1.11x at 128 (prefill), 0.98x at 2.
 // The rows' x pairs are broadcast once per block into an L1 buffer (8 KiB at 8 rows) that the
 // 8 columns' products read: 1.07-1.11x at m = 8..128 over broadcasting per column. (Broadcasting
 // x by 128 bits and shuffling each pair out measured 0.93-1.01x.)
