@@ -176,15 +176,16 @@ void q4_rows(const QuantLinearTask& t, int64_t i0, int64_t sp) {
   for (int y0 = 0; y0 < 8; y0 += Y) q4_tile<R, Y>(t, i0, sp, y0);
 }
 
-// Int4, R >= 2 rows [i0, i0 + R) by all 64 columns of super-panel sp in one pass over its weights:
+// Int4, R = 3..8 rows [i0, i0 + R) by all 64 columns of super-panel sp in one pass over its weights:
 // per group (group / 8 chunks of 256 bytes, 2 KiB at 64), the 8 ymm columns in turn, each over
 // all of the group's chunks with R accumulators; the group stays in L1 between the columns, so it
 // is read from memory once, and the rows' inputs are broadcast once per group into an L1 buffer
 // that the products read. Before, R rows went as 8 / Y passes of Y columns over the whole
 // super-panel (q4_rows, the later passes from L2). The same integer sums and the same epilogue
 // per group as q4_tile: the same bits (and still the VNNI table's). AMD EPYC Zen 3, 2 threads,
-// bench/kernels/quant_avx2_ab.sh ... int4 int8: 1.87-2.23x at m = 4..8, 1.22x at 128 (prefill),
-// 1.08x on a 30B-A3B expert (2,048 × 768) at m = 32. Groups past 128 keep the column passes.
+// bench/kernels/quant_avx2_ab.sh ... int4 int8: 1.37-2.15x at m = 3, 1.87-2.23x at m = 4..8,
+// 1.22x at 128 (prefill), 1.08x on a 30B-A3B expert (2,048 × 768) at m = 32. Groups past 128
+// keep the column passes.
 constexpr int64_t kQ4MaxGroupPairs = 8;  // chunk pairs of a group this tile buffers (group <= 128)
 template <int R>
 void q4_group_tile(const QuantLinearTask& t, int64_t i0, int64_t sp) {
@@ -247,7 +248,8 @@ void q4_group_tile(const QuantLinearTask& t, int64_t i0, int64_t sp) {
 }
 
 constexpr int kQ4Rows = 8;  // most rows of one Int4 pass (one row: q4_tile over all 8 columns at once)
-constexpr QuantTileFn kQ4RowTiles[kQ4Rows] = {&q4_rows<1, 8>,     &q4_group_tile<2>, &q4_group_tile<3>,
+// Two rows stay 2 passes of 4 columns (8 accumulators): the group tile measured 0.83-0.90x there.
+constexpr QuantTileFn kQ4RowTiles[kQ4Rows] = {&q4_rows<1, 8>,     &q4_rows<2, 4>,    &q4_group_tile<3>,
                                               &q4_group_tile<4>, &q4_group_tile<5>, &q4_group_tile<6>,
                                               &q4_group_tile<7>, &q4_group_tile<8>};
 
