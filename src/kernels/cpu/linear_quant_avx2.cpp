@@ -103,6 +103,14 @@ inline __m256i q4_chunk(__m256i lo, __m256i hi, __m256i xl, __m256i xh) {
   return _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_maddubs_epi16(hi, xh));
 }
 
+// Int4: one group's sums acc of 8 columns of one row folded into that row's outputs y (8 f32 in
+// L1), the VNNI kernel's epilogue: val = acc − zero · xsum (one FNMADD; an exact integer below
+// 2^24, so exact in f32), y = val · scale + y (one FMA). Every Int4 tile folds through here.
+inline void q4_fold_group(int32_t xsum, __m256i acc, __m256 zero, __m256 scale, float* y) {
+  const __m256 val = _mm256_fnmadd_ps(zero, _mm256_set1_ps(float(xsum)), _mm256_cvtepi32_ps(acc));
+  _mm256_store_ps(y, _mm256_fmadd_ps(val, scale, _mm256_load_ps(y)));
+}
+
 // Int4: rows [i0, i0 + R) by the ymm columns [y0, y0 + Y) of super-panel sp (y < 8, 8 columns
 // each), all groups; y lives in an L1 buffer between groups. Per group and column the epilogue of
 // the VNNI kernel: val = a − zero · xsum (one FNMADD), y = val · scale + y (one FMA), groups in
@@ -150,16 +158,10 @@ void q4_tile(const QuantLinearTask& t, int64_t i0, int64_t sp, int y0) {
         }
       }
     }
-    // (acc − zero · xsum) is an exact integer below 2^24, so it is computed in f32 exactly.
     for (int y = 0; y < Y; ++y) {
-      const int yy = y0 + y;  // panel yy / 2, columns 8 · (yy % 2) ..
-      const __m256 z = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
-          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(grp.tail + 256 + (yy / 2) * 16 + (yy % 2) * 8))));
-      const __m256 s = _mm256_loadu_ps(reinterpret_cast<const float*>(grp.tail + (yy / 2) * 64 + (yy % 2) * 32));
-      for (int r = 0; r < R; ++r) {
-        const __m256 val = _mm256_fnmadd_ps(z, _mm256_set1_ps(float(t.xsum[(i0 + r) * G + gi])), _mm256_cvtepi32_ps(acc[r][y]));
-        _mm256_store_ps(ybuf[r][y], _mm256_fmadd_ps(val, s, _mm256_load_ps(ybuf[r][y])));
-      }
+      const __m256 z = _mm256_cvtepi32_ps(q4_column_zeros(grp, y0 + y));
+      const __m256 s = q4_column_scales(grp, y0 + y);
+      for (int r = 0; r < R; ++r) q4_fold_group(t.xsum[(i0 + r) * G + gi], acc[r][y], z, s, ybuf[r][y]);
     }
   }
   for (int r = 0; r < R; ++r)
@@ -182,7 +184,7 @@ void q4_rows(const QuantLinearTask& t, int64_t i0, int64_t sp) {
 // is read from memory once, and the rows' inputs are broadcast once per group into an L1 buffer
 // that the products read. Before, R rows went as 8 / Y passes of Y columns over the whole
 // super-panel (q4_rows, the later passes from L2). The same integer sums and the same epilogue
-// per group as q4_tile: the same bits (and still the VNNI table's). AMD EPYC Zen 3, 2 threads,
+// per group as q4_tile (q4_fold_group): the same bits (and still the VNNI table's). AMD EPYC Zen 3, 2 threads,
 // bench/kernels/quant_avx2_ab.sh ... int4 int8: 1.37-2.15x at m = 3, 1.87-2.23x at m = 4..8,
 // 1.22x at 128 (prefill), 1.08x on a 30B-A3B expert (2,048 × 768) at m = 32. Groups past 128
 // keep the column passes.
@@ -230,14 +232,9 @@ void q4_group_tile(const QuantLinearTask& t, int64_t i0, int64_t sp) {
           acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(q4_chunk(lo, hi, bcast4(xr), bcast4(xr + 4)), ones));
         }
       }
-      // As q4_tile: panel y / 2, columns 8 · (y % 2) ..
-      const __m256 z = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
-          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(grp.tail + 256 + (y / 2) * 16 + (y % 2) * 8))));
-      const __m256 s = _mm256_loadu_ps(reinterpret_cast<const float*>(grp.tail + (y / 2) * 64 + (y % 2) * 32));
-      for (int r = 0; r < R; ++r) {
-        const __m256 val = _mm256_fnmadd_ps(z, _mm256_set1_ps(float(t.xsum[(i0 + r) * G + gi])), _mm256_cvtepi32_ps(acc[r]));
-        _mm256_store_ps(ybuf[r][y], _mm256_fmadd_ps(val, s, _mm256_load_ps(ybuf[r][y])));
-      }
+      const __m256 z = _mm256_cvtepi32_ps(q4_column_zeros(grp, y));
+      const __m256 s = q4_column_scales(grp, y);
+      for (int r = 0; r < R; ++r) q4_fold_group(t.xsum[(i0 + r) * G + gi], acc[r], z, s, ybuf[r][y]);
     }
   }
   for (int r = 0; r < R; ++r)

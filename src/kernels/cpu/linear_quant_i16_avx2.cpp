@@ -109,6 +109,15 @@ void linear_cols_q8(const QuantLinearTask& t, int64_t n0, int64_t n1) { q8_colum
 
 // ---- Int4 weights ------------------------------------------------------------------------------
 
+// Int4: one block's sums acc of 8 columns of one row folded into that row's outputs y (8 f32 in
+// L1): val = acc − zero · xsum (s32, exact), y = fma(float(val), scale · xscale, y). rb: the
+// row's block index into t.xsum / t.xscale. Every Int4 tile folds through here: the same bits.
+inline void q4_fold_block(const QuantLinearTask& t, int64_t rb, __m256i acc, __m256i zero, __m256 scale, float* y) {
+  const __m256i val = _mm256_sub_epi32(acc, _mm256_mullo_epi32(zero, _mm256_set1_epi32(t.xsum[rb])));
+  const __m256 sx = _mm256_mul_ps(scale, _mm256_set1_ps(t.xscale[rb]));
+  _mm256_store_ps(y, _mm256_fmadd_ps(_mm256_cvtepi32_ps(val), sx, _mm256_load_ps(y)));
+}
+
 // Int4: rows [i0, i0 + R) by the ymm columns [y0, y0 + Y) of super-panel sp (8 columns each), all
 // groups, each group's blocks in order (a block of xblock inputs is xblock / 8 chunks); y lives in
 // an L1 buffer between blocks. Per block and column: val = acc − zero · xsum (s32, exact), y =
@@ -144,16 +153,9 @@ void q4_tile(const QuantLinearTask& t, int64_t i0, int64_t sp, int y0) {
         }
       }
       for (int y = 0; y < Y; ++y) {
-        const int yy = y0 + y;  // panel yy / 2, columns 8 · (yy % 2) ..
-        const __m256i z = _mm256_cvtepu8_epi32(
-            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(grp.tail + 256 + (yy / 2) * 16 + (yy % 2) * 8)));
-        const __m256 s = _mm256_loadu_ps(reinterpret_cast<const float*>(grp.tail + (yy / 2) * 64 + (yy % 2) * 32));
-        for (int r = 0; r < R; ++r) {
-          const int64_t rb = (i0 + r) * blocks + b;
-          const __m256i val = _mm256_sub_epi32(acc[r][y], _mm256_mullo_epi32(z, _mm256_set1_epi32(t.xsum[rb])));
-          const __m256 sx = _mm256_mul_ps(s, _mm256_set1_ps(t.xscale[rb]));
-          _mm256_store_ps(ybuf[r][y], _mm256_fmadd_ps(_mm256_cvtepi32_ps(val), sx, _mm256_load_ps(ybuf[r][y])));
-        }
+        const __m256i z = q4_column_zeros(grp, y0 + y);
+        const __m256 s = q4_column_scales(grp, y0 + y);
+        for (int r = 0; r < R; ++r) q4_fold_block(t, (i0 + r) * blocks + b, acc[r][y], z, s, ybuf[r][y]);
       }
     }
   }
@@ -177,7 +179,7 @@ void q4_rows(const QuantLinearTask& t, int64_t i0, int64_t sp) {
 // rows); the block stays in L1 between the columns, so it is read from memory once. Before, R rows
 // went as 8 / Y passes of Y columns over the whole super-panel (q4_rows: the later passes from L2,
 // 2R · Y accumulators and the rows' broadcasts spilling). The same integer sums and the same f32
-// fold per block as q4_tile (the same bits). AMD EPYC Zen 3, 2 threads, bench/kernels/
+// fold per block as q4_tile (q4_fold_block: the same bits). AMD EPYC Zen 3, 2 threads, bench/kernels/
 // quant_avx2_ab.sh: 1.35-1.49x at m = 3..5, 1.21x at 8, 1.09-1.11x at 128 (prefill), 0.98x at 2.
 // The rows' x pairs are broadcast once per block into an L1 buffer (8 KiB at 8 rows) that the
 // 8 columns' products read: 1.07-1.11x at m = 8..128 over broadcasting per column. (Broadcasting
@@ -218,16 +220,9 @@ void q4_block_tile(const QuantLinearTask& t, int64_t i0, int64_t sp) {
             acc[r] = _mm256_add_epi32(acc[r], _mm256_add_epi32(s0, s1));
           }
         }
-        // Panel y / 2, columns 8 · (y % 2) ..: as q4_tile's fold.
-        const __m256i z = _mm256_cvtepu8_epi32(
-            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(grp.tail + 256 + (y / 2) * 16 + (y % 2) * 8)));
-        const __m256 s = _mm256_loadu_ps(reinterpret_cast<const float*>(grp.tail + (y / 2) * 64 + (y % 2) * 32));
-        for (int r = 0; r < R; ++r) {
-          const int64_t rb = (i0 + r) * blocks + b;
-          const __m256i val = _mm256_sub_epi32(acc[r], _mm256_mullo_epi32(z, _mm256_set1_epi32(t.xsum[rb])));
-          const __m256 sx = _mm256_mul_ps(s, _mm256_set1_ps(t.xscale[rb]));
-          _mm256_store_ps(ybuf[r][y], _mm256_fmadd_ps(_mm256_cvtepi32_ps(val), sx, _mm256_load_ps(ybuf[r][y])));
-        }
+        const __m256i z = q4_column_zeros(grp, y);
+        const __m256 s = q4_column_scales(grp, y);
+        for (int r = 0; r < R; ++r) q4_fold_block(t, (i0 + r) * blocks + b, acc[r], z, s, ybuf[r][y]);
       }
     }
   }

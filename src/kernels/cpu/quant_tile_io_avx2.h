@@ -2,7 +2,8 @@
 // What the AVX2 quantized-weight register tiles share (linear_quant_avx2.cpp, int8 activations;
 // linear_quant_i16_avx2.cpp, int16 activations): the L1 prefetch along a weight stream, the
 // broadcast of 4 activation bytes (4 int8 or 2 int16), the store of 8 output columns of one row
-// (bias added), the walk of a column chunk by register tiles. AVX2 translation units only, hence
+// (bias added), an Int4 group's zero points and scales of 8 columns, the walk of a column chunk by
+// register tiles. AVX2 translation units only, hence
 // the anonymous namespace.
 #include <immintrin.h>
 
@@ -10,6 +11,7 @@
 #include <cstring>
 
 #include "kernels/cpu/kernel_table.h"
+#include "kernels/cpu/quant_q4_group.h"
 
 namespace pypto::cpu {
 namespace {
@@ -35,6 +37,16 @@ inline void store_out8(const QuantLinearTask& t, int64_t i, int64_t c0, __m256 v
   const __m256i mk = _mm256_cmpgt_epi32(_mm256_set1_epi32(int32_t(left)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   if (t.bias) v = _mm256_add_ps(v, _mm256_maskload_ps(t.bias + c0, mk));
   _mm256_maskstore_ps(dst, mk, v);
+}
+
+// Int4 group grp's zero points (u8 widened to s32) and scales of ymm column yy of its super-panel
+// (panel yy / 2, columns 8 · (yy % 2) ..; the tail's layout: quant_q4_group.h).
+inline __m256i q4_column_zeros(const Q4Group& grp, int yy) {
+  return _mm256_cvtepu8_epi32(
+      _mm_loadl_epi64(reinterpret_cast<const __m128i*>(grp.tail + 256 + (yy / 2) * 16 + (yy % 2) * 8)));
+}
+inline __m256 q4_column_scales(const Q4Group& grp, int yy) {
+  return _mm256_loadu_ps(reinterpret_cast<const float*>(grp.tail + (yy / 2) * 64 + (yy % 2) * 32));
 }
 
 // A register tile of an AVX2 quantized kernel: rows from i0, over column block p (an Int8 panel
