@@ -7,11 +7,10 @@
 // super-panels of 64 columns, int16 activations per 64-input block or int8 per row): the speed of
 // the arithmetic does not depend on the values. Columns are split between OpenMP threads in whole
 // panels (super-panels for int4), as the backend's column chunks are. Prints both rates (GMAC/s,
-// medians) and the median of the per-round ratios B / A with its quartiles.
+// medians) and the median of the per-round ratios B / A with its quartiles (ab_rounds.h).
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -20,6 +19,7 @@
 
 #include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/quant_panels.h"
+#include "../ab_rounds.h"
 
 namespace pypto::cpu {
 void fill_quant_i16_side_a(KernelTable&);  // linear_quant_i16_avx2.cpp of each side
@@ -43,12 +43,6 @@ void run(const KernelTable& kt, const QuantLinearTask& t, bool int4, bool int16)
                             : (int4 ? kt.linear_cols_q4 : kt.linear_cols_q8);
     cols(t, p0 * width, std::min(p1 * width, t.n_out));
   }
-}
-
-// The q-th quantile of v (nearest rank below).
-double quantile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  return v[size_t(q * double(v.size() - 1))];
 }
 
 }  // namespace
@@ -108,28 +102,9 @@ int main(int argc, char** argv) {
   }
   t.xscale = xscale.data();
   t.y = y.data();
-  std::vector<double> rate_a, rate_b, ratio;
-  for (int round = 0; round < 30; ++round) {
-    double rate[2];
-    for (int s = 0; s < 2; ++s) {
-      const int side = (round + s) % 2;  // which side goes first alternates too
-      const KernelTable& kt = side ? b : a;
-      const auto t0 = std::chrono::steady_clock::now();
-      int64_t calls = 0;
-      double elapsed = 0;
-      do {
-        run(kt, t, int4, int16);
-        ++calls;
-        elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      } while (elapsed < 0.05);
-      rate[side] = double(calls) * double(m * n * k) / elapsed * 1e-9;
-    }
-    rate_a.push_back(rate[0]);
-    rate_b.push_back(rate[1]);
-    ratio.push_back(rate[1] / rate[0]);
-  }
+  const AbRates r = ab_rounds([&](int side, int64_t) { run(side ? b : a, t, int4, int16); },
+                              double(m) * double(n) * double(k));
   std::printf("%s weights, %s activations n=%ld k=%ld m=%ld: A %.1f, B %.1f GMAC/s; B/A median %.3f (quartiles "
               "%.3f, %.3f)\n",
-              format.c_str(), act.c_str(), long(n), long(k), long(m), quantile(rate_a, 0.5), quantile(rate_b, 0.5), quantile(ratio, 0.5),
-              quantile(ratio, 0.25), quantile(ratio, 0.75));
+              format.c_str(), act.c_str(), long(n), long(k), long(m), r.a, r.b, r.ratio, r.ratio_q1, r.ratio_q3);
 }
